@@ -1,0 +1,3 @@
+from srt_services.cli.main import main
+
+main()

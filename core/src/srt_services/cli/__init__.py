@@ -1,0 +1,1 @@
+"""The ``srt`` command line (rich-click)."""

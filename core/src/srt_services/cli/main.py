@@ -1,0 +1,99 @@
+"""``srt``: the command line. Thin commands over the load, plan, launch and supervise layers.
+
+Start-up cost matters (``srt --help`` runs on login nodes over NFS), so this module imports
+only rich-click. Each command lives in a small module that is imported when the command is
+listed or run, and those modules import the heavy layers inside the command functions.
+Plugin commands are found only when a name is not a core command, so ``--help`` never scans
+entry points or imports a plugin.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+from typing import Any
+
+import rich_click as click
+
+from srt_services import __version__
+
+#: name -> (module, attribute)
+CORE_COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("srt_services.cli.recipe_cmds", "validate"),
+    "dry-run": ("srt_services.cli.recipe_cmds", "dry_run"),
+    "schema": ("srt_services.cli.recipe_cmds", "schema"),
+    "kinds": ("srt_services.cli.recipe_cmds", "kinds"),
+    "migrate": ("srt_services.cli.recipe_cmds", "migrate"),
+}
+
+EPILOG = (
+    "Exit codes: 0 success, 2 invalid recipe or usage, 1 any other failure (a failed job"
+    " exits with its own status). Plugin commands such as `srt oarbank` load on first use;"
+    " `srt plugins list` shows every installed plugin."
+)
+
+
+class SrtGroup(click.RichGroup):
+    """Core commands by name, plugin commands on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(CORE_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = CORE_COMMANDS.get(cmd_name)
+        if target is not None:
+            command: click.Command = getattr(import_module(target[0]), target[1])
+            return command
+        from srt_services.plugins.manager import default_plugins
+
+        found = default_plugins().cli_commands().get(cmd_name)
+        return found[1] if found else None
+
+
+@click.group(cls=SrtGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="srt", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Launch and supervise the services of LLM-inference jobs, on this machine or in Slurm.
+
+    A recipe (YAML) describes the job: engine workers, frontend, benchmark and the services
+    around them (etcd, NATS, exporters, sidecars). `srt dry-run` shows the plan, `srt run`
+    executes it here, `srt apply` submits it to Slurm.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: map srt's exceptions to exit codes and one-line messages."""
+    from srt_services.errors import JobFailed, RecipeInvalid, SrtError
+
+    try:
+        cli.main(args=argv, prog_name="srt", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted\n")
+        sys.exit(130)
+    except RecipeInvalid as exc:
+        sys.stderr.write(f"{exc}\n")
+        sys.exit(2)
+    except JobFailed as exc:
+        sys.stderr.write(f"srt: {exc}\n")
+        sys.exit(exc.exit_code)
+    except SrtError as exc:
+        sys.stderr.write(f"srt: {exc}\n")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(0)
+
+
+def echo_err(message: str) -> None:
+    sys.stderr.write(message.rstrip("\n") + "\n")
+
+
+def exit_with(code: int) -> Any:
+    sys.exit(code)

@@ -1,0 +1,160 @@
+"""Recipe commands: validate, dry-run, schema, kinds, migrate. No process is started here."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import rich_click as click
+
+
+def _plugins() -> Any:
+    from srt_services.plugins.manager import default_plugins
+
+    return default_plugins()
+
+
+def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
+    from srt_services.plan.allocation import AllocationRequest
+
+    if nodes is not None and nodelist is not None:
+        raise click.UsageError("give --nodes or --nodelist, not both")
+    names = tuple(n.strip() for n in nodelist.split(",") if n.strip()) if nodelist else None
+    if names is not None:
+        from srt_services.names import name_problem
+
+        for n in names:
+            problem = name_problem(n)
+            if problem:
+                raise click.UsageError(f"--nodelist: node name {problem}")
+    return AllocationRequest(kind="local" if local else "symbolic", count=nodes, nodelist=names)
+
+
+@click.command()
+@click.argument("recipes", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
+def validate(recipes: tuple[str, ...], quiet: bool) -> None:
+    """Check recipes without running anything; every problem is reported with its line.
+
+    Exit status 2 when any recipe is invalid.
+    """
+    from srt_services.errors import RecipeInvalid
+    from srt_services.recipe.load import load_recipe
+
+    plugins = _plugins()
+    failed = 0
+    for path in recipes:
+        try:
+            loaded = load_recipe(path, plugins)
+        except RecipeInvalid as exc:
+            failed += 1
+            sys.stderr.write(f"{exc}\n")
+            continue
+        for w in loaded.warnings:
+            sys.stderr.write("warning: " + w.render(path) + "\n")
+        if not quiet:
+            click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
+    if failed:
+        raise SystemExit(2)
+
+
+@click.command("dry-run")
+@click.argument("recipe", type=click.Path(dir_okay=False))
+@click.option("--nodes", type=click.IntRange(1, 100_000), help="Plan for N symbolic nodes.")
+@click.option("--nodelist", help="Plan for these node names (comma-separated).")
+@click.option("--local", is_flag=True, help="Use the addresses `srt run` would (127.0.0.x).")
+@click.option("--json", "as_json", is_flag=True, help="Write the plan as JSON.")
+def dry_run(recipe: str, nodes: int | None, nodelist: str | None, local: bool, as_json: bool) -> None:
+    """Show exactly what `srt run` would do: nodes, phases, argv, effective env, probes.
+
+    Nothing is started and no network is used. Without --nodes, the plan uses as many
+    symbolic nodes as the recipe needs.
+    """
+    from srt_services.plan.resolve import resolve
+    from srt_services.recipe.load import load_recipe
+
+    plugins = _plugins()
+    request = _allocation(nodes, nodelist, local)
+    loaded = load_recipe(recipe, plugins)
+    plan = resolve(loaded, plugins, request)
+    if as_json:
+        sys.stdout.buffer.write(plan.to_json(indent=False))
+        return
+    from srt_services.plan.text import render_plan
+
+    for w in loaded.warnings:
+        sys.stderr.write("warning: " + w.render(recipe) + "\n")
+    sys.stdout.write(render_plan(plan))
+
+
+@click.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file.")
+def schema(output: str | None) -> None:
+    """Write the recipe JSON Schema (with the installed kinds and probes) for editors."""
+    import json
+
+    from srt_services.recipe.schema import recipe_schema
+
+    text = json.dumps(recipe_schema(_plugins()), indent=2, sort_keys=True) + "\n"
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def kinds(as_json: bool) -> None:
+    """List the service kinds with their defaults and the plugin that provides each."""
+    from srt_services.plugins.kind_table import kind_rows
+
+    plugins = _plugins()
+    rows = kind_rows(plugins)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Service kinds", title_justify="left")
+    for col in ("type", "start", "critical", "placement", "readiness", "external", "dedicated", "plugin"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["type"],
+            r["start"],
+            "yes" if r["critical"] else "no",
+            r["placement"],
+            r["readiness"] or "-",
+            "yes" if r["external"] else "no",
+            "yes" if r["dedicated"] else "no",
+            r["plugin"],
+        )
+    Console(soft_wrap=True).print(table)
+
+
+@click.command()
+@click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result here.")
+@click.option("--in-place", is_flag=True, help="Rewrite the file (a .v1 backup is kept).")
+def migrate(recipe: str, output: str | None, in_place: bool) -> None:
+    """Rewrite a v1 recipe (`infra:`, `backend.mooncake_kv_store`) as schema 2 services."""
+    from srt_services.recipe.migrate import migrate_file
+
+    text, notes = migrate_file(recipe)
+    for note in notes:
+        sys.stderr.write(f"{recipe}: {note}\n")
+    if in_place:
+        import shutil
+
+        shutil.copyfile(recipe, recipe + ".v1")
+        with open(recipe, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    elif output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)

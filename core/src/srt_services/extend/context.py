@@ -1,0 +1,106 @@
+"""What a kind, placement or probe sees about the job while the plan is being built."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node of the allocation: its name, the address services bind, its position."""
+
+    name: str
+    ip: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One engine worker; a worker wider than a node has one entry per node in ``nodes``."""
+
+    role: str
+    index: int
+    nodes: tuple[Node, ...]
+    gpus: tuple[int, ...]
+    slot: int
+    port: int | None
+    gpus_per_node: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.role}_{self.index}"
+
+    @property
+    def whole_node(self) -> bool:
+        return len(self.gpus) >= self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The allocation carved into the job's node roles (see ``srt_services.plan.layout``)."""
+
+    nodes: tuple[Node, ...]
+    head: Node
+    infra: Node
+    client: Node
+    dedicated_infra: bool
+    dedicated_client: bool
+    worker_nodes: tuple[Node, ...]
+    role_nodes: Mapping[str, tuple[Node, ...]]
+    workers: tuple[Worker, ...]
+    pools: Mapping[str, tuple[Node, ...]]
+    gpus_per_node: int
+
+    @property
+    def compute(self) -> tuple[Node, ...]:
+        """Engine worker nodes, then every pool's nodes, each once, in allocation order."""
+        seen: dict[str, Node] = {n.name: n for n in self.worker_nodes}
+        for pool in self.pools.values():
+            for n in pool:
+                seen.setdefault(n.name, n)
+        return tuple(sorted(seen.values(), key=lambda n: n.index))
+
+    @property
+    def all(self) -> tuple[Node, ...]:
+        """Head, infra and client nodes, then compute: every node the job uses, once."""
+        out: dict[str, Node] = {}
+        for n in (self.head, self.infra, self.client, *self.compute):
+            out.setdefault(n.name, n)
+        return tuple(out.values())
+
+
+@dataclass(frozen=True, slots=True)
+class JobPaths:
+    """Where the job keeps its files; symbolic (``<job_dir>``) in a dry run."""
+
+    job_dir: str
+    job_id: str
+
+    @property
+    def log_dir(self) -> str:
+        return f"{self.job_dir}/logs"
+
+    def work_dir(self, step: str) -> str:
+        return f"{self.job_dir}/work/{step}"
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceContext:
+    """One instance being planned: where it runs and the placeholder values it renders."""
+
+    service: str
+    step: str
+    node: Node
+    index: int
+    role: str
+    nodes: tuple[Node, ...]
+    layout: Layout
+    paths: JobPaths
+    worker: Worker | None = None
+    worker_node_rank: int = 0
+    values: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def work_dir(self) -> str:
+        return self.paths.work_dir(self.step)

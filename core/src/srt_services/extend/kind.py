@@ -1,0 +1,143 @@
+"""The service-kind interface.
+
+A kind supplies *defaults* and *knowledge* (what command an etcd needs, which ports it
+binds, what its consumers must be told); the launch path is the same for every kind. All
+methods are pure: they describe, the runtime acts. Strings a kind returns for argv, env,
+preamble and files may use the recipe's placeholders (``{node_ip}``, ``{work_dir}``...);
+the planner renders them exactly like the recipe's own values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from srt_services.extend.context import InstanceContext
+from srt_services.recipe.problems import Problem
+
+if TYPE_CHECKING:
+    from srt_services.recipe.models import MetricsSpec, Recipe, ServiceSpec
+
+
+class NoOptions(BaseModel):
+    """Options model of a kind that takes none: any key is an error."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class KindOptions(BaseModel):
+    """Base for kind options models: strict and closed, like the recipe itself."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class DefaultProbe:
+    """A readiness probe a kind asks for when the recipe writes none."""
+
+    __slots__ = ("config", "interval", "name", "timeout")
+
+    def __init__(
+        self, name: str, config: dict[str, Any], timeout: float | None = None,
+        interval: float | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.timeout = timeout
+        self.interval = interval
+
+
+class ServiceKind:
+    """Base class of every service kind. Subclass it and set ``name``.
+
+    Class attributes are the kind's defaults and capabilities; override methods to supply
+    commands and environment. A recipe value always wins over a kind default, except for
+    the values :meth:`forced_env` returns (the ones the kind must own to work at all).
+    """
+
+    #: The ``type:`` value that selects this kind. Unique across the plugin set.
+    name: ClassVar[str]
+    #: One line for ``srt kinds`` and the docs.
+    summary: ClassVar[str] = ""
+    #: How the kind's default readiness reads in ``srt kinds`` (``http /health on 2379``).
+    readiness_summary: ClassVar[str] = ""
+    #: Model for ``options``; unknown keys are refused naming the kind.
+    Options: ClassVar[type[BaseModel]] = NoOptions
+
+    default_start: ClassVar[str] = "after_frontend"
+    default_critical: ClassVar[bool] = False
+    default_placement: ClassVar[str] = "head"
+    default_per: ClassVar[str] = "node"
+    #: ``placement.node`` values accepted; ``None`` accepts every registered placement.
+    allowed_placements: ClassVar[frozenset[str] | None] = None
+    supports_external: ClassVar[bool] = False
+    #: URL schemes accepted for ``external`` (``("http", "https")`` for etcd).
+    external_schemes: ClassVar[tuple[str, ...]] = ()
+    supports_dedicated: ClassVar[bool] = False
+    #: Kinds that share the infra node must all be ``dedicated`` or none (etcd and nats).
+    shares_infra_node: ClassVar[bool] = False
+    #: A discovery plane never receives discovery environment itself.
+    is_discovery_plane: ClassVar[bool] = False
+    #: ``command`` must be written (``generic``), or the kind builds its own.
+    requires_command: ClassVar[bool] = False
+    #: The recipe may not write ``command`` (a kind that must own its argv).
+    forbids_command: ClassVar[bool] = False
+    default_stop_grace: ClassVar[float] = 30.0
+    default_readiness_timeout: ClassVar[float] = 120.0
+    default_readiness_interval: ClassVar[float] = 2.0
+
+    # ------------------------------------------------------------------ validation
+
+    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        """Problems with this entry beyond its options model (paths relative to the entry).
+
+        Return paths like ``("placement", "node")``; the caller prefixes the entry's path.
+        """
+        return ()
+
+    # ------------------------------------------------------------------ launch description
+
+    def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str] | None:
+        """Default argv (before ``args``) when the recipe writes no ``command``."""
+        return None
+
+    def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
+        """Shell the kind needs before the command (runs before the recipe's preamble)."""
+        return None
+
+    def default_env(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        """Environment defaults; the recipe's ``env`` overrides them."""
+        return {}
+
+    def forced_env(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        """Environment the kind owns; recipe values for these keys are ignored (and warned)."""
+        return {}
+
+    def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        """Files to write before launch, relative to the instance's ``{work_dir}``."""
+        return {}
+
+    def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe | None:
+        """The probe used when the recipe writes no ``readiness``."""
+        return None
+
+    def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        """Ports the kind's own command binds on every node it runs on (for the port ledger)."""
+        return ()
+
+    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
+        """Prometheus endpoints when the recipe writes no ``metrics``."""
+        return []
+
+    def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
+        """What consumers with ``inherit_discovery_env`` get from this service.
+
+        ``address`` is the IP of the node it runs on, or ``None`` when ``external`` is set
+        (then use ``spec.external``). Return ``{}`` for services nobody discovers.
+        """
+        return {}
+
+    def skip_reason(self, spec: ServiceSpec, options: Any) -> str | None:
+        """Why this service cannot run on this machine (checked at launch, not at dry-run)."""
+        return None

@@ -1,0 +1,1 @@
+"""Service kinds that ship with core (only ``generic``; the rest are plugins)."""

@@ -1,0 +1,51 @@
+"""Name rules for everything that ends up in a path, a step name or an environment.
+
+One rule for every user-chosen name (CNI's container-id rule, capped like a DNS label) is
+easier to explain and to fuzz than per-field variations, and it is what keeps a recipe from
+writing outside the job directory: such a name can never be ``..``, hold a ``/`` or start
+with ``-`` (which tools would read as an option).
+"""
+
+from __future__ import annotations
+
+import re
+
+NAME_MAX = 63
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Loader variables that change what every process executes. A recipe must opt in to set
+#: them (``allow_loader_env: true`` on the entry) because a typo here breaks every binary.
+DANGEROUS_ENV = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONSTARTUP"})
+
+
+def name_problem(value: str) -> str | None:
+    """Why ``value`` is not a safe name, or ``None`` when it is."""
+    if not value:
+        return "must not be empty"
+    if "\x00" in value:
+        return "must not contain NUL"
+    if len(value) > NAME_MAX:
+        return f"must be at most {NAME_MAX} characters (got {len(value)})"
+    if NAME_RE.match(value):
+        return None
+    if value in {".", ".."} or "/" in value:
+        return f"must be a single path-safe token, got {value!r}"
+    if value.startswith("-"):
+        return f"must not start with '-', got {value!r}"
+    return (
+        "may only hold ASCII letters, digits, '_', '.' and '-', and must start with a letter"
+        f" or digit; got {value!r}"
+    )
+
+
+def env_name_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an environment variable name, or ``None``."""
+    if ENV_NAME_RE.match(value):
+        return None
+    return f"environment variable names must match [A-Za-z_][A-Za-z0-9_]*; got {value!r}"
+
+
+def env_key(name: str) -> str:
+    """``SRT_SERVICE_<KEY>`` spelling of a service name (upper case, non-alnum to ``_``)."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()

@@ -1,0 +1,1 @@
+"""The resolve layer: a validated recipe plus an allocation to a pure, JSON-serialisable Plan."""

@@ -1,0 +1,216 @@
+"""The Plan: everything the runtime will do, as plain data.
+
+A Plan is a pure function of (recipe, allocation, plugin set). It is what ``srt dry-run``
+prints, what ``srt dry-run --json`` and ``plan.json`` hold, and exactly what ``srt run``
+executes: the runtime makes no decision the plan does not record (which argv, which env,
+which node, which probe, which order). Dataclasses with slots keep it cheap for 10,000
+services; orjson serialises them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PLAN_VERSION = 1
+
+#: Launch order of the job's phases.
+PHASE_ORDER: tuple[str, ...] = (
+    "infra",
+    "before_workers",
+    "workers",
+    "frontend",
+    "after_frontend",
+    "benchmark",
+)
+
+#: Shutdown tiers: 0 stops first (workers, frontend, late services), infra last.
+TIER_OF_PHASE = {
+    "benchmark": 0,
+    "after_frontend": 0,
+    "frontend": 0,
+    "workers": 0,
+    "before_workers": 1,
+    "infra": 2,
+}
+
+
+@dataclass(slots=True)
+class PlannedProbe:
+    probe: str
+    config: dict[str, Any]
+    timeout: float
+    interval: float
+    describe: str
+    #: liveness only
+    period: float | None = None
+    failure_threshold: int | None = None
+    attempt_timeout: float | None = None
+
+
+@dataclass(slots=True)
+class PlannedInstance:
+    step: str
+    unit: str
+    node: str
+    node_ip: str
+    index: int
+    argv: list[str]
+    env: dict[str, str]
+    log: str
+    work_dir: str
+    preamble: str | None = None
+    cwd: str | None = None
+    readiness: PlannedProbe | None = None
+    liveness: PlannedProbe | None = None
+    ports: list[int] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    worker: str | None = None
+    gpus: list[int] | None = None
+    container: str | None = None
+    cpus_per_task: int | None = None
+    cpu_bind: str | None = None
+    srun_options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PlannedBuild:
+    """Clone and build a source checkout once per node before the first launch."""
+
+    git: str
+    checkout: str
+    rev: str
+    src_dir: str
+    path: str | None
+    build_command: list[str] | None
+    timeout: float
+    nodes: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PlannedRestart:
+    policy: str
+    backoff_initial: float
+    backoff_max: float
+    max_failures: int
+    window: float
+    reset_after: float
+    jitter: float
+
+
+@dataclass(slots=True)
+class PlannedUnit:
+    """A service, a role's workers, the frontend or the benchmark, with its instances."""
+
+    name: str
+    category: str  # service | workers | frontend | benchmark
+    type: str
+    phase: str
+    tier: int
+    critical: bool
+    terminal: bool
+    stop_grace: float
+    instances: list[PlannedInstance]
+    placement: str | None = None
+    per: str | None = None
+    pool: str | None = None
+    implied_by: str | None = None
+    replaces_implied: str | None = None
+    external: str | None = None
+    container: str | None = None
+    build: PlannedBuild | None = None
+    restart: PlannedRestart | None = None
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    inherit_discovery_env: bool = True
+    nodes: list[str] = field(default_factory=list)
+    timeout: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PlannedNode:
+    name: str
+    ip: str
+    roles: list[str]
+
+
+@dataclass(slots=True)
+class ScrapeTarget:
+    name: str
+    service: str
+    url: str
+    node: str
+
+
+@dataclass(slots=True)
+class Plan:
+    version: int
+    job_name: str
+    job_id: str
+    job_dir: str
+    allocation: str  # local | slurm | symbolic
+    nodes: list[PlannedNode]
+    head: str
+    infra: str
+    client: str
+    units: list[PlannedUnit]
+    phases: dict[str, list[str]]
+    discovery_env: dict[str, str]
+    ports: list[dict[str, Any]]
+    scrape_targets: list[ScrapeTarget]
+    warnings: list[str] = field(default_factory=list)
+
+    def unit(self, name: str) -> PlannedUnit:
+        for u in self.units:
+            if u.name == name:
+                return u
+        raise KeyError(name)
+
+    def instances(self) -> list[PlannedInstance]:
+        return [i for u in self.units for i in u.instances]
+
+    def to_json(self, indent: bool = False) -> bytes:
+        import orjson
+
+        option = orjson.OPT_INDENT_2 if indent else 0
+        return orjson.dumps(self, option=option | orjson.OPT_APPEND_NEWLINE)
+
+
+def plan_from_dict(data: dict[str, Any]) -> Plan:
+    """Rebuild a Plan from ``plan.json`` (``srt status``, a resumed orchestrator)."""
+
+    def probe(d: dict[str, Any] | None) -> PlannedProbe | None:
+        return PlannedProbe(**d) if d else None
+
+    units = []
+    for u in data["units"]:
+        instances = [
+            PlannedInstance(
+                **{
+                    **i,
+                    "readiness": probe(i.get("readiness")),
+                    "liveness": probe(i.get("liveness")),
+                }
+            )
+            for i in u["instances"]
+        ]
+        units.append(
+            PlannedUnit(
+                **{
+                    **u,
+                    "instances": instances,
+                    "build": PlannedBuild(**u["build"]) if u.get("build") else None,
+                    "restart": PlannedRestart(**u["restart"]) if u.get("restart") else None,
+                }
+            )
+        )
+    return Plan(
+        **{
+            **data,
+            "nodes": [PlannedNode(**n) for n in data["nodes"]],
+            "units": units,
+            "scrape_targets": [ScrapeTarget(**t) for t in data["scrape_targets"]],
+        }
+    )

@@ -1,0 +1,621 @@
+"""``resolve``: a checked recipe plus an allocation to a :class:`Plan`.
+
+Pure: no processes, no network, no clock. The same inputs give the same plan, which is why
+``srt dry-run --json`` output can be compared byte for byte in tests.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from srt_services.extend.context import InstanceContext, JobPaths, Layout, Node, Worker
+from srt_services.extend.expansion import InstanceSeed
+from srt_services.names import env_key
+from srt_services.plan import layout as layout_mod
+from srt_services.plan.allocation import Allocation, AllocationRequest
+from srt_services.plan.model import (
+    PHASE_ORDER,
+    PLAN_VERSION,
+    TIER_OF_PHASE,
+    Plan,
+    PlannedBuild,
+    PlannedInstance,
+    PlannedNode,
+    PlannedProbe,
+    PlannedRestart,
+    PlannedUnit,
+    ScrapeTarget,
+)
+from srt_services.plan.ports import PortLedger
+from srt_services.recipe.models import ProbeBlock, ProcessSpec, RestartSpec
+from srt_services.recipe.placeholders import render
+from srt_services.recipe.problems import Problem, RecipeError, locate
+
+if TYPE_CHECKING:
+    from srt_services.plugins.manager import PluginSet
+    from srt_services.recipe.checks import Settled
+    from srt_services.recipe.load import LoadedRecipe
+
+MASTER_PORT = "8700"
+METADATA_PORT = "8701"
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_INTERVAL = 2.0
+GRACE = {"workers": 30.0, "frontend": 20.0, "benchmark": 10.0}
+
+
+@dataclass(slots=True)
+class _Ctx:
+    loaded: LoadedRecipe
+    plugins: PluginSet
+    layout: Layout
+    paths: JobPaths
+    common: dict[str, str]
+    ledger: PortLedger
+    problems: list[Problem]
+    warnings: list[str]
+
+
+def resolve(
+    loaded: LoadedRecipe,
+    plugins: PluginSet,
+    request: AllocationRequest | Allocation,
+    job_dir: str = "<job_dir>",
+) -> Plan:
+    """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`."""
+    recipe = loaded.recipe
+    dedicated = any(
+        s.spec.external is None
+        and s.placement != "pool"
+        and plugins.has("placement", s.placement)
+        and plugins.placement(s.placement).reserves_infra_node
+        for s in loaded.services
+    )
+    pools = [(s.name, s.spec.nodes) for s in loaded.services if s.spec.nodes is not None]
+    needs = layout_mod.needs_of(recipe, dedicated, pools)  # type: ignore[arg-type]
+    allocation = request.build(needs.total) if isinstance(request, AllocationRequest) else request
+    ports = {name: spec.port for name, spec in recipe.roles.items()}
+    try:
+        lay = layout_mod.carve(list(allocation.nodes), needs, recipe.resources.gpus_per_node, ports)
+    except layout_mod.AllocationTooSmall as exc:
+        doc = loaded.document
+        raise RecipeError(doc.source, locate([Problem((), str(exc))], doc.source, doc.data, doc.mark_of)) from None
+    paths = JobPaths(job_dir=job_dir, job_id=allocation.job_id)
+    common = {
+        "head_node": lay.head.name,
+        "head_ip": lay.head.ip,
+        "infra_node": lay.infra.name,
+        "infra_ip": lay.infra.ip,
+        "master_port": MASTER_PORT,
+        "metadata_port": METADATA_PORT,
+        "gpus_per_node": str(recipe.resources.gpus_per_node),
+        "job_dir": paths.job_dir,
+        "log_dir": paths.log_dir,
+        "job_id": paths.job_id,
+        "job_name": recipe.name,
+        "frontend_port": str(recipe.frontend.port) if recipe.frontend else "",
+    }
+    ctx = _Ctx(loaded, plugins, lay, paths, common, PortLedger(), [], [])
+    discovery = _discovery_env(ctx)
+    units: list[PlannedUnit] = []
+    phases: dict[str, list[str]] = {p: [] for p in PHASE_ORDER}
+    for settled in loaded.services:
+        unit = _service_unit(ctx, settled, discovery)
+        if unit is None:
+            continue
+        units.append(unit)
+        phases[unit.phase].append(unit.name)
+    for role, spec in recipe.roles.items():
+        unit = _worker_unit(ctx, role, spec, discovery)
+        units.append(unit)
+        phases["workers"].append(unit.name)
+    if recipe.frontend is not None and recipe.frontend.type != "none":
+        unit = _frontend_unit(ctx, discovery)
+        units.append(unit)
+        phases["frontend"].append(unit.name)
+    if recipe.benchmark.type == "command":
+        unit = _benchmark_unit(ctx, units, discovery)
+        units.append(unit)
+        phases["benchmark"].append(unit.name)
+    ctx.problems.extend(ctx.ledger.problems())
+    if ctx.problems:
+        doc = loaded.document
+        raise RecipeError(doc.source, locate(ctx.problems, doc.source, doc.data, doc.mark_of))
+    return Plan(
+        version=PLAN_VERSION,
+        job_name=recipe.name,
+        job_id=allocation.job_id,
+        job_dir=job_dir,
+        allocation=allocation.kind,
+        nodes=_planned_nodes(lay),
+        head=lay.head.name,
+        infra=lay.infra.name,
+        client=lay.client.name,
+        units=units,
+        phases={k: v for k, v in phases.items()},
+        discovery_env=discovery,
+        ports=ctx.ledger.entries(),
+        scrape_targets=_scrape_targets(units),
+        warnings=ctx.warnings,
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _planned_nodes(lay: Layout) -> list[PlannedNode]:
+    roles: dict[str, list[str]] = {n.name: [] for n in lay.nodes}
+
+    def tag(node: Node, what: str) -> None:
+        if what not in roles[node.name]:
+            roles[node.name].append(what)
+
+    tag(lay.head, "head")
+    tag(lay.infra, "infra" if not lay.dedicated_infra else "dedicated-infra")
+    tag(lay.client, "client")
+    for role, nodes in lay.role_nodes.items():
+        for n in nodes:
+            tag(n, role)
+    for pool, nodes in lay.pools.items():
+        for n in nodes:
+            tag(n, f"pool:{pool}")
+    return [PlannedNode(n.name, n.ip, roles[n.name]) for n in lay.nodes if roles[n.name]]
+
+
+def _discovery_env(ctx: _Ctx) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for s in ctx.loaded.services:
+        if s.options is None:
+            continue
+        address: str | None = None
+        if s.spec.external is None:
+            nodes = _service_nodes(ctx, s)
+            if not nodes:
+                continue
+            address = nodes[0].ip
+        env.update(s.kind.discovery_env(s.spec, s.options, address))
+    return env
+
+
+def _service_nodes(ctx: _Ctx, s: Settled) -> tuple[Node, ...]:
+    if s.placement == "pool":
+        return tuple(ctx.layout.pools.get(s.pool or "", ()))
+    placement = ctx.plugins.placement(s.placement)
+    return placement.nodes(ctx.layout, s.pool)
+
+
+def _values(
+    ctx: _Ctx,
+    node: Node,
+    index: int,
+    role: str,
+    own: tuple[Node, ...],
+    step: str,
+    worker: Worker | None,
+    rank: int,
+) -> dict[str, str]:
+    values = dict(ctx.common)
+    compute = ctx.layout.compute
+    node_id = next((i for i, n in enumerate(compute) if n.name == node.name), index)
+    values.update(
+        node=node.name,
+        node_ip=node.ip,
+        node_id=str(node_id),
+        index=str(index),
+        role=role,
+        pool_node=own[0].name if own else node.name,
+        pool_ip=own[0].ip if own else node.ip,
+        pool_nodes=",".join(n.name for n in own) or node.name,
+        pool_ips=",".join(n.ip for n in own) or node.ip,
+        pool_node_count=str(len(own) or 1),
+        work_dir=ctx.paths.work_dir(step),
+    )
+    if worker is not None:
+        values.update(
+            worker_role=worker.role,
+            worker_index=str(worker.index),
+            worker_node_rank=str(rank),
+            worker_gpus=",".join(str(g) for g in worker.gpus),
+            worker_gpu_count=str(len(worker.gpus)),
+            worker_port=str(worker.port) if worker.port is not None else "",
+        )
+    return values
+
+
+def _render_all(items: list[str] | None, values: Mapping[str, str]) -> list[str]:
+    return [render(v, values) for v in items or ()]
+
+
+def _render_env(env: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
+    return {k: render(v, values) for k, v in env.items()}
+
+
+def _probe(
+    ctx: _Ctx,
+    block: ProbeBlock | None,
+    default: Any,
+    ictx: InstanceContext,
+    default_port: int | None,
+    default_timeout: float,
+    default_interval: float,
+    liveness: bool = False,
+) -> PlannedProbe | None:
+    if block is not None and block.probe_name is not None:
+        probe = ctx.plugins.probe(block.probe_name)
+        config = block.probe_config
+        timeout = block.timeout_seconds or DEFAULT_TIMEOUT
+        interval = block.interval_seconds or DEFAULT_INTERVAL
+    elif default is not None:
+        probe = ctx.plugins.probe(default.name)
+        config = probe.Config.model_validate(default.config)
+        timeout = default.timeout or default_timeout
+        interval = default.interval or default_interval
+    else:
+        return None
+    planned = probe.plan(config, ictx, default_port)
+    for key in ("path",):
+        value = planned.get(key)
+        if isinstance(value, str):
+            planned[key] = render(value, ictx.values)
+    result = PlannedProbe(
+        probe=probe.name,
+        config=planned,
+        timeout=timeout,
+        interval=interval,
+        describe=probe.describe(planned),
+    )
+    if liveness and block is not None:
+        result.period = getattr(block, "period_seconds", None)
+        result.failure_threshold = getattr(block, "failure_threshold", None)
+        result.attempt_timeout = getattr(block, "attempt_timeout_seconds", None)
+    port = probe.port(config) if probe.uses_port else None
+    if probe.uses_port and port is None:
+        port = default_port
+    if port is not None:
+        result.config.setdefault("port", port)
+    return result
+
+
+def _probe_port(probe: PlannedProbe | None) -> int | None:
+    if probe is None:
+        return None
+    port = probe.config.get("port")
+    return port if isinstance(port, int) else None
+
+
+def _preamble(*parts: str | None) -> str | None:
+    kept = [p.strip("\n") for p in parts if p and p.strip()]
+    return "\n".join(kept) if kept else None
+
+
+# --------------------------------------------------------------------------- services
+
+
+def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUnit | None:
+    spec = s.spec
+    kind = s.kind
+    phase = s.start
+    base = PlannedUnit(
+        name=s.name,
+        category="service",
+        type=spec.type,
+        phase=phase,
+        tier=TIER_OF_PHASE[phase],
+        critical=s.critical,
+        terminal=spec.terminal,
+        stop_grace=s.stop_grace,
+        instances=[],
+        placement=s.placement,
+        per=s.per,
+        pool=s.pool if s.placement == "pool" or spec.nodes else None,
+        implied_by=s.eff.implied_by,
+        replaces_implied=s.eff.replaces_implied,
+        external=spec.external,
+        options=spec.options,
+        inherit_discovery_env=spec.inherit_discovery_env and not kind.is_discovery_plane,
+    )
+    if spec.external is not None:
+        return base
+    nodes = _service_nodes(ctx, s)
+    worker_roles = (
+        ctx.plugins.placement(s.placement).worker_roles if s.placement != "pool" else None
+    )
+    seeds: list[InstanceSeed] = (
+        ctx.plugins.expansion(s.per).seeds(s.name, nodes, ctx.layout, worker_roles) if nodes else []
+    )
+    if not seeds:
+        what = "workers" if s.per == "worker" else "nodes"
+        message = f"placement {s.placement} selects no {what} in this job"
+        if s.eff.path is None:
+            ctx.warnings.append(f"services[{s.name}] (implied by {s.eff.implied_by}): {message}; skipped")
+            return None
+        ctx.problems.append(Problem((*s.eff.label_path, "placement"), message))
+        return None
+    base.nodes = list(dict.fromkeys(seed.node.name for seed in seeds))
+    restart = None
+    if not s.critical and not spec.terminal:
+        r = spec.restart or RestartSpec()
+        if r.policy != "no":
+            restart = PlannedRestart(
+                policy=r.policy,
+                backoff_initial=r.backoff_initial_seconds,
+                backoff_max=r.backoff_max_seconds,
+                max_failures=r.max_failures,
+                window=r.failure_window_seconds,
+                reset_after=r.reset_after,
+                jitter=r.jitter,
+            )
+    base.restart = restart
+    options = s.options
+    metrics = spec.metrics or kind.metrics(spec, options)
+    base.metrics = [m.model_dump() for m in metrics]
+    src_dir = f"{ctx.paths.job_dir}/src/{s.name}"
+    cwd = None
+    if spec.source is not None:
+        cwd = f"{src_dir}/{spec.source.path}" if spec.source.path else src_dir
+    kind_ports = list(kind.listen_ports(spec, options))
+    first_values: dict[str, str] | None = None
+    for index, seed in enumerate(seeds):
+        values = _values(ctx, seed.node, index, s.placement, nodes, seed.step, seed.worker, seed.worker_node_rank)
+        if first_values is None:
+            first_values = values
+        ictx = InstanceContext(
+            service=s.name,
+            step=seed.step,
+            node=seed.node,
+            index=index,
+            role=s.placement,
+            nodes=nodes,
+            layout=ctx.layout,
+            paths=ctx.paths,
+            worker=seed.worker,
+            worker_node_rank=seed.worker_node_rank,
+            values=values,
+        )
+        argv = _render_all(spec.command if spec.command is not None else kind.command(spec, options, ictx), values)
+        argv += _render_all(spec.args, values)
+        env: dict[str, str] = {}
+        if base.inherit_discovery_env:
+            env.update(discovery)
+        env.update(_render_env(kind.default_env(spec, options, ictx), values))
+        env.update(_render_env(spec.env, values))
+        forced = _render_env(kind.forced_env(spec, options, ictx), values)
+        for key in forced:
+            if key in spec.env and index == 0:
+                base.warnings.append(f"env.{key} is set by type {kind.name}; the recipe's value is ignored")
+        env.update(forced)
+        if seed.worker is not None and not seed.worker.whole_node:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in seed.worker.gpus)
+        kpre = kind.preamble(spec, options, ictx)
+        preamble = _preamble(
+            render(kpre, values) if kpre else None, render(spec.preamble, values) if spec.preamble else None
+        )
+        readiness = _probe(
+            ctx, spec.readiness, kind.readiness(spec, options, ictx), ictx, None,
+            kind.default_readiness_timeout, kind.default_readiness_interval,
+        )
+        liveness = _probe(ctx, spec.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True)
+        ports = list(kind_ports)
+        rport = _probe_port(readiness)
+        if rport is not None:
+            ports.append(rport)
+        for m in metrics:
+            if m.nodes == "all" or index == 0:
+                ports.append(m.port)
+        ports = list(dict.fromkeys(ports))
+        at = s.eff.label_path
+        for port in ports:
+            ctx.ledger.claim(seed.node.name, port, f"services[{s.name}]", seed.step, (*at, "readiness") if port == rport else at)
+        files = {k: render(v, values) for k, v in kind.files(spec, options, ictx).items()}
+        base.instances.append(
+            PlannedInstance(
+                step=seed.step,
+                unit=s.name,
+                node=seed.node.name,
+                node_ip=seed.node.ip,
+                index=index,
+                argv=argv,
+                env=env,
+                log=f"logs/{seed.step}.out",
+                work_dir=values["work_dir"],
+                preamble=preamble,
+                cwd=cwd,
+                readiness=readiness,
+                liveness=liveness,
+                ports=ports,
+                files=files,
+                worker=seed.worker.key if seed.worker else None,
+                gpus=list(seed.worker.gpus) if seed.worker else None,
+                container=render(spec.container, values) if spec.container else None,
+                cpus_per_task=spec.cpus_per_task,
+                cpu_bind=spec.cpu_bind,
+                srun_options={k: render(v, values) for k, v in spec.srun_options.items()},
+            )
+        )
+    base.container = base.instances[0].container
+    if spec.source is not None:
+        assert first_values is not None
+        base.build = PlannedBuild(
+            git=spec.source.git,
+            checkout=spec.source.checkout,
+            rev=spec.source.rev,
+            src_dir=src_dir,
+            path=spec.source.path,
+            build_command=_render_all(spec.build_command, first_values) or None,
+            timeout=spec.build_timeout_seconds,
+            nodes=list(base.nodes),
+            env=dict(base.instances[0].env),
+        )
+    return base
+
+
+# --------------------------------------------------------------------------- job processes
+
+
+def _process_instance(
+    ctx: _Ctx,
+    spec: ProcessSpec,
+    unit: str,
+    step: str,
+    node: Node,
+    index: int,
+    role: str,
+    env_base: dict[str, str],
+    worker: Worker | None = None,
+    rank: int = 0,
+    readiness: ProbeBlock | None = None,
+    default_port: int | None = None,
+) -> PlannedInstance:
+    values = _values(ctx, node, index, role, (node,), step, worker, rank)
+    ictx = InstanceContext(
+        service=unit, step=step, node=node, index=index, role=role, nodes=(node,),
+        layout=ctx.layout, paths=ctx.paths, worker=worker, worker_node_rank=rank, values=values,
+    )
+    env = dict(env_base)
+    env.update(_render_env(spec.env, values))
+    if worker is not None and not worker.whole_node:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in worker.gpus)
+    probe = _probe(ctx, readiness, None, ictx, default_port, DEFAULT_TIMEOUT, DEFAULT_INTERVAL)
+    return PlannedInstance(
+        step=step,
+        unit=unit,
+        node=node.name,
+        node_ip=node.ip,
+        index=index,
+        argv=_render_all(spec.command, values) + _render_all(spec.args, values),
+        env=env,
+        log=f"logs/{step}.out",
+        work_dir=values["work_dir"],
+        preamble=render(spec.preamble, values) if spec.preamble else None,
+        readiness=probe,
+        worker=worker.key if worker else None,
+        gpus=list(worker.gpus) if worker else None,
+        container=render(spec.container, values) if spec.container else None,
+    )
+
+
+def _worker_unit(ctx: _Ctx, role: str, spec: Any, discovery: dict[str, str]) -> PlannedUnit:
+    instances: list[PlannedInstance] = []
+    for worker in ctx.layout.workers:
+        if worker.role != role:
+            continue
+        for rank, node in enumerate(worker.nodes):
+            step = f"{role}_{worker.index}" if len(worker.nodes) == 1 else f"{role}_{worker.index}_{node.name}"
+            inst = _process_instance(
+                ctx, spec, role, step, node, len(instances), role, dict(discovery), worker, rank,
+                spec.readiness if rank == 0 else None, worker.port,
+            )
+            if worker.port is not None and rank == 0:
+                ctx.ledger.claim(node.name, worker.port, f"roles.{role}", step, ("roles", role, "port"))
+                inst.ports.append(worker.port)
+            instances.append(inst)
+    return PlannedUnit(
+        name=role,
+        category="workers",
+        type=role,
+        phase="workers",
+        tier=TIER_OF_PHASE["workers"],
+        critical=True,
+        terminal=False,
+        stop_grace=spec.stop_grace_seconds if spec.stop_grace_seconds is not None else GRACE["workers"],
+        instances=instances,
+        placement=role,
+        nodes=list(dict.fromkeys(i.node for i in instances)),
+        container=instances[0].container if instances else None,
+    )
+
+
+def _frontend_unit(ctx: _Ctx, discovery: dict[str, str]) -> PlannedUnit:
+    spec = ctx.loaded.recipe.frontend
+    assert spec is not None
+    head = ctx.layout.head
+    inst = _process_instance(
+        ctx, spec, "frontend", "frontend", head, 0, "head", dict(discovery),
+        readiness=spec.readiness, default_port=spec.port,
+    )
+    ctx.ledger.claim(head.name, spec.port, "frontend", "frontend", ("frontend", "port"))
+    inst.ports.append(spec.port)
+    return PlannedUnit(
+        name="frontend",
+        category="frontend",
+        type=spec.type,
+        phase="frontend",
+        tier=TIER_OF_PHASE["frontend"],
+        critical=True,
+        terminal=False,
+        stop_grace=spec.stop_grace_seconds if spec.stop_grace_seconds is not None else GRACE["frontend"],
+        instances=[inst],
+        placement="head",
+        nodes=[head.name],
+        container=inst.container,
+    )
+
+
+def _benchmark_unit(ctx: _Ctx, units: list[PlannedUnit], discovery: dict[str, str]) -> PlannedUnit:
+    recipe = ctx.loaded.recipe
+    spec = recipe.benchmark
+    client = ctx.layout.client
+    env = dict(discovery)
+    env["SRT_GPUS_PER_NODE"] = str(recipe.resources.gpus_per_node)
+    env["SRT_WORKER_NODES"] = ",".join(n.name for n in ctx.layout.worker_nodes)
+    if recipe.frontend is not None and recipe.frontend.type != "none":
+        head = ctx.layout.head
+        host = f"[{head.ip}]" if ":" in head.ip else head.ip
+        env["SRT_FRONTEND_URL"] = f"http://{host}:{recipe.frontend.port}"
+    for unit in units:
+        if unit.category != "service" or not unit.instances:
+            continue
+        key = env_key(unit.name)
+        ips = list(dict.fromkeys(i.node_ip for i in unit.instances))
+        env[f"SRT_SERVICE_{key}_NODES"] = ",".join(unit.nodes)
+        env[f"SRT_SERVICE_{key}_IPS"] = ",".join(ips)
+        env[f"SRT_SERVICE_{key}_NODE_COUNT"] = str(len(unit.nodes))
+    inst = _process_instance(ctx, spec, "benchmark", "benchmark", client, 0, "client", env)
+    return PlannedUnit(
+        name="benchmark",
+        category="benchmark",
+        type="command",
+        phase="benchmark",
+        tier=TIER_OF_PHASE["benchmark"],
+        critical=False,
+        terminal=True,
+        stop_grace=spec.stop_grace_seconds if spec.stop_grace_seconds is not None else GRACE["benchmark"],
+        instances=[inst],
+        placement="client",
+        nodes=[client.name],
+        container=inst.container,
+        timeout=spec.timeout_seconds,
+    )
+
+
+def _scrape_targets(units: list[PlannedUnit]) -> list[ScrapeTarget]:
+    targets: list[ScrapeTarget] = []
+    for unit in units:
+        if unit.category != "service" or not unit.instances or not unit.metrics:
+            continue
+        by_node: dict[str, str] = {}
+        for inst in unit.instances:
+            by_node.setdefault(inst.node, inst.node_ip)
+        for m in unit.metrics:
+            nodes = list(by_node.items())
+            if m["nodes"] == "first":
+                nodes = nodes[:1]
+            name = m.get("name") or unit.name
+            for node, ip in nodes:
+                host = f"[{ip}]" if ":" in ip else ip
+                targets.append(
+                    ScrapeTarget(
+                        name=f"{name}_{node}",
+                        service=unit.name,
+                        url=f"http://{host}:{m['port']}{m['path']}",
+                        node=node,
+                    )
+                )
+    return targets
+
+
+def shell_preview(argv: list[str]) -> str:
+    return shlex.join(argv)
+

@@ -1,0 +1,161 @@
+"""The dry-run text: a Plan as a reviewer wants to read it.
+
+Plain text (stable for golden tests and for pasting into a ticket); it shows the *effective*
+values the runtime will use: rendered argv, the layered environment, the probe with its
+resolved address, metrics targets, and for implied services why they are there.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+
+from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe, PlannedUnit
+
+PHASE_TITLES = {
+    "infra": "infra",
+    "before_workers": "before_workers",
+    "workers": "workers",
+    "frontend": "frontend",
+    "after_frontend": "after_frontend",
+    "benchmark": "benchmark",
+}
+
+
+def _probe(p: PlannedProbe | None) -> str:
+    if p is None:
+        return "none (started once launched)"
+    return f"{p.describe}, timeout {p.timeout:g}s, interval {p.interval:g}s"
+
+
+def _env_lines(env: dict[str, str], indent: str) -> Iterator[str]:
+    if not env:
+        yield f"{indent}env: (none)"
+        return
+    yield f"{indent}env:"
+    for key in sorted(env):
+        yield f"{indent}  {key}={env[key]}"
+
+
+def _instance_lines(unit: PlannedUnit, inst: PlannedInstance, first: PlannedInstance, indent: str) -> Iterator[str]:
+    where = f"{inst.step} on {inst.node} ({inst.node_ip})"
+    if inst.worker:
+        where += f" for worker {inst.worker} gpus {','.join(map(str, inst.gpus or []))}"
+    yield f"{indent}- {where}"
+    sub = indent + "  "
+    if inst is first or inst.argv != first.argv:
+        yield f"{sub}command: {shlex.join(inst.argv) if inst.argv else '(none)'}"
+    if inst.preamble and (inst is first or inst.preamble != first.preamble):
+        yield f"{sub}preamble: {inst.preamble!r}"
+    if inst.cwd and inst is first:
+        yield f"{sub}cwd: {inst.cwd}"
+    if inst is first:
+        yield f"{sub}readiness: {_probe(inst.readiness)}"
+        if inst.liveness:
+            yield (
+                f"{sub}liveness: {inst.liveness.describe}, every {inst.liveness.period:g}s,"
+                f" {inst.liveness.failure_threshold} failures"
+            )
+        yield from _env_lines(inst.env, sub)
+    else:
+        if (inst.readiness and first.readiness and inst.readiness.describe != first.readiness.describe):
+            yield f"{sub}readiness: {_probe(inst.readiness)}"
+        diff = {k: v for k, v in inst.env.items() if first.env.get(k) != v}
+        for key in sorted(diff):
+            yield f"{sub}env {key}={diff[key]}"
+    if inst.ports and inst is first:
+        yield f"{sub}ports: {', '.join(map(str, inst.ports))}"
+    if inst.files and inst is first:
+        for name in sorted(inst.files):
+            yield f"{sub}file {inst.work_dir}/{name} ({len(inst.files[name])} bytes)"
+
+
+def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
+    head = f"  {unit.name}  type={unit.type}"
+    if unit.placement:
+        head += f" placement={unit.placement}"
+    if unit.per and unit.per != "node":
+        head += f" per={unit.per}"
+    if unit.pool:
+        head += f" pool={unit.pool}"
+    head += f" start={unit.phase} critical={'true' if unit.critical else 'false'}"
+    if unit.terminal:
+        head += " terminal"
+    if unit.metrics:
+        parts = []
+        for m in unit.metrics:
+            part = f"{m.get('name') or ''}:{m['port']}{m['path']}"
+            if m["nodes"] == "first":
+                part += "@first"
+            parts.append(part)
+        head += " metrics=" + ",".join(parts)
+    yield head
+    if unit.implied_by:
+        yield f"    implied by: {unit.implied_by} (declare a service named {unit.name} to change it)"
+    if unit.replaces_implied:
+        yield f"    replaces the service implied by: {unit.replaces_implied}"
+    if unit.external:
+        yield f"    external: {unit.external} (not launched)"
+        return
+    yield f"    nodes: {', '.join(unit.nodes)}"
+    yield f"    container: {unit.container or '<job container>'}"
+    if unit.build:
+        b = unit.build
+        yield f"    source: {b.git} @ {b.rev}" + (f" (commit {b.checkout})" if b.checkout != b.rev else "")
+        if b.path:
+            yield f"    source.path: {b.path}"
+        if b.build_command:
+            yield f"    build_command: {shlex.join(b.build_command)} (timeout {b.timeout:g}s)"
+    if unit.restart:
+        r = unit.restart
+        yield (
+            f"    restart: {r.policy}, backoff {r.backoff_initial:g}s..{r.backoff_max:g}s,"
+            f" at most {r.max_failures} failures in {r.window:g}s"
+        )
+    if unit.timeout:
+        yield f"    timeout: {unit.timeout:g}s"
+    yield f"    stop: SIGTERM, SIGKILL after {unit.stop_grace:g}s (tier {unit.tier})"
+    if unit.options:
+        yield f"    options: {unit.options}"
+    for warning in unit.warnings:
+        yield f"    warning: {warning}"
+    if unit.category == "service" and unit.instances:
+        yield f"    inherit_discovery_env: {'true' if unit.inherit_discovery_env else 'false'}"
+    first = unit.instances[0] if unit.instances else None
+    for inst in unit.instances:
+        assert first is not None
+        yield from _instance_lines(unit, inst, first, "    ")
+
+
+def render_plan(plan: Plan) -> str:
+    lines = [
+        f"Job {plan.job_name}: {len(plan.nodes)} node(s), {plan.allocation} allocation;"
+        f" head {plan.head}, infra {plan.infra}, client {plan.client}",
+        "Nodes:",
+    ]
+    width = max((len(n.name) for n in plan.nodes), default=4)
+    for n in plan.nodes:
+        lines.append(f"  {n.name.ljust(width)}  {n.ip}  {', '.join(n.roles)}")
+    if plan.discovery_env:
+        lines.append("Discovery:")
+        for key in sorted(plan.discovery_env):
+            lines.append(f"  {key}={plan.discovery_env[key]}")
+    lines.append("Start order:")
+    for phase in PHASE_ORDER:
+        names = plan.phases.get(phase, [])
+        lines.append(f"  {PHASE_TITLES[phase]}: {', '.join(names) if names else '-'}")
+    by_name = {u.name: u for u in plan.units}
+    for phase in PHASE_ORDER:
+        names = plan.phases.get(phase, [])
+        if not names:
+            continue
+        lines.append(f"Phase {phase}:")
+        for name in names:
+            lines.extend(_unit_lines(by_name[name]))
+    if plan.scrape_targets:
+        lines.append("Metrics targets:")
+        for t in plan.scrape_targets:
+            lines.append(f"  {t.name}  {t.url}  service={t.service}")
+    for w in plan.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Plugin machinery: discovery and controls, the typed facade, the built-in plugin."""

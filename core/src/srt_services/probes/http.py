@@ -1,0 +1,95 @@
+"""``http``: ready when ``GET http://<node_ip>:<port><path>`` answers the expected status.
+
+While the port is closed the probe costs what a TCP probe costs (one non-blocking connect);
+the HTTP request is made only once something listens. Only the status line and headers are
+read: a 100 MB health body is never downloaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from srt_services.extend.context import InstanceContext
+from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
+from srt_services.probes.tcp import connect_once, ownership_problem
+from srt_services.recipe.models import Port, StrictModel
+
+
+class HttpConfig(StrictModel):
+    port: Port | None = Field(None, description="Port (roles: the worker's port).")
+    path: str = Field("/health", description="Request path.")
+    status: int | None = Field(
+        None,
+        ge=100,
+        le=599,
+        description="Expected status; by default any 2xx or 3xx counts as ready.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+
+def status_ok(status: int, expected: int | None) -> bool:
+    return status == expected if expected is not None else 200 <= status < 400
+
+
+class HttpProbe(Probe):
+    name: ClassVar[str] = "http"
+    summary: ClassVar[str] = "GET on the node's address answers the expected status (2xx/3xx)."
+    Config: ClassVar[type[HttpConfig]] = HttpConfig
+    uses_port: ClassVar[bool] = True
+
+    def port(self, config: Any) -> int | None:
+        return config.port  # type: ignore[no-any-return]
+
+    def plan(self, config: Any, ctx: InstanceContext, default_port: int | None) -> dict[str, Any]:
+        port = config.port or default_port
+        host = ctx.node.ip
+        shown = f"[{host}]" if ":" in host else host
+        return {
+            "host": host,
+            "port": port,
+            "url": f"http://{shown}:{port}{config.path}",
+            "status": config.status,
+        }
+
+    def describe(self, planned: dict[str, Any]) -> str:
+        want = planned["status"] if planned["status"] is not None else "2xx/3xx"
+        return f"http {planned['url']} -> {want}"
+
+    async def check(self, target: ProbeTarget, attempt_timeout: float) -> ProbeResult:
+        cfg = target.config
+        failure = await connect_once(cfg["host"], cfg["port"], attempt_timeout)
+        if failure is not None:
+            return ProbeResult(False, failure)
+        stranger = ownership_problem(target, cfg["port"])
+        if stranger:
+            return ProbeResult(False, stranger)
+        status, detail = await http_status(cfg["url"], attempt_timeout)
+        if status is None:
+            return ProbeResult(False, detail)
+        if status_ok(status, cfg["status"]):
+            return ProbeResult(True)
+        return ProbeResult(False, f"HTTP {status}")
+
+
+async def http_status(url: str, timeout: float) -> tuple[int | None, str]:
+    """Status code of ``GET url`` without reading the body, or ``(None, reason)``."""
+    import httpx
+
+    try:
+        async with (
+            httpx.AsyncClient(timeout=timeout, trust_env=False, follow_redirects=False) as client,
+            client.stream("GET", url, headers={"Connection": "close"}) as response,
+        ):
+            return response.status_code, ""
+    except httpx.TimeoutException:
+        return None, f"no answer within {timeout:g}s"
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,471 @@
+"""Validation that needs the plugin set: kinds, options, probes, placements, cross-entry rules.
+
+Runs after the pydantic models accepted the recipe's shape. Every rule appends a
+:class:`Problem` instead of raising, so one run reports everything that is wrong. It also
+settles each service's effective values (kind, options, placement, phase, criticality) so
+the planner never re-derives them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from srt_services.errors import PluginError
+from srt_services.names import DANGEROUS_ENV
+from srt_services.recipe import placeholders as ph
+from srt_services.recipe.effective import EffectiveService, merge
+from srt_services.recipe.models import (
+    PHASES,
+    ProbeBlock,
+    ProcessSpec,
+    Recipe,
+    RoleSpec,
+    ServiceSpec,
+)
+from srt_services.recipe.problems import Path, Problem
+from srt_services.recipe.pydantic_errors import problems_from
+
+if TYPE_CHECKING:
+    from srt_services.extend.kind import ServiceKind
+    from srt_services.plugins.manager import PluginSet
+
+_SRUN_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
+PROBE_WORDS = "port, tcp, http, log or file"
+
+
+@dataclass(slots=True)
+class Settled:
+    """A service with everything decided: what the planner consumes."""
+
+    eff: EffectiveService
+    kind: ServiceKind
+    options: Any
+    placement: str
+    pool: str | None
+    per: str
+    start: str
+    critical: bool
+    stop_grace: float
+
+    @property
+    def spec(self) -> ServiceSpec:
+        return self.eff.spec
+
+    @property
+    def name(self) -> str:
+        return self.eff.spec.name
+
+
+@dataclass(slots=True)
+class CheckResult:
+    services: list[Settled] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+class _Checker:
+    def __init__(self, recipe: Recipe, plugins: PluginSet) -> None:
+        self.recipe = recipe
+        self.plugins = plugins
+        self.problems: list[Problem] = []
+
+    def add(self, path: Path, message: str, warning: bool = False) -> None:
+        self.problems.append(Problem(tuple(path), message, warning))
+
+    # ------------------------------------------------------------------ job
+
+    def job(self) -> None:
+        r = self.recipe
+        ftype = r.frontend_type
+        if ftype == "none":
+            if r.roles:
+                self.add(
+                    ("frontend", "type") if r.frontend else ("roles",),
+                    "engine workers need a frontend (frontend.type dynamo, sglang or vllm);"
+                    " `none` is only for jobs without roles",
+                )
+        elif r.frontend is not None:
+            if r.frontend.command is None:
+                self.add(("frontend", "command"), f"is required for frontend.type {ftype}")
+            self.process(("frontend",), r.frontend, allowed=ph.COMMON)
+            self.probe_block(("frontend", "readiness"), r.frontend.readiness, r.frontend.port, False)
+        if ftype == "dynamo" and not self.plugins.has("kind", "etcd"):
+            self.add(
+                ("frontend", "type"),
+                "frontend.type dynamo needs the etcd service kind (install srt-etcd)",
+            )
+        nats_planes = [
+            f"dynamo.{k}" for k in ("request_plane", "event_plane") if getattr(r.dynamo, k) == "nats"
+        ]
+        if nats_planes and not self.plugins.has("kind", "nats"):
+            self.add(("dynamo",), f"{' and '.join(nats_planes)} need the nats service kind (install srt-nats)")
+        b = r.benchmark
+        if b.type == "command" and b.command is None:
+            self.add(("benchmark", "command"), "is required for benchmark.type command")
+        if b.type == "manual" and b.command is not None:
+            self.add(("benchmark", "type"), "is manual, so benchmark.command would never run; set type: command")
+        self.process(("benchmark",), b, allowed=ph.COMMON)
+        for role, spec in r.roles.items():
+            self.role(role, spec)
+
+    def role(self, role: str, spec: RoleSpec) -> None:
+        where: Path = ("roles", role)
+        if spec.command is None:
+            self.add((*where, "command"), "is required")
+        gpn = self.recipe.resources.gpus_per_node
+        g = spec.gpus_per_worker or gpn
+        if g > gpn:
+            if g % gpn:
+                self.add(
+                    (*where, "gpus_per_worker"),
+                    f"a worker wider than a node must use whole nodes: {g} is not a multiple of"
+                    f" resources.gpus_per_node ({gpn})",
+                )
+            elif spec.nodes is not None and spec.nodes != spec.workers * (g // gpn):
+                self.add(
+                    (*where, "nodes"),
+                    f"{spec.workers} worker(s) of {g} GPUs need exactly"
+                    f" {spec.workers * (g // gpn)} node(s) of {gpn} GPUs; got {spec.nodes}",
+                )
+        elif spec.nodes is not None:
+            per_node = gpn // g
+            needed = -(-spec.workers // per_node)
+            if spec.nodes < needed:
+                self.add(
+                    (*where, "nodes"),
+                    f"{spec.workers} worker(s) of {g} GPUs need at least {needed} node(s) of"
+                    f" {gpn} GPUs; got {spec.nodes}",
+                )
+            elif spec.nodes > spec.workers:
+                self.add(
+                    (*where, "nodes"),
+                    f"{spec.nodes} nodes for {spec.workers} worker(s) would leave nodes idle",
+                )
+        self.process(where, spec, allowed=ph.ALL)
+        self.probe_block((*where, "readiness"), spec.readiness, spec.port, False)
+
+    def process(self, where: Path, spec: ProcessSpec, allowed: frozenset[str]) -> None:
+        self.strings(where, "command", spec.command, allowed)
+        self.strings(where, "args", spec.args, allowed)
+        self.env(where, spec.env, allowed)
+        if spec.preamble:
+            self.text((*where, "preamble"), spec.preamble, allowed)
+        if spec.container:
+            self.text((*where, "container"), spec.container, allowed)
+
+    # ------------------------------------------------------------------ shared pieces
+
+    def text(self, path: Path, value: str, allowed: frozenset[str]) -> None:
+        for name in ph.unknown_in(value, allowed):
+            if name in ph.WORKER:
+                self.add(
+                    path,
+                    f"{{{name}}} is only known to instances attached to a worker"
+                    " (roles and placement.per: worker)",
+                )
+            else:
+                self.add(
+                    path,
+                    f"unknown placeholder {{{name}}}{ph.suggestion(name, allowed)}; write"
+                    f" {{{{{name}}}}} for a literal {{{name}}}",
+                )
+
+    def strings(self, where: Path, key: str, values: list[str] | None, allowed: frozenset[str]) -> None:
+        for i, value in enumerate(values or ()):
+            self.text((*where, key, i), value, allowed)
+
+    def env(self, where: Path, env: dict[str, str], allowed: frozenset[str]) -> None:
+        for key, value in env.items():
+            path = (*where, "env", key)
+            if key.startswith("SRT_"):
+                self.add(path, "names starting with SRT_ are reserved for srt")
+            elif key in DANGEROUS_ENV:
+                self.add(
+                    path,
+                    f"{key} changes how every program of the service is loaded, so srt refuses"
+                    " it in env; export it in `preamble` if you really mean it",
+                )
+            self.text(path, value, allowed)
+
+    def probe_block(
+        self, path: Path, block: ProbeBlock | None, default_port: int | None, per_worker: bool
+    ) -> None:
+        if block is None:
+            return
+        written = dict(block.__pydantic_extra__ or {})
+        if block.port is not None and "tcp" in written:
+            self.add(path, "give either port (shorthand) or tcp, not both")
+            return
+        entries = block.probe_entries
+        if len(entries) != 1:
+            got = " and ".join(sorted(entries)) if entries else "none"
+            self.add(path, f"give exactly one probe ({PROBE_WORDS}), got {got}")
+            return
+        (name, raw), = entries.items()
+        key_path = (*path, "port") if block.port is not None else (*path, name)
+        if not self.plugins.has("probe", name):
+            known = ", ".join(sorted(self.plugins.probes()))
+            self.add((*path, name), f"unknown probe {name!r} (known: port, {known})")
+            return
+        probe = self.plugins.probe(name)
+        if not isinstance(raw, dict):
+            self.add(key_path, f"must be a mapping of {name} settings, got {type(raw).__name__}")
+            return
+        try:
+            config = probe.Config.model_validate(raw)
+        except ValidationError as exc:
+            self.problems.extend(problems_from(exc, probe.Config, (*path, name)))
+            return
+        for rel, message in probe.problems(config, default_port):
+            self.add((*key_path, *rel) if block.port is None else key_path, message)
+        if per_worker and not probe.instance_scoped:
+            self.add(
+                path,
+                "per-worker instances share their node's ports, so readiness must be a probe"
+                f" of the instance itself (log or file), not {name}",
+            )
+        for key in ("path",):
+            value = getattr(config, key, None)
+            if isinstance(value, str):
+                self.text((*path, name, key), value, ph.ALL if per_worker else ph.COMMON)
+        block.bind_probe(name, config)
+
+    # ------------------------------------------------------------------ services
+
+    def services(self) -> list[Settled]:
+        declared = self.recipe.services
+        seen: dict[str, int] = {}
+        for i, spec in enumerate(declared):
+            if spec.name in seen:
+                self.add(
+                    ("services", i, "name"),
+                    f"duplicate service name {spec.name!r} (also services[{seen[spec.name]}])",
+                )
+            else:
+                seen[spec.name] = i
+        implied = self.implied()
+        effective = merge(declared, implied)
+        settled: list[Settled] = []
+        for eff in effective:
+            s = self.service(eff)
+            if s is not None:
+                settled.append(s)
+        self.cross(settled)
+        return settled
+
+    def implied(self) -> list[tuple[str, Any, ServiceSpec]]:
+        try:
+            items = self.plugins.implied_services(self.recipe)
+        except PluginError as exc:
+            self.add(("services",), str(exc))
+            return []
+        out = []
+        for owner, item in items:
+            try:
+                spec = ServiceSpec.model_validate(item.entry)
+            except ValidationError as exc:
+                detail = "; ".join(p.message for p in problems_from(exc, ServiceSpec))
+                self.add(
+                    ("services",),
+                    f"plugin {owner} implies an invalid service {item.entry.get('name')!r}: {detail}",
+                )
+                continue
+            out.append((owner, item, spec))
+        return out
+
+    def service(self, eff: EffectiveService) -> Settled | None:
+        spec = eff.spec
+        at = eff.label_path
+        try:
+            kind = self.plugins.kind(spec.type)
+        except PluginError as exc:
+            self.add((*at, "type"), str(exc))
+            return None
+        try:
+            options = kind.Options.model_validate(spec.options)
+        except ValidationError as exc:
+            for p in problems_from(exc, kind.Options, (*at, "options")):
+                msg = p.message
+                if msg.startswith("unknown key"):
+                    msg = f"type {kind.name!r} does not understand this option" + msg[len("unknown key"):]
+                self.problems.append(Problem(p.path, msg))
+            options = None
+        spec._options = options
+
+        placement, pool, per = self.placement(at, spec, kind)
+        start = spec.start or kind.default_start
+        if start not in PHASES:
+            self.add((*at, "start"), f"kind {kind.name} has an invalid default start {start!r}")
+        critical = spec.critical if spec.critical is not None else kind.default_critical
+        grace = spec.stop_grace_seconds if spec.stop_grace_seconds is not None else kind.default_stop_grace
+
+        if kind.requires_command and spec.command is None and spec.external is None:
+            self.add((*at, "command"), f"is required for type {kind.name!r}")
+        if kind.forbids_command and spec.command is not None:
+            self.add((*at, "command"), f"type {kind.name!r} builds its own command; use args or options")
+        if spec.external is not None:
+            self.external(at, spec, kind)
+        if spec.source is not None and spec.build_command is None:
+            self.add(
+                (*at, "source"),
+                "is cloned but nothing builds it: add build_command (or drop source)",
+                warning=True,
+            )
+        if spec.build_command is not None and spec.source is None:
+            self.add((*at, "build_command"), "needs a source to build")
+        per_worker = per == "worker"
+        allowed = ph.ALL if per_worker else ph.COMMON
+        self.strings(at, "command", spec.command, allowed)
+        self.strings(at, "args", spec.args, allowed)
+        self.strings(at, "build_command", spec.build_command, allowed)
+        self.env(at, spec.env, allowed)
+        if spec.preamble:
+            self.text((*at, "preamble"), spec.preamble, allowed)
+        if spec.container:
+            self.text((*at, "container"), spec.container, allowed)
+        for key, value in spec.srun_options.items():
+            if not _SRUN_KEY.match(key):
+                self.add((*at, "srun_options", key), "srun option names are lower-case words with '-' (no leading dashes)")
+            self.text((*at, "srun_options", key), value, allowed)
+        self.probe_block((*at, "readiness"), spec.readiness, None, per_worker)
+        self.probe_block((*at, "liveness"), spec.liveness, None, per_worker)
+        if len(spec.metrics) > 1:
+            names = [m.name for m in spec.metrics]
+            if None in names or len(set(names)) != len(names):
+                self.add(
+                    (*at, "metrics"),
+                    f"declares {len(names)} endpoints; give each a distinct name",
+                )
+        if spec.terminal and spec.external is not None:
+            self.add((*at, "terminal"), "needs a process to wait for; an external service launches nothing")
+        if spec.restart is not None and (critical or spec.terminal) and spec.restart.policy != "no":
+            self.add(
+                (*at, "restart"),
+                "critical and terminal services are never restarted (a critical exit ends the job);"
+                " drop restart or set critical: false",
+            )
+        if options is not None:
+            for p in kind.validate(spec, options, self.recipe) or ():
+                self.problems.append(Problem((*at, *p.path), p.message, p.warning))
+        return Settled(
+            eff=eff,
+            kind=kind,
+            options=options,
+            placement=placement,
+            pool=pool,
+            per=per,
+            start=start,
+            critical=critical,
+            stop_grace=grace,
+        )
+
+    def placement(self, at: Path, spec: ServiceSpec, kind: ServiceKind) -> tuple[str, str | None, str]:
+        p = spec.placement
+        per = (p.per if p is not None and p.per is not None else kind.default_per)
+        pool: str | None = None
+        if p is not None and p.pool is not None:
+            placement = "pool"
+            pool = p.pool
+            if spec.nodes is not None:
+                self.add((*at, "placement", "pool"), "a service with nodes owns its own pool; drop placement.pool")
+        elif spec.nodes is not None:
+            placement = p.node if p is not None and p.node is not None else "workers"
+            pool = spec.name
+            if placement != "workers":
+                self.add(
+                    (*at, "placement", "node"),
+                    f"a service with nodes runs on the pool it owns, so placement.node must be"
+                    f" workers (or omitted); got {placement!r}",
+                )
+        else:
+            placement = p.node if p is not None and p.node is not None else kind.default_placement
+        node_path = (*at, "placement", "node") if p is not None and p.node is not None else (*at, "type")
+        if placement != "pool" and not self.plugins.has("placement", placement):
+            known = ", ".join(n for n in sorted(self.plugins.placements()) if n != "pool")
+            self.add(node_path, f"must be one of {known}; got {placement!r}")
+        elif kind.allowed_placements is not None and placement not in kind.allowed_placements:
+            allowed = ", ".join(sorted(kind.allowed_placements))
+            self.add(node_path, f"type {kind.name!r} must be placed on {allowed}; got {placement!r}")
+        if placement == "dedicated" and not kind.supports_dedicated:
+            self.add(node_path, f"dedicated is only for the infra kinds that support it, not type {kind.name!r}")
+        per_path = (*at, "placement", "per") if p is not None and p.per is not None else (*at, "type")
+        if not self.plugins.has("expansion", per):
+            known = ", ".join(sorted(self.plugins.expansions()))
+            self.add(per_path, f"must be one of {known}; got {per!r}")
+        else:
+            expansion = self.plugins.expansion(per)
+            if expansion.needs_workers:
+                if spec.nodes is not None or placement == "pool":
+                    self.add(per_path, f"per: {per} attaches to engine workers, not to a pool")
+                elif self.plugins.has("placement", placement):
+                    roles = self.plugins.placement(placement).worker_roles
+                    if roles is None:
+                        self.add(
+                            per_path,
+                            f"per: {per} needs a placement that selects workers (prefill, decode,"
+                            f" agg or workers); got {placement!r}",
+                        )
+        return placement, pool, per
+
+    def external(self, at: Path, spec: ServiceSpec, kind: ServiceKind) -> None:
+        if not kind.supports_external:
+            self.add((*at, "external"), f"type {kind.name!r} does not support external instances")
+            return
+        url = spec.external or ""
+        parts = urlsplit(url)
+        if kind.external_schemes and (parts.scheme not in kind.external_schemes or not parts.netloc):
+            schemes = " or ".join(f"{s}://" for s in kind.external_schemes)
+            self.add((*at, "external"), f"must be a {schemes}host:port URL, got {url!r}")
+        for key in ("command", "args", "source", "build_command", "nodes", "readiness"):
+            if getattr(spec, key):
+                self.add((*at, key), "has no effect with external (nothing is launched); drop it")
+
+    def cross(self, settled: list[Settled]) -> None:
+        infra = [s for s in settled if s.kind.shares_infra_node and s.spec.external is None and s.eff.path is not None]
+        flags = {s.placement == "dedicated" for s in infra}
+        if len(flags) > 1:
+            ded = [s.name for s in infra if s.placement == "dedicated"]
+            other = [s.name for s in infra if s.placement != "dedicated"]
+            for s in infra:
+                if s.placement != "dedicated":
+                    self.add(
+                        (*s.eff.label_path, "placement"),
+                        f"services {', '.join(ded)} and {', '.join(other)} must agree on"
+                        " placement.node: dedicated (they share the infra node)",
+                    )
+        owners = {s.name for s in settled if s.spec.nodes is not None}
+        for s in settled:
+            if s.placement == "pool" and s.pool not in owners:
+                listed = ", ".join(sorted(owners)) or "none"
+                self.add(
+                    (*s.eff.label_path, "placement", "pool"),
+                    f"{s.pool!r} names no service that declares nodes (pools: {listed})",
+                )
+        terminal = [s for s in settled if s.spec.terminal]
+        if terminal and self.recipe.benchmark.type != "manual":
+            for s in terminal:
+                self.add(
+                    (*s.eff.label_path, "terminal"),
+                    "ends the job when the service exits, so the job cannot also run"
+                    f" benchmark.type: {self.recipe.benchmark.type}; drop one of them",
+                )
+        try:
+            self.problems.extend(self.plugins.validate_recipe(self.recipe))
+        except PluginError as exc:
+            self.add(("services",), str(exc))
+
+
+def check(recipe: Recipe, plugins: PluginSet) -> CheckResult:
+    checker = _Checker(recipe, plugins)
+    checker.job()
+    services = checker.services()
+    return CheckResult(services=services, problems=checker.problems)
+
+
+def iter_errors(problems: Iterable[Problem]) -> list[Problem]:
+    return [p for p in problems if not p.warning]

@@ -1,0 +1,469 @@
+"""The recipe as pydantic models: shapes, types, ranges and defaults.
+
+Everything that depends on installed plugins (which kinds, probes and placements exist,
+what a kind's ``options`` may hold) is checked afterwards in
+:mod:`srt_services.recipe.checks`, so these models are the same whatever is installed and
+``srt schema`` / the recipe reference can be generated from them.
+
+Field descriptions are user documentation: ``docs/recipe-reference.md`` is generated from
+them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
+
+from srt_services.names import env_name_problem, name_problem
+
+# --------------------------------------------------------------------------- scalar types
+
+
+def _to_text(value: Any) -> Any:
+    """Numbers written without quotes are accepted where text is expected (``--port, 9000``).
+
+    Booleans and nulls are not: ``yes`` silently becoming ``True`` is YAML's best-known trap.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError(
+            f"must be text, got {'null' if value is None else str(value).lower()};"
+            " quote it if you mean the word"
+        )
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or blank")
+    return value
+
+
+def _safe_name(value: str) -> str:
+    problem = name_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _env_name(value: str) -> str:
+    problem = env_name_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _env_value(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("environment values must not contain NUL")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_to_text)]
+Arg = Annotated[str, BeforeValidator(_to_text), AfterValidator(_non_blank)]
+NonBlank = Annotated[str, AfterValidator(_non_blank)]
+SafeName = Annotated[str, AfterValidator(_safe_name)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_to_text), AfterValidator(_env_value)]
+Env = dict[EnvName, EnvValue]
+Port = Annotated[int, Field(ge=1, le=65535)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=1)]
+
+Phase = Literal["infra", "before_workers", "after_frontend"]
+PHASES: tuple[str, ...] = ("infra", "before_workers", "after_frontend")
+
+_SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
+MOVING_REFS = frozenset({"main", "master", "HEAD", "trunk", "develop", "dev", "latest"})
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors; types are not coerced (numbers-as-text aside)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- probes
+
+
+class ProbeBlock(StrictModel):
+    """Shared shape of ``readiness`` and ``liveness``: exactly one probe plus timing.
+
+    Probe entries (``tcp``, ``http``, ``log``, ``file`` and any a plugin registers) are kept
+    raw here and validated against the probe's own model once the plugin set is known.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    port: Port | None = Field(
+        None, description="Shorthand for `tcp: {port: N}`: ready when the port accepts a connection."
+    )
+    timeout_seconds: Seconds | None = Field(
+        None,
+        description="Per instance: the job fails when the probe has not passed by then."
+        " Default 120 (a kind may set its own).",
+    )
+    interval_seconds: Seconds | None = Field(
+        None,
+        description="Longest gap between attempts (default 2). srt probes at once, then backs"
+        " off from 5 ms, so quick services are seen within milliseconds.",
+    )
+
+    _probe_name: str | None = PrivateAttr(None)
+    _probe_config: Any = PrivateAttr(None)
+
+    @property
+    def probe_entries(self) -> dict[str, Any]:
+        """Written probe entries, ``port`` expanded to ``tcp``."""
+        entries = dict(self.__pydantic_extra__ or {})
+        if self.port is not None:
+            entries.setdefault("tcp", {"port": self.port})
+        return entries
+
+    @property
+    def probe_name(self) -> str | None:
+        return self._probe_name
+
+    @property
+    def probe_config(self) -> Any:
+        return self._probe_config
+
+    def bind_probe(self, name: str, config: Any) -> None:
+        self._probe_name = name
+        self._probe_config = config
+
+
+class ReadinessSpec(ProbeBlock):
+    """When an instance counts as started. One probe: port, tcp, http, log, file or a plugin's."""
+
+
+class LivenessSpec(ProbeBlock):
+    """Ongoing health after readiness: ``failure_threshold`` failures in a row fail the instance."""
+
+    period_seconds: Seconds = Field(10.0, description="Time between liveness checks.")
+    failure_threshold: Count = Field(3, description="Consecutive failures that declare it failed.")
+    attempt_timeout_seconds: Seconds = Field(
+        1.0, description="A single liveness attempt that takes longer counts as a failure."
+    )
+
+
+class RestartSpec(StrictModel):
+    """What happens when a non-critical service exits after it was ready."""
+
+    policy: Literal["no", "on-failure", "always"] = Field(
+        "on-failure",
+        description="`on-failure` restarts after a non-zero exit or a signal; `always` also"
+        " after exit 0; `no` leaves it down. Critical and terminal services never restart.",
+    )
+    backoff_initial_seconds: Seconds = Field(1.0, description="Delay before the first restart.")
+    backoff_max_seconds: Seconds = Field(60.0, description="The delay doubles up to this.")
+    max_failures: Count = Field(
+        5, description="Failures within `failure_window_seconds` after which it stays down."
+    )
+    failure_window_seconds: Seconds = Field(600.0, description="Window for counting failures.")
+    reset_after_seconds: Seconds | None = Field(
+        None,
+        description="Running this long resets the backoff (default: twice backoff_max_seconds).",
+    )
+    jitter: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.25, description="Random extra delay, as a fraction of the delay."
+    )
+
+    @model_validator(mode="after")
+    def _max_not_below_initial(self) -> RestartSpec:
+        if self.backoff_max_seconds < self.backoff_initial_seconds:
+            raise ValueError(
+                f"backoff_max_seconds ({self.backoff_max_seconds:g}) must not be below"
+                f" backoff_initial_seconds ({self.backoff_initial_seconds:g})"
+            )
+        return self
+
+    @property
+    def reset_after(self) -> float:
+        return self.reset_after_seconds or 2 * self.backoff_max_seconds
+
+
+# --------------------------------------------------------------------------- services
+
+
+class PlacementSpec(StrictModel):
+    """Where a service's instances run."""
+
+    node: str | None = Field(
+        None,
+        description="head | infra | dedicated | prefill | decode | agg | workers | compute |"
+        " all (or a plugin's). Default: the kind's (generic: head).",
+    )
+    pool: SafeName | None = Field(
+        None,
+        description="Ride on the nodes another service owns (`nodes:`), one instance per node"
+        " of that pool. Replaces `node`.",
+    )
+    per: str | None = Field(
+        None,
+        description="`node` (default): one instance per placed node. `worker`: one per engine"
+        " worker on those nodes, in that worker's GPU view.",
+    )
+
+    @model_validator(mode="after")
+    def _node_or_pool(self) -> PlacementSpec:
+        if self.pool is not None and self.node is not None:
+            raise ValueError("give either node or pool, not both")
+        return self
+
+
+class MetricsSpec(StrictModel):
+    """A Prometheus endpoint the service serves."""
+
+    port: Port = Field(description="Port of the endpoint on every node the service runs on.")
+    path: str = Field("/metrics", description="HTTP path.")
+    nodes: Literal["all", "first"] = Field(
+        "all", description="`first` scrapes only the service's first node."
+    )
+    name: SafeName | None = Field(
+        None, description="Endpoint name (default: the service name); required with several."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path_absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, dict) else value
+
+
+class SourceSpec(StrictModel):
+    """A git checkout at an immutable revision, cloned before the service is built."""
+
+    git: NonBlank = Field(description="Repository URL or path.")
+    rev: NonBlank = Field(
+        description="Commit SHA, tag or refs/pull/<n>/head; branch names are refused."
+    )
+    path: NonBlank | None = Field(None, description="Subdirectory to build and run from.")
+    sha: str | None = Field(
+        None, description="The commit `rev` resolved to (written by `srt apply`)."
+    )
+
+    @field_validator("rev")
+    @classmethod
+    def _immutable(cls, value: str) -> str:
+        rev = value.strip()
+        bare = rev.removeprefix("refs/heads/")
+        if rev.startswith("refs/heads/") or bare in MOVING_REFS:
+            raise ValueError(
+                "must be an immutable ref (commit SHA, tag, or refs/pull/<n>/head), not the"
+                f" moving branch {value!r}"
+            )
+        return rev
+
+    @field_validator("sha")
+    @classmethod
+    def _sha(cls, value: str | None) -> str | None:
+        if value is not None and not _SHA_RE.match(value):
+            raise ValueError(f"must be a commit SHA (4-40 lowercase hex), got {value!r}")
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in value.split("/")):
+            raise ValueError("must be a relative path inside the checkout")
+        return value
+
+    @property
+    def checkout(self) -> str:
+        return self.sha or self.rev
+
+
+class ServiceSpec(StrictModel):
+    """One long-running process next to the job's workers (spec: services.md)."""
+
+    name: SafeName = Field(description="Unique. Names the step and log `service_<name>...`.")
+    type: NonBlank = Field("generic", description="A registered service kind.")
+    enabled: bool = Field(True, description="`false` drops it (and switches an implied one off).")
+    external: NonBlank | None = Field(
+        None,
+        description="Kinds that allow it: the address of an instance that already runs;"
+        " nothing launches and consumers get this address.",
+    )
+    command: list[Arg] | None = Field(
+        None, description="Argv, not shell-interpreted. Required for `generic`."
+    )
+    args: list[Arg] = Field(default_factory=list, description="Appended to the command.")
+    container: Text | None = Field(None, description="Image or site alias (Slurm/pyxis only).")
+    env: Env = Field(default_factory=dict, description="Environment; see the layering rules.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Kind-specific settings, checked by the kind."
+    )
+    placement: PlacementSpec | None = Field(None, description="Where instances run.")
+    nodes: Count | None = Field(
+        None, description="Own this many whole nodes (a pool added to the allocation)."
+    )
+    start: Phase | None = Field(
+        None, description="infra | before_workers | after_frontend (default: the kind's)."
+    )
+    readiness: ReadinessSpec | None = Field(None, description="Probe gating the next launches.")
+    liveness: LivenessSpec | None = Field(None, description="Probe checked after readiness.")
+    restart: RestartSpec | None = Field(
+        None, description="Restart policy for non-critical services (default on-failure)."
+    )
+    inherit_discovery_env: bool = Field(
+        True, description="Give it ETCD_ENDPOINTS / NATS_SERVER for the planes that run."
+    )
+    critical: bool | None = Field(
+        None, description="Any exit after readiness fails the job (default: the kind's)."
+    )
+    terminal: bool = Field(
+        False, description="The job ends when every instance of every terminal service exited."
+    )
+    metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list, description="Prometheus endpoints (one mapping or a list)."
+    )
+    preamble: str | None = Field(None, description="Shell run by bash before `exec` of the argv.")
+    cpus_per_task: Count | None = Field(None, description="srun --cpus-per-task.")
+    cpu_bind: NonBlank | None = Field(None, description="srun --cpu-bind.")
+    srun_options: dict[str, Text] = Field(
+        default_factory=dict, description="Extra srun options (`key: value`, or `key: ''`)."
+    )
+    source: SourceSpec | None = Field(None, description="Clone this before build and launch.")
+    build_command: list[Arg] | None = Field(
+        None, description="Run once from the checkout before launch."
+    )
+    build_timeout_seconds: Seconds = Field(1800.0, description="The build is killed after this.")
+    stop_grace_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
+        None, description="SIGTERM to SIGKILL grace at teardown (default: the kind's, 30 s)."
+    )
+
+    _options: Any = PrivateAttr(None)
+
+    @field_validator("command", "build_command")
+    @classmethod
+    def _not_empty_list(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("if set, must not be empty (omit it to use the default)")
+        return value
+
+    @property
+    def options_obj(self) -> Any:
+        """``options`` validated by the kind's model (set by the checks)."""
+        return self._options
+
+
+# --------------------------------------------------------------------------- the job
+
+
+class ResourcesSpec(StrictModel):
+    gpus_per_node: Count = Field(8, description="GPUs on every node of the allocation.")
+
+
+class EngineSpec(StrictModel):
+    type: Literal["sglang", "vllm", "trtllm"] = Field("vllm", description="Inference engine.")
+    failover: bool = Field(False, description="Shadow engine recovery (implies `gms`).")
+    connector: NonBlank | None = Field(None, description="KV connector for every role.")
+
+
+class DynamoSpec(StrictModel):
+    request_plane: Literal["tcp", "nats"] = Field("tcp", description="`nats` implies NATS.")
+    event_plane: Literal["zmq", "nats"] = Field("zmq", description="`nats` implies NATS.")
+
+
+class ProcessSpec(StrictModel):
+    """Shared shape of the job's own processes (workers, frontend, benchmark)."""
+
+    command: list[Arg] | None = Field(None, description="Argv.")
+    args: list[Arg] = Field(default_factory=list, description="Appended to the command.")
+    env: Env = Field(default_factory=dict, description="Environment (placeholders allowed).")
+    container: Text | None = Field(None, description="Image (Slurm/pyxis only).")
+    preamble: str | None = Field(None, description="Shell run by bash before `exec`.")
+    stop_grace_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
+        None, description="SIGTERM to SIGKILL grace at teardown."
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty_list(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("if set, must not be empty")
+        return value
+
+
+class RoleSpec(ProcessSpec):
+    """Engine workers of one role (prefill, decode or agg)."""
+
+    workers: Count = Field(1, description="Number of workers.")
+    gpus_per_worker: Count | None = Field(
+        None, description="GPUs per worker (default: a whole node). May span nodes."
+    )
+    nodes: Count | None = Field(
+        None, description="Nodes for this role (default: as few as the workers need)."
+    )
+    port: Port | None = Field(
+        None,
+        description="Base port: the worker in slot k of a node serves on port+k, exposed as"
+        " `{worker_port}`; probes without a port use it.",
+    )
+    readiness: ReadinessSpec | None = Field(None, description="Worker health probe.")
+    connector: NonBlank | None = Field(None, description="KV connector (e.g. lmcache-mp).")
+
+
+class FrontendSpec(ProcessSpec):
+    type: Literal["dynamo", "sglang", "vllm", "none"] = Field(
+        "dynamo", description="`dynamo` implies etcd; `none` runs no frontend."
+    )
+    port: Port = Field(8000, description="Public port, given to the benchmark.")
+    readiness: ReadinessSpec | None = Field(None, description="Frontend health probe.")
+
+
+class ObservabilitySpec(StrictModel):
+    metrics: bool = Field(True, description="Run the metrics exporters plugins imply.")
+
+
+class BenchmarkSpec(ProcessSpec):
+    type: Literal["manual", "command"] = Field(
+        "manual",
+        description="`command` runs `command` after the frontend and ends the job with its exit"
+        " status; `manual` serves until stopped (or until terminal services end).",
+    )
+    timeout_seconds: Seconds | None = Field(None, description="Kill the benchmark after this.")
+    dedicated_node: bool = Field(False, description="Run the client on a node of its own.")
+
+
+RoleName = Literal["prefill", "decode", "agg"]
+ROLE_NAMES: tuple[str, ...] = ("prefill", "decode", "agg")
+
+
+class Recipe(StrictModel):
+    """A job: its engine workers, frontend, benchmark and services."""
+
+    schema_version: Literal[2] = Field(alias="schema", description="Recipe format version: 2.")
+    name: SafeName = Field(description="Job name (used in job directory names).")
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    dynamo: DynamoSpec = Field(default_factory=DynamoSpec)
+    frontend: FrontendSpec | None = Field(None, description="Absent means `type: none`.")
+    roles: dict[RoleName, RoleSpec] = Field(
+        default_factory=dict, description="Engine workers by role."
+    )
+    observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
+    benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
+    services: list[ServiceSpec] = Field(default_factory=list)
+
+    @property
+    def frontend_type(self) -> str:
+        return self.frontend.type if self.frontend else "none"

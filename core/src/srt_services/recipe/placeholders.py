@@ -1,0 +1,97 @@
+"""``{placeholder}`` rendering: one pass, known names only, ``{{name}}`` for a literal.
+
+Only ``{identifier}`` is a placeholder, so JSON in an env value (``{"a": {"b": 1}}``) is
+left alone without escaping. A ``{name}`` that srt does not know is an error at load time
+(a typo such as ``{nod}`` would otherwise reach the process verbatim). Rendering is a single
+regex substitution, so a value that itself contains ``{node}`` is never substituted twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+
+PLACEHOLDER_RE = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+#: Names every service, worker, frontend and benchmark may use.
+COMMON: frozenset[str] = frozenset(
+    {
+        "node",
+        "node_ip",
+        "node_id",
+        "index",
+        "role",
+        "head_node",
+        "head_ip",
+        "infra_node",
+        "infra_ip",
+        "master_port",
+        "metadata_port",
+        "gpus_per_node",
+        "pool_node",
+        "pool_ip",
+        "pool_nodes",
+        "pool_ips",
+        "pool_node_count",
+        "job_dir",
+        "log_dir",
+        "work_dir",
+        "job_id",
+        "job_name",
+        "frontend_port",
+    }
+)
+#: Names only instances attached to an engine worker see (workers, ``per: worker``).
+WORKER: frozenset[str] = frozenset(
+    {
+        "worker_role",
+        "worker_index",
+        "worker_node_rank",
+        "worker_gpus",
+        "worker_gpu_count",
+        "worker_port",
+    }
+)
+ALL: frozenset[str] = COMMON | WORKER
+
+
+def names_in(text: str) -> Iterator[str]:
+    """Placeholder names used in ``text`` (escaped ``{{name}}`` excluded)."""
+    if "{" not in text:
+        return
+    for m in PLACEHOLDER_RE.finditer(text):
+        if m.group(2) is not None:
+            yield m.group(2)
+
+
+def unknown_in(text: str, allowed: frozenset[str]) -> list[str]:
+    return [n for n in names_in(text) if n not in allowed]
+
+
+class UnknownPlaceholder(KeyError):
+    pass
+
+
+def render(text: str, values: Mapping[str, str]) -> str:
+    """Substitute placeholders; raise :class:`UnknownPlaceholder` for a name not in values."""
+    if "{" not in text:
+        return text
+
+    def sub(m: re.Match[str]) -> str:
+        escaped = m.group(1)
+        if escaped is not None:
+            return "{" + escaped + "}"
+        name = m.group(2)
+        try:
+            return values[name]
+        except KeyError:
+            raise UnknownPlaceholder(name) from None
+
+    return PLACEHOLDER_RE.sub(sub, text)
+
+
+def suggestion(name: str, allowed: frozenset[str]) -> str:
+    from difflib import get_close_matches
+
+    close = get_close_matches(name, sorted(allowed), n=1)
+    return f" (did you mean {{{close[0]}}}?)" if close else ""

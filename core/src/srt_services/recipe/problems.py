@@ -1,0 +1,121 @@
+"""Validation problems and how they are shown.
+
+A problem is recorded against a *document path* (keys and list indices as they appear in
+the recipe). The path is turned into a readable label (``services[router].readiness``) and
+a ``line:col`` only when the error is shown, so the success path pays nothing for marks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from srt_services.errors import RecipeInvalid
+
+PathItem = str | int
+Path = tuple[PathItem, ...]
+
+#: Lists whose items are labelled by their ``name`` key rather than their index.
+NAMED_LISTS = frozenset({"services"})
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a recipe.
+
+    ``path`` points into the raw document; ``at_key`` says whether the mark should be the
+    key itself (an unknown key) rather than its value.
+    """
+
+    path: Path
+    message: str
+    warning: bool = False
+
+
+@dataclass(slots=True)
+class LocatedProblem:
+    label: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+    warning: bool = False
+
+    def render(self, source: str) -> str:
+        where = source
+        if self.line is not None:
+            where = f"{source}:{self.line}:{self.column or 1}"
+        head = f"{where}: {self.label}: " if self.label else f"{where}: "
+        return head + self.message
+
+
+def label_for(path: Sequence[PathItem], data: Any) -> str:
+    """Human label of ``path``: ``services[router].readiness.http.port``."""
+    out: list[str] = []
+    node = data
+    parent_key: PathItem | None = None
+    for item in path:
+        if isinstance(item, int):
+            name = None
+            if parent_key in NAMED_LISTS and isinstance(node, list) and 0 <= item < len(node):
+                entry = node[item]
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]:
+                    name = entry["name"]
+            out.append(f"[{name if name is not None else item}]")
+            node = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
+        else:
+            out.append(("." if out else "") + str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+        parent_key = item
+    return "".join(out)
+
+
+class RecipeError(RecipeInvalid):
+    """Every problem found in one recipe, rendered together (sorted by position)."""
+
+    def __init__(self, source: str, problems: list[LocatedProblem]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(self.render())
+
+    @property
+    def errors(self) -> list[LocatedProblem]:
+        return [p for p in self.problems if not p.warning]
+
+    def render(self) -> str:
+        errors = self.errors
+        lines = [p.render(self.source) for p in errors]
+        if len(errors) > 1:
+            lines.append(f"{self.source}: {len(errors)} errors")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def locate(
+    problems: Iterable[Problem],
+    source: str,
+    data: Any,
+    mark_of: Callable[[Path], tuple[int, int] | None],
+) -> list[LocatedProblem]:
+    """Attach labels and marks, de-duplicate, and sort by position in the file."""
+    seen: set[tuple[Path, str]] = set()
+    located: list[LocatedProblem] = []
+    for p in problems:
+        key = (p.path, p.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        mark = mark_of(p.path)
+        located.append(
+            LocatedProblem(
+                label=label_for(p.path, data),
+                message=p.message,
+                line=mark[0] if mark else None,
+                column=mark[1] if mark else None,
+                warning=p.warning,
+            )
+        )
+    located.sort(key=lambda lp: (lp.line or 0, lp.column or 0))
+    return located

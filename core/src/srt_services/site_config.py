@@ -1,0 +1,161 @@
+"""The site configuration a cluster admin writes (``SRT_SITE_CONFIG``, ``/etc/srt/site.toml``).
+
+One TOML file for what is a property of the cluster rather than of a recipe: which plugins
+may load, Slurm defaults, container aliases, where binaries live. Every table is optional.
+Unknown keys are errors, so a typo in an admin's pin is noticed rather than ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from srt_services.errors import SrtError
+
+DEFAULT_PATH = "/etc/srt/site.toml"
+
+
+class SiteConfigError(SrtError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PluginPolicy:
+    require: tuple[str, ...] = ()
+    allow: tuple[str, ...] | None = None
+    block: tuple[str, ...] = ()
+    lock: str | None = None
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmDefaults:
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    sbatch_extra: tuple[str, ...] = ()
+    srun_extra: tuple[str, ...] = ()
+    gpus_per_node: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SiteConfig:
+    path: str | None = None
+    plugins: PluginPolicy = field(default_factory=PluginPolicy)
+    slurm: SlurmDefaults = field(default_factory=SlurmDefaults)
+    container_aliases: dict[str, str] = field(default_factory=dict)
+    container_mounts: tuple[str, ...] = ()
+    binaries: dict[str, str] = field(default_factory=dict)
+    env_passthrough: tuple[str, ...] = ()
+
+
+_TABLES: dict[str, set[str]] = {
+    "plugins": {"require", "allow", "block", "lock", "strict"},
+    "slurm": {"partition", "account", "time", "sbatch_extra", "srun_extra", "gpus_per_node"},
+    "containers": {"aliases", "mounts"},
+    "binaries": None,  # type: ignore[dict-item]  # free-form name -> path
+    "env": {"passthrough"},
+}
+
+
+def _str_list(where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SiteConfigError(f"{where} must be a list of strings")
+    return tuple(value)
+
+
+def _opt_str(where: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SiteConfigError(f"{where} must be a string")
+    return value
+
+
+def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
+    where = path or "site config"
+    for table, value in data.items():
+        if table not in _TABLES:
+            raise SiteConfigError(f"{where}: unknown table [{table}] (known: {', '.join(_TABLES)})")
+        if not isinstance(value, dict):
+            raise SiteConfigError(f"{where}: [{table}] must be a table")
+        known = _TABLES[table]
+        if known is not None:
+            for key in value:
+                if key not in known:
+                    raise SiteConfigError(
+                        f"{where}: unknown key {table}.{key} (known: {', '.join(sorted(known))})"
+                    )
+    p = data.get("plugins", {})
+    lock = _opt_str(f"{where}: plugins.lock", p.get("lock"))
+    if lock and path and not os.path.isabs(lock):
+        lock = str(Path(path).parent / lock)
+    policy = PluginPolicy(
+        require=_str_list(f"{where}: plugins.require", p.get("require", [])),
+        allow=_str_list(f"{where}: plugins.allow", p["allow"]) if "allow" in p else None,
+        block=_str_list(f"{where}: plugins.block", p.get("block", [])),
+        lock=lock,
+        strict=bool(p.get("strict", False)),
+    )
+    s = data.get("slurm", {})
+    gpn = s.get("gpus_per_node")
+    if gpn is not None and (not isinstance(gpn, int) or gpn < 1):
+        raise SiteConfigError(f"{where}: slurm.gpus_per_node must be a positive integer")
+    slurm = SlurmDefaults(
+        partition=_opt_str(f"{where}: slurm.partition", s.get("partition")),
+        account=_opt_str(f"{where}: slurm.account", s.get("account")),
+        time=_opt_str(f"{where}: slurm.time", s.get("time")),
+        sbatch_extra=_str_list(f"{where}: slurm.sbatch_extra", s.get("sbatch_extra", [])),
+        srun_extra=_str_list(f"{where}: slurm.srun_extra", s.get("srun_extra", [])),
+        gpus_per_node=gpn,
+    )
+    c = data.get("containers", {})
+    aliases = c.get("aliases", {})
+    if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
+        raise SiteConfigError(f"{where}: containers.aliases must map names to image strings")
+    binaries = data.get("binaries", {})
+    if not all(isinstance(v, str) for v in binaries.values()):
+        raise SiteConfigError(f"{where}: [binaries] values must be paths")
+    env = data.get("env", {})
+    return SiteConfig(
+        path=path,
+        plugins=policy,
+        slurm=slurm,
+        container_aliases=dict(aliases),
+        container_mounts=_str_list(f"{where}: containers.mounts", c.get("mounts", [])),
+        binaries=dict(binaries),
+        env_passthrough=_str_list(f"{where}: env.passthrough", env.get("passthrough", [])),
+    )
+
+
+def load(path: str | None = None) -> SiteConfig:
+    """Read the site config; a missing default file is an empty config, a missing named one
+    is an error (an admin who points at a file means it)."""
+    explicit = path or os.environ.get("SRT_SITE_CONFIG")
+    target = explicit or DEFAULT_PATH
+    try:
+        with open(target, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        if explicit:
+            raise SiteConfigError(f"site config {target} does not exist") from None
+        return SiteConfig()
+    except tomllib.TOMLDecodeError as exc:
+        raise SiteConfigError(f"{target}: {exc}") from None
+    except OSError as exc:
+        raise SiteConfigError(f"cannot read site config {target}: {exc}") from None
+    return parse(data, target)
+
+
+@lru_cache(maxsize=8)
+def _cached(path: str | None, env_value: str | None) -> SiteConfig:
+    return load(path)
+
+
+def current() -> SiteConfig:
+    """The site config for this process (read once per distinct ``SRT_SITE_CONFIG``)."""
+    return _cached(None, os.environ.get("SRT_SITE_CONFIG"))
