@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Cluster", "ClusterError", "down", "is_up", "status", "up"]
+__all__ = ["Cluster", "ClusterError", "down", "ensure_packages", "is_up", "status", "up"]
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PACKAGES: dict[str, str] = {
@@ -329,12 +329,19 @@ def _flock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+# logged by every daemon start on this machine and harmless; they would crowd out the cause
+_LOG_NOISE = re.compile(r"pmix|PMIx|MPI: |state file|backup state")
+
+
 def _tail(path: Path, n: int = 3) -> str:
     try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+        text = path.read_text(errors="replace")
     except OSError:
         return f"{path.name}: (no log)"
-    return f"{path.name}: " + " / ".join(lines[-n:]) if lines else f"{path.name}: (empty)"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _LOG_NOISE.search(ln)]
+    if not lines:
+        return f"{path.name}: (empty)"
+    return f"{path.name}: " + " / ".join(lines[-n:])
 
 
 def _listening_ports() -> set[int]:
@@ -455,10 +462,13 @@ def _slot_owner_alive(slot: int) -> bool:
     spec = _load_spec(owner)
     if spec is None or spec.slot != slot:
         return False
-    return _daemon_pid(owner / "run" / "slurmctld.pid", "slurmctld", str(owner)) is not None or (
-        # a cluster in the middle of `up` has a spec but no controller yet
-        time.time() - (owner / STATE_FILE).stat().st_mtime < 120
-    )
+    if _daemon_pid(owner / "run" / "slurmctld.pid", "slurmctld", str(owner)) is not None:
+        return True
+    # a cluster in the middle of `up` has a plan but no controller yet
+    try:
+        return time.time() - (owner / STATE_FILE).stat().st_mtime < 120
+    except OSError:
+        return False
 
 
 def _allocate_slot(
@@ -964,6 +974,8 @@ def up(
 
     d = Path(dir).absolute()
     d.mkdir(parents=True, exist_ok=True)
+    # DIR is ours alone; a restrictive umask must not hide the munge socket from clients
+    d.chmod(d.stat().st_mode | 0o711)
     _check_traversable(d)
     with _flock(d / ".lock"):
         old = _load_spec(d)

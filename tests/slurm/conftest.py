@@ -9,6 +9,9 @@ tearing down (SIGKILL, OOM) is reaped by the next session.
 When a cluster cannot be started the tests that need it are skipped, or, with
 ``SRT_REQUIRE_SLURM=1`` (set in CI), they error, so a broken CI machine cannot pass by
 skipping everything.
+
+Teardown keeps the cluster directory (daemon logs) when a test failed, for the
+post-mortem; ``SRT_SLURM_KEEP=1`` always keeps it, ``SRT_SLURM_KEEP=0`` never does.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("srt_services.cli.recipe_cmds", "schema"),
     "kinds": ("srt_services.cli.recipe_cmds", "kinds"),
     "migrate": ("srt_services.cli.recipe_cmds", "migrate"),
+    "run": ("srt_services.cli.job_cmds", "run"),
+    "status": ("srt_services.cli.job_cmds", "status"),
+    "stop": ("srt_services.cli.job_cmds", "stop"),
 }
 
 EPILOG = (

@@ -1,9 +1,10 @@
 """The launcher interface: a planned instance to a running, signallable process.
 
-The runtime (``srt_services.supervise``) drives every launcher the same way; it only knows
-the local process it started (the service itself, or a client such as ``srun`` that lives
-exactly as long as the remote task). Exits reach the runtime as SIGCHLD events of that
-local process; a launcher only decides how to start it and how to deliver signals.
+The runtime (``srt_services.supervise``) drives every launcher the same way. It only knows
+the *local* process a launch created (the service itself, or a client such as ``srun`` that
+lives exactly as long as the remote task): that process's exit, seen through SIGCHLD, is the
+instance's exit. A launcher decides how to start it, how to deliver stop signals, and what
+it can say about the remote side.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from srt_services.launch.handle import Handle, OneShotResult
+    from srt_services.launch.children import ChildWatcher, CommandResult
+    from srt_services.launch.handle import Handle
+    from srt_services.plan.allocation import Allocation, AllocationRequest
     from srt_services.plan.model import Plan, PlannedInstance
 
 
@@ -20,34 +23,50 @@ class Launcher:
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
+    #: Whether the launched processes are on this machine (and can be inspected by PID).
+    local_processes: ClassVar[bool] = True
 
-    def __init__(self, plan: Plan, job_dir: str, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, plan: Plan, job_dir: str, watcher: ChildWatcher, options: dict[str, Any] | None = None) -> None:
         self.plan = plan
         self.job_dir = job_dir
+        self.watcher = watcher
         self.options = options or {}
 
-    def prepare(self) -> None:
-        """Called once before the first launch (resolve nodes, read cluster settings)."""
+    @classmethod
+    def allocation(cls, request: AllocationRequest, needed: int) -> Allocation:
+        """The nodes to plan against (local: virtual nodes; Slurm: the allocation's)."""
+        return request.build(needed)
+
+    async def prepare(self) -> None:
+        """Called once before the first launch."""
 
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
-        """Start ``instance`` without waiting; its exit arrives as a SIGCHLD of the handle."""
+        """Start ``instance`` without waiting. Register its exit with the watcher."""
         raise NotImplementedError
 
-    def terminate(self, handles: list[Handle]) -> None:
+    async def terminate(self, handles: list[Handle]) -> None:
         """Ask every handle's process to stop (SIGTERM semantics), all at once."""
         raise NotImplementedError
 
-    def kill(self, handles: list[Handle]) -> None:
-        """Stop every handle's process now (SIGKILL semantics)."""
+    async def kill(self, handles: list[Handle]) -> None:
+        """Stop every handle's process now (SIGKILL semantics), all at once."""
         raise NotImplementedError
 
     def stop_budget(self, wanted: float) -> float:
-        """The grace this launcher can afford (Slurm: below KillWait)."""
+        """The grace this launcher can afford (Slurm: inside KillWait)."""
         return wanted
+
+    def owns_listener(self, handle: Handle, port: int) -> bool | None:
+        """Whether ``port`` is held by the instance's processes; ``None`` when unknowable."""
+        return None
+
+    def stray_processes(self, cookie: str) -> dict[int, str | None]:
+        """Processes of this job that escaped their process group: pid -> step (if known)."""
+        return {}
 
     async def run_oneshot(
         self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
         cwd: str | None = None,
-    ) -> OneShotResult:
-        """Run a short command (clone, build) on ``node`` and wait for it, bounded."""
+    ) -> CommandResult:
+        """Run a short command (git clone, a build) on ``node`` and wait for it, bounded."""
         raise NotImplementedError

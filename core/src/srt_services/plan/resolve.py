@@ -7,7 +7,7 @@ Pure: no processes, no network, no clock. The same inputs give the same plan, wh
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,7 @@ class _Ctx:
 def resolve(
     loaded: LoadedRecipe,
     plugins: PluginSet,
-    request: AllocationRequest | Allocation,
+    request: AllocationRequest | Allocation | Callable[[int], Allocation],
     job_dir: str = "<job_dir>",
 ) -> Plan:
     """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`."""
@@ -75,7 +75,12 @@ def resolve(
     )
     pools = [(s.name, s.spec.nodes) for s in loaded.services if s.spec.nodes is not None]
     needs = layout_mod.needs_of(recipe, dedicated, pools)  # type: ignore[arg-type]
-    allocation = request.build(needs.total) if isinstance(request, AllocationRequest) else request
+    if isinstance(request, AllocationRequest):
+        allocation = request.build(needs.total)
+    elif isinstance(request, Allocation):
+        allocation = request
+    else:
+        allocation = request(needs.total)
     ports = {name: spec.port for name, spec in recipe.roles.items()}
     try:
         lay = layout_mod.carve(list(allocation.nodes), needs, recipe.resources.gpus_per_node, ports)

@@ -51,4 +51,6 @@ def srt_register_probes() -> list[type[Probe]]:
 
 @hookimpl
 def srt_register_launchers() -> list[type[Launcher]]:
-    return []
+    from srt_services.launch.local import LocalLauncher
+
+    return [LocalLauncher]

@@ -78,7 +78,7 @@ class _Registry(Generic[T]):
             return
         self.items[name] = (cls, owner)
 
-    def get(self, name: str) -> T | None:
+    def cls(self, name: str) -> type[T] | None:
         if name in self.conflicts:
             owners = " and ".join(self.conflicts[name])
             raise PluginError(
@@ -86,11 +86,15 @@ class _Registry(Generic[T]):
                 " one of them (SRT_DISABLED_PLUGINS)"
             )
         entry = self.items.get(name)
+        return entry[0] if entry else None
+
+    def get(self, name: str) -> T | None:
+        entry = self.cls(name)
         if entry is None:
             return None
         inst = self.instances.get(name)
         if inst is None:
-            inst = entry[0]()
+            inst = entry()
             self.instances[name] = inst
         return inst
 
@@ -393,12 +397,10 @@ class PluginSet:
 
     def launcher_class(self, name: str) -> type[Launcher]:
         self._ensure("launcher", name)
-        registry = self._registries["launcher"]
-        registry.get(name)  # raises on a clash
-        entry = registry.items.get(name)
-        if entry is None:
+        found = self._registries["launcher"].cls(name)
+        if found is None:
             raise self._unknown("launcher", name, "launcher")
-        return entry[0]
+        return found
 
     def has(self, capability: str, name: str) -> bool:
         self._ensure(capability, name)

@@ -25,8 +25,8 @@ class FailureDecision:
 class RestartTracker:
     """Exponential backoff with jitter, failures counted in a sliding window.
 
-    * delay = min(initial × multiplier^(n-1), max) × (1 ± jitter), n = consecutive failures;
-    * a run that stayed up for ``reset_after`` (default 2 × max, as k8s) resets n, so the
+    * delay = min(initial x multiplier^(n-1), max) x (1 ± jitter), n = consecutive failures;
+    * a run that stayed up for ``reset_after`` (default 2 x max, as k8s) resets n, so the
       next delay is the initial one again;
     * the ``max_failures``-th failure inside ``window_s`` gives up instead of scheduling a
       start, so a crash loop makes exactly ``max_failures`` start attempts.

@@ -13,13 +13,20 @@ Two policies meet here:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, NonNegativeInt, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    NonNegativeInt,
+    ValidationError,
+)
 
 from srt_oarbank.errors import DocumentSchemaError, DocumentSyntaxError, FieldError
 from srt_oarbank.manifest import (
@@ -237,7 +244,9 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DocumentSyntaxError(f"output is not valid UTF-8 ({exc.reason})", excerpt(raw)) from None
+        raise DocumentSyntaxError(
+            f"output is not valid UTF-8 ({exc.reason})", excerpt(raw)
+        ) from None
     if text.startswith("\ufeff"):
         raise DocumentSyntaxError("output starts with a byte order mark", excerpt(raw))
     if not text.strip():

@@ -124,7 +124,8 @@ class _OpRun:
     def __init__(
         self, proc: subprocess.Popen[bytes], timeout_s: float, limits: ExecLimits, cap: int
     ) -> None:
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         self.proc = proc
         self.limits = limits
         self.cap = cap
@@ -382,9 +383,7 @@ class Executor:
     def argv_for(self, op: str, args: Sequence[str] = ()) -> list[str]:
         return [*self.exec_argv, op, *args]
 
-    async def run_raw(
-        self, op: str, *args: str, timeout_s: float | None = None
-    ) -> ExecResult:
+    async def run_raw(self, op: str, *args: str, timeout_s: float | None = None) -> ExecResult:
         """Run and collect; raises only when the executable cannot be started at all."""
         timeout = timeout_s if timeout_s is not None else self.timeout_for(op)
         argv = self.argv_for(op, args)
@@ -467,9 +466,7 @@ class Executor:
         return self.redactor(excerpt(raw))
 
     def _spawn(self, op: str, argv: list[str], *, last_try: bool) -> subprocess.Popen[bytes] | None:
-        executable = resolve_executable(
-            argv[0], self.context.bundle_root, self.context.path, op
-        )
+        executable = resolve_executable(argv[0], self.context.bundle_root, self.context.path, op)
         try:
             return subprocess.Popen(
                 argv,
@@ -487,9 +484,11 @@ class Executor:
             cwd = str(self.context.bundle_root)
             if exc.errno == errno.ETXTBSY:
                 if last_try:
-                    raise TextFileBusy(op, executable, "text file busy (retries exhausted)") from None
+                    raise TextFileBusy(
+                        op, executable, "text file busy (retries exhausted)"
+                    ) from None
                 return None
-            if exc.filename == cwd or exc.filename == self.context.bundle_root:
+            if exc.filename in (cwd, self.context.bundle_root):
                 raise ExecutableMissing(op, cwd, "bundle root is not usable as cwd") from None
             if exc.errno == errno.ENOEXEC:
                 raise BadInterpreter(
@@ -557,7 +556,10 @@ class Executor:
         else:
             reason = f"`{op}` failed with no error message: {status}"
         return OpFailed(
-            op, code if code is not None else -1, reason, error=error,
+            op,
+            code if code is not None else -1,
+            reason,
+            error=error,
             stderr_tail=result.stderr_tail,
         )
 

@@ -3,7 +3,7 @@
 Unlike documents printed by executables, the manifest is authored once and validated before
 anything runs, so unknown keys and loose types are errors: a misspelled ``idle_timout_s`` must
 not silently fall back to a default. Numbers the spec leaves open follow the fault matrix's
-"numbers to adopt" (restart backoff 10 s → 300 s, ×2, 25 % jitter, reset after 2 × max,
+"numbers to adopt" (restart backoff 10 s → 300 s, x2, 25 % jitter, reset after 2 x max,
 ``max_failures`` counted within a window).
 """
 
@@ -32,7 +32,15 @@ MANIFEST_FILE = "oarbank-module.json"
 
 Lifecycle = Literal["on_demand", "always", "manual"]
 OpName = Literal["fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy"]
-OPS: tuple[OpName, ...] = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
+OPS: tuple[OpName, ...] = (
+    "fingerprint",
+    "start",
+    "stop",
+    "status",
+    "ready",
+    "list_owned",
+    "destroy",
+)
 
 
 def _check_argv_item(value: str) -> str:
@@ -62,7 +70,7 @@ class RestartSpec(StrictModel):
         600.0, description="max_failures counts only failures this recent (Nomad interval)."
     )
     reset_after_s: PositiveFloat | None = Field(
-        None, description="Running this long resets the backoff; default 2 × backoff_max_s."
+        None, description="Running this long resets the backoff; default 2 x backoff_max_s."
     )
 
     @model_validator(mode="after")
@@ -147,7 +155,8 @@ class ModuleManifest(StrictModel):
     @model_validator(mode="after")
     def _unique_names(self) -> Self:
         seen: set[str] = set()
-        for entry in [*self.services, *self.probes]:
+        entries: list[ServiceSpec | ProbeSpec] = [*self.services, *self.probes]
+        for entry in entries:
             if entry.name in seen:
                 raise ValueError(f"duplicate service or probe name {entry.name!r}")
             seen.add(entry.name)

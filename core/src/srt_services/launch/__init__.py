@@ -1,0 +1,1 @@
+"""The launch layer: planned instances to running processes (local or Slurm steps)."""

@@ -1,0 +1,40 @@
+"""What the runtime keeps for one launched attempt of an instance."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Handle:
+    """A running attempt. ``pid`` is the local process whose exit is the attempt's exit:
+    the service itself (local launcher) or the ``srun`` client of its step (Slurm)."""
+
+    step: str
+    unit: str
+    node: str
+    pid: int
+    pgid: int
+    start_ticks: int
+    log_path: str
+    log_offset: int
+    started_wall: float
+    started_mono: float
+    popen: subprocess.Popen[bytes] | None = None
+    returncode: int | None = None
+    #: Launcher-specific data (Slurm: the step id), persisted in state.json.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.returncode is None
+
+
+@dataclass(slots=True)
+class OneShotResult:
+    code: int
+    timed_out: bool
+    log_path: str
+    output: str = ""

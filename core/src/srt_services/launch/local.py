@@ -1,0 +1,86 @@
+"""The ``local`` launcher: every instance a process group of its own on this machine.
+
+Virtual nodes are loopback addresses (node *i* is 127.0.0.(i+1)); they change nothing
+about how a process starts, only what ``{node_ip}`` renders to. A stop signals the whole
+process group, then whatever escaped it (a ``setsid`` daemon) is found among the
+orchestrator's re-parented children by its ``SRT_INSTANCE`` cookie.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import ClassVar
+
+import psutil
+
+from srt_services.extend.launcher import Launcher
+from srt_services.launch import process
+from srt_services.launch.children import CommandResult, run_command
+from srt_services.launch.handle import Handle
+from srt_services.plan.model import PlannedInstance
+
+
+class LocalLauncher(Launcher):
+    name: ClassVar[str] = "local"
+    summary: ClassVar[str] = "Processes on this machine; virtual nodes on 127.0.0.x."
+
+    def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
+        argv = process.wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")
+        cwd = instance.cwd
+        started_wall = time.time()
+        spawned = process.spawn(argv, env, log_path, cwd=cwd)
+        return Handle(
+            step=instance.step,
+            unit=instance.unit,
+            node=instance.node,
+            pid=spawned.pid,
+            pgid=spawned.pid,
+            start_ticks=spawned.start_ticks,
+            log_path=log_path,
+            log_offset=spawned.log_offset,
+            started_wall=started_wall,
+            started_mono=time.monotonic(),
+            popen=spawned.popen,
+        )
+
+    async def terminate(self, handles: list[Handle]) -> None:
+        for h in handles:
+            process.terminate_group(h.pgid)
+
+    async def kill(self, handles: list[Handle]) -> None:
+        for h in handles:
+            process.signal_group(h.pgid, signal.SIGKILL)
+
+    def owns_listener(self, handle: Handle, port: int) -> bool | None:
+        pids = {handle.pid}
+        try:
+            pids.update(c.pid for c in psutil.Process(handle.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+        found = process.listeners_of(pids, port)
+        if found:
+            return True
+        # a daemonized listener left the tree but kept the instance's cookie
+        for pid in process.my_children():
+            if pid in pids:
+                continue
+            _, step = process.cookie_of(pid)
+            if step == handle.step and process.listeners_of([pid], port):
+                return True
+        return found
+
+    def stray_processes(self, cookie: str) -> dict[int, str | None]:
+        out: dict[int, str | None] = {}
+        for pid in process.my_children():
+            got, step = process.cookie_of(pid)
+            if got == cookie and process.alive(pid):
+                out[pid] = step
+        return out
+
+    async def run_oneshot(
+        self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
+        cwd: str | None = None,
+    ) -> CommandResult:
+        return await run_command(self.watcher, argv, timeout, env=env, cwd=cwd, stdout_path=log_path)
+

@@ -1,0 +1,305 @@
+"""Processes on this machine: spawning, the environment allow-list, trees and cookies.
+
+Every process srt starts carries ``SRT_JOB_COOKIE`` (a random token per job) and
+``SRT_INSTANCE`` (its step) in its environment. Whatever a service does afterwards (double
+fork, ``setsid``, ``nohup … &``), its descendants keep that environment, so srt can find
+them by cookie, and confirm them by start time, even after the orchestrator itself died.
+Nothing is ever signalled by PID alone or by name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import psutil
+
+COOKIE_VAR = "SRT_JOB_COOKIE"
+INSTANCE_VAR = "SRT_INSTANCE"
+
+#: What a service inherits from the orchestrator's environment; everything else it gets
+#: comes from the plan. (Inherited ``SLURM_*``, ``ETCD_*``, ``NATS_*``, ``DYN_*``, loader
+#: variables... never leak into a service by accident.)
+INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "TMPDIR",
+)
+INHERITED_PREFIXES = ("LC_",)
+
+PR_SET_CHILD_SUBREAPER = 36
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process instead of PID 1.
+
+    A service that daemonizes then stays in our process tree, so teardown can find it and
+    ``waitpid`` can reap it (no zombies left under us).
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # pragma: no cover - non-Linux
+        return False
+
+
+def service_env(
+    planned: Mapping[str, str],
+    srt_vars: Mapping[str, str],
+    passthrough: Iterable[str] = (),
+    source: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Allow-listed inherited variables, then the plan's env, then srt's own variables."""
+    src = os.environ if source is None else source
+    keep = set(INHERITED_ENV) | set(passthrough)
+    env = {k: v for k, v in src.items() if k in keep or k.startswith(INHERITED_PREFIXES)}
+    env.update(planned)
+    env.update(srt_vars)
+    return env
+
+
+def wrap_preamble(argv: list[str], preamble: str | None, label: str) -> list[str]:
+    """Run ``preamble`` with bash, then ``exec`` the argv unchanged (never re-parsed)."""
+    if not preamble:
+        return argv
+    return ["bash", "-c", preamble + '\nexec "$@"', label, *argv]
+
+
+@dataclass(slots=True)
+class Spawned:
+    popen: subprocess.Popen[bytes]
+    pid: int
+    start_ticks: int
+    log_offset: int
+
+
+def open_log(path: str) -> tuple[int, int]:
+    """Open (append) a log for a child's stdout/stderr; return (fd, offset at open)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    return fd, os.fstat(fd).st_size
+
+
+def spawn(
+    argv: list[str],
+    env: Mapping[str, str],
+    log_path: str,
+    cwd: str | None = None,
+    stdin: int = subprocess.DEVNULL,
+) -> Spawned:
+    """Start ``argv`` in a new session (its own process group), output appended to the log."""
+    fd, offset = open_log(log_path)
+    try:
+        popen = subprocess.Popen(
+            argv,
+            env=dict(env),
+            stdin=stdin,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+    return Spawned(popen, popen.pid, start_ticks(popen.pid) or 0, offset)
+
+
+def start_ticks(pid: int) -> int | None:
+    """Process start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def proc_state(pid: int) -> str | None:
+    """One-letter state (R, S, D, T, Z...) or ``None`` when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2 : data.rfind(b")") + 3].decode()
+
+
+def alive(pid: int) -> bool:
+    state = proc_state(pid)
+    return state is not None and state != "Z"
+
+
+def boot_time() -> float:
+    return float(psutil.boot_time())
+
+
+def ticks_to_wall(ticks: int) -> float:
+    return boot_time() + ticks / _CLK_TCK
+
+
+def environ_of(pid: int) -> dict[str, str] | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    out: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def cookie_of(pid: int) -> tuple[str | None, str | None]:
+    """(cookie, instance) from a process's environment, or (None, None)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None, None
+    cookie = instance = None
+    c = b"\0" + COOKIE_VAR.encode() + b"="
+    i = b"\0" + INSTANCE_VAR.encode() + b"="
+    raw = b"\0" + raw
+    at = raw.find(c)
+    if at >= 0:
+        end = raw.find(b"\0", at + len(c))
+        cookie = raw[at + len(c) : end if end >= 0 else None].decode(errors="replace")
+    at = raw.find(i)
+    if at >= 0:
+        end = raw.find(b"\0", at + len(i))
+        instance = raw[at + len(i) : end if end >= 0 else None].decode(errors="replace")
+    return cookie, instance
+
+
+def my_children() -> list[int]:
+    """Direct children of this process (all threads), without scanning /proc."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # pragma: no cover
+        return [p.pid for p in psutil.Process().children()]
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                out.extend(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def pids_with_cookie(cookie: str, not_before_ticks: int | None = None) -> list[tuple[int, str | None]]:
+    """Every live process carrying ``cookie`` (and started no earlier than the job)."""
+    found: list[tuple[int, str | None]] = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid == me:
+            continue
+        got, instance = cookie_of(pid)
+        if got != cookie:
+            continue
+        if not_before_ticks is not None:
+            ticks = start_ticks(pid)
+            if ticks is None or ticks < not_before_ticks:
+                continue
+        if alive(pid):
+            found.append((pid, instance))
+    return found
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def signal_pid(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def terminate_group(pgid: int) -> bool:
+    """SIGTERM, then SIGCONT so a stopped process can act on it (systemd does the same)."""
+    ok = signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGCONT)
+    return ok
+
+
+def listeners_of(pids: Iterable[int], port: int) -> bool | None:
+    """Whether any of ``pids`` has a listening TCP socket on ``port`` (``None``: unknown)."""
+    unknown = False
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.AccessDenied:
+            unknown = True
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+                return True
+    return None if unknown else False
+
+
+def holders_of(port: int, address: str | None = None) -> list[str]:
+    """Who listens on ``port`` (and ``address`` or a wildcard): ``pid 12 (uid 0): cmdline``."""
+    out: list[str] = []
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:  # pragma: no cover - we run as the same user or root
+        return ["(cannot list sockets)"]
+    for c in conns:
+        if c.status != psutil.CONN_LISTEN or not c.laddr or c.laddr.port != port:
+            continue
+        if address and c.laddr.ip not in {address, "0.0.0.0", "::", "::ffff:0.0.0.0"}:
+            continue
+        if c.pid is None:
+            out.append(f"an unknown process on {c.laddr.ip}:{port}")
+            continue
+        try:
+            p = psutil.Process(c.pid)
+            cmd = " ".join(p.cmdline())[:120]
+            out.append(f"pid {c.pid} (uid {p.uids().real}): {cmd}")
+        except psutil.Error:
+            out.append(f"pid {c.pid}")
+    return out
+
+
+def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    """Last ``lines`` lines of a file, reading at most ``max_bytes`` from its end."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return []
+    text = data.decode(errors="replace").splitlines()
+    return text[-lines:]

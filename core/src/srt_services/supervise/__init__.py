@@ -1,0 +1,1 @@
+"""The supervise layer: phases, readiness, crash handling, restarts and teardown."""

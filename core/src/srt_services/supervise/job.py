@@ -1,0 +1,102 @@
+"""``srt run`` from recipe to exit code: load, plan, prepare the job directory, supervise."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from srt_services.errors import SrtError
+from srt_services.plan.allocation import AllocationRequest
+from srt_services.supervise.jobdir import JobDir, atomic_write, default_job_dir, new_cookie
+
+
+@dataclass(slots=True)
+class RunRequest:
+    recipe: str
+    job_dir: str | None = None
+    nodes: int | None = None
+    launcher: str = "local"
+    quiet: bool = False
+    plain: bool | None = None
+    grace: float | None = None
+
+
+def prepare_job_dir(path: str, log: Any) -> JobDir:
+    """Create the job directory; clean up after a dead orchestrator that used it before."""
+    from srt_services.supervise.recovery import JobView, stop_leftovers
+
+    job = JobDir(os.path.abspath(path))
+    if os.path.exists(job.file("state.json")):
+        view = JobView.read(job.path)
+        if view.orchestrator_alive():
+            pid = view.state["orchestrator"]["pid"]  # type: ignore[index]
+            raise SrtError(f"{job.path} belongs to a running job (orchestrator pid {pid}); use `srt stop {path}` first")
+        survivors = stop_leftovers(view, None, log)
+        if survivors:
+            raise SrtError(f"leftovers of the previous run in {job.path} could not be stopped: {', '.join(survivors)}")
+        for name in ("state.json", "result.json"):
+            if os.path.exists(job.file(name)):
+                os.replace(job.file(name), job.file(name + ".previous"))
+    job.create()
+    return job
+
+
+def run_job(req: RunRequest) -> int:
+    from srt_services.plan.resolve import resolve
+    from srt_services.plugins.manager import default_plugins
+    from srt_services.recipe.load import load_recipe
+    from srt_services.site_config import current as site
+    from srt_services.supervise.orchestrator import Orchestrator, RunOptions
+    from srt_services.supervise.progress import make_progress
+
+    plugins = default_plugins()
+    loaded = load_recipe(req.recipe, plugins)
+    launcher_cls = plugins.launcher_class(req.launcher)
+    path = req.job_dir or default_job_dir(loaded.recipe.name)
+    progress = make_progress(req.quiet, req.plain)
+
+    def note(message: str) -> None:
+        progress({"event": "note", "detail": message})
+
+    job = prepare_job_dir(path, note)
+    request = AllocationRequest(kind="local", count=req.nodes, job_id=os.path.basename(job.path))
+    plan = resolve(loaded, plugins, lambda needed: launcher_cls.allocation(request, needed), job.path)
+    atomic_write(job.file("plan.json"), plan.to_json(indent=True))
+    shutil.copyfile(req.recipe, job.file("recipe" + (os.path.splitext(req.recipe)[1] or ".yaml")))
+    for w in loaded.warnings:
+        note("warning: " + w.render(req.recipe))
+    orch = Orchestrator(
+        plan,
+        job,
+        launcher_cls,
+        plugins,
+        RunOptions(
+            cookie=new_cookie(),
+            site_passthrough=site().env_passthrough,
+            grace_override=req.grace,
+            on_event=progress,
+        ),
+    )
+    try:
+        code = orch.run()
+    finally:
+        progress.close()
+    summary(orch, job, code)
+    return code
+
+
+def summary(orch: Any, job: JobDir, code: int) -> None:
+    import sys
+
+    cause = orch.stop_cause or {}
+    message = cause.get("message", "")
+    out = sys.stderr if code else sys.stdout
+    if code:
+        out.write(f"srt: job {orch.plan.job_name} failed (exit {code}): {message}\n")
+    else:
+        out.write(f"srt: job {orch.plan.job_name} finished: {message or 'ok'}\n")
+    for entry in orch.unkillable:
+        out.write(f"srt: {entry}\n")
+    out.write(f"srt: job directory {job.path}\n")

@@ -1,0 +1,651 @@
+"""The orchestrator: execute a Plan phase by phase, supervise it, and tear it down.
+
+Phases run in order (infra, before_workers, workers, frontend, after_frontend, benchmark).
+Within a phase units launch in plan order; all instances of a unit start together and are
+gated together: a unit with readiness blocks the units after it until every instance
+passed, failed, or timed out. Exits arrive as SIGCHLD events and are acted on at once:
+
+* before readiness: the phase fails, whatever the code (0 included), with the log tail;
+* a critical unit after readiness: the job fails and teardown starts;
+* a non-critical service: recorded, then restarted per its policy;
+* a terminal service: the job ends when all its instances have exited (worst code wins);
+* the benchmark: the job ends with its code.
+
+Every path that ends the job goes through :meth:`Orchestrator.request_stop`, and the one
+shutdown coordinator (:mod:`srt_services.supervise.shutdown`) stops tiers in reverse
+dependency order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from srt_services.launch import process
+from srt_services.launch.children import ChildWatcher
+from srt_services.launch.handle import Handle
+from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe, PlannedUnit
+from srt_services.supervise.jobdir import EventLog, JobDir, atomic_write, orchestrator_identity
+from srt_services.supervise.probing import InotifyHub, Target
+from srt_services.supervise.restart import RestartTracker
+
+if TYPE_CHECKING:
+    from srt_services.extend.launcher import Launcher
+    from srt_services.plugins.manager import PluginSet
+
+LOG_TAIL_LINES = 20
+TCP_ATTEMPT_TIMEOUT = 1.0
+HTTP_ATTEMPT_TIMEOUT = 5.0
+
+
+class PhaseFailed(Exception):
+    def __init__(self, message: str, cause: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+@dataclass(slots=True)
+class RunOptions:
+    cookie: str
+    site_passthrough: tuple[str, ...] = ()
+    grace_override: float | None = None
+    on_event: Callable[[dict[str, Any]], None] | None = None
+
+
+@dataclass(eq=False, slots=True)
+class InstanceRun:
+    planned: PlannedInstance
+    unit: UnitRun
+    handle: Handle | None = None
+    state: str = "pending"
+    attempt: int = 0
+    restarts: int = 0
+    exit_code: int | None = None
+    exit_fut: asyncio.Future[int] | None = None
+    ready_at: float | None = None
+    waiting_since: float | None = None
+    detail: str = ""
+    liveness: asyncio.Task[None] | None = None
+    killed_for: str | None = None
+
+    @property
+    def step(self) -> str:
+        return self.planned.step
+
+    @property
+    def running(self) -> bool:
+        return self.handle is not None and self.handle.returncode is None
+
+
+@dataclass(eq=False, slots=True)
+class UnitRun:
+    planned: PlannedUnit
+    instances: list[InstanceRun] = field(default_factory=list)
+    tracker: RestartTracker | None = None
+    unhealthy: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.planned.name
+
+
+def describe_code(code: int) -> str:
+    if code > 128 and code - 128 < 65:
+        try:
+            return f"killed by signal {code - 128} ({signal.Signals(code - 128).name})"
+        except ValueError:
+            return f"killed by signal {code - 128}"
+    return f"exit code {code}"
+
+
+class Orchestrator:
+    """Runs one plan in one job directory. Use :meth:`run` (it owns the event loop's signals)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        job: JobDir,
+        launcher_cls: type[Launcher],
+        plugins: PluginSet,
+        options: RunOptions,
+    ) -> None:
+        self.plan = plan
+        self.job = job
+        self.launcher_cls = launcher_cls
+        self.plugins = plugins
+        self.options = options
+        self.units: dict[str, UnitRun] = {}
+        for u in plan.units:
+            run = UnitRun(u)
+            run.instances = [InstanceRun(i, run) for i in u.instances]
+            self.units[u.name] = run
+        self.instances = [i for u in self.units.values() for i in u.instances]
+        self.by_step = {i.step: i for i in self.instances}
+        self.stopping = False
+        self.stop_cause: dict[str, Any] | None = None
+        self.exit_code: int | None = None
+        self.kill_now: asyncio.Event | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._state_dirty = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.events: EventLog | None = None
+        self.watcher: ChildWatcher | None = None
+        self.launcher: Launcher | None = None
+        self.hub: InotifyHub | None = None
+        self.started_wall = time.time()
+        self.phase: str | None = None
+        self.unkillable: list[str] = []
+        self._signals = 0
+
+    # ------------------------------------------------------------------ entry point
+
+    def run(self) -> int:
+        """Run the job to its end; return its exit code. Blocks."""
+        return asyncio.run(self._run())
+
+    async def _run(self) -> int:
+        loop = asyncio.get_running_loop()
+        process.become_subreaper()
+        self.kill_now = asyncio.Event()
+        self._stop_requested = asyncio.Event()
+        self.watcher = ChildWatcher(loop)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        self.events = EventLog(self.job.file("events.jsonl"), self.options.on_event)
+        try:
+            self.hub = InotifyHub(loop)
+        except OSError:
+            self.hub = None
+        self.launcher = self.launcher_cls(self.plan, self.job.path, self.watcher)
+        self.events.emit(
+            "job_started", job=self.plan.job_name, job_id=self.plan.job_id, pid=os.getpid(),
+            launcher=self.launcher_cls.name,
+        )
+        self._write_state(status="running")
+        driver = asyncio.create_task(self._drive())
+        try:
+            await self._stop_requested.wait()
+            if not driver.done():
+                driver.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await driver
+            from srt_services.supervise.shutdown import teardown
+
+            await teardown(self)
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
+            code = self.exit_code if self.exit_code is not None else 1
+            self._write_state(status="finished" if code == 0 else "failed")
+            self._write_result(code)
+            self.events.emit("job_finished", code=code, cause=self.stop_cause)
+            if self.hub is not None:
+                self.hub.close()
+            self.watcher.close()
+            self.events.close()
+        return code
+
+    # ------------------------------------------------------------------ the job
+
+    async def _drive(self) -> None:
+        assert self.launcher is not None
+        try:
+            await self.launcher.prepare()
+            for phase in PHASE_ORDER:
+                names = self.plan.phases.get(phase, [])
+                if not names:
+                    continue
+                self.phase = phase
+                self._emit("phase_started", phase=phase, units=names)
+                for name in names:
+                    await self._start_unit(self.units[name])
+                self._emit("phase_ready", phase=phase)
+            self.phase = "serving"
+            await self._serve()
+        except PhaseFailed as exc:
+            self.request_stop(exc.cause, 1, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any bug must still tear the job down
+            self.request_stop({"kind": "internal_error", "error": f"{type(exc).__name__}: {exc}"}, 1, f"internal error: {exc}")
+            raise
+
+    async def _serve(self) -> None:
+        terminal = [u for u in self.units.values() if u.planned.terminal and u.instances]
+        if not terminal:
+            self._emit("serving", detail="running until stopped (Ctrl-C or srt stop)")
+        # Ends through request_stop: a benchmark/terminal exit, a failure or a signal.
+        await asyncio.Event().wait()
+
+    async def _start_unit(self, unit: UnitRun) -> None:
+        u = unit.planned
+        if u.external:
+            self._emit("external", unit=u.name, address=u.external)
+            return
+        if not unit.instances:
+            return
+        if u.restart is not None:
+            unit.tracker = RestartTracker(u.restart, clock=time.monotonic)
+        if u.build is not None:
+            from srt_services.supervise.builds import build_source
+
+            await build_source(self, unit)
+        for inst in unit.instances:
+            self._launch(inst)
+        gated = [i for i in unit.instances if i.planned.readiness is not None]
+        if gated:
+            results = await asyncio.gather(*(self._await_ready(i) for i in gated), return_exceptions=True)
+            for r in results:
+                if isinstance(r, PhaseFailed):
+                    raise r
+                if isinstance(r, BaseException):
+                    raise r
+        for inst in unit.instances:
+            if inst.planned.readiness is None and inst.state == "starting":
+                self._mark_ready(inst)
+        if u.timeout and u.category == "benchmark":
+            self._spawn_task(self._benchmark_timeout(unit, u.timeout))
+
+    # ------------------------------------------------------------------ launching
+
+    def _launch(self, inst: InstanceRun) -> None:
+        assert self.launcher is not None and self.watcher is not None
+        p = inst.planned
+        log_path = self.job.inside(p.log)
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        work = self.job.inside(os.path.relpath(p.work_dir, self.job.path)) if p.work_dir.startswith(self.job.path) else p.work_dir
+        os.makedirs(work, exist_ok=True)
+        for name, content in p.files.items():
+            target = os.path.realpath(os.path.join(work, name))
+            if not target.startswith(os.path.realpath(work) + os.sep):
+                raise PhaseFailed(f"{p.step}: file {name!r} would be outside its work dir", {"kind": "bad_plan"})
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as fh:
+                fh.write(content)
+        env = process.service_env(
+            p.env,
+            {
+                process.COOKIE_VAR: self.options.cookie,
+                process.INSTANCE_VAR: p.step,
+                "SRT_JOB_DIR": self.job.path,
+                "SRT_JOB_ID": self.plan.job_id,
+                "SRT_NODE": p.node,
+                "SRT_NODE_IP": p.node_ip,
+            },
+            self.options.site_passthrough,
+        )
+        inst.attempt += 1
+        loop = asyncio.get_running_loop()
+        inst.exit_fut = loop.create_future()
+        inst.exit_code = None
+        inst.killed_for = None
+        try:
+            handle = self.launcher.launch(p, env, log_path)
+        except OSError as exc:
+            # The command could not be executed at all: the log says why, and the instance
+            # takes the ordinary exit path with code 127 (what a shell reports).
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {exc.strerror}\n")
+            inst.handle = None
+            inst.state = "starting"
+            inst.waiting_since = time.monotonic()
+            self._emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=exc.strerror)
+            loop.call_soon(self._on_exit, inst, 127)
+            return
+        inst.handle = handle
+        inst.state = "starting"
+        inst.waiting_since = time.monotonic()
+        self.watcher.watch(handle.pid, lambda code, inst=inst: self._on_exit(inst, code), handle.popen)
+        self._emit(
+            "launched", step=p.step, unit=p.unit, node=p.node, pid=handle.pid, attempt=inst.attempt,
+            log=p.log,
+        )
+        self._mark_state_dirty()
+
+    # ------------------------------------------------------------------ readiness
+
+    def _owner_check(self, inst: InstanceRun) -> Callable[[int], bool | None]:
+        def check(port: int) -> bool | None:
+            if self.launcher is None or inst.handle is None:
+                return None
+            return self.launcher.owns_listener(inst.handle, port)
+
+        return check
+
+    def _target(self, inst: InstanceRun, probe: PlannedProbe) -> Target:
+        h = inst.handle
+        return Target(
+            config=probe.config,
+            log_path=h.log_path if h else self.job.inside(inst.planned.log),
+            log_offset=h.log_offset if h else 0,
+            job_dir=self.job.path,
+            started_wall=h.started_wall if h else time.time(),
+            interval=probe.interval,
+            hub=self.hub,
+            owner_check=self._owner_check(inst),
+        )
+
+    async def _await_ready(self, inst: InstanceRun) -> None:
+        """Wait for readiness, exit or timeout of the current attempt; raise PhaseFailed."""
+        probe_spec = inst.planned.readiness
+        assert probe_spec is not None and inst.exit_fut is not None
+        p = inst.planned
+        if inst.exit_fut.done():
+            raise self._exited_before_ready(inst, inst.exit_fut.result(), probe_spec)
+        probe = self.plugins.probe(probe_spec.probe)
+        target = self._target(inst, probe_spec)
+        attempt_timeout = HTTP_ATTEMPT_TIMEOUT if probe_spec.probe == "http" else TCP_ATTEMPT_TIMEOUT
+        waiter = asyncio.ensure_future(probe.wait_ready(target, min(attempt_timeout, probe_spec.timeout)))
+        exit_fut = inst.exit_fut
+        self._emit("waiting", step=p.step, unit=p.unit, node=p.node, probe=probe_spec.describe)
+        try:
+            done, _ = await asyncio.wait(
+                {waiter, exit_fut}, timeout=probe_spec.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await waiter
+        if waiter in done and waiter.exception() is None and not exit_fut.done():
+            self._mark_ready(inst)
+            return
+        if exit_fut.done():
+            raise self._exited_before_ready(inst, exit_fut.result(), probe_spec)
+        if waiter in done and waiter.exception() is not None:
+            err = waiter.exception()
+            target.last_error = f"probe error: {type(err).__name__}: {err}"
+        # timed out: stop this instance now (the job is failing anyway)
+        inst.state = "failed"
+        inst.killed_for = "readiness timeout"
+        if inst.handle is not None and self.launcher is not None:
+            await self.launcher.kill([inst.handle])
+        last = f"; last probe error: {target.last_error}" if target.last_error else ""
+        message = (
+            f"{_label(inst)} on {p.node} was not ready within {probe_spec.timeout:g}s"
+            f" ({probe_spec.describe}){last}; see {self.job.inside(p.log)}"
+        )
+        inst.detail = message
+        self._emit("ready_timeout", step=p.step, unit=p.unit, node=p.node, error=target.last_error)
+        raise PhaseFailed(
+            message,
+            {"kind": "readiness_timeout", "unit": p.unit, "step": p.step, "node": p.node, "timeout": probe_spec.timeout},
+        )
+
+    def _exited_before_ready(self, inst: InstanceRun, code: int, probe: PlannedProbe) -> PhaseFailed:
+        p = inst.planned
+        inst.state = "failed"
+        lines = process.tail(self.job.inside(p.log), LOG_TAIL_LINES)
+        shown = "\n".join(f"    {line}" for line in lines) if lines else "    (the log is empty)"
+        message = (
+            f"{_label(inst)} on {p.node} exited before it was ready ({describe_code(code)};"
+            f" probe {probe.describe}). Last {len(lines)} log lines of {self.job.inside(p.log)}:\n{shown}"
+        )
+        inst.detail = message
+        return PhaseFailed(
+            message,
+            {"kind": "exited_before_ready", "unit": p.unit, "step": p.step, "node": p.node, **_code_fields(code)},
+        )
+
+    def _mark_ready(self, inst: InstanceRun) -> None:
+        inst.state = "ready"
+        inst.ready_at = time.monotonic()
+        p = inst.planned
+        waited = inst.ready_at - (inst.waiting_since or inst.ready_at)
+        self._emit("ready", step=p.step, unit=p.unit, node=p.node, waited=round(waited, 6), attempt=inst.attempt)
+        self._mark_state_dirty()
+        if p.liveness is not None:
+            inst.liveness = self._spawn_task(self._liveness(inst, p.liveness))
+
+    # ------------------------------------------------------------------ supervision
+
+    def _on_exit(self, inst: InstanceRun, code: int) -> None:
+        if inst.handle is not None:
+            inst.handle.returncode = code
+        inst.exit_code = code
+        if inst.exit_fut is not None and not inst.exit_fut.done():
+            inst.exit_fut.set_result(code)
+        if inst.liveness is not None:
+            inst.liveness.cancel()
+            inst.liveness = None
+        p = inst.planned
+        unit = inst.unit
+        self._emit("exited", step=p.step, unit=p.unit, node=p.node, **_code_fields(code), attempt=inst.attempt)
+        self._mark_state_dirty()
+        if self.stopping:
+            inst.state = "stopped"
+            return
+        was = inst.state
+        inst.state = "exited" if code == 0 else "failed"
+        if was == "starting" and inst.planned.readiness is not None:
+            return  # the readiness wait reports it
+        u = unit.planned
+        if u.category == "benchmark":
+            reason = "benchmark finished" if code == 0 else f"benchmark failed ({describe_code(code)})"
+            self.request_stop({"kind": "benchmark_exit", "unit": u.name, "node": p.node, **_code_fields(code)}, code, reason)
+            return
+        if u.terminal:
+            if u.critical and code != 0:
+                self.request_stop(
+                    {"kind": "critical_service_exit", "unit": u.name, "step": p.step, "node": p.node, **_code_fields(code)},
+                    code,
+                    f"terminal critical {_label(inst)} failed on {p.node} ({describe_code(code)})",
+                )
+                return
+            self._check_terminal_done()
+            return
+        if u.critical:
+            why = f" ({inst.killed_for})" if inst.killed_for else ""
+            self.request_stop(
+                {
+                    "kind": "critical_service_exit",
+                    "unit": u.name,
+                    "step": p.step,
+                    "node": p.node,
+                    **_code_fields(code),
+                    **({"reason": inst.killed_for} if inst.killed_for else {}),
+                },
+                1,
+                f"critical {_label(inst)} exited on {p.node} after it was ready ({describe_code(code)}){why}",
+            )
+            return
+        self._after_noncritical_exit(inst, code)
+
+    def _after_noncritical_exit(self, inst: InstanceRun, code: int) -> None:
+        unit = inst.unit
+        p = inst.planned
+        if unit.tracker is None:
+            return
+        ran_for = time.monotonic() - (inst.handle.started_mono if inst.handle else time.monotonic())
+        decision = unit.tracker.on_exit(code, ran_for)
+        if not decision.restart:
+            if "giving up" in decision.reason:
+                inst.state = "unhealthy"
+                unit.unhealthy = True
+                self._emit("unhealthy", step=p.step, unit=p.unit, node=p.node, detail=decision.reason)
+            return
+        inst.state = "backoff"
+        self._emit("restarting", step=p.step, unit=p.unit, node=p.node, delay=round(decision.delay, 6), attempt=inst.attempt + 1)
+        self._spawn_task(self._restart_later(inst, decision.delay))
+
+    async def _restart_later(self, inst: InstanceRun, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self.stopping:
+            return
+        inst.restarts += 1
+        self._launch(inst)
+        if inst.planned.readiness is None:
+            self._mark_ready(inst)
+            return
+        try:
+            await self._await_ready(inst)
+        except PhaseFailed as exc:
+            self._emit("restart_failed", step=inst.step, unit=inst.planned.unit, detail=str(exc).splitlines()[0])
+            if inst.running and self.launcher is not None and inst.handle is not None:
+                await self.launcher.kill([inst.handle])
+            if inst.exit_fut is not None:
+                code = await inst.exit_fut
+                if not self.stopping:
+                    self._after_noncritical_exit(inst, code)
+
+    async def _liveness(self, inst: InstanceRun, spec: PlannedProbe) -> None:
+        probe = self.plugins.probe(spec.probe)
+        target = self._target(inst, spec)
+        period = spec.period or 10.0
+        threshold = spec.failure_threshold or 3
+        attempt_timeout = spec.attempt_timeout or 1.0
+        failures = 0
+        while True:
+            await asyncio.sleep(period)
+            if not inst.running:
+                return
+            result = await probe.check(target, attempt_timeout)
+            if result.ok:
+                if failures:
+                    self._emit("liveness_recovered", step=inst.step, after=failures)
+                failures = 0
+                continue
+            failures += 1
+            self._emit("liveness_failed", step=inst.step, count=failures, error=result.detail)
+            if failures >= threshold:
+                inst.killed_for = f"liveness failed {failures} times: {result.detail}"
+                if inst.handle is not None and self.launcher is not None:
+                    await self.launcher.kill([inst.handle])
+                return
+
+    def _check_terminal_done(self) -> None:
+        terminal = [i for u in self.units.values() if u.planned.terminal for i in u.instances]
+        if not terminal or any(i.exit_code is None for i in terminal):
+            return
+        worst = max((i.exit_code or 0) for i in terminal)
+        detail = "terminal services finished" if worst == 0 else f"terminal services failed (worst {describe_code(worst)})"
+        self.request_stop({"kind": "terminal_exit", "code": worst}, worst, detail)
+
+    async def _benchmark_timeout(self, unit: UnitRun, timeout: float) -> None:
+        await asyncio.sleep(timeout)
+        inst = unit.instances[0]
+        if inst.running and self.launcher is not None and inst.handle is not None:
+            inst.killed_for = f"benchmark timeout after {timeout:g}s"
+            self._emit("timeout", step=inst.step, timeout=timeout)
+            self.request_stop({"kind": "benchmark_timeout", "timeout": timeout}, 124, inst.killed_for)
+
+    # ------------------------------------------------------------------ stopping
+
+    def request_stop(self, cause: dict[str, Any], code: int, message: str) -> None:
+        """The one entry to ending the job; the first cause wins."""
+        if self.stop_cause is None:
+            self.stop_cause = {**cause, "message": message}
+            self.exit_code = code
+            self._emit("stop_requested", cause=cause, code=code, detail=message)
+        self.stopping = True
+        if self._stop_requested is not None:
+            self._stop_requested.set()
+
+    def _on_signal(self, sig: int) -> None:
+        self._signals += 1
+        name = signal.Signals(sig).name
+        if self._signals > 1 and self.stopping:
+            self._emit("signal", signal=name, detail="second signal: killing everything now")
+            assert self.kill_now is not None
+            self.kill_now.set()
+            return
+        self._emit("signal", signal=name)
+        self.request_stop({"kind": "signal", "signal": name}, 128 + sig, f"received {name}")
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(event, **fields)
+
+    def _mark_state_dirty(self) -> None:
+        if self._state_dirty:
+            return
+        self._state_dirty = True
+        asyncio.get_running_loop().call_soon(self._flush_state)
+
+    def _flush_state(self) -> None:
+        self._state_dirty = False
+        self._write_state(status="stopping" if self.stopping else "running")
+
+    def _write_state(self, status: str) -> None:
+        import orjson
+
+        instances = {}
+        for inst in self.instances:
+            h = inst.handle
+            instances[inst.step] = {
+                "unit": inst.planned.unit,
+                "node": inst.planned.node,
+                "state": inst.state,
+                "pid": h.pid if h else None,
+                "pgid": h.pgid if h else None,
+                "start_ticks": h.start_ticks if h else None,
+                "started": h.started_wall if h else None,
+                "ready_at_mono": inst.ready_at,
+                "attempt": inst.attempt,
+                "restarts": inst.restarts,
+                "exit_code": inst.exit_code,
+                "log": inst.planned.log,
+                "readiness": inst.planned.readiness.describe if inst.planned.readiness else None,
+                "extra": h.extra if h else {},
+            }
+        state = {
+            "version": 1,
+            "job_name": self.plan.job_name,
+            "job_id": self.plan.job_id,
+            "cookie": self.options.cookie,
+            "launcher": self.launcher_cls.name,
+            "status": status,
+            "phase": self.phase,
+            "orchestrator": {**orchestrator_identity(), "started": self.started_wall},
+            "instances": instances,
+            "cause": self.stop_cause,
+            "unkillable": self.unkillable,
+        }
+        atomic_write(self.job.file("state.json"), orjson.dumps(state, option=orjson.OPT_INDENT_2))
+
+    def _write_result(self, code: int) -> None:
+        import orjson
+
+        result = {
+            "job_name": self.plan.job_name,
+            "job_id": self.plan.job_id,
+            "exit_code": code,
+            "status": "succeeded" if code == 0 else "failed",
+            "cause": self.stop_cause,
+            "started": self.started_wall,
+            "ended": time.time(),
+            "unkillable": self.unkillable,
+        }
+        atomic_write(self.job.file("result.json"), orjson.dumps(result, option=orjson.OPT_INDENT_2))
+
+
+def _label(inst: InstanceRun) -> str:
+    u = inst.unit.planned
+    if u.category == "service":
+        return f"services[{u.name}] ({inst.step})"
+    if u.category == "workers":
+        return f"worker {inst.step}"
+    return u.category
+
+
+def _code_fields(code: int) -> dict[str, Any]:
+    if code > 128 and code - 128 < 65:
+        return {"code": code, "signal": code - 128}
+    return {"code": code}

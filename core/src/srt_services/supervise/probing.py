@@ -1,0 +1,151 @@
+"""Running probes: the backoff schedule, the shared inotify watcher, the probe target.
+
+Polling probes (tcp, http) attempt at once, then back off 5 ms, 10 ms, 20 ms... to 100 ms
+for the first ten seconds (quick services are seen within milliseconds), then stretch by
+half again each time up to the recipe's ``interval_seconds``. Every waiting probe is a
+coroutine on the one event loop, so a hundred probes share one timer heap and one thread.
+
+File-based probes (log, file) wait on one shared inotify descriptor: a log line is noticed
+within a millisecond of being written, and an idle probe costs nothing. A slow fallback
+poll covers filesystems where inotify sees nothing (logs written on another node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+FAST_START = 0.005
+FAST_CAP = 0.1
+FAST_WINDOW = 10.0
+
+
+def backoff_delay(attempt: int, elapsed: float, interval: float) -> float:
+    """Delay before the next attempt: doubling from 5 ms to 100 ms while the instance is
+    young, then growing with its age up to ``interval`` (a slow starter is probed rarely)."""
+    if elapsed < FAST_WINDOW:
+        return min(FAST_START * 2 ** min(attempt, 20), FAST_CAP, interval)
+    return min(interval, max(FAST_CAP, 0.1 * (elapsed - FAST_WINDOW)))
+
+
+class InotifyHub:
+    """One inotify descriptor for every file-based probe of the job."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        from inotify_simple import INotify, flags
+
+        self.loop = loop
+        self._flags = flags
+        self._inotify = INotify()
+        self._mask = (
+            flags.CREATE | flags.MODIFY | flags.MOVED_TO | flags.CLOSE_WRITE | flags.ATTRIB
+            | flags.DELETE
+        )
+        self._dirs: dict[str, int] = {}
+        self._wd_dir: dict[int, str] = {}
+        self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        self._dir_users: dict[str, int] = defaultdict(int)
+        loop.add_reader(self._inotify.fileno(), self._on_readable)
+        self.events_seen = 0
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.loop.remove_reader(self._inotify.fileno())
+        self._inotify.close()
+
+    def _watch_dir(self, directory: str) -> bool:
+        if directory in self._dirs:
+            return True
+        try:
+            wd = self._inotify.add_watch(directory, self._mask)
+        except OSError:
+            return False
+        self._dirs[directory] = wd
+        self._wd_dir[wd] = directory
+        return True
+
+    def _unwatch_dir(self, directory: str) -> None:
+        wd = self._dirs.pop(directory, None)
+        if wd is None:
+            return
+        self._wd_dir.pop(wd, None)
+        with contextlib.suppress(OSError):
+            self._inotify.rm_watch(wd)
+
+    def _on_readable(self) -> None:
+        try:
+            events = self._inotify.read(timeout=0)
+        except OSError:
+            return
+        for ev in events:
+            self.events_seen += 1
+            directory = self._wd_dir.get(ev.wd)
+            if directory is None:
+                continue
+            path = os.path.join(directory, ev.name) if ev.name else directory
+            for fut in self._waiters.pop(path, ()):
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait(self, path: str, timeout: float) -> None:
+        """Return when ``path`` is created/changed/replaced, or after ``timeout`` seconds."""
+        directory = os.path.dirname(path) or "."
+        watched = self._watch_dir(directory)
+        if not watched:
+            # the directory itself does not exist yet: watch the nearest existing parent
+            parent = directory
+            while parent and parent != "/" and not os.path.isdir(parent):
+                parent = os.path.dirname(parent)
+            if parent and self._watch_dir(parent):
+                path, directory = os.path.join(parent, os.path.relpath(path, parent).split(os.sep)[0]), parent
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self._waiters[path].add(fut)
+        self._dir_users[directory] += 1
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.get(path, set()).discard(fut)
+            self._dir_users[directory] -= 1
+            if self._dir_users[directory] <= 0:
+                del self._dir_users[directory]
+                self._unwatch_dir(directory)
+
+
+@dataclass(slots=True)
+class Target:
+    """The :class:`~srt_services.extend.probe.ProbeTarget` the runtime hands a probe."""
+
+    config: dict[str, Any]
+    log_path: str
+    log_offset: int
+    job_dir: str
+    started_wall: float
+    interval: float
+    hub: InotifyHub | None
+    owner_check: Callable[[int], bool | None]
+    last_error: str = ""
+    attempts: int = 0
+    started_mono: float = field(default_factory=time.monotonic)
+
+    def owns_listener(self, port: int) -> bool | None:
+        return self.owner_check(port)
+
+    async def next_attempt(self) -> None:
+        delay = backoff_delay(self.attempts, time.monotonic() - self.started_mono, self.interval)
+        self.attempts += 1
+        await asyncio.sleep(delay)
+
+    async def wait_file_event(self, path: str, timeout: float) -> None:
+        self.attempts += 1
+        if self.hub is None:
+            await asyncio.sleep(min(timeout, self.interval))
+            return
+        await self.hub.wait(path, min(timeout, max(self.interval, 0.05)))

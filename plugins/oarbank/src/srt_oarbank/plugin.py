@@ -1,0 +1,1 @@
+"""srt-oarbank's hook implementations (the srt kind and commands are wired in later)."""
