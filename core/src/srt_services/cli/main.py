@@ -27,6 +27,7 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("srt_services.cli.job_cmds", "run"),
     "status": ("srt_services.cli.job_cmds", "status"),
     "stop": ("srt_services.cli.job_cmds", "stop"),
+    "plugins": ("srt_services.cli.plugin_cmds", "plugins"),
 }
 
 EPILOG = (
