@@ -68,6 +68,20 @@ def _str_list(where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _requirements(where: str, value: Any) -> tuple[str, ...]:
+    """PEP 508 requirements, checked here so that a typo in a pin is an error at once
+    rather than a rule that silently never matches."""
+    items = _str_list(where, value)
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for item in items:
+        try:
+            Requirement(item)
+        except InvalidRequirement as exc:
+            raise SiteConfigError(f"{where}: {item!r} is not a requirement: {exc}") from None
+    return items
+
+
 def _opt_str(where: str, value: Any) -> str | None:
     if value is None:
         return None
@@ -94,12 +108,15 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
     lock = _opt_str(f"{where}: plugins.lock", p.get("lock"))
     if lock and path and not os.path.isabs(lock):
         lock = str(Path(path).parent / lock)
+    strict = p.get("strict", False)
+    if not isinstance(strict, bool):
+        raise SiteConfigError(f"{where}: plugins.strict must be true or false")
     policy = PluginPolicy(
-        require=_str_list(f"{where}: plugins.require", p.get("require", [])),
+        require=_requirements(f"{where}: plugins.require", p.get("require", [])),
         allow=_str_list(f"{where}: plugins.allow", p["allow"]) if "allow" in p else None,
         block=_str_list(f"{where}: plugins.block", p.get("block", [])),
         lock=lock,
-        strict=bool(p.get("strict", False)),
+        strict=strict,
     )
     s = data.get("slurm", {})
     gpn = s.get("gpus_per_node")

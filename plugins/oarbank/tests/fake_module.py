@@ -17,8 +17,11 @@ Top-level knobs apply to every op; ``ops: {"<op>": {...}}`` overrides them per o
 Service knobs: ``health``, ``detail``, ``attrs``, ``pools``, ``reserve_mem_gb``,
 ``ready_after_s``, ``lie`` (start claims success without acting), ``service_exit_after_s``,
 ``service_exit_code``, ``service_ignore_term``, ``stop_grace_s``, ``naive_pid_check``,
-``start_creates`` (objects start creates), ``generate_objects`` (synthetic list_owned
-entries), ``destroy_fails`` (ids, or true for all), ``broken`` (deliberate spec violations).
+``start_creates`` (objects start creates; ``kills_service`` objects take the service down
+when destroyed, like a VM), ``generate_objects`` (synthetic list_owned entries),
+``destroy_fails`` (ids, or true for all), ``health_sequence`` (cycled per fingerprint),
+``broken`` (deliberate spec violations). ``services: {"<name>": {...}}`` overrides any of
+these for one service.
 
 ``start`` really spawns a long-running, detached service process; owned objects live in
 ``<state_dir>/objects.json``; every invocation is appended to ``<state_dir>/calls.jsonl``.
@@ -63,7 +66,13 @@ def load_config() -> dict[str, Any]:
             value = json.load(handle)
     except FileNotFoundError:
         return {}
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    # Per-service overrides: {"services": {"<OARBANK_SERVICE>": {...knobs, "ops": {...}}}}
+    own = value.get("services", {}).get(os.environ.get("OARBANK_SERVICE", ""), {})
+    merged = {**value, **{k: v for k, v in own.items() if k != "ops"}}
+    merged["ops"] = {**value.get("ops", {}), **own.get("ops", {})}
+    return merged
 
 
 def state_dir(cfg: dict[str, Any]) -> str:
@@ -214,8 +223,16 @@ def op_fingerprint(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str,
     if "fingerprint_writes" in cfg.get("broken", []):
         with open(os.path.join(sdir, "fingerprint-count"), "a", encoding="utf-8") as handle:
             handle.write("x")
+    health = cfg.get("health", "healthy")
+    sequence = cfg.get("health_sequence")
+    if sequence:
+        counter = os.path.join(sdir, "health-counter")
+        with locked(sdir):
+            count = int(read_json(counter, 0))
+            write_json(counter, count + 1)
+        health = sequence[count % len(sequence)]
     doc: dict[str, Any] = {
-        "health": cfg.get("health", "healthy"),
+        "health": health,
         "detail": cfg.get("detail", ""),
         "attrs": cfg.get("attrs", {"fake": True}),
         "pools": cfg.get("pools", {}),
@@ -259,7 +276,7 @@ def op_start(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any]:
                 "kind": spec.get("kind", "container"),
                 "labels": spec.get("labels") or label_set(spec.get("attempt_id", "a-1"), cfg),
             }
-            for key in ("busy", "uid"):
+            for key in ("busy", "uid", "kills_service"):
                 if key in spec:
                     obj[key] = spec[key]
             if not any(o["id"] == obj["id"] for o in objects):
@@ -342,6 +359,10 @@ def op_destroy(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any
             return {"changed": False}
         if match[0].get("busy") and not force:
             raise OpError(1, 12, f"object {target} is busy; use --force")
+        if match[0].get("kills_service"):
+            pid = service_pid(cfg, sdir)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
         write_json(objects_path(sdir), [o for o in objects if o["id"] != target])
     return {"changed": True}
 

@@ -1,10 +1,360 @@
-"""``srt plugins``: what is installed, what loaded, and the site's pinned set."""
+"""``srt plugins``: what is installed, what loaded, and the site's pinned set.
+
+``list`` is the one place that forces discovery and imports every allowed plugin, so that
+what it shows never depends on what a lazy command happened to need. ``lock`` and ``check``
+never import a plugin: they read metadata only, so an admin can run them on a shared venv
+that holds a broken or hostile plugin. ``new`` writes a plugin package from the template.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import rich_click as click
+
+if TYPE_CHECKING:
+    from srt_services.plugins.discovery import PluginRecord
+    from srt_services.plugins.lockfile import Difference, Lock
+
+#: Statuses in the order ``list`` shows them in its summary line.
+STATUS_ORDER = ("loaded", "failed", "incompatible", "blocked", "not allowed", "discovered")
 
 
 @click.group()
 def plugins() -> None:
-    """Inspect installed plugins and check them against the site's rules."""
+    """Inspect installed plugins and check them against the site's rules.
+
+    Plugins are distributions with an `srt.plugins` entry point. Which may load is decided
+    before import by SRT_DISABLE_PLUGIN_AUTOLOAD, SRT_PLUGINS, SRT_DISABLED_PLUGINS and the
+    site config (SRT_SITE_CONFIG, default /etc/srt/site.toml).
+    """
+
+
+# --------------------------------------------------------------------------- list
+
+
+def _provides_text(record: PluginRecord) -> str:
+    shown = record.registered if record.status == "loaded" else record.provides
+    parts = []
+    for capability in ("kind", "probe", "placement", "expansion", "launcher", "command"):
+        names = sorted(shown.get(capability, ()))
+        if names:
+            parts.append(f"{capability} {', '.join(names)}")
+    text = "; ".join(parts) or "-"
+    if record.status != "loaded" and parts:
+        text += " (declared)"
+    return text
+
+
+def _status_text(record: PluginRecord) -> str:
+    if record.status == "loaded":
+        return "loaded"
+    detail = record.reason
+    if record.error:
+        detail = f"{detail}: {record.error}" if detail else record.error
+    return f"{record.status}: {detail}" if detail else record.status
+
+
+@plugins.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (a JSON list).")
+@click.option("--all", "show_all", is_flag=True, help="Include the core's built-in plugin.")
+@click.option("--hook", "hook", metavar="NAME", help="Only plugins implementing this hook.")
+def list_plugins(as_json: bool, show_all: bool, hook: str | None) -> None:
+    """Every installed plugin: version, location, what it provides, its hooks and status.
+
+    Imports every plugin the controls allow, so a plugin that fails to import shows as
+    `failed` with its error instead of surprising a later command. Status is one of
+    loaded, blocked, not allowed, incompatible, failed.
+    """
+    from srt_services import __version__
+    from srt_services.plugins.manager import default_plugins
+
+    if hook is not None and not hook.startswith("srt_"):
+        hook = f"srt_{hook}"
+    plugin_set = default_plugins()
+    records = plugin_set.inventory(include_builtin=show_all)
+    if hook is not None:
+        records = [r for r in records if hook in r.hooks or r.declares("hook", hook)]
+    if as_json:
+        rows = []
+        for record in records:
+            row = record.as_dict()
+            row["builtin"] = record.entry_name == "builtin" and record.dist == "srt-services"
+            rows.append(row)
+        click.echo(json.dumps(rows, indent=2))
+        return
+    site = getattr(plugin_set, "_site", None)
+    site_path = getattr(site, "path", None)
+    out = [f"srt-services {__version__}; site config: {site_path or 'none'}"]
+    for name in ("SRT_DISABLE_PLUGIN_AUTOLOAD", "SRT_PLUGINS", "SRT_DISABLED_PLUGINS"):
+        if name in os.environ:
+            out.append(f"{name}={os.environ[name]}")
+    out.append("")
+    if not records:
+        what = f"implementing {hook}" if hook else "installed"
+        out.append(f"no plugins {what}" + ("" if show_all else " (--all shows the built-in one)"))
+    for record in records:
+        out.append(f"{record.dist} {record.version}  {_status_text(record)}")
+        out.append(f"  location:    {record.location}")
+        out.append(f"  entry point: {record.entry_name} = {record.module}")
+        out.append(f"  provides:    {_provides_text(record)}")
+        hooks = record.hooks or sorted(record.provides.get("hook", ()))
+        out.append(f"  hooks:       {', '.join(hooks) or '-'}")
+        if record.core_requirement:
+            out.append(f"  requires:    {record.core_requirement}")
+        for problem in record.problems:
+            out.append(f"  problem:     {problem}")
+    if records:
+        counts: dict[str, int] = {}
+        for record in records:
+            counts[record.status] = counts.get(record.status, 0) + 1
+        summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if s in counts)
+        out.append("")
+        out.append(f"{len(records)} plugin(s): {summary}")
+    click.echo("\n".join(out))
+
+
+# --------------------------------------------------------------------------- lock / check
+
+
+def _installed_lock() -> Lock:
+    """The installed plugin set, from metadata alone (no plugin is imported, and the site
+    config is not read: an admin may be writing the very lock it points at)."""
+    from dataclasses import replace
+
+    from srt_services import __version__
+    from srt_services.plugins.discovery import scan
+    from srt_services.plugins.lockfile import lock_of
+
+    return lock_of([replace(r) for r in scan()], __version__)
+
+
+@plugins.command("lock")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default="-",
+    show_default=True,
+    help="Write the lock here ('-': standard output).",
+)
+def lock(output: str) -> None:
+    """Write the installed plugin set (name, version, hash of each RECORD) as a lock file.
+
+    Point the site config's `plugins.lock` at it to refuse any other plugin set, and run
+    `srt plugins check` to see what changed since.
+    """
+    from srt_services.plugins.lockfile import write_lock
+
+    current = _installed_lock()
+    if output == "-":
+        sys.stdout.write(current.to_json())
+        return
+    write_lock(output, current)
+    sys.stderr.write(f"srt plugins lock: wrote {len(current.plugins)} plugin(s) to {output}\n")
+
+
+def _site_differences(lock_in_use: str | None) -> tuple[list[Difference], str | None]:
+    """The site config's rules broken by the environment, without importing a plugin."""
+    from srt_services import site_config
+    from srt_services.errors import SrtError
+    from srt_services.plugins.lockfile import Difference
+    from srt_services.plugins.manager import PluginSet
+
+    try:
+        site = site_config.current()
+    except SrtError as exc:
+        return [Difference("site", "site config", detail=str(exc))], None
+    site_lock = site.plugins.lock
+    if site_lock is not None and lock_in_use is not None and _same_file(site_lock, lock_in_use):
+        # Compared line by line already; the load-time lock rules would repeat it.
+        site = _without_lock(site)
+    try:
+        plugin_set = PluginSet(site=site)
+    except SrtError as exc:
+        return [Difference("site", "site config", detail=str(exc))], site.path
+    out = [Difference("site", name, detail=detail) for name, detail in plugin_set.site_problems()]
+    return out, site.path
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _without_lock(site: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(site, plugins=replace(site.plugins, lock=None))
+
+
+@plugins.command("check")
+@click.option(
+    "--lock",
+    "lock_path",
+    type=click.Path(dir_okay=False),
+    help="Lock file to compare with (default: the site config's plugins.lock).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def check(lock_path: str | None, as_json: bool) -> None:
+    """Compare the installed plugins with a lock file and the site config; exit 1 on any
+    difference.
+
+    Shows plugins added, removed, at another version or with changed files since the lock
+    was written, and site requirements (`plugins.require`) that are not met. No plugin is
+    imported.
+    """
+    from srt_services import site_config
+    from srt_services.errors import SrtError
+    from srt_services.plugins.lockfile import compare, read_lock
+
+    if lock_path is None:
+        try:
+            lock_path = site_config.current().plugins.lock
+        except SrtError:
+            lock_path = None
+    differences: list[Difference] = []
+    notes: list[str] = []
+    if lock_path is not None:
+        differences.extend(compare(read_lock(lock_path), _installed_lock()))
+    else:
+        notes.append("no lock file (--lock, or plugins.lock in the site config): site rules only")
+    site_diffs, site_path = _site_differences(lock_path)
+    differences.extend(site_diffs)
+    if as_json:
+        doc = {
+            "ok": not differences,
+            "lock": lock_path,
+            "site_config": site_path,
+            "differences": [d.as_dict() for d in differences],
+        }
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        against = [f"the lock {lock_path}"] if lock_path else []
+        against.append(f"the site config {site_path}" if site_path else "no site config")
+        lines = [f"srt plugins check: installed plugins against {' and '.join(against)}"]
+        lines += [f"  note: {n}" for n in notes]
+        lines += [f"  {d.render()}" for d in differences]
+        if differences:
+            lines.append(f"{len(differences)} difference(s)")
+        else:
+            lines.append("ok: no differences")
+        click.echo("\n".join(lines))
+    if differences:
+        raise SystemExit(1)
+
+
+# --------------------------------------------------------------------------- new
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+_SLOT_RE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
+
+
+def template_dir(explicit: str | None = None) -> Path:
+    """Where the plugin skeleton lives: ``--template``, the copy shipped in the core wheel,
+    or the source checkout's ``plugins/_template/skeleton``."""
+    candidates: list[Path] = []
+    if explicit:
+        base = Path(explicit)
+        candidates += [base / "skeleton", base]
+    import srt_services
+
+    package = Path(srt_services.__file__).resolve().parent
+    candidates.append(package / "_template" / "skeleton")
+    candidates += [parent / "plugins" / "_template" / "skeleton" for parent in package.parents]
+    for candidate in candidates:
+        if (candidate / "pyproject.toml").is_file():
+            return candidate
+    raise click.UsageError(
+        "cannot find the plugin template (plugins/_template/skeleton of the srt source);"
+        " pass --template DIR"
+    )
+
+
+def template_values(name: str) -> dict[str, str]:
+    from srt_services import __version__
+
+    major, minor = (int(p) for p in __version__.split(".")[:2])
+    words = name.split("-")
+    return {
+        "name": name,
+        "dist": f"srt-{name}",
+        "package": "srt_" + name.replace("-", "_"),
+        "kind": name,
+        "Class": "".join(w.capitalize() for w in words) + "Kind",
+        "ENV": name.upper().replace("-", "_"),
+        "core_range": f">={major}.{minor},<{major + 1}",
+        "core_version": __version__,
+    }
+
+
+def render_template(text: str, values: dict[str, str], where: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key not in values:
+            raise click.ClickException(f"template {where}: unknown slot {{{{{key}}}}}")
+        return values[key]
+
+    return _SLOT_RE.sub(sub, text)
+
+
+def generate_plugin(name: str, output: Path, template: Path) -> list[Path]:
+    """Write the package for plugin ``name`` under ``output``; returns the files written."""
+    values = template_values(name)
+    written: list[Path] = []
+    for src in sorted(template.rglob("*")):
+        rel = src.relative_to(template)
+        if src.is_dir() or "__pycache__" in rel.parts or src.suffix in {".pyc", ".pyo"}:
+            continue
+        target_rel = Path(*(render_template(p, values, str(rel)) for p in rel.parts))
+        if target_rel.suffix == ".tmpl":
+            target_rel = target_rel.with_suffix("")
+        target = output / target_rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = src.read_text(encoding="utf-8")
+        target.write_text(render_template(text, values, str(rel)), encoding="utf-8")
+        written.append(target)
+    return written
+
+
+@plugins.command("new")
+@click.argument("name")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Directory to create srt-NAME/ in.",
+)
+@click.option("--template", type=click.Path(file_okay=False), help="Use another template dir.")
+@click.option("--force", is_flag=True, help="Write into an existing non-empty directory.")
+def new(name: str, output: str, template: str | None, force: bool) -> None:
+    """Create a working plugin package srt-NAME providing service kind NAME.
+
+    The package has the entry points (`srt.plugins`, `srt.provides`), the core range, a
+    kind with an options model, tests that run the kit's ServiceKindContract, and a README.
+    """
+    name = name.removeprefix("srt-")
+    if not _NAME_RE.match(name):
+        raise click.BadParameter(
+            "lower-case letters and digits, words joined by '-' (e.g. my-cache)",
+            param_hint="NAME",
+        )
+    skeleton = template_dir(template)
+    target = Path(output) / f"srt-{name}"
+    if target.exists() and any(target.iterdir()) and not force:
+        raise click.ClickException(f"{target} exists and is not empty (use --force)")
+    files = generate_plugin(name, target, skeleton)
+    values = template_values(name)
+    click.echo(f"created {target} ({len(files)} files): distribution {values['dist']},")
+    click.echo(f"package {values['package']}, service kind {values['kind']!r}. Next:")
+    click.echo(f"  cd {target} && pip install -e '.[test]' && pytest")

@@ -60,6 +60,10 @@ class Launcher:
         """Whether ``port`` is held by the instance's processes; ``None`` when unknowable."""
         return None
 
+    def preflight(self, instances: list[PlannedInstance]) -> list[str]:
+        """Problems that would make these instances fail at once (a port already taken)."""
+        return []
+
     def stray_processes(self, cookie: str) -> dict[int, str | None]:
         """Processes of this job that escaped their process group: pid -> step (if known)."""
         return {}

@@ -70,6 +70,18 @@ class LocalLauncher(Launcher):
                 return True
         return found
 
+    def preflight(self, instances: list[PlannedInstance]) -> list[str]:
+        problems = []
+        for inst in instances:
+            for port in inst.ports:
+                if not process.port_free(inst.node_ip, port):
+                    holders = process.holders_of(port, inst.node_ip) or ["an unknown process"]
+                    problems.append(
+                        f"{inst.step}: port {port} on {inst.node} ({inst.node_ip}) is already in use"
+                        f" by {'; '.join(holders)}"
+                    )
+        return problems
+
     def stray_processes(self, cookie: str) -> dict[int, str | None]:
         out: dict[int, str | None] = {}
         for pid in process.my_children():

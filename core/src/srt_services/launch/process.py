@@ -10,8 +10,10 @@ Nothing is ever signalled by PID alone or by name.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ PR_SET_CHILD_SUBREAPER = 36
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def become_subreaper() -> bool:
+def become_subreaper(on: bool = True) -> bool:
     """Make orphaned descendants re-parent to this process instead of PID 1.
 
     A service that daemonizes then stays in our process tree, so teardown can find it and
@@ -50,7 +52,7 @@ def become_subreaper() -> bool:
     """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0)
     except (OSError, AttributeError):  # pragma: no cover - non-Linux
         return False
 
@@ -265,6 +267,20 @@ def listeners_of(pids: Iterable[int], port: int) -> bool | None:
             if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
                 return True
     return None if unknown else False
+
+
+def port_free(address: str, port: int) -> bool:
+    """Whether ``address:port`` can be bound now (cheap: one bind, no /proc scan)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+    except OSError as exc:
+        return exc.errno != errno.EADDRINUSE
+    finally:
+        sock.close()
+    return True
 
 
 def holders_of(port: int, address: str | None = None) -> list[str]:

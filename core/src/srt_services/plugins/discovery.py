@@ -6,12 +6,20 @@ Order, applied to every distribution with an ``srt.plugins`` entry point (the sa
 1. The core's built-in plugin is always registered first and cannot be blocked.
 2. One scan of the installed distributions' entry points (metadata only, cached).
 3. ``SRT_DISABLED_PLUGINS`` (comma list) blocks; the site config's ``block`` blocks.
-4. ``SRT_PLUGINS`` (comma list; empty means none) is an allow-list; the site config's
+4. ``SRT_DISABLE_PLUGIN_AUTOLOAD=1`` loads nothing that ``SRT_PLUGINS`` does not name.
+5. ``SRT_PLUGINS`` (comma list; empty means none) is an allow-list; the site config's
    ``allow`` is another; a plugin must pass both when both are set.
-5. ``SRT_DISABLE_PLUGIN_AUTOLOAD=1`` loads nothing that ``SRT_PLUGINS`` does not name.
-6. The plugin's own ``Requires-Dist: srt-services ...`` must accept this core's version;
-   the site config's ``require`` pins and lock file must accept the plugin's version.
-7. Only then is the module imported, inside a guard that records any error.
+6. The site config's ``require`` pins and lock file must accept the plugin's version.
+7. Only when one of its capabilities is needed: the plugin's own
+   ``Requires-Dist: srt-services ...`` must accept this core's version, and a locked
+   plugin's RECORD must hash to the locked value.
+8. Only then is the module imported, inside a guard that records any error.
+
+Steps 3 to 6 need nothing but the entry-point scan (name and version come from the
+``.dist-info`` directory name), so deciding costs no file reads beyond the scan itself;
+step 7 reads one plugin's METADATA (and RECORD under a lock) right before that plugin is
+imported. That keeps resolving one kind with many plugins installed close to the cost of the
+bare ``importlib.metadata`` scan.
 
 Names are distribution names as ``pip list`` shows them, compared normalised (PEP 503), and
 entry-point names are accepted as aliases.
@@ -19,6 +27,7 @@ entry-point names are accepted as aliases.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -33,15 +42,44 @@ PROVIDES_GROUP = "srt.provides"
 #: Capability prefixes a plugin may declare under ``srt.provides`` (``kind.etcd``...).
 CAPABILITIES = ("kind", "probe", "placement", "expansion", "launcher", "command", "hook")
 
+#: Every status a record can have; ``discovered`` only until the plugin is needed.
+STATUSES = ("discovered", "loaded", "blocked", "not allowed", "incompatible", "failed")
+
+_TRUE = {"1", "true", "yes", "on"}
+
 
 def normalize(name: str) -> str:
+    """PEP 503 normalisation: what makes ``SRT_PLUGINS=srt_etcd`` match ``srt-etcd``."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _split_env(value: str | None) -> set[str] | None:
     if value is None:
         return None
-    return {normalize(v) for v in value.split(",") if v.strip()}
+    return {normalize(v.strip()) for v in value.split(",") if v.strip()}
+
+
+def _requirement_name(text: str) -> str:
+    return normalize(re.split(r"[\s;<>=!~\[(@]", text.strip(), maxsplit=1)[0])
+
+
+def _stem_name_version(dist: metadata.Distribution) -> tuple[str, str] | None:
+    """Name and version from ``<name>-<version>.dist-info``, without opening a file.
+
+    Wheel installers always write that directory name with both parts normalised; anything
+    else (egg-info with a python tag, a zip) returns ``None`` and the caller reads METADATA.
+    """
+    path = getattr(dist, "_path", None)
+    if path is None:
+        return None
+    stem = os.path.basename(str(path))
+    base, ext = os.path.splitext(stem)
+    if ext != ".dist-info":
+        return None
+    name, sep, version = base.partition("-")
+    if not sep or not name or not version or "-" in version:
+        return None
+    return normalize(name), version
 
 
 @dataclass(slots=True)
@@ -55,11 +93,19 @@ class PluginRecord:
     location: str
     provides: dict[str, list[str]] = field(default_factory=dict)
     core_requirement: str | None = None
-    #: discovered | loaded | blocked | not allowed | incompatible | failed
+    #: one of :data:`STATUSES`
     status: str = "discovered"
     reason: str = ""
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
+    #: What went wrong after a successful import: names another plugin registered too
+    #: (``kind 'x' is also registered by ...``), a command hook that raised.
+    problems: list[str] = field(default_factory=list)
+    #: What the plugin's registration hooks returned, by capability (set once loaded).
+    registered: dict[str, list[str]] = field(default_factory=dict)
+    #: The distribution object, for the few reads done lazily (METADATA, RECORD).
+    distribution: metadata.Distribution | None = field(default=None, repr=False, compare=False)
+    metadata_read: bool = False
 
     @property
     def key(self) -> str:
@@ -76,6 +122,31 @@ class PluginRecord:
     def declares_anything(self) -> bool:
         return bool(self.provides)
 
+    def read_metadata(self) -> None:
+        """Replace the names guessed from the directory with METADATA's, and read the core
+        requirement. Done once, right before import or when listing."""
+        if self.metadata_read:
+            return
+        self.metadata_read = True
+        dist = self.distribution
+        if dist is None:
+            return
+        try:
+            meta = dist.metadata
+        except Exception:
+            return
+        name = meta["Name"] if meta is not None else None
+        if name:
+            self.dist = name
+        version = meta["Version"] if meta is not None else None
+        if version:
+            self.version = version
+        self.core_requirement = find_core_requirement(meta.get_all("Requires-Dist") or ())
+
+    def record_sha256(self) -> str | None:
+        """SHA-256 of the installed RECORD (``None`` without one)."""
+        return record_hash_of(self.distribution) if self.distribution is not None else None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.dist,
@@ -86,9 +157,39 @@ class PluginRecord:
             "reason": self.reason,
             "error": self.error,
             "provides": {k: sorted(v) for k, v in sorted(self.provides.items())},
+            "registered": {k: sorted(v) for k, v in sorted(self.registered.items())},
             "hooks": sorted(self.hooks),
+            "problems": list(self.problems),
             "core_requirement": self.core_requirement,
         }
+
+
+def find_core_requirement(requires: Any) -> str | None:
+    """The unconditional ``srt-services`` requirement among ``Requires-Dist`` lines.
+
+    A requirement under an extra (``srt-services[testing]; extra == "test"``) says nothing
+    about which core the plugin runs on, so it is skipped.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for text in requires or ():
+        if _requirement_name(text) != CORE_DIST:
+            continue
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            return str(text)
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        return str(text)
+    return None
+
+
+def record_hash_of(dist: metadata.Distribution) -> str | None:
+    text = dist.read_text("RECORD")
+    if text is None:
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _dist_location(dist: metadata.Distribution) -> str:
@@ -98,9 +199,20 @@ def _dist_location(dist: metadata.Distribution) -> str:
     return str(getattr(path, "parent", path))
 
 
+def _dist_key(dist: metadata.Distribution) -> str:
+    found = _stem_name_version(dist)
+    if found is not None:
+        return found[0]
+    return normalize(dist.metadata["Name"] or "?")
+
+
 @lru_cache(maxsize=1)
 def scan() -> tuple[PluginRecord, ...]:
-    """One metadata scan of ``srt.plugins`` and ``srt.provides`` (cached per process)."""
+    """One metadata scan of ``srt.plugins`` and ``srt.provides`` (cached per process).
+
+    Reads only what ``importlib.metadata.entry_points()`` reads; see the module docstring for
+    why name and version come from the directory name here.
+    """
     eps = metadata.entry_points()
     records: dict[tuple[str, str], PluginRecord] = {}
     provides: dict[str, dict[str, list[str]]] = {}
@@ -110,31 +222,36 @@ def scan() -> tuple[PluginRecord, ...]:
             continue
         cap, _, name = ep.name.partition(".")
         if cap in CAPABILITIES and name:
-            provides.setdefault(normalize(dist.metadata["Name"]), {}).setdefault(cap, []).append(
-                name
-            )
+            declared = provides.setdefault(_dist_key(dist), {}).setdefault(cap, [])
+            if name not in declared:
+                declared.append(name)
     for ep in eps.select(group=PLUGIN_GROUP):
         dist = ep.dist
-        dist_name = dist.metadata["Name"] if dist is not None else ep.name
-        version = dist.version if dist is not None else "?"
-        core_req = None
-        if dist is not None:
-            for req in dist.requires or ():
-                if normalize(re.split(r"[\s;<>=!~\[(]", req, maxsplit=1)[0]) == CORE_DIST:
-                    if "extra ==" not in req:
-                        core_req = req
-                        break
         record = PluginRecord(
-            dist=dist_name,
-            version=version,
+            dist=ep.name,
+            version="?",
             entry_name=ep.name,
             module=ep.value,
-            location=_dist_location(dist) if dist is not None else "?",
-            provides=provides.get(normalize(dist_name), {}),
-            core_requirement=core_req,
+            location="?",
+            distribution=dist,
         )
+        if dist is not None:
+            found = _stem_name_version(dist)
+            if found is None:
+                record.read_metadata()
+            else:
+                record.dist, record.version = found
+            record.location = _dist_location(dist)
+        else:
+            record.metadata_read = True
+        record.provides = provides.get(record.key, {})
         records.setdefault((record.key, ep.value), record)
     return tuple(records.values())
+
+
+def clear_cache() -> None:
+    """Forget the scan (tests that install dummy distributions; after ``pip install``)."""
+    scan.cache_clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,25 +267,30 @@ class Controls:
     lock: dict[str, str] | None = None
     lock_path: str | None = None
     strict: bool = False
+    #: normalised name -> RECORD hash from the lock (``None`` entries are not checked)
+    lock_hashes: dict[str, str | None] | None = None
+    site_path: str | None = None
 
     @classmethod
     def from_environment(cls, env: dict[str, str] | None = None, site: Any = None) -> Controls:
         env = dict(os.environ if env is None else env)
         allow = _split_env(env.get("SRT_PLUGINS"))
         disabled = _split_env(env.get("SRT_DISABLED_PLUGINS")) or set()
-        autoload = env.get("SRT_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() not in {
-            "1",
-            "true",
-            "yes",
-        }
+        autoload = env.get("SRT_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() not in _TRUE
         policy = getattr(site, "plugins", None)
         lock = None
+        lock_hashes = None
         lock_path = None
         if policy is not None and policy.lock:
             from srt_services.plugins.lockfile import read_lock
 
             lock_path = policy.lock
-            lock = {normalize(k): v for k, v in read_lock(policy.lock).versions().items()}
+            locked = read_lock(policy.lock)
+            lock = {normalize(p.name): p.version for p in locked.plugins}
+            lock_hashes = {normalize(p.name): p.record_sha256 for p in locked.plugins}
+        strict = bool(policy.strict) if policy else False
+        if env.get("SRT_STRICT_PLUGINS", "").strip().lower() in _TRUE:
+            strict = True
         return cls(
             autoload=autoload,
             allow_env=frozenset(allow) if allow is not None else None,
@@ -180,38 +302,78 @@ class Controls:
             require=tuple(policy.require) if policy else (),
             lock=lock,
             lock_path=lock_path,
-            strict=bool(policy.strict) if policy else False,
+            strict=strict,
+            lock_hashes=lock_hashes,
+            site_path=getattr(site, "path", None),
         )
 
-    def decide(self, record: PluginRecord, core_version: str) -> None:
-        """Set ``record.status``/``reason`` for everything that can be known before import."""
+    @property
+    def _site(self) -> str:
+        return f"the site config {self.site_path}" if self.site_path else "the site config"
+
+    def decide(self, record: PluginRecord, core_version: str | None = None) -> None:
+        """Set ``record.status``/``reason`` for everything the scan alone tells.
+
+        Passing ``core_version`` also runs :meth:`admit` (reads METADATA); the facade leaves
+        that for the moment the plugin is needed.
+        """
         names = {record.key, normalize(record.entry_name)}
         if names & self.disabled_env:
             record.status, record.reason = "blocked", "named in SRT_DISABLED_PLUGINS"
             return
         if names & self.block_site:
-            record.status, record.reason = "blocked", "blocked by the site config"
+            record.status, record.reason = "blocked", f"listed in plugins.block of {self._site}"
             return
         if not self.autoload and (self.allow_env is None or not names & self.allow_env):
             record.status = "not allowed"
             record.reason = "SRT_DISABLE_PLUGIN_AUTOLOAD=1 and not named in SRT_PLUGINS"
             return
         if self.allow_env is not None and not names & self.allow_env:
-            record.status, record.reason = "not allowed", "not in SRT_PLUGINS"
+            record.status, record.reason = "not allowed", "not named in SRT_PLUGINS"
             return
         if self.allow_site is not None and not names & self.allow_site:
-            record.status, record.reason = "not allowed", "not in the site config's allow list"
-            return
-        problem = core_mismatch(record, core_version)
-        if problem:
-            record.status, record.reason = "incompatible", problem
+            record.status = "not allowed"
+            record.reason = f"not listed in plugins.allow of {self._site}"
             return
         pin = self.pin_mismatch(record)
         if pin:
             record.status, record.reason = "incompatible", pin
             return
+        if core_version is not None:
+            self.admit(record, core_version)
+
+    def admit(self, record: PluginRecord, core_version: str) -> bool:
+        """The checks that read files, run right before import: the plugin's own core range
+        and the lock's RECORD hash. Marks the record incompatible and returns ``False`` when
+        the plugin must not be imported."""
+        if record.status != "discovered":
+            return record.status == "loaded"
+        before = (record.dist, record.version)
+        record.read_metadata()
+        if (record.dist, record.version) != before:
+            pin = self.pin_mismatch(record)
+            if pin:
+                record.status, record.reason = "incompatible", pin
+                return False
+        problem = core_mismatch(record, core_version)
+        if problem:
+            record.status, record.reason = "incompatible", problem
+            return False
+        if self.lock_hashes is not None:
+            locked = self.lock_hashes.get(record.key)
+            if locked is not None:
+                actual = record.record_sha256()
+                if actual != locked:
+                    record.status = "incompatible"
+                    record.reason = (
+                        f"its installed files (RECORD hash) differ from the lock file"
+                        f" {self.lock_path}: reinstalled or modified since the lock was written"
+                    )
+                    return False
+        return True
 
     def pin_mismatch(self, record: PluginRecord) -> str | None:
+        """Why the site's ``require`` or lock refuses this plugin's version, if it does."""
         from packaging.requirements import InvalidRequirement, Requirement
         from packaging.version import InvalidVersion, Version
 
@@ -227,14 +389,30 @@ class Controls:
             except InvalidVersion:
                 ok = False
             if not ok:
-                return f"version {record.version} does not satisfy the site's require {text!r}"
+                return (
+                    f"version {record.version} does not satisfy {text!r} in plugins.require of"
+                    f" {self._site}"
+                )
         if self.lock is not None:
             locked = self.lock.get(record.key)
             if locked is None:
-                return f"not in the site's lock file {self.lock_path}"
-            if locked != record.version:
-                return f"version {record.version} differs from {locked} in the lock file"
+                return f"not in the lock file {self.lock_path} (plugins.lock of {self._site})"
+            if not same_version(locked, record.version):
+                return (
+                    f"version {record.version} differs from {locked} in the lock file"
+                    f" {self.lock_path} (plugins.lock of {self._site})"
+                )
         return None
+
+
+def same_version(a: str, b: str) -> bool:
+    """Version equality as PEP 440 sees it (``1.0`` == ``1.0.0``), text equality otherwise."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
 
 
 def core_mismatch(record: PluginRecord, core_version: str) -> str | None:
@@ -249,5 +427,5 @@ def core_mismatch(record: PluginRecord, core_version: str) -> str | None:
     except InvalidRequirement:
         return f"unreadable core requirement {record.core_requirement!r}"
     if req.specifier and not req.specifier.contains(Version(core_version), prereleases=True):
-        return f"needs srt-services{req.specifier} but this is srt-services {core_version}"
+        return f"it requires srt-services{req.specifier} but this is srt-services {core_version}"
     return None

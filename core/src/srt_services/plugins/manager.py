@@ -14,7 +14,7 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from difflib import get_close_matches
 from types import ModuleType
@@ -54,39 +54,95 @@ REGISTRATION_HOOKS = {
     "launcher": "srt_register_launchers",
 }
 
+#: Hooks whose implementers are found through a capability declaration rather than
+#: ``hook.<name>``: a plugin declaring ``command.x`` implements ``srt_cli_commands``.
+HOOK_CAPABILITY = {"srt_cli_commands": "command"}
+
+#: Kinds the first-party plugins provide, so a recipe naming one that is not installed is
+#: told what to install (Airflow keeps a similar table of its providers).
+FIRST_PARTY_KINDS: dict[str, str] = {
+    "etcd": "srt-etcd",
+    "nats": "srt-nats",
+    "oarbank": "srt-oarbank",
+    "mooncake-master": "srt-mooncake",
+    "mooncake-store": "srt-mooncake",
+    "ray": "srt-ray",
+    "dcgm-exporter": "srt-exporters",
+    "node-exporter": "srt-exporters",
+    "process-exporter": "srt-exporters",
+    "lmcache-server": "srt-lmcache",
+    "gms": "srt-gms",
+}
+#: First-party plugins that have a core extra (``srt-services[etcd]``).
+CORE_EXTRAS = frozenset({"srt-etcd", "srt-nats", "srt-oarbank"})
+
 
 class UnknownName(PluginError):
     """A kind, probe, placement... that no loadable plugin provides."""
 
 
+@dataclass(frozen=True, slots=True)
+class HookCall:
+    """One call of one plugin's hook implementation, as monitors see it."""
+
+    hook: str
+    plugin: str
+    kwargs: dict[str, Any]
+    result: Any
+    error: BaseException | None
+    duration: float
+
+
+Monitor = Callable[[HookCall], None]
+
+
 @dataclass(slots=True)
 class _Registry(Generic[T]):
+    """Names of one capability to the classes registered under them, with their owners.
+
+    Every registration is kept (not only the first), so unregistering one of two clashing
+    plugins leaves the other's class in place.
+    """
+
     capability: str
-    items: dict[str, tuple[type[T], str]] = field(default_factory=dict)
-    conflicts: dict[str, list[str]] = field(default_factory=dict)
+    entries: dict[str, list[tuple[type[T], str]]] = field(default_factory=dict)
     instances: dict[str, T] = field(default_factory=dict)
 
-    def add(self, cls: type[T], owner: str) -> None:
-        name = getattr(cls, "name", None)
-        if not isinstance(name, str) or not name:
-            raise PluginError(f"{owner} registered a {self.capability} class without a name: {cls!r}")
-        current = self.items.get(name)
-        if current is not None and current[0] is not cls:
-            self.conflicts.setdefault(name, [current[1]])
-            if owner not in self.conflicts[name]:
-                self.conflicts[name].append(owner)
-            return
-        self.items[name] = (cls, owner)
+    def add(self, cls: type[T], owner: str) -> list[str]:
+        """Register ``cls``; return the other owners of its name when it clashes."""
+        name = class_name(cls, owner, self.capability)
+        found = self.entries.setdefault(name, [])
+        if any(c is cls for c, _ in found):
+            return []
+        others = [o for _, o in found if o != owner]
+        found.append((cls, owner))
+        self.instances.pop(name, None)
+        return others
+
+    @property
+    def items(self) -> dict[str, tuple[type[T], str]]:
+        return {name: found[0] for name, found in self.entries.items() if found}
+
+    @property
+    def conflicts(self) -> dict[str, list[str]]:
+        return {
+            name: [o for _, o in found] for name, found in self.entries.items() if len(found) > 1
+        }
+
+    def has(self, name: str) -> bool:
+        return bool(self.entries.get(name))
 
     def cls(self, name: str) -> type[T] | None:
-        if name in self.conflicts:
-            owners = " and ".join(self.conflicts[name])
+        found = self.entries.get(name)
+        if not found:
+            return None
+        if len(found) > 1:
+            owners = " and ".join(o for _, o in found)
             raise PluginError(
                 f"{self.capability} {name!r} is registered by both {owners}; uninstall or block"
                 " one of them (SRT_DISABLED_PLUGINS)"
             )
-        entry = self.items.get(name)
-        return entry[0] if entry else None
+        return found[0][0]
 
     def get(self, name: str) -> T | None:
         entry = self.cls(name)
@@ -99,8 +155,25 @@ class _Registry(Generic[T]):
         return inst
 
     def owner(self, name: str) -> str | None:
-        entry = self.items.get(name)
-        return entry[1] if entry else None
+        found = self.entries.get(name)
+        return found[0][1] if found else None
+
+    def remove_owner(self, owner: str) -> None:
+        for name, found in list(self.entries.items()):
+            kept = [(c, o) for c, o in found if o != owner]
+            if len(kept) != len(found):
+                self.instances.pop(name, None)
+            if kept:
+                self.entries[name] = kept
+            else:
+                del self.entries[name]
+
+
+def class_name(cls: Any, owner: str, capability: str) -> str:
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise PluginError(f"{owner} registered a {capability} class without a name: {cls!r}")
+    return name
 
 
 class PluginSet:
@@ -120,17 +193,20 @@ class PluginSet:
     ) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self._trace = (env if env is not None else os.environ).get("SRT_TRACE_PLUGINS") == "1"
         self._registries: dict[str, _Registry[Any]] = {
             cap: _Registry(cap) for cap in REGISTRATION_HOOKS
         }
         self._collected: set[str] = set()
         self._owner_names: dict[str, str] = {}
         self._records: list[PluginRecord] = []
+        self._by_label: dict[str, PluginRecord] = {}
+        self._monitors: list[Monitor] = []
         self._autoload = autoload
         self._site = site
         self._env = env
         self.controls: Controls | None = None
+        if (env if env is not None else os.environ).get("SRT_TRACE_PLUGINS") == "1":
+            self._monitors.append(_trace)
         if builtins:
             from srt_services.plugins import builtin
 
@@ -148,8 +224,10 @@ class PluginSet:
         self.controls = Controls.from_environment(self._env, self._site)
         self._records = []
         for found in scan():
-            record = replace(found, provides=dict(found.provides), hooks=[])
-            self.controls.decide(record, CORE_VERSION)
+            record = replace(
+                found, provides=dict(found.provides), hooks=[], problems=[], registered={}
+            )
+            self.controls.decide(record)
             self._records.append(record)
 
     @property
@@ -164,6 +242,9 @@ class PluginSet:
                 self._load(record)
 
     def _load(self, record: PluginRecord) -> bool:
+        if self.controls is not None and not self.controls.admit(record, CORE_VERSION):
+            log.warning("plugin %s %s not loaded: %s", record.dist, record.version, record.reason)
+            return False
         started = time.perf_counter()
         try:
             module = importlib.import_module(record.module.partition(":")[0])
@@ -172,69 +253,94 @@ class PluginSet:
             if attr:
                 for part in attr.split("."):
                     obj = getattr(obj, part)
-        except Exception as exc:  # noqa: BLE001 - any import failure is the plugin's, not ours
+        except Exception as exc:
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
             record.reason = "import failed"
-            log.warning("plugin %s %s failed to import: %s", record.dist, record.version, record.error)
+            log.warning(
+                "plugin %s %s failed to import: %s", record.dist, record.version, record.error
+            )
             self._strict_fail(record)
             return False
+        label = self.label_of(record)
+        self._by_label[label] = record
         try:
-            self._register(obj, record.dist, f"{record.dist} {record.version}")
+            self._register(obj, record.dist, label)
         except PluginError as exc:
             record.status = "failed"
             record.error = str(exc)
             record.reason = "rejected"
+            log.warning("plugin %s rejected: %s", label, exc)
             self._strict_fail(record)
             return False
         record.status = "loaded"
         record.hooks = sorted(
             h.name for h in self.pm.get_hookcallers(obj) or () if h.name.startswith("srt_")
         )
-        if self._trace:
-            log.warning(
-                "srt-trace: loaded %s in %.2f ms", record.dist, (time.perf_counter() - started) * 1e3
-            )
+        record.registered = self.provided_by(label)
+        if self._monitors:
+            self._notify(HookCall("<import>", label, {}, obj, None, time.perf_counter() - started))
         return True
 
     def _strict_fail(self, record: PluginRecord) -> None:
         if self.controls is not None and self.controls.strict:
             raise PluginError(
                 f"plugin {record.dist} {record.version} {record.reason}: {record.error}"
-                " (the site config sets plugins.strict)"
+                " (strict plugin loading: plugins.strict in the site config or"
+                " SRT_STRICT_PLUGINS=1)"
             )
 
     def _register(self, obj: object, name: str, label: str) -> None:
         """Register one plugin object and collect what its registration hooks return."""
+        unknown, unmarked = self._bad_hooks(obj)
+        if unknown or unmarked:
+            known = [h for h in dir(hookspecs) if h.startswith("srt_")]
+            hints = []
+            for hook in unknown:
+                close = get_close_matches(hook, known, n=1)
+                hints.append(f"{hook} (did you mean {close[0]}?)" if close else hook)
+            parts = []
+            if hints:
+                parts.append(f"implements hooks this core does not know: {', '.join(hints)}")
+            if unmarked:
+                parts.append(
+                    f"defines {', '.join(unmarked)} without @hookimpl (so srt would never call it)"
+                )
+            raise PluginError(f"{label} {'; '.join(parts)}")
         try:
             self.pm.register(obj, name=name)
         except ValueError as exc:
             raise PluginError(f"{label}: {exc}") from None
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"{label}: {exc}") from None
-        unknown = [
-            attr
-            for attr in dir(obj)
-            if attr.startswith("srt_")
-            and callable(getattr(obj, attr))
-            and not hasattr(self.pm.hook, attr)
-        ]
-        if unknown:
-            self.pm.unregister(obj)
-            known = [h for h in dir(hookspecs) if h.startswith("srt_")]
-            hints = []
-            for hook in unknown:
-                close = get_close_matches(hook, known, n=1)
-                hints.append(f"{hook} (did you mean {close[0]}?)" if close else hook)
-            raise PluginError(
-                f"{label} implements hooks this core does not know: {', '.join(hints)}"
-            )
         self._owner_names[name] = label
         try:
             self._collect(name)
         except PluginError:
             self.pm.unregister(obj)
+            self._owner_names.pop(name, None)
             raise
+
+    def _bad_hooks(self, obj: object) -> tuple[list[str], list[str]]:
+        """Unknown hook names, and known hooks written without the marker.
+
+        Both are quarantined rather than ignored: pluggy would silently skip them and the
+        author would never learn why the hook does not run.
+        """
+        marker = f"{hookspecs.PROJECT}_impl"
+        unknown: list[str] = []
+        unmarked: list[str] = []
+        for attr in dir(obj):
+            if not attr.startswith("srt_"):
+                continue
+            value = getattr(obj, attr, None)
+            if not callable(value) or isinstance(value, type | ModuleType):
+                continue
+            if not hasattr(self.pm.hook, attr):
+                unknown.append(attr)
+            elif not isinstance(getattr(value, marker, None), dict):
+                unmarked.append(attr)
+        return unknown, unmarked
 
     def register(self, obj: object, name: str | None = None) -> str:
         """Register an in-process plugin (a module or object with hookimpls); for tests and
@@ -249,54 +355,105 @@ class PluginSet:
         label = self._owner_names.pop(name, name)
         self._collected.discard(name)
         for registry in self._registries.values():
-            for key, (_, owner) in list(registry.items.items()):
-                if owner == label:
-                    del registry.items[key]
-                    registry.instances.pop(key, None)
-            for key, owners in list(registry.conflicts.items()):
-                if label in owners:
-                    owners.remove(label)
-                    if len(owners) <= 1:
-                        del registry.conflicts[key]
+            registry.remove_owner(label)
 
     def _collect(self, plugin_name: str) -> None:
         if plugin_name in self._collected:
             return
         plugin = self.pm.get_plugin(plugin_name)
         label = self._owner_names.get(plugin_name, plugin_name)
+        gathered: list[tuple[str, type[Any]]] = []
         for capability, hook_name in REGISTRATION_HOOKS.items():
             caller = getattr(self.pm.hook, hook_name)
             for impl in caller.get_hookimpls():
                 if impl.plugin is not plugin:
                     continue
+                started = time.perf_counter()
                 try:
                     classes = impl.function() or []
-                except Exception as exc:  # noqa: BLE001
-                    raise PluginError(f"{label}: {hook_name} raised {type(exc).__name__}: {exc}") from exc
-                for cls in classes:
-                    self._registries[capability].add(cls, label)
+                except Exception as exc:
+                    self._notify(
+                        HookCall(hook_name, label, {}, None, exc, time.perf_counter() - started)
+                    )
+                    raise PluginError(
+                        f"{label}: {hook_name} raised {type(exc).__name__}: {exc}"
+                    ) from exc
+                self._notify(
+                    HookCall(hook_name, label, {}, classes, None, time.perf_counter() - started)
+                )
+                if not isinstance(classes, list | tuple):
+                    raise PluginError(
+                        f"{label}: {hook_name} must return a list of classes, got {classes!r}"
+                    )
+                gathered.extend((capability, cls) for cls in classes)
+        if label != BUILTIN:
+            for capability, cls in gathered:
+                name = class_name(cls, label, capability)
+                registry = self._registries[capability]
+                owner = registry.owner(name)
+                if owner == BUILTIN and registry.items[name][0] is not cls:
+                    raise PluginError(
+                        f"{label} registers {capability} {name!r}, which {BUILTIN} already"
+                        " provides; a built-in name cannot be replaced, so pick another name"
+                    )
+        for capability, cls in gathered:
+            others = self._registries[capability].add(cls, label)
+            for other in others:
+                self._note_conflict(label, other, capability, class_name(cls, label, capability))
         self._collected.add(plugin_name)
+
+    def _note_conflict(self, label: str, other: str, capability: str, name: str) -> None:
+        log.warning("%s %r is registered by both %s and %s", capability, name, other, label)
+        mine = self._by_label.get(label)
+        theirs = self._by_label.get(other)
+        if mine is not None:
+            mine.problems.append(f"{capability} {name!r} is also registered by {other}")
+        if theirs is not None:
+            theirs.problems.append(f"{capability} {name!r} is also registered by {label}")
+
+    # ------------------------------------------------------------------ monitoring
+
+    def add_monitor(self, monitor: Monitor) -> Callable[[], None]:
+        """Call ``monitor`` after every hook call the facade makes; returns the undo.
+
+        The facade calls implementations one by one (to know which plugin answered), so
+        pluggy's own ``add_hookcall_monitoring`` would see nothing; this is its replacement.
+        """
+        self._monitors.append(monitor)
+
+        def undo() -> None:
+            if monitor in self._monitors:
+                self._monitors.remove(monitor)
+
+        return undo
+
+    def _notify(self, call: HookCall) -> None:
+        for monitor in list(self._monitors):
+            monitor(call)
 
     # ------------------------------------------------------------------ lazy lookup
 
     def _ensure(self, capability: str, name: str) -> None:
-        registry = self._registries[capability]
-        if name in registry.items or name in registry.conflicts:
+        # Every plugin that declares the name is loaded, even when the name is known
+        # already, so that a clash is reported the same way whatever was loaded before.
+        for record in self._records:
+            if record.status == "discovered" and record.declares(capability, name):
+                self._load(record)
+        if self._registries[capability].has(name):
             return
-        for predicate in (
-            lambda r: r.declares(capability, name),
-            lambda r: not r.declares_anything,
-        ):
-            for record in self._records:
-                if record.status == "discovered" and predicate(record):
-                    self._load(record)
-            if name in registry.items:
-                return
+        for record in self._records:
+            if record.status == "discovered" and not record.declares_anything:
+                self._load(record)
 
     def _ensure_hook(self, hook_name: str) -> None:
+        capability = HOOK_CAPABILITY.get(hook_name)
         for record in self._records:
-            if record.status == "discovered" and (
-                record.declares("hook", hook_name) or not record.declares_anything
+            if record.status != "discovered":
+                continue
+            if (
+                record.declares("hook", hook_name)
+                or not record.declares_anything
+                or (capability is not None and record.provides.get(capability))
             ):
                 self._load(record)
 
@@ -304,20 +461,47 @@ class PluginSet:
         registry = self._registries[capability]
         known = sorted(registry.items)
         for record in self._records:
-            if record.declares(capability, name) and record.status != "loaded":
+            if not record.declares(capability, name):
+                continue
+            if record.status != "loaded":
                 detail = record.reason + (f": {record.error}" if record.error else "")
                 return UnknownName(
                     f"{noun} {name!r} comes from plugin {record.dist} {record.version}, which is"
                     f" {record.status} ({detail})"
                 )
-        hint = ""
+            return UnknownName(
+                f"{noun} {name!r} is declared by plugin {record.dist} {record.version}"
+                f" (srt.provides {capability}.{name}) but the plugin did not register it"
+            )
+        hints: list[str] = []
         close = get_close_matches(name, known, n=1)
         if close:
-            hint = f"; did you mean {close[0]!r}?"
+            hints.append(f"did you mean {close[0]!r}?")
+        if capability == "kind" and name in FIRST_PARTY_KINDS:
+            dist = FIRST_PARTY_KINDS[name]
+            installed = {r.key for r in self._records}
+            if normalize(dist) not in installed:
+                how = (
+                    f"pip install 'srt-services[{dist.removeprefix('srt-')}]'"
+                    if dist in CORE_EXTRAS
+                    else f"pip install {dist}"
+                )
+                hints.append(f"it is provided by {dist}, which is not installed ({how})")
+        silent = [
+            f"{r.dist} {r.version} ({r.status}: {r.reason})"
+            for r in self._records
+            if not r.declares_anything and r.status not in {"loaded", "discovered"}
+        ]
+        if silent:
+            hints.append(
+                "these plugins were not loaded and do not declare what they provide, so one of"
+                f" them may be the source: {', '.join(silent)}"
+            )
         missing = self.missing_required()
         if missing:
-            hint += f"; the site config requires {', '.join(missing)}, which is not installed"
-        return UnknownName(f"{noun} {name!r} is not known (known: {', '.join(known)}){hint}")
+            hints.append(f"the site config requires {', '.join(missing)}, which is not installed")
+        tail = "; " + "; ".join(hints) if hints else ""
+        return UnknownName(f"{noun} {name!r} is not known (known: {', '.join(known)}){tail}")
 
     def _get(self, capability: str, name: str, noun: str) -> Any:
         self._ensure(capability, name)
@@ -329,7 +513,10 @@ class PluginSet:
     def _all(self, capability: str) -> dict[str, Any]:
         self.load_all()
         registry = self._registries[capability]
-        return {name: registry.get(name) for name in sorted(registry.items) if name not in registry.conflicts}
+        conflicts = registry.conflicts
+        return {
+            name: registry.get(name) for name in sorted(registry.items) if name not in conflicts
+        }
 
     def owner(self, capability: str, name: str) -> str | None:
         return self._registries[capability].owner(name)
@@ -356,18 +543,50 @@ class PluginSet:
                 out.append(text)
         return out
 
-    def check_site_policy(self) -> list[str]:
-        """Every way the installed set breaks the site's require/lock rules."""
-        problems = [f"{r} is required by the site config but not installed" for r in self.missing_required()]
+    def site_problems(self) -> list[tuple[str, str]]:
+        """(plugin, problem) for every site rule the installed set breaks; imports nothing.
+
+        Covers ``plugins.require`` (missing, wrong version, blocked locally, incompatible
+        with this core) and ``plugins.lock`` (a plugin missing, added or at another version).
+        """
+        if self.controls is None:
+            return []
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        out: list[tuple[str, str]] = []
+        required: dict[str, str] = {}
+        for text in self.controls.require:
+            try:
+                required[normalize(Requirement(text).name)] = text
+            except InvalidRequirement:
+                out.append((text, "unreadable requirement in plugins.require"))
+        present = {r.key for r in self._records}
+        for key, text in required.items():
+            if key not in present:
+                out.append((key, f"required by the site config ({text!r}) but not installed"))
         for record in self._records:
-            if record.status == "incompatible" and ("site" in record.reason or "lock" in record.reason):
-                problems.append(f"{record.dist} {record.version}: {record.reason}")
-        if self.controls is not None and self.controls.lock is not None:
-            present = {r.key for r in self._records}
+            if record.key in required and record.status == "discovered":
+                self.controls.admit(record, CORE_VERSION)
+            label = f"{record.dist} {record.version}"
+            if record.status == "incompatible" and (
+                record.key in required or "plugins." in record.reason
+            ):
+                out.append((label, f"incompatible: {record.reason}"))
+            elif record.key in required and record.status in {"blocked", "not allowed"}:
+                out.append(
+                    (label, f"required by the site config but {record.status} ({record.reason})")
+                )
+        if self.controls.lock is not None:
             for name in self.controls.lock:
                 if name not in present:
-                    problems.append(f"{name} is in the lock file but not installed")
-        return problems
+                    out.append(
+                        (name, f"in the lock file {self.controls.lock_path} but not installed")
+                    )
+        return out
+
+    def check_site_policy(self) -> list[str]:
+        """:meth:`site_problems` as sentences."""
+        return [f"{name}: {problem}" for name, problem in self.site_problems()]
 
     # ------------------------------------------------------------------ typed accessors
 
@@ -404,11 +623,14 @@ class PluginSet:
 
     def has(self, capability: str, name: str) -> bool:
         self._ensure(capability, name)
-        return name in self._registries[capability].items
+        return self._registries[capability].has(name)
 
     # ------------------------------------------------------------------ hook calls
 
-    def _call(self, hook_name: str, **kwargs: Any) -> Iterable[tuple[str, Any]]:
+    def _impls(
+        self, hook_name: str, **kwargs: Any
+    ) -> Iterator[tuple[str, Any, BaseException | None]]:
+        """Each implementation's (owner, result, error), newest registration last."""
         self._ensure_hook(hook_name)
         caller = getattr(self.pm.hook, hook_name)
         for impl in reversed(caller.get_hookimpls()):
@@ -418,11 +640,24 @@ class PluginSet:
             try:
                 result = impl.function(**args)
             except Exception as exc:
-                raise PluginError(f"plugin {label} failed in {hook_name}: {type(exc).__name__}: {exc}") from exc
-            if self._trace:
-                log.warning(
-                    "srt-trace: %s %s %.2f ms", label, hook_name, (time.perf_counter() - started) * 1e3
+                if self._monitors:
+                    self._notify(
+                        HookCall(hook_name, label, args, None, exc, time.perf_counter() - started)
+                    )
+                yield label, None, exc
+                continue
+            if self._monitors:
+                self._notify(
+                    HookCall(hook_name, label, args, result, None, time.perf_counter() - started)
                 )
+            yield label, result, None
+
+    def _call(self, hook_name: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        for label, result, error in self._impls(hook_name, **kwargs):
+            if error is not None:
+                raise PluginError(
+                    f"plugin {label} failed in {hook_name}: {type(error).__name__}: {error}"
+                ) from error
             if result is not None:
                 yield label, result
 
@@ -456,14 +691,72 @@ class PluginSet:
         """What a loaded plugin registered, by capability (for ``srt plugins list``)."""
         out: dict[str, list[str]] = {}
         for capability, registry in self._registries.items():
-            names = [n for n, (_, o) in registry.items.items() if o == owner_label]
-            names += [n for n, owners in registry.conflicts.items() if owner_label in owners]
+            names = [
+                n
+                for n, found in registry.entries.items()
+                if any(o == owner_label for _, o in found)
+            ]
             if names:
                 out[capability] = sorted(set(names))
         return out
 
     def label_of(self, record: PluginRecord) -> str:
         return f"{record.dist} {record.version}"
+
+    # ------------------------------------------------------------------ inventory
+
+    def builtin_record(self) -> PluginRecord:
+        """The core's own plugin as a record, for ``srt plugins list --all``."""
+        from srt_services.plugins import builtin
+
+        location = os.path.dirname(os.path.dirname(os.path.dirname(builtin.__file__ or "?")))
+        record = PluginRecord(
+            dist="srt-services",
+            version=CORE_VERSION,
+            entry_name="builtin",
+            module=builtin.__name__,
+            location=location,
+            status="loaded",
+            reason="built in",
+            metadata_read=True,
+        )
+        if self.pm.get_plugin(BUILTIN) is not None:
+            record.hooks = sorted(
+                h.name for h in self.pm.get_hookcallers(builtin) or () if h.name.startswith("srt_")
+            )
+        record.registered = self.provided_by(BUILTIN)
+        return record
+
+    def inventory(self, include_builtin: bool = False) -> list[PluginRecord]:
+        """Every plugin with its final status: discovery is forced and everything allowed is
+        imported (inspection must not depend on what a lazy command happened to load)."""
+        self.load_all()
+        for record in self._records:
+            record.read_metadata()
+        commands: dict[str, list[str]] = {}
+        for label, result, error in self._impls("srt_cli_commands"):
+            owner_record = self._by_label.get(label)
+            if error is not None:
+                if owner_record is not None:
+                    owner_record.problems.append(
+                        f"srt_cli_commands raised {type(error).__name__}: {error}"
+                    )
+                continue
+            for command in result or ():
+                commands.setdefault(label, []).append(getattr(command, "name", None) or "?")
+        out: list[tuple[str, PluginRecord]] = []
+        if include_builtin:
+            out.append((BUILTIN, self.builtin_record()))
+        out.extend((self.label_of(r), r) for r in self._records)
+        for label, record in out:
+            if label in commands:
+                record.registered["command"] = sorted(commands[label])
+        return [record for _, record in out]
+
+
+def _trace(call: HookCall) -> None:
+    status = f"raised {type(call.error).__name__}" if call.error is not None else "ok"
+    log.warning("srt-trace: %s %s %s %.2f ms", call.plugin, call.hook, status, call.duration * 1e3)
 
 
 _default: PluginSet | None = None

@@ -192,6 +192,7 @@ class Orchestrator:
                 self.hub.close()
             self.watcher.close()
             self.events.close()
+            process.become_subreaper(False)
         return code
 
     # ------------------------------------------------------------------ the job
@@ -239,6 +240,12 @@ class Orchestrator:
             from srt_services.supervise.builds import build_source
 
             await build_source(self, unit)
+        problems = self.launcher.preflight(unit.instances and [i.planned for i in unit.instances]) if self.launcher else []
+        if problems:
+            raise PhaseFailed(
+                "cannot start " + _unit_label(u) + ": " + "; ".join(problems),
+                {"kind": "port_in_use", "unit": u.name, "detail": problems},
+            )
         for inst in unit.instances:
             self._launch(inst)
         gated = [i for i in unit.instances if i.planned.readiness is not None]
@@ -643,6 +650,10 @@ def _label(inst: InstanceRun) -> str:
     if u.category == "workers":
         return f"worker {inst.step}"
     return u.category
+
+
+def _unit_label(u: PlannedUnit) -> str:
+    return f"services[{u.name}]" if u.category == "service" else u.name
 
 
 def _code_fields(code: int) -> dict[str, Any]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -22,6 +27,8 @@ class JobRun:
     stderr: str = ""
     code: int | None = None
     elapsed: float = 0.0
+    #: Events already in the job directory when this run started (a re-run appends).
+    event_offset: int = 0
     _t0: float = field(default_factory=time.monotonic)
 
     def wait(self, timeout: float = 120.0) -> JobRun:
@@ -41,7 +48,7 @@ class JobRun:
     def events(self) -> list[dict[str, Any]]:
         from srt_services.supervise.jobdir import read_events
 
-        return read_events(os.path.join(self.job_dir, "events.jsonl"))
+        return read_events(os.path.join(self.job_dir, "events.jsonl"))[self.event_offset :]
 
     def result(self) -> dict[str, Any]:
         with open(os.path.join(self.job_dir, "result.json"), "rb") as fh:
@@ -73,6 +80,9 @@ def start_srt(
     args: list[str], job_dir: str, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> JobRun:
     """Start ``srt <args> --job-dir job_dir --plain`` without waiting."""
+    from srt_services.supervise.jobdir import read_events
+
+    offset = len(read_events(os.path.join(job_dir, "events.jsonl")))
     full_env = dict(os.environ)
     full_env.update(env or {})
     argv = [sys.executable, "-m", "srt_services", *args, "--job-dir", job_dir, "--plain"]
@@ -80,8 +90,55 @@ def start_srt(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=cwd,
         start_new_session=True,
     )
-    return JobRun(job_dir=job_dir, proc=proc)
+    return JobRun(job_dir=job_dir, proc=proc, event_offset=offset)
 
 
 def run_recipe(path: str, job_dir: str, *extra: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> JobRun:
     return start_srt(["run", path, *extra], job_dir, env=env).wait(timeout)
+
+
+_counter = itertools.count()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Jobs:
+    """Start ``srt run`` on recipe text; every job is checked for survivors at teardown."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.job_dirs: list[str] = []
+
+    def recipe(self, text: str) -> str:
+        path = self.tmp / f"recipe{next(_counter)}.yaml"
+        path.write_text(textwrap.dedent(text))
+        return str(path)
+
+    def start(self, text: str, *args: str, env: dict[str, str] | None = None, job_dir: str | None = None) -> JobRun:
+        recipe = self.recipe(text)
+        job = job_dir or str(self.tmp / f"job{next(_counter)}")
+        self.job_dirs.append(job)
+        return start_srt(["run", recipe, *args], job, env=env)
+
+    def run(self, text: str, *args: str, timeout: float = 60.0, **kw: Any) -> JobRun:
+        return self.start(text, *args, **kw).wait(timeout)
+
+
+def events_of(run: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
+    return [e for e in run.events() if e["event"] == name and all(e.get(k) == v for k, v in match.items())]
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 10.0, step: float = 0.02) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError("condition not met in time")

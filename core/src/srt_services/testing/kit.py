@@ -1,0 +1,298 @@
+"""Helpers behind the plugin-author fixtures, usable without pytest.
+
+Everything here builds on the same code paths ``srt`` itself runs (the recipe loader, the
+planner, the plugin facade), so a plugin that passes its tests with these helpers behaves the
+same under ``srt dry-run`` and ``srt run``. Nothing here scans entry points: a test sees
+exactly the plugins it registers, never whatever else happens to be installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from srt_services.hookspecs import hookimpl
+from srt_services.plugins.manager import HookCall, PluginSet
+
+if TYPE_CHECKING:
+    from srt_services.extend.context import InstanceContext, Layout
+    from srt_services.extend.kind import ServiceKind
+    from srt_services.extend.placement import Placement
+    from srt_services.extend.probe import Probe
+    from srt_services.plan.allocation import Allocation
+    from srt_services.plan.model import Plan
+    from srt_services.recipe.load import LoadedRecipe
+    from srt_services.recipe.models import ServiceSpec
+
+
+# --------------------------------------------------------------------------- plugin sets
+
+
+def isolated_plugins() -> PluginSet:
+    """Built-ins only, autoload off: what every kit fixture starts from."""
+    return PluginSet(autoload=False)
+
+
+class ClassesPlugin:
+    """A stand-in plugin registering the given classes, for testing a class on its own
+    before (or without) writing the plugin module."""
+
+    def __init__(
+        self,
+        kinds: Iterable[type[ServiceKind]] = (),
+        probes: Iterable[type[Probe]] = (),
+        placements: Iterable[type[Placement]] = (),
+    ) -> None:
+        self.kinds = list(kinds)
+        self.probes = list(probes)
+        self.placements = list(placements)
+
+    @hookimpl
+    def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+        return list(self.kinds)
+
+    @hookimpl
+    def srt_register_probes(self) -> list[type[Probe]]:
+        return list(self.probes)
+
+    @hookimpl
+    def srt_register_placements(self) -> list[type[Placement]]:
+        return list(self.placements)
+
+
+@contextlib.contextmanager
+def registered(plugins: PluginSet, obj: object, name: str | None = None) -> Iterator[str]:
+    """Register ``obj`` for the ``with`` block only; unregistered even when the block fails,
+    so one test's plugin never leaks into the next (the datasette/llm "undo" pattern)."""
+    plugin_name = plugins.register(obj, name)
+    try:
+        yield plugin_name
+    finally:
+        with contextlib.suppress(ValueError, KeyError):
+            plugins.unregister(plugin_name)
+
+
+# --------------------------------------------------------------------------- hook recorder
+
+
+class HookRecorder:
+    """Every hook call the facade makes, in order (pytester's ``HookRecorder`` for srt)."""
+
+    def __init__(self, plugins: PluginSet) -> None:
+        self.calls: list[HookCall] = []
+        self._undo = plugins.add_monitor(self.calls.append)
+
+    def close(self) -> None:
+        self._undo()
+
+    def clear(self) -> None:
+        self.calls.clear()
+
+    def hooks(self) -> list[str]:
+        return [c.hook for c in self.calls]
+
+    def calls_of(self, hook: str, plugin: str | None = None) -> list[HookCall]:
+        return [c for c in self.calls if c.hook == hook and (plugin is None or c.plugin == plugin)]
+
+    def assert_called(self, hook: str, times: int | None = None, plugin: str | None = None) -> None:
+        found = self.calls_of(hook, plugin)
+        who = f" of {plugin}" if plugin else ""
+        if times is None:
+            assert found, f"{hook}{who} was never called; calls: {self.hooks()}"
+        else:
+            assert len(found) == times, (
+                f"{hook}{who} was called {len(found)} time(s), expected {times}"
+            )
+
+    def assert_not_called(self, hook: str, plugin: str | None = None) -> None:
+        self.assert_called(hook, 0, plugin)
+
+
+# --------------------------------------------------------------------------- jobs and plans
+
+
+def fake_allocation(nodes: int = 2, kind: str = "symbolic", job_id: str = "test") -> Allocation:
+    """``nodes`` named ``node0..``: symbolic addresses (``<node0-ip>``) or, with
+    ``kind="local"``, the loopback addresses ``srt run`` would use."""
+    from srt_services.plan.allocation import AllocationRequest
+
+    return AllocationRequest(kind=kind, count=nodes, job_id=job_id).build(nodes)
+
+
+def fake_layout(nodes: int = 2, gpus_per_node: int = 8, workers_per_node: int = 1) -> Layout:
+    """A job of ``nodes`` nodes of ``agg`` workers (head and infra on the first node)."""
+    from srt_services.plan import layout as layout_mod
+
+    shape = layout_mod.RoleShape(
+        role="agg",
+        nodes=nodes,
+        workers=nodes * workers_per_node,
+        gpus_per_worker=max(1, gpus_per_node // workers_per_node),
+        span=1,
+        per_node=workers_per_node,
+    )
+    needs = layout_mod.NodeNeeds(
+        dedicated_infra=False, dedicated_client=False, roles=(shape,), pools=()
+    )
+    allocation = fake_allocation(nodes)
+    return layout_mod.carve(list(allocation.nodes), needs, gpus_per_node, {"agg": 8100})
+
+
+def instance_context(
+    service: str = "svc",
+    layout: Layout | None = None,
+    node: int = 0,
+    job_dir: str = "<job_dir>",
+) -> InstanceContext:
+    """The context a kind's methods get for one instance on ``node`` of ``layout``, with the
+    same placeholder values the planner would render (so ``command()`` can be unit-tested)."""
+    from srt_services.extend.context import InstanceContext, JobPaths
+
+    lay = layout or fake_layout()
+    target = lay.nodes[node]
+    paths = JobPaths(job_dir=job_dir, job_id="test")
+    step = f"service_{service}"
+    values = {
+        "node": target.name,
+        "node_ip": target.ip,
+        "node_id": str(node),
+        "index": "0",
+        "role": "head",
+        "head_node": lay.head.name,
+        "head_ip": lay.head.ip,
+        "infra_node": lay.infra.name,
+        "infra_ip": lay.infra.ip,
+        "master_port": "8700",
+        "metadata_port": "8701",
+        "gpus_per_node": str(lay.gpus_per_node),
+        "pool_node": target.name,
+        "pool_ip": target.ip,
+        "pool_nodes": target.name,
+        "pool_ips": target.ip,
+        "pool_node_count": "1",
+        "job_dir": job_dir,
+        "log_dir": paths.log_dir,
+        "work_dir": paths.work_dir(step),
+        "job_id": "test",
+        "job_name": "test",
+        "frontend_port": "",
+    }
+    return InstanceContext(
+        service=service,
+        step=step,
+        node=target,
+        index=0,
+        role="head",
+        nodes=(target,),
+        layout=lay,
+        paths=paths,
+        values=values,
+    )
+
+
+def service_spec(entry: Mapping[str, Any]) -> ServiceSpec:
+    """A recipe ``services`` entry as the model the kind's methods receive."""
+    from srt_services.recipe.models import ServiceSpec
+
+    return ServiceSpec.model_validate(dict(entry))
+
+
+def recipe_text(recipe: Mapping[str, Any] | str) -> str:
+    if isinstance(recipe, str):
+        return recipe
+    import yaml
+
+    doc = {"schema": 2, "name": "kit", **dict(recipe)}
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
+def load(plugins: PluginSet, recipe: Mapping[str, Any] | str, source: str = "kit.yaml") -> LoadedRecipe:
+    """Load a recipe (a mapping, ``schema``/``name`` filled in, or YAML text) exactly as
+    ``srt validate`` does; raises :class:`srt_services.recipe.problems.RecipeError`."""
+    from srt_services.recipe.load import load_recipe
+
+    return load_recipe(source, plugins, text=recipe_text(recipe))
+
+
+def recipe_errors(plugins: PluginSet, recipe: Mapping[str, Any] | str) -> list[str]:
+    """The rendered error lines of an invalid recipe; ``[]`` when it loads."""
+    from srt_services.recipe.problems import RecipeError
+
+    try:
+        load(plugins, recipe)
+    except RecipeError as exc:
+        return [p.render(exc.source) for p in exc.errors]
+    return []
+
+
+def plan(
+    plugins: PluginSet,
+    recipe: Mapping[str, Any] | str,
+    nodes: int | None = None,
+    local: bool = False,
+) -> Plan:
+    """Load and resolve like ``srt dry-run [--nodes N] [--local]``."""
+    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.plan.resolve import resolve
+
+    loaded = load(plugins, recipe)
+    request = AllocationRequest(kind="local" if local else "symbolic", count=nodes)
+    return resolve(loaded, plugins, request)
+
+
+@dataclass(slots=True)
+class Sample:
+    """One sample recipe of a contract suite: the whole recipe and the entry under test."""
+
+    recipe: dict[str, Any]
+    entry: dict[str, Any]
+    label: str = ""
+
+    @property
+    def service(self) -> str:
+        return str(self.entry["name"])
+
+    def with_entry(self, **changes: Any) -> Sample:
+        """The same recipe with the entry under test changed (``None`` removes a key)."""
+        import copy
+
+        entry = copy.deepcopy(self.entry)
+        for key, value in changes.items():
+            if value is None:
+                entry.pop(key, None)
+            else:
+                entry[key] = value
+        recipe = copy.deepcopy(self.recipe)
+        recipe["services"] = [entry if s.get("name") == self.service else s for s in recipe["services"]]
+        return Sample(recipe=recipe, entry=entry, label=self.label)
+
+
+@dataclass(slots=True)
+class Samples:
+    items: list[Sample] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.items)
+
+
+def samples_for(
+    kind_name: str,
+    entries: Sequence[Mapping[str, Any]],
+    base: Mapping[str, Any],
+) -> list[Sample]:
+    """One recipe per entry: ``base`` plus the entry (``type`` and ``name`` filled in)."""
+    import copy
+
+    out = []
+    for i, raw in enumerate(entries):
+        entry = dict(copy.deepcopy(dict(raw)))
+        entry.setdefault("type", kind_name)
+        entry.setdefault("name", f"{kind_name}-sample{i}" if i else f"{kind_name}-sample")
+        recipe = copy.deepcopy(dict(base))
+        recipe.setdefault("schema", 2)
+        recipe.setdefault("name", "contract")
+        recipe["services"] = [*recipe.get("services", []), entry]
+        out.append(Sample(recipe=recipe, entry=entry, label=f"entries[{i}]"))
+    return out

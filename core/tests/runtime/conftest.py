@@ -1,0 +1,24 @@
+"""Fixtures for runtime tests: run real jobs, then prove nothing of them survived."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from srt_services.testing.jobs import Jobs, free_port
+from srt_services.testing.survivors import assert_no_survivors
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def jobs(tmp_path: Path) -> Iterator[Jobs]:
+    j = Jobs(tmp_path)
+    yield j
+    for job in j.job_dirs:
+        assert_no_survivors(job)

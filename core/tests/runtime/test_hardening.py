@@ -1,0 +1,148 @@
+"""Fault matrix V03-V05: path traversal, environment injection, command injection."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from srt_services import hookimpl
+from srt_services.errors import RecipeInvalid
+from srt_services.extend.kind import ServiceKind
+from srt_services.plugins.manager import PluginSet
+from srt_services.recipe.load import load_recipe
+from srt_services.testing.jobs import Jobs
+
+BAD_NAMES = ["../x", "a/b", ".", "..", "-rf", "a\x00b", "x" * 4096, "ser\u0432ice", "a\nb", "a b"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_V03_unsafe_names_are_refused_by_one_rule(tmp_path: Path, name: str) -> None:
+    import json
+
+    recipe = tmp_path / "r.json"
+    recipe.write_text(json.dumps({"schema": 2, "name": "v03", "services": [{"name": name, "command": ["true"]}]}))
+    with pytest.raises(RecipeInvalid) as err:
+        load_recipe(str(recipe), PluginSet(autoload=False))
+    assert ".name:" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", ".."])
+def test_V03_job_and_node_names_too(tmp_path: Path, name: str) -> None:
+    import json
+
+    recipe = tmp_path / "r.json"
+    recipe.write_text(json.dumps({"schema": 2, "name": name}))
+    with pytest.raises(RecipeInvalid):
+        load_recipe(str(recipe), PluginSet(autoload=False))
+
+
+class EscapingKind(ServiceKind):
+    """A kind whose files() tries to write outside the instance's work dir."""
+
+    name: ClassVar[str] = "escaper"
+    requires_command: ClassVar[bool] = True
+
+    def files(self, spec: Any, options: Any, ctx: Any) -> dict[str, str]:
+        return {"../../../escaped.txt": "gotcha"}
+
+
+class _Plugin:
+    @hookimpl
+    def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+        return [EscapingKind]
+
+
+def test_V03_nothing_is_written_outside_the_job_dir(tmp_path: Path) -> None:
+    from srt_services.launch.local import LocalLauncher
+    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.plan.resolve import resolve
+    from srt_services.supervise.jobdir import JobDir, new_cookie
+    from srt_services.supervise.orchestrator import Orchestrator, RunOptions
+
+    plugins = PluginSet(autoload=False)
+    plugins.register(_Plugin(), "escaper-plugin")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema: 2\nname: v03\nservices:\n  - {name: e, type: escaper, command: [sleep, '1']}\n")
+    loaded = load_recipe(str(recipe), plugins)
+    job = JobDir(str(tmp_path / "root" / "job"))
+    job.create()
+    plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
+    code = Orchestrator(plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())).run()
+    assert code == 1
+    found = [p for p in tmp_path.rglob("escaped.txt")]
+    assert found == []
+
+
+def test_V04_environment_is_allow_listed(jobs: Jobs, tmp_path: Path) -> None:
+    dump = tmp_path / "env.txt"
+    run = jobs.run(
+        f"""
+        schema: 2
+        name: v04
+        services:
+          - name: show
+            terminal: true
+            command: [python3, -c, "import os,json; open('{dump}','w').write(json.dumps(dict(os.environ)))"]
+            env:
+              MULTI: "line one\\nline two; $(touch /tmp/never)"
+              PYTHONPATH: /opt/x
+        """,
+        env={
+            "ETCD_ENDPOINTS": "http://leak:2379",
+            "NATS_SERVER": "nats://leak:4222",
+            "DYN_NAMESPACE": "leak",
+            "SLURM_JOB_ID": "999",
+            "SOME_SECRET_TOKEN": "abc",
+        },
+    )
+    assert run.code == 0
+    import json
+
+    env = json.loads(dump.read_text())
+    for leaked in ("ETCD_ENDPOINTS", "NATS_SERVER", "DYN_NAMESPACE", "SLURM_JOB_ID", "SOME_SECRET_TOKEN"):
+        assert leaked not in env
+    assert env["MULTI"] == "line one\nline two; $(touch /tmp/never)"
+    assert env["PYTHONPATH"] == "/opt/x"
+    assert env["PATH"].endswith(os.environ["PATH"])  # a pyenv shim may prepend its own
+    assert env["SRT_INSTANCE"] == "service_show"
+
+
+def test_V04_loader_variables_are_refused(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "schema: 2\nname: v04\nservices:\n  - name: a\n    command: [x]\n    env:\n      LD_PRELOAD: /tmp/evil.so\n"
+    )
+    with pytest.raises(RecipeInvalid) as err:
+        load_recipe(str(recipe), PluginSet(autoload=False))
+    assert "r.yaml:7:7: services[a].env.LD_PRELOAD" in str(err.value)
+
+
+def test_V05_arguments_are_never_shell_interpreted(jobs: Jobs, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    out = tmp_path / "argv.txt"
+    payloads = [f"; touch {marker}", f"$(touch {marker})", f"`touch {marker}`", f"| touch {marker}"]
+    args = ", ".join(f'"{p}"' for p in payloads)
+    run = jobs.run(
+        f"""
+        schema: 2
+        name: v05
+        services:
+          - name: plain
+            terminal: true
+            command: [python3, -c, "import sys; open('{out}','a').write(repr(sys.argv[1:])+'\\\\n')", {args}]
+          - name: with-preamble
+            terminal: true
+            preamble: "echo preamble ran"
+            command: [python3, -c, "import sys; open('{out}','a').write(repr(sys.argv[1:])+'\\\\n')", {args}]
+        """
+    )
+    assert run.code == 0
+    assert not marker.exists()
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert line == repr(payloads)
+    assert "preamble ran" in run.log("service_with-preamble")

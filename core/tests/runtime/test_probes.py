@@ -1,0 +1,225 @@
+"""Fault matrix F10-F12: log probes (stale content, rotation, split writes, huge lines) and
+HTTP probes (503 then 200, redirects, slow answers, huge bodies)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from srt_services.probes.http import HttpProbe
+from srt_services.probes.log import MAX_LINE, LineScanner, LogProbe
+from srt_services.supervise.probing import InotifyHub, Target, backoff_delay
+from srt_services.testing.jobs import Jobs, events_of
+
+
+def _target(config: dict[str, Any], log: str = "", offset: int = 0, hub: InotifyHub | None = None) -> Target:
+    return Target(
+        config=config, log_path=log, log_offset=offset, job_dir="/tmp", started_wall=time.time(),
+        interval=0.5, hub=hub, owner_check=lambda port: True,
+    )
+
+
+# ---------------------------------------------------------------------------- log scanner
+
+
+def test_F10_stale_line_before_the_offset_does_not_count(tmp_path: Path) -> None:
+    log = tmp_path / "x.out"
+    log.write_text("old attempt: READY\n")
+    scanner = LineScanner(str(log), log.stat().st_size, "READY")
+    assert scanner.poll() is False
+    with log.open("a") as fh:
+        fh.write("new attempt starting\n")
+    assert scanner.poll() is False
+    with log.open("a") as fh:
+        fh.write("READY now\n")
+    assert scanner.poll() is True
+    assert scanner.matched == b"READY now"
+
+
+def test_F11_pattern_split_across_two_writes(tmp_path: Path) -> None:
+    log = tmp_path / "x.out"
+    log.write_text("")
+    scanner = LineScanner(str(log), 0, r"Uvicorn running on .*:\d+")
+    with log.open("a") as fh:
+        fh.write("Uvicorn run")
+    assert scanner.poll() is False
+    with log.open("a") as fh:
+        fh.write("ning on http://127.0.0.1:8000\n")
+    assert scanner.poll() is True
+
+
+def test_F11_truncation_resets_the_offset(tmp_path: Path) -> None:
+    log = tmp_path / "x.out"
+    log.write_text("a" * 100 + "\n")
+    scanner = LineScanner(str(log), 0, "READY")
+    assert scanner.poll() is False
+    log.write_text("READY\n")  # truncated and rewritten, shorter than the offset
+    assert scanner.poll() is True
+
+
+def test_F11_rotation_follows_the_new_file(tmp_path: Path) -> None:
+    log = tmp_path / "x.out"
+    log.write_text("x" * 1000 + "\n")
+    scanner = LineScanner(str(log), 0, "READY")
+    assert scanner.poll() is False
+    os.rename(log, tmp_path / "x.out.1")
+    log.write_text("READY\n")  # shorter than the old offset is not required: new inode
+    assert scanner.poll() is True
+
+
+def test_F11_huge_line_without_newline_keeps_memory_bounded(tmp_path: Path) -> None:
+    log = tmp_path / "x.out"
+    chunk = b"z" * (1 << 20)
+    with log.open("wb") as fh:
+        for _ in range(50):
+            fh.write(chunk)
+    scanner = LineScanner(str(log), 0, "READY")
+    assert scanner.poll() is False
+    assert len(scanner.pending) <= MAX_LINE
+    with log.open("ab") as fh:
+        fh.write(b"\nREADY\n")
+    assert scanner.poll() is True
+
+
+def test_F11_matched_exactly_once(tmp_path: Path) -> None:
+    log = tmp_path / "x.out"
+    log.write_text("")
+    scanner = LineScanner(str(log), 0, "READY")
+    with log.open("a") as fh:
+        fh.write("READY partial")
+    assert scanner.poll() is True
+    assert scanner.matched == b"READY partial"
+
+
+def test_log_probe_is_event_driven(tmp_path: Path) -> None:
+    """The probe wakes on inotify, not on its 1 s fallback poll."""
+    log = tmp_path / "x.out"
+    log.write_text("")
+
+    async def scenario() -> float:
+        hub = InotifyHub(asyncio.get_running_loop())
+        try:
+            target = _target({"pattern": "READY", "path": None}, str(log), 0, hub)
+            target.interval = 30.0
+            waiter = asyncio.ensure_future(LogProbe().wait_ready(target, 1.0))
+            await asyncio.sleep(0.2)
+            t0 = time.monotonic()
+            with log.open("a") as fh:
+                fh.write("READY\n")
+            await asyncio.wait_for(waiter, 5)
+            return time.monotonic() - t0
+        finally:
+            hub.close()
+
+    assert asyncio.run(scenario()) < 0.5
+
+
+def test_F10_rerun_in_the_same_job_dir_ignores_the_old_ready_line(jobs: Jobs) -> None:
+    text = """
+        schema: 2
+        name: f10
+        services:
+          - name: svc
+            command: [bash, -c, "sleep {delay}; echo READY; sleep 0.3"]
+            readiness: {{log: {{pattern: READY}}}}
+            terminal: true
+        """
+    first = jobs.run(text.format(delay=0))
+    assert first.code == 0
+    second = jobs.run(text.format(delay=1.0), job_dir=first.job_dir)
+    assert second.code == 0
+    ready = events_of(second, "ready", step="service_svc")[0]
+    assert ready["waited"] >= 0.9, "the READY of the first run is not this attempt's"
+
+
+def test_backoff_schedule() -> None:
+    assert backoff_delay(0, 0.0, 2.0) == 0.005
+    assert backoff_delay(3, 0.5, 2.0) == 0.04
+    assert backoff_delay(10, 5.0, 2.0) == 0.1
+    assert backoff_delay(10, 5.0, 0.02) == 0.02
+    assert backoff_delay(99, 15.0, 2.0) == pytest.approx(0.5)
+    assert backoff_delay(99, 1000.0, 2.0) == 2.0
+
+
+# ---------------------------------------------------------------------------- http
+
+
+class _Server:
+    """A scripted HTTP server on loopback: each request gets the next canned behaviour."""
+
+    def __init__(self, behaviours: list[str]) -> None:
+        self.behaviours = behaviours
+        self.hits = 0
+        self.port = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        kind = self.behaviours[min(self.hits, len(self.behaviours) - 1)]
+        self.hits += 1
+        try:
+            if kind == "503":
+                writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+            elif kind == "200":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            elif kind == "302":
+                writer.write(b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n")
+            elif kind == "slow":
+                await asyncio.sleep(3)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            elif kind == "huge":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 104857600\r\n\r\n")
+                for _ in range(100):
+                    writer.write(b"x" * (1 << 20))
+                    await writer.drain()
+                    await asyncio.sleep(0.05)
+            await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+
+async def _check(behaviours: list[str], status: int | None = None, timeout: float = 1.0) -> list[bool]:
+    server = _Server(behaviours)
+    await server.start()
+    probe = HttpProbe()
+    cfg = {"host": "127.0.0.1", "port": server.port, "url": f"http://127.0.0.1:{server.port}/health", "status": status}
+    results = []
+    try:
+        for _ in behaviours:
+            results.append((await probe.check(_target(cfg), timeout)).ok)
+    finally:
+        assert server.server is not None
+        server.server.close()
+    return results
+
+
+def test_F12_503_then_200() -> None:
+    assert asyncio.run(_check(["503", "200"])) == [False, True]
+
+
+def test_F12_redirect_counts_as_ready_unless_a_status_is_required() -> None:
+    assert asyncio.run(_check(["302"])) == [True]
+    assert asyncio.run(_check(["302"], status=200)) == [False]
+
+
+def test_F12_slow_answer_is_a_failure() -> None:
+    t0 = time.monotonic()
+    assert asyncio.run(_check(["slow"], timeout=0.5)) == [False]
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_F12_huge_body_is_not_downloaded() -> None:
+    t0 = time.monotonic()
+    assert asyncio.run(_check(["huge"], timeout=2.0)) == [True]
+    assert time.monotonic() - t0 < 2.0, "the probe read the status line, not 100 MB"

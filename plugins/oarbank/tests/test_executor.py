@@ -1,0 +1,154 @@
+"""The safe executor: exact environment, cwd, files, redaction, sync/async parity, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from oarbank_testkit import FakeBundle, alive, service_entry, wait_until
+
+from srt_oarbank.documents import Fingerprint, Status
+from srt_oarbank.environment import ExecContext, check_extra_env
+from srt_oarbank.errors import OpFailed
+from srt_oarbank.executor import DEFAULT_TIMEOUTS, Executor
+from srt_oarbank.redaction import Redactor, secret_values
+
+SPEC_ENV = {
+    "PATH",
+    "LANG",
+    "HOME",
+    "TMPDIR",
+    "OARBANK_MODULE_DATA",
+    "OARBANK_MODULE",
+    "OARBANK_SERVICE",
+    "OARBANK_NODE_ID",
+    "OARBANK_PLATFORM",
+    "OARBANK_SETTINGS_FILE",
+    "OARBANK_TOOLS_FILE",
+    "OARBANK_LIMITS_FILE",
+}
+
+
+def test_default_timeouts_are_the_spec_table() -> None:
+    assert DEFAULT_TIMEOUTS == {
+        "fingerprint": 5,
+        "start": 120,
+        "stop": 120,
+        "status": 5,
+        "ready": 5,
+        "list_owned": 5,
+        "destroy": 60,
+    }
+
+
+def test_environment_is_exactly_the_spec_list(
+    bundle_factory: Callable[..., FakeBundle], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("SLURM_JOB_ID", "ETCD_ENDPOINTS", "NATS_URL", "DYN_NAMESPACE", "LD_PRELOAD"):
+        monkeypatch.setenv(name, "leak" if name != "LD_PRELOAD" else "")
+    fake = bundle_factory(services=[service_entry()])
+    fake.settings = {"greeting": "grüße", "nested": {"n": 1}}
+    executor = fake.executor(context=fake.context(tools={"docker": "/usr/bin/docker"}, limits={"cpus": 2}))
+    executor.call_sync("fingerprint", Fingerprint)
+    call = fake.calls("fingerprint")[-1]
+    assert set(call["env_keys"]) == SPEC_ENV
+    env = call["env"]
+    data = fake.data_dir.resolve()
+    assert env["HOME"] == str(data / "home")
+    assert env["TMPDIR"] == str(data / "tmp")
+    assert env["OARBANK_MODULE_DATA"] == str(data)
+    assert env["OARBANK_SERVICE"] == "svc"
+    assert env["OARBANK_NODE_ID"] == "node-1"
+    assert env["OARBANK_MODULE"] == "fakemod"
+    assert env["LANG"] == "C.UTF-8"
+    assert call["cwd"] == str(fake.root)
+    settings = Path(env["OARBANK_SETTINGS_FILE"]).read_bytes()
+    assert json.loads(settings.decode("utf-8")) == {"greeting": "grüße", "nested": {"n": 1}}
+    assert json.loads(Path(env["OARBANK_TOOLS_FILE"]).read_text()) == {"docker": "/usr/bin/docker"}
+    assert json.loads(Path(env["OARBANK_LIMITS_FILE"]).read_text()) == {"cpus": 2}
+    assert call["pgid"] == call["pid"], "each op runs in its own session / process group"
+
+
+def test_extra_env_is_validated(tmp_path: Path) -> None:
+    check_extra_env({"MY_VAR": "1"})
+    for bad in ({"LD_PRELOAD": "x"}, {"PYTHONPATH": "x"}, {"A=B": "x"}, {"PATH": "x"},
+                {"OARBANK_NODE_ID": "x"}, {"OK": "a\x00b"}):
+        with pytest.raises(ValueError):
+            check_extra_env(bad)
+    check_extra_env({"LD_LIBRARY_PATH": "/opt"}, allow_loader_vars=True)
+    with pytest.raises(ValueError):
+        ExecContext(bundle_root=tmp_path, module="../x", node_id="n", data_dir=tmp_path)
+
+
+def test_V06_secrets_are_redacted_in_errors(bundle_factory: Callable[..., FakeBundle]) -> None:
+    fake = bundle_factory(services=[service_entry()])
+    fake.settings = {"registry": {"api_token": "tok-SECRET-123"}, "password": "hunter22", "user": "bob"}
+    fake.set_op(
+        "start",
+        exit_code=1,
+        stderr="login failed for bob with hunter22\n",
+        error_doc={"code": 5, "msg": "auth with tok-SECRET-123 failed", "details": {"pw": "hunter22"}},
+    )
+    with pytest.raises(OpFailed) as info:
+        fake.executor().call_sync("start", Status)
+    text = str(info.value)
+    assert "tok-SECRET-123" not in text and "hunter22" not in text
+    assert "***" in text and "bob" in text
+    assert info.value.error is not None and "hunter22" not in json.dumps(info.value.error.details)
+
+
+def test_redactor_rules() -> None:
+    assert secret_values({"db": {"password": "p4ssw0rd"}, "name": "x"}) == {"p4ssw0rd"}
+    assert secret_values({"x": "value1"}, extra_keys=["X"]) == {"value1"}
+    redact = Redactor(["abcd", "ab"])
+    assert redact("abcd-ab") == "***-ab"  # too-short secrets are left alone
+    assert not Redactor([])
+
+
+def test_sync_and_async_apis_agree(bundle_factory: Callable[..., FakeBundle]) -> None:
+    fake = bundle_factory(services=[service_entry()], config={"pools": {"slots": 3}})
+    executor = fake.executor()
+    sync_doc = executor.call_sync("fingerprint", Fingerprint).document
+    async_doc = asyncio.run(executor.call("fingerprint", Fingerprint)).document
+    assert sync_doc == async_doc
+    assert sync_doc.pools == {"slots": 3}
+
+
+def test_concurrent_calls_for_different_services(bundle_factory: Callable[..., FakeBundle]) -> None:
+    fake = bundle_factory(services=[service_entry()], config={"ops": {"status": {"sleep_s": 0.3}}})
+
+    async def main() -> float:
+        executors = [fake.executor(f"svc{i}") for i in range(10)]
+        began = time.monotonic()
+        results = await asyncio.gather(*(e.call("status", Status) for e in executors))
+        assert all(not r.document.running for r in results)
+        return time.monotonic() - began
+
+    elapsed = asyncio.run(main())
+    assert elapsed < 2.5, f"10 x 0.3 s ops took {elapsed:.2f} s: not concurrent"
+
+
+def test_cancelling_a_call_kills_the_op(bundle_factory: Callable[..., FakeBundle]) -> None:
+    fake = bundle_factory(services=[service_entry()], config={"ops": {"status": {"sleep_s": 30}}})
+    executor = fake.executor()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(executor.call("status", Status))
+        assert await asyncio.to_thread(wait_until, lambda: bool(fake.calls("status")), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    pid = fake.calls("status")[0]["pid"]
+    assert wait_until(lambda: not alive(pid), 3)
+
+
+def test_bare_command_names_are_looked_up_on_path(tmp_path: Path) -> None:
+    context = ExecContext(bundle_root=tmp_path, module="m", node_id="n", data_dir=tmp_path / "d")
+    executor = Executor(["sh", "-c", 'echo \'{"running": false, "ready": false}\'', "x"], context, service="s")
+    assert executor.call_sync("status", Status).document.ready is False
