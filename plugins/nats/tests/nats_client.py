@@ -4,6 +4,7 @@
                    round-trip one message through a JetStream stream; exit 0 when all of it
                    worked. Prints the server's ``max_payload`` so a test can read what the
                    server was configured with.
+``refused BYTES``  exit 0 only if a message of BYTES is refused as over the server's limit.
 """
 
 from __future__ import annotations
@@ -41,9 +42,26 @@ async def payload(size: int) -> int:
     return 0 if len(data) == size and msg.data == b"kept" else 1
 
 
+async def refused(size: int) -> int:
+    server = os.environ["NATS_SERVER"]
+    nc = await nats.connect(server, connect_timeout=5, max_reconnect_attempts=0)
+    print(f"connected to {server}: max_payload={nc.max_payload}", flush=True)
+    try:
+        await nc.publish("srt.test.big", b"x" * size)
+    except nats.errors.MaxPayloadError:
+        print(f"{size} bytes refused", flush=True)
+        return 0
+    finally:
+        await nc.close()
+    print(f"{size} bytes accepted", flush=True)
+    return 1
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["payload"]:
         return asyncio.run(payload(int(argv[1])))
+    if argv[:1] == ["refused"]:
+        return asyncio.run(refused(int(argv[1])))
     print(f"unknown mode {argv!r}", file=sys.stderr)
     return 2
 

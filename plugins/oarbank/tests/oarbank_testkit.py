@@ -454,3 +454,16 @@ def manager_for(fake: FakeBundle, **kwargs: Any) -> Any:
 
 def run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def drive(clock: FakeClock, aw: Awaitable[Any], *, step: float = 0.05, timeout: float = 10.0) -> Any:
+    """Await ``aw`` while nudging fake time forward, so fake-clock polls (ready) can proceed."""
+    task = asyncio.ensure_future(aw)
+    deadline = time.monotonic() + timeout
+    while not task.done():
+        if time.monotonic() > deadline:
+            task.cancel()
+            raise TimeoutError("drive: awaitable did not finish")
+        await clock.advance(step)
+        await asyncio.sleep(0.01)
+    return task.result()

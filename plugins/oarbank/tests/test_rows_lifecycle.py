@@ -16,6 +16,7 @@ from oarbank_testkit import (
     FakeOps,
     advance_until,
     async_wait_until,
+    drive,
     exec_error,
     manager_for,
     run,
@@ -35,6 +36,8 @@ from srt_oarbank.manifest import ModuleManifest
 from srt_oarbank.reaper import LivenessUnknown, ReapPolicy, ReapReport, select_candidates, static_liveness
 from srt_oarbank.resources import NodeResources
 from srt_oarbank.supervisor import ServiceState, SupervisorOptions
+
+pytestmark = pytest.mark.timeout(60)
 
 BundleFactory = Callable[..., FakeBundle]
 FAST = SupervisorOptions(refingerprint_initial_s=0.1, refingerprint_max_s=0.2, reap_period_s=3600)
@@ -56,8 +59,8 @@ def test_L01_on_demand_refcount_and_idle_timeout(bundle_factory: BundleFactory) 
         await manager.start()
         sup = manager.services["svc"]
         try:
-            await manager.admit(AdmissionRequest("A", needs=needs("svc")))
-            await manager.admit(AdmissionRequest("B", needs=needs("svc")))
+            await drive(clock, manager.admit(AdmissionRequest("A", needs=needs("svc"))))
+            await drive(clock, manager.admit(AdmissionRequest("B", needs=needs("svc"))))
             assert sup.snapshot().users == ("A", "B")
             assert manager.release("A") is True
             await clock.advance(100)
@@ -69,7 +72,7 @@ def test_L01_on_demand_refcount_and_idle_timeout(bundle_factory: BundleFactory) 
             await clock.advance(29)
             await asyncio.sleep(0.2)
             assert sup.state == ServiceState.READY, "stopped before idle_timeout_s"
-            await manager.admit(AdmissionRequest("C", needs=needs("svc")))
+            await drive(clock, manager.admit(AdmissionRequest("C", needs=needs("svc"))))
             manager.release("C")
             await clock.advance(29)
             await asyncio.sleep(0.2)

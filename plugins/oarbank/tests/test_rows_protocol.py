@@ -45,6 +45,8 @@ from srt_oarbank.executor import ExecLimits, Executor
 from srt_oarbank.lifecycle import AdmissionRequest
 from srt_oarbank.supervisor import ServiceState
 
+pytestmark = pytest.mark.timeout(60)
+
 BundleFactory = Callable[..., FakeBundle]
 
 

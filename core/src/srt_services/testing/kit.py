@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from srt_services.hookspecs import hookimpl
@@ -208,7 +208,9 @@ def recipe_text(recipe: Mapping[str, Any] | str) -> str:
     return str(yaml.safe_dump(doc, sort_keys=False))
 
 
-def load(plugins: PluginSet, recipe: Mapping[str, Any] | str, source: str = "kit.yaml") -> LoadedRecipe:
+def load(
+    plugins: PluginSet, recipe: Mapping[str, Any] | str, source: str = "kit.yaml"
+) -> LoadedRecipe:
     """Load a recipe (a mapping, ``schema``/``name`` filled in, or YAML text) exactly as
     ``srt validate`` does; raises :class:`srt_services.recipe.problems.RecipeError`."""
     from srt_services.recipe.load import load_recipe
@@ -265,16 +267,10 @@ class Sample:
             else:
                 entry[key] = value
         recipe = copy.deepcopy(self.recipe)
-        recipe["services"] = [entry if s.get("name") == self.service else s for s in recipe["services"]]
+        recipe["services"] = [
+            entry if s.get("name") == self.service else s for s in recipe["services"]
+        ]
         return Sample(recipe=recipe, entry=entry, label=self.label)
-
-
-@dataclass(slots=True)
-class Samples:
-    items: list[Sample] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[Sample]:
-        return iter(self.items)
 
 
 def samples_for(

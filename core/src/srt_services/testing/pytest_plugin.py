@@ -1,0 +1,137 @@
+"""pytest fixtures for srt plugin authors.
+
+Enable in a ``conftest.py``::
+
+    pytest_plugins = ["srt_services.testing.pytest_plugin"]
+
+Every fixture works on an isolated plugin set (built-ins only, entry points never scanned),
+so a test sees the plugins it registers and nothing else installed in the environment:
+results do not depend on which other ``srt-*`` wheels share the venv (pytest #6655 is the
+cautionary tale). The contract suites live in :mod:`srt_services.testing.contracts`.
+
+Fixtures:
+
+``srt_plugins``
+    A fresh ``PluginSet(autoload=False)`` for the test.
+``srt_register``
+    ``srt_register(obj, name=None) -> name``: register a plugin module or object in
+    ``srt_plugins`` for this test only (unregistered at teardown, even after a failure).
+``srt_hook_recorder``
+    A :class:`~srt_services.testing.kit.HookRecorder` on ``srt_plugins``.
+``srt_allocation``
+    ``srt_allocation(nodes=2, kind="symbolic")``: a fake allocation.
+``srt_layout``
+    ``srt_layout(nodes=2, gpus_per_node=8, workers_per_node=1)``: a fake job layout.
+``srt_instance_context``
+    ``srt_instance_context(service="svc", layout=None, node=0)``: what a kind's methods get.
+``srt_plan``
+    ``srt_plan(recipe, nodes=None, local=False)``: load and resolve in ``srt_plugins``.
+``srt_isolated_env``
+    Clears the ``SRT_*`` plugin controls and points ``SRT_SITE_CONFIG`` at an empty file,
+    for tests that do create a process-wide plugin set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from srt_services.testing import kit
+
+if TYPE_CHECKING:
+    from srt_services.extend.context import InstanceContext, Layout
+    from srt_services.plan.allocation import Allocation
+    from srt_services.plan.model import Plan
+    from srt_services.plugins.manager import PluginSet
+
+#: Environment variables that change which plugins load.
+CONTROL_VARIABLES = (
+    "SRT_DISABLE_PLUGIN_AUTOLOAD",
+    "SRT_PLUGINS",
+    "SRT_DISABLED_PLUGINS",
+    "SRT_SITE_CONFIG",
+    "SRT_STRICT_PLUGINS",
+    "SRT_TRACE_PLUGINS",
+)
+
+
+@pytest.fixture
+def srt_plugins() -> PluginSet:
+    """An isolated plugin set: built-ins only, autoload off."""
+    return kit.isolated_plugins()
+
+
+@pytest.fixture
+def srt_register(srt_plugins: PluginSet) -> Iterator[Callable[..., str]]:
+    """Register a plugin for one test; everything registered is undone at teardown."""
+    names: list[str] = []
+
+    def register(obj: object, name: str | None = None) -> str:
+        registered = srt_plugins.register(obj, name)
+        names.append(registered)
+        return registered
+
+    yield register
+    for name in reversed(names):
+        try:
+            srt_plugins.unregister(name)
+        except (ValueError, KeyError):
+            pass
+
+
+@pytest.fixture
+def srt_hook_recorder(srt_plugins: PluginSet) -> Iterator[kit.HookRecorder]:
+    """Records every hook call the facade makes on ``srt_plugins``."""
+    recorder = kit.HookRecorder(srt_plugins)
+    yield recorder
+    recorder.close()
+
+
+@pytest.fixture
+def srt_allocation() -> Callable[..., Allocation]:
+    return kit.fake_allocation
+
+
+@pytest.fixture
+def srt_layout() -> Callable[..., Layout]:
+    return kit.fake_layout
+
+
+@pytest.fixture
+def srt_instance_context() -> Callable[..., InstanceContext]:
+    return kit.instance_context
+
+
+@pytest.fixture
+def srt_plan(srt_plugins: PluginSet) -> Callable[..., Plan]:
+    def make(
+        recipe: Mapping[str, Any] | str, nodes: int | None = None, local: bool = False
+    ) -> Plan:
+        return kit.plan(srt_plugins, recipe, nodes=nodes, local=local)
+
+    return make
+
+
+@pytest.fixture
+def srt_isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """No plugin controls from the caller's shell, an empty site config, and a fresh
+    process-wide plugin set before and after the test. Yields the site config path (write
+    to it to test site rules)."""
+    from srt_services import site_config
+    from srt_services.plugins import discovery, manager
+
+    for name in CONTROL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    site = tmp_path / "site.toml"
+    site.write_text("", encoding="utf-8")
+    monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
+    site_config._cached.cache_clear()
+    discovery.clear_cache()
+    manager.reset_default()
+    yield site
+    site_config._cached.cache_clear()
+    discovery.clear_cache()
+    manager.reset_default()

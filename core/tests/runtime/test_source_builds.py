@@ -1,0 +1,107 @@
+"""Source builds on the local launcher, against a local bare git repository (no network)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from srt_services.testing.jobs import Jobs, events_of
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    out = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd, check=True, capture_output=True, text=True,
+    )
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[str, str, str]:
+    """A bare repository with tag v1 (prints 'v1') and a later commit (prints 'v2')."""
+    work = tmp_path / "work"
+    work.mkdir()
+    git("init", "-q", cwd=work)
+    (work / "app").mkdir()
+    (work / "app" / "serve.py").write_text("print('version v1', flush=True)\n")
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "v1", cwd=work)
+    git("tag", "v1", cwd=work)
+    v1 = git("rev-parse", "HEAD", cwd=work)
+    (work / "app" / "serve.py").write_text("print('version v2', flush=True)\n")
+    git("commit", "-qam", "v2", cwd=work)
+    v2 = git("rev-parse", "HEAD", cwd=work)
+    bare = tmp_path / "repo.git"
+    git("clone", "-q", "--bare", str(work), str(bare))
+    return str(bare), v1, v2
+
+
+def recipe(git_url: str, rev: str, build: str = "echo built > built.txt", extra: str = "") -> str:
+    return f"""
+        schema: 2
+        name: src
+        services:
+          - name: app
+            terminal: true
+            source: {{git: "{git_url}", rev: "{rev}", path: app}}
+            build_command: [bash, -c, "{build}"]
+            command: [bash, -c, "cat built.txt; python3 serve.py"]
+            {extra}
+        """
+
+
+def test_clone_at_tag_build_once_and_run_from_the_checkout(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+    url, v1, _ = repo
+    run = jobs.run(recipe(url, "v1"))
+    assert run.code == 0, run.stderr
+    out = run.log("service_app")
+    assert "built" in out and "version v1" in out
+    done = events_of(run, "checkout_done", unit="app")
+    assert done and done[0]["commit"] == v1
+    assert len(events_of(run, "build_started", unit="app")) == 1
+
+
+def test_pinned_commit_is_checked_out_and_reused(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+    url, _, v2 = repo
+    first = jobs.run(recipe(url, v2))
+    assert first.code == 0, first.stderr
+    assert "version v2" in first.log("service_app")
+    second = jobs.run(recipe(url, v2), job_dir=first.job_dir)
+    assert second.code == 0
+    assert events_of(second, "checkout_reused", unit="app")[0]["commit"] == v2
+
+
+def test_existing_checkout_at_another_commit_is_replaced(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+    url, v1, v2 = repo
+    first = jobs.run(recipe(url, v2))
+    assert first.code == 0
+    second = jobs.run(recipe(url, v1), job_dir=first.job_dir)
+    assert second.code == 0
+    assert not events_of(second, "checkout_reused")
+    assert events_of(second, "checkout_done")[0]["commit"] == v1
+    assert "version v1" in second.log("service_app").split("built")[-1]
+
+
+def test_build_failure_names_the_log(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+    url, _, _ = repo
+    run = jobs.run(recipe(url, "v1", build="echo compiling; exit 4"))
+    assert run.code == 1
+    assert "services[app] build_command failed (exit 4)" in run.stderr
+    assert "service_app.build.out" in run.stderr and "compiling" in run.stderr
+    assert not events_of(run, "launched", unit="app")
+
+
+def test_build_timeout_kills_the_build(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+    url, _, _ = repo
+    run = jobs.run(recipe(url, "v1", build="sleep 1000", extra="build_timeout_seconds: 1"))
+    assert run.code == 1
+    assert "build_command timed out after 1s and was killed" in run.stderr
+
+
+def test_unknown_rev_fails_the_clone(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+    url, _, _ = repo
+    run = jobs.run(recipe(url, "v9"))
+    assert run.code == 1
+    assert "services[app] source fetch failed" in run.stderr
