@@ -40,6 +40,8 @@ class SlurmDefaults:
     sbatch_extra: tuple[str, ...] = ()
     srun_extra: tuple[str, ...] = ()
     gpus_per_node: int | None = None
+    #: Interface whose IPv4 address is a node's ``{node_ip}`` (default: ``hostname -I``'s first).
+    network_interface: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,10 @@ class SiteConfig:
 
 _TABLES: dict[str, set[str]] = {
     "plugins": {"require", "allow", "block", "lock", "strict"},
-    "slurm": {"partition", "account", "time", "sbatch_extra", "srun_extra", "gpus_per_node"},
+    "slurm": {
+        "partition", "account", "time", "sbatch_extra", "srun_extra", "gpus_per_node",
+        "network_interface",
+    },
     "containers": {"aliases", "mounts"},
     "binaries": None,  # type: ignore[dict-item]  # free-form name -> path
     "env": {"passthrough"},
@@ -129,6 +134,7 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         sbatch_extra=_str_list(f"{where}: slurm.sbatch_extra", s.get("sbatch_extra", [])),
         srun_extra=_str_list(f"{where}: slurm.srun_extra", s.get("srun_extra", [])),
         gpus_per_node=gpn,
+        network_interface=_opt_str(f"{where}: slurm.network_interface", s.get("network_interface")),
     )
     c = data.get("containers", {})
     aliases = c.get("aliases", {})

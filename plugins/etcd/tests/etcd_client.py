@@ -6,7 +6,6 @@ any Python. Modes:
 ``worker KEY VALUE``  put KEY, read it back, print ``etcd worker ready``, then stay up
                       (a worker that exits would end the job: workers are critical).
 ``check KEY VALUE``   read KEY and exit 0 only if it holds VALUE (a benchmark step).
-``env``               print which discovery variables this process got, then stay up.
 """
 
 from __future__ import annotations
@@ -29,9 +28,9 @@ def endpoint() -> str:
     return os.environ["ETCD_ENDPOINTS"].split(",")[0].rstrip("/")
 
 
-def call(path: str, body: dict[str, Any], base: str | None = None) -> dict[str, Any]:
+def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
     request = urllib.request.Request(
-        f"{base or endpoint()}{path}",
+        f"{endpoint()}{path}",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
@@ -40,12 +39,12 @@ def call(path: str, body: dict[str, Any], base: str | None = None) -> dict[str, 
         return data
 
 
-def put(key: str, value: str, base: str | None = None) -> None:
-    call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)}, base)
+def put(key: str, value: str) -> None:
+    call("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
 
 
-def get(key: str, base: str | None = None) -> str | None:
-    kvs = call("/v3/kv/range", {"key": _b64(key)}, base).get("kvs", [])
+def get(key: str) -> str | None:
+    kvs = call("/v3/kv/range", {"key": _b64(key)}).get("kvs", [])
     return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
 
 
@@ -57,10 +56,6 @@ def _stay_up() -> None:
 
 def main(argv: list[str]) -> int:
     mode = argv[0]
-    if mode == "env":
-        shown = {k: os.environ.get(k, "-") for k in ("ETCD_ENDPOINTS", "NATS_SERVER")}
-        print("discovery env " + json.dumps(shown, sort_keys=True), flush=True)
-        _stay_up()
     key, value = argv[1], argv[2]
     if mode == "worker":
         put(key, value)

@@ -13,11 +13,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from srt_services.plan.model import Plan, PlannedUnit
-from srt_services.recipe.problems import RecipeError
-from srt_services.recipe.models import ServiceSpec
-
 from srt_etcd.kind import EtcdKind, EtcdOptions, bracket
+from srt_services.plan.model import Plan, PlannedUnit
+from srt_services.recipe.models import ServiceSpec
+from srt_services.recipe.problems import RecipeError
 
 MakePlan = Callable[..., Plan]
 
@@ -82,7 +81,9 @@ def test_ports_come_from_options(plan: MakePlan) -> None:
 
 
 def test_args_are_appended_to_the_kind_command(plan: MakePlan) -> None:
-    p = plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, args: [--quota-backend-bytes, '1']}\n")
+    p = plan(
+        DYNAMO + "services:\n  - {name: etcd, type: etcd, args: [--quota-backend-bytes, '1']}\n"
+    )
     (inst,) = unit(p, "etcd").instances
     assert inst.argv[0] == "etcd"
     assert inst.argv[-2:] == ["--quota-backend-bytes", "1"]
@@ -165,7 +166,10 @@ def test_dynamo_implies_etcd_with_its_reason(plan: MakePlan) -> None:
 
 
 def test_a_declared_etcd_replaces_the_implied_one(plan: MakePlan) -> None:
-    p = plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {client_port: 3100, peer_port: 3101}}\n")
+    p = plan(
+        DYNAMO
+        + "services:\n  - {name: etcd, type: etcd, options: {client_port: 3100, peer_port: 3101}}\n"
+    )
     u = unit(p, "etcd")
     assert u.implied_by is None
     assert u.replaces_implied == "frontend.type dynamo"
@@ -218,7 +222,8 @@ def test_binary_lookup_order(
     monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
     inst = unit(plan(DYNAMO), "etcd").instances[0]
     assert inst.argv[0] == "/site/bin/etcd"
-    assert inst.preamble is not None and "command -v -- /site/bin/etcd " in inst.preamble
+    assert inst.preamble is not None
+    assert "command -v -- /site/bin/etcd " in inst.preamble
     own = plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {binary: /mine/etcd}}\n")
     assert unit(own, "etcd").instances[0].argv[0] == "/mine/etcd"
 

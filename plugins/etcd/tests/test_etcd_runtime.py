@@ -47,9 +47,7 @@ def write(tmp_path: Path, text: str) -> str:
 
 def recipe(etcd_entry: str, worker: list[str], benchmark: list[str] | None) -> str:
     """A static-frontend job (no implied etcd) whose one worker uses the declared etcd."""
-    bench = (
-        f"benchmark: {{type: command, command: {json.dumps(benchmark)}}}\n" if benchmark else ""
-    )
+    bench = f"benchmark: {{type: command, command: {json.dumps(benchmark)}}}\n" if benchmark else ""
     return (
         "schema: 2\n"
         "name: etcdrt\n"
@@ -133,11 +131,6 @@ def outside_etcd(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[str]:
 
 
 def test_external_etcd_is_used_and_left_running(tmp_path: Path, outside_etcd: str) -> None:
-    sys.path.insert(0, str(HERE))
-    try:
-        import etcd_client
-    finally:
-        sys.path.remove(str(HERE))
     job_dir = str(tmp_path / "job")
     text = recipe(
         f"{{name: etcd, type: etcd, external: '{outside_etcd}'}}",
@@ -151,7 +144,9 @@ def test_external_etcd_is_used_and_left_running(tmp_path: Path, outside_etcd: st
         assert not events_of(job, "launched", unit="etcd")
         assert f"via {outside_etcd}" in job.log("agg_0")
         # the key really lives in the outside etcd, which is still serving after the job
-        assert etcd_client.get("srt/test/ext", base=outside_etcd) == "through-the-outside"
+        env = {**os.environ, "ETCD_ENDPOINTS": outside_etcd}
+        asked = [sys.executable, CLIENT, "check", "srt/test/ext", "through-the-outside"]
+        assert subprocess.run(asked, env=env, check=False).returncode == 0
     finally:
         assert_no_survivors(job_dir)
 
@@ -214,8 +209,6 @@ def test_a_missing_binary_fails_before_any_worker_starts(
         assert "apt-get install etcd-server" in out
         assert job.result()["cause"]["kind"] == "exited_before_ready"
         assert job.result()["cause"]["code"] == 127
-        assert [e.get("step") for e in job.events() if e["event"] == "launched"] == [
-            "service_etcd"
-        ]
+        assert [e.get("step") for e in job.events() if e["event"] == "launched"] == ["service_etcd"]
     finally:
         assert_no_survivors(job_dir)

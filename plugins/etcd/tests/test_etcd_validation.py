@@ -33,7 +33,12 @@ def test_a_plain_declared_etcd_is_valid(load: Load) -> None:
     loaded = load(HEAD + "  - {name: etcd, type: etcd}\n")
     assert loaded.warnings == []
     (etcd,) = loaded.services
-    assert (etcd.placement, etcd.start, etcd.critical, etcd.stop_grace) == ("infra", "infra", True, 30.0)
+    assert (etcd.placement, etcd.start, etcd.critical, etcd.stop_grace) == (
+        "infra",
+        "infra",
+        True,
+        30.0,
+    )
 
 
 @pytest.mark.parametrize("node", ["head", "infra", "dedicated"])
@@ -80,7 +85,9 @@ def test_unknown_option_names_the_known_ones(load: Load) -> None:
     ],
 )
 def test_ports_are_typed_and_ranged(load: Load, value: str, message: str) -> None:
-    got = errors(load, f"  - name: etcd\n    type: etcd\n    options:\n      client_port: {value}\n")
+    got = errors(
+        load, f"  - name: etcd\n    type: etcd\n    options:\n      client_port: {value}\n"
+    )
     assert got == [f"recipe.yaml:8:7: services[etcd].options.client_port: {message}"]
 
 
@@ -99,8 +106,11 @@ def test_client_and_peer_port_must_differ(load: Load) -> None:
 @pytest.mark.parametrize(
     ("binary", "message"),
     [
-        ('"bin/etcd"', "must be a command name looked up on PATH or an absolute path, got"
-         " 'bin/etcd' (a relative path would depend on the directory srt was started from)"),
+        (
+            '"bin/etcd"',
+            "must be a command name looked up on PATH or an absolute path, got"
+            " 'bin/etcd' (a relative path would depend on the directory srt was started from)",
+        ),
         ('" "', "must not be blank (omit it to use the default)"),
     ],
 )
@@ -143,8 +153,7 @@ def test_several_external_endpoints_are_fine(load: Load) -> None:
 def test_external_refuses_what_would_launch(load: Load) -> None:
     got = errors(
         load,
-        '  - name: etcd\n    type: etcd\n    external: "http://a:2379"\n'
-        "    args: [--debug]\n",
+        '  - name: etcd\n    type: etcd\n    external: "http://a:2379"\n    args: [--debug]\n',
     )
     assert got == [
         "recipe.yaml:8:5: services[etcd].args: has no effect with external (nothing is"

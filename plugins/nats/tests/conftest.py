@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import socket
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import srt_nats.plugin
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.model import Plan
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import LoadedRecipe, load_recipe
-
-import srt_nats.plugin
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,7 +44,7 @@ def plan(plugins: PluginSet, load: Callable[[str], LoadedRecipe]) -> Callable[..
 
 
 @pytest.fixture
-def free_port() -> Iterator[Callable[[], int]]:
+def free_port() -> Callable[[], int]:
     """Ports the kernel just handed out, never the same twice in one test, so parallel
     sessions running their own nats-server on 4222 do not collide with ours."""
     given: set[int] = set()
@@ -59,4 +58,4 @@ def free_port() -> Iterator[Callable[[], int]]:
                 given.add(port)
                 return port
 
-    yield _free
+    return _free

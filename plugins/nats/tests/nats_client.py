@@ -14,6 +14,7 @@ import os
 import sys
 
 import nats
+from nats.aio.msg import Msg
 
 
 async def payload(size: int) -> int:
@@ -22,7 +23,7 @@ async def payload(size: int) -> int:
     print(f"connected to {server}: max_payload={nc.max_payload}", flush=True)
     got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
-    async def on_message(msg: nats.aio.msg.Msg) -> None:
+    async def on_message(msg: Msg) -> None:
         if not got.done():
             got.set_result(msg.data)
 

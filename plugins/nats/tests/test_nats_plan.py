@@ -13,11 +13,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from srt_nats.kind import NatsKind, NatsOptions
 from srt_services.plan.model import Plan, PlannedUnit
 from srt_services.recipe.models import ServiceSpec
 from srt_services.recipe.problems import RecipeError
-
-from srt_nats.kind import NatsKind, NatsOptions
 
 MakePlan = Callable[..., Plan]
 
@@ -77,7 +76,9 @@ def test_readiness_is_healthz_on_the_monitoring_port(plan: MakePlan) -> None:
 
 
 def test_without_monitoring_readiness_is_the_client_port(plan: MakePlan) -> None:
-    p = plan(JOB + "services:\n  - {name: nats, type: nats, options: {port: 4300, monitor_port: null}}\n")
+    p = plan(
+        JOB + "services:\n  - {name: nats, type: nats, options: {port: 4300, monitor_port: null}}\n"
+    )
     (inst,) = unit(p, "nats").instances
     assert inst.readiness is not None
     assert (inst.readiness.probe, inst.readiness.config["port"]) == ("tcp", 4300)
@@ -95,7 +96,8 @@ def test_a_recipe_command_wins_and_readiness_falls_back_to_tcp(plan: MakePlan) -
     (inst,) = unit(p, "nats").instances
     assert inst.argv == ["/opt/nats-server", "-p", "4222", "-DV"]
     assert inst.preamble is None
-    assert inst.readiness is not None and inst.readiness.probe == "tcp"
+    assert inst.readiness is not None
+    assert inst.readiness.probe == "tcp"
 
 
 def test_args_are_appended(plan: MakePlan) -> None:
@@ -174,7 +176,9 @@ def test_switched_off(plan: MakePlan) -> None:
 
 def test_external_launches_nothing_and_hands_out_its_url(plan: MakePlan) -> None:
     url = "tls://nats.example:4443"
-    p = plan(with_planes("nats") + f"services:\n  - {{name: nats, type: nats, external: '{url}'}}\n")
+    p = plan(
+        with_planes("nats") + f"services:\n  - {{name: nats, type: nats, external: '{url}'}}\n"
+    )
     u = unit(p, "nats")
     assert (u.external, u.instances) == (url, [])
     assert p.discovery_env == {"NATS_SERVER": url}
@@ -203,7 +207,8 @@ def test_binary_lookup_order(
     monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
     inst = unit(plan(DECLARED), "nats").instances[0]
     assert inst.argv[0] == "/site/bin/nats-server"
-    assert inst.preamble is not None and "command -v -- /site/bin/nats-server " in inst.preamble
+    assert inst.preamble is not None
+    assert "command -v -- /site/bin/nats-server " in inst.preamble
     own = plan(JOB + "services:\n  - {name: nats, type: nats, options: {binary: /mine/nats}}\n")
     assert unit(own, "nats").instances[0].argv[0] == "/mine/nats"
 

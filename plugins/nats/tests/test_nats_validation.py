@@ -37,7 +37,12 @@ def test_a_plain_declared_nats_is_valid(load: Load) -> None:
     loaded = load(HEAD + "  - {name: nats, type: nats}\n")
     assert loaded.warnings == []
     (nats,) = loaded.services
-    assert (nats.placement, nats.start, nats.critical, nats.stop_grace) == ("infra", "infra", True, 30.0)
+    assert (nats.placement, nats.start, nats.critical, nats.stop_grace) == (
+        "infra",
+        "infra",
+        True,
+        30.0,
+    )
 
 
 @pytest.mark.parametrize("mb", ["1", "8"])
@@ -58,7 +63,8 @@ def test_payload_must_be_positive(load: Load, mb: str) -> None:
 )
 def test_payload_must_be_a_whole_number(load: Load, mb: str, shown: str) -> None:
     assert errors(load, payload(mb)) == [
-        f"recipe.yaml:8:7: services[nats].options.max_payload_mb: must be a whole number, got {shown}"
+        "recipe.yaml:8:7: services[nats].options.max_payload_mb: must be a whole number,"
+        f" got {shown}"
     ]
 
 
@@ -140,7 +146,8 @@ def test_external_must_be_a_nats_url(load: Load) -> None:
 
 def test_external_servers_are_each_checked(load: Load) -> None:
     got = errors(
-        load, '  - name: nats\n    type: nats\n    external: "nats://a:4222,http://b:1,nats://c:4222/x"\n'
+        load,
+        '  - name: nats\n    type: nats\n    external: "nats://a:4222,http://b:1,nats://c:4222/x"\n',
     )
     assert got == [
         "recipe.yaml:7:5: services[nats].external: server 'http://b:1' must be a nats:// or"

@@ -27,6 +27,8 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("srt_services.cli.job_cmds", "run"),
     "status": ("srt_services.cli.job_cmds", "status"),
     "stop": ("srt_services.cli.job_cmds", "stop"),
+    "apply": ("srt_services.cli.slurm_cmds", "apply"),
+    "render": ("srt_services.cli.slurm_cmds", "render"),
     "plugins": ("srt_services.cli.plugin_cmds", "plugins"),
 }
 

@@ -64,7 +64,8 @@ def validate(recipes: tuple[str, ...], quiet: bool) -> None:
 @click.option("--nodelist", help="Plan for these node names (comma-separated).")
 @click.option("--local", is_flag=True, help="Use the addresses `srt run` would (127.0.0.x).")
 @click.option("--json", "as_json", is_flag=True, help="Write the plan as JSON.")
-def dry_run(recipe: str, nodes: int | None, nodelist: str | None, local: bool, as_json: bool) -> None:
+@click.option("--srun", "show_srun", is_flag=True, help="Also print the srun line of every instance (Slurm launcher).")
+def dry_run(recipe: str, nodes: int | None, nodelist: str | None, local: bool, as_json: bool, show_srun: bool) -> None:
     """Show exactly what `srt run` would do: nodes, phases, argv, effective env, probes.
 
     Nothing is started and no network is used. Without --nodes, the plan uses as many
@@ -85,6 +86,20 @@ def dry_run(recipe: str, nodes: int | None, nodelist: str | None, local: bool, a
     for w in loaded.warnings:
         sys.stderr.write("warning: " + w.render(recipe) + "\n")
     sys.stdout.write(render_plan(plan))
+    if show_srun:
+        import shlex
+
+        from srt_services.launch.slurm.commands import srun_argv
+        from srt_services.site_config import current
+
+        site = current()
+        sys.stdout.write("srun lines (job <job_id>):\n")
+        for inst in plan.instances():
+            argv = srun_argv(
+                inst, "<job_id>", f"{plan.job_dir}/{inst.log}", plan.job_dir,
+                site.container_aliases, site.container_mounts, site.slurm.srun_extra,
+            )
+            sys.stdout.write(f"  {inst.step}: {shlex.join(argv)}\n")
 
 
 @click.command()

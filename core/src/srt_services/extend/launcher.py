@@ -9,6 +9,7 @@ it can say about the remote side.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -16,6 +17,12 @@ if TYPE_CHECKING:
     from srt_services.launch.handle import Handle
     from srt_services.plan.allocation import Allocation, AllocationRequest
     from srt_services.plan.model import Plan, PlannedInstance
+
+
+@dataclass(slots=True)
+class Preflight:
+    problems: list[str] = field(default_factory=list)
+    reaped: list[str] = field(default_factory=list)
 
 
 class Launcher:
@@ -60,9 +67,13 @@ class Launcher:
         """Whether ``port`` is held by the instance's processes; ``None`` when unknowable."""
         return None
 
-    def preflight(self, instances: list[PlannedInstance]) -> list[str]:
-        """Problems that would make these instances fail at once (a port already taken)."""
-        return []
+    async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
+        """Check what would make these instances fail at once (a port already taken).
+
+        Leftovers of an earlier srt job that is provably over may be reaped (and reported in
+        ``reaped``); anything else holding a port is a problem, named with its PID and owner.
+        """
+        return Preflight()
 
     def stray_processes(self, cookie: str) -> dict[int, str | None]:
         """Processes of this job that escaped their process group: pid -> step (if known)."""
@@ -70,7 +81,10 @@ class Launcher:
 
     async def run_oneshot(
         self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
-        cwd: str | None = None,
+        cwd: str | None = None, container: str | None = None,
     ) -> CommandResult:
-        """Run a short command (git clone, a build) on ``node`` and wait for it, bounded."""
+        """Run a short command (git clone, a build) on ``node`` and wait for it, bounded.
+
+        ``container`` asks for the command to run in that image (ignored where launchers have
+        no containers)."""
         raise NotImplementedError

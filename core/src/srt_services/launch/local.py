@@ -14,8 +14,9 @@ from typing import ClassVar
 
 import psutil
 
-from srt_services.extend.launcher import Launcher
-from srt_services.launch import process
+from srt_services.extend.launcher import Launcher, Preflight
+from srt_services.launch import portcheck, process
+from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.children import CommandResult, run_command
 from srt_services.launch.handle import Handle
 from srt_services.plan.model import PlannedInstance
@@ -70,17 +71,21 @@ class LocalLauncher(Launcher):
                 return True
         return found
 
-    def preflight(self, instances: list[PlannedInstance]) -> list[str]:
-        problems = []
-        for inst in instances:
-            for port in inst.ports:
-                if not process.port_free(inst.node_ip, port):
-                    holders = process.holders_of(port, inst.node_ip) or ["an unknown process"]
-                    problems.append(
-                        f"{inst.step}: port {port} on {inst.node} ({inst.node_ip}) is already in use"
-                        f" by {'; '.join(holders)}"
-                    )
-        return problems
+    async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
+        names = {
+            (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})" for i in instances for p in i.ports
+        }
+        if not names:
+            return Preflight()
+        return await settle_ports(list(names), self._check, self._reap, is_stale_local, names)
+
+    async def _check(self, targets: list[tuple[str, int]]) -> list[portcheck.PortReport]:
+        return portcheck.check(targets)
+
+    async def _reap(self, holders: list[portcheck.Holder]) -> None:
+        for h in holders:
+            if h.pid is not None and h.start_ticks is not None:
+                portcheck.reap(h.pid, h.start_ticks)
 
     def stray_processes(self, cookie: str) -> dict[int, str | None]:
         out: dict[int, str | None] = {}
@@ -92,7 +97,7 @@ class LocalLauncher(Launcher):
 
     async def run_oneshot(
         self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
-        cwd: str | None = None,
+        cwd: str | None = None, container: str | None = None,
     ) -> CommandResult:
         return await run_command(self.watcher, argv, timeout, env=env, cwd=cwd, stdout_path=log_path)
 

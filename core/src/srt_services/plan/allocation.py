@@ -32,6 +32,8 @@ class AllocationRequest:
     count: int | None = None
     nodelist: tuple[str, ...] | None = None
     job_id: str = "dry-run"
+    #: Where a launcher may cache what it learns about the allocation (node addresses).
+    job_dir: str | None = None
 
     def build(self, needed: int) -> Allocation:
         if self.kind == "local":

@@ -52,5 +52,6 @@ def srt_register_probes() -> list[type[Probe]]:
 @hookimpl
 def srt_register_launchers() -> list[type[Launcher]]:
     from srt_services.launch.local import LocalLauncher
+    from srt_services.launch.slurm.launcher import SlurmLauncher
 
-    return [LocalLauncher]
+    return [LocalLauncher, SlurmLauncher]

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from srt_services.names import env_name_problem, name_problem
+from srt_services.names import ENV_NAME_RE, NAME_RE, env_name_problem, name_problem
 
 # --------------------------------------------------------------------------- scalar types
 
@@ -53,6 +53,8 @@ def _non_blank(value: str) -> str:
 
 def _safe_name(value: str) -> str:
     problem = name_problem(value)
+    if problem is None and not NAME_RE.fullmatch(value):  # ``$`` accepts a final newline
+        problem = f"must not contain a line break, got {value!r}"
     if problem:
         raise ValueError(problem)
     return value
@@ -60,6 +62,8 @@ def _safe_name(value: str) -> str:
 
 def _env_name(value: str) -> str:
     problem = env_name_problem(value)
+    if problem is None and not ENV_NAME_RE.fullmatch(value):  # ``$`` accepts a final newline
+        problem = f"environment variable names must match [A-Za-z_][A-Za-z0-9_]*; got {value!r}"
     if problem:
         raise ValueError(problem)
     return value
@@ -444,6 +448,29 @@ class BenchmarkSpec(ProcessSpec):
     dedicated_node: bool = Field(False, description="Run the client on a node of its own.")
 
 
+class SlurmSpec(StrictModel):
+    """How ``srt apply`` asks Slurm for the allocation (the site config gives defaults)."""
+
+    partition: NonBlank | None = Field(None, description="sbatch --partition.")
+    account: NonBlank | None = Field(None, description="sbatch --account.")
+    time: NonBlank | None = Field(None, description="sbatch --time (e.g. 02:00:00).")
+    qos: NonBlank | None = Field(None, description="sbatch --qos.")
+    sbatch_extra: list[NonBlank] = Field(
+        default_factory=list,
+        description="Extra sbatch options, one per item (e.g. `--exclusive`), written as #SBATCH lines.",
+    )
+    signal_before_end_seconds: Annotated[int, Field(ge=0)] = Field(
+        60,
+        description="Ask Slurm for SIGTERM this long before the time limit (`--signal=B:TERM@N`),"
+        " so teardown finishes before the job is killed. 0 disables it.",
+    )
+    no_kill: bool = Field(
+        True,
+        description="Keep the job when a node fails (`--no-kill`), so srt can report the failure"
+        " and stop the other nodes in order.",
+    )
+
+
 RoleName = Literal["prefill", "decode", "agg"]
 ROLE_NAMES: tuple[str, ...] = ("prefill", "decode", "agg")
 
@@ -462,6 +489,7 @@ class Recipe(StrictModel):
     )
     observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
     services: list[ServiceSpec] = Field(default_factory=list)
 
     @property

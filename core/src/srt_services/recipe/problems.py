@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from srt_services.errors import RecipeInvalid
+from srt_services.names import NAME_RE
 
 PathItem = str | int
 Path = tuple[PathItem, ...]
@@ -55,14 +56,22 @@ def label_for(path: Sequence[PathItem], data: Any) -> str:
     node = data
     parent_key: PathItem | None = None
     for item in path:
+        if isinstance(item, int) and item == 0 and isinstance(node, dict) and 0 not in node:
+            parent_key = item
+            continue  # one mapping written where a list is accepted (metrics: {...})
         if isinstance(item, int):
             name = None
             if parent_key in NAMED_LISTS and isinstance(node, list) and 0 <= item < len(node):
                 entry = node[item]
                 if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]:
-                    name = entry["name"]
+                    # an unsafe name (NUL, newline, '../x') would garble the label: use the index
+                    if NAME_RE.fullmatch(entry["name"]):
+                        name = entry["name"]
             out.append(f"[{name if name is not None else item}]")
             node = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
+        elif isinstance(item, str) and not item.isprintable():
+            out.append(f"[{item!r}]")  # a key with a newline or NUL must not garble the line
+            node = node.get(item) if isinstance(node, dict) else None
         else:
             out.append(("." if out else "") + str(item))
             node = node.get(item) if isinstance(node, dict) else None

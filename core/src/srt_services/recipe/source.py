@@ -65,6 +65,8 @@ class Document:
         for item in path:
             child = _child(node, item)
             if child is None:
+                if item == 0 and isinstance(node, yaml.MappingNode):
+                    continue  # one mapping written where a list is accepted (metrics: {...})
                 break
             key_node, node = child
             best = _mark(key_node if key_node is not None else node)
@@ -116,6 +118,15 @@ def _flat_pairs(node: yaml.MappingNode) -> Iterator[tuple[yaml.Node, yaml.Node]]
     yield from merged
 
 
+def _tab_indented(text: str, line: int) -> bool:
+    """Whether 0-based ``line`` has a tab in its indentation (YAML forbids that)."""
+    lines = text.split("\n")
+    if not 0 <= line < len(lines):
+        return False
+    current = lines[line]
+    return "\t" in current[: len(current) - len(current.lstrip(" \t"))]
+
+
 def parse_text(text: str, source: str) -> Document:
     """Parse YAML or JSON recipe text; raise :class:`RecipeError` on syntax errors."""
     stripped = text.lstrip()
@@ -133,8 +144,8 @@ def parse_text(text: str, source: str) -> Document:
         problem = (exc.problem or "syntax error").strip()
         if exc.context:
             problem = f"{problem} ({exc.context.strip()})"
-        if "\t" in text and "found character '\\t'" in problem:
-            problem += "; YAML does not allow tabs for indentation"
+        if mark is not None and _tab_indented(text, mark.line):
+            problem += "; YAML does not allow tabs for indentation, use spaces"
         raise RecipeError(
             source,
             [
@@ -182,6 +193,7 @@ class _Builder:
         # Logical size with aliases expanded, computed with memoisation so that the check
         # itself stays linear in the number of distinct nodes.
         sizes = self._sizes
+        open_nodes: set[int] = set()  # on the current path: seeing one again is a cycle
         stack: list[tuple[yaml.Node, bool]] = [(root, False)]
         while stack:
             node, done = stack.pop()
@@ -196,7 +208,12 @@ class _Builder:
                 if isinstance(node, yaml.MappingNode)
                 else list(node.value)
             )
+            if not done:
+                if nid in open_nodes:
+                    raise _Fail("an alias refers to a node that contains it (a cycle)", node)
+                open_nodes.add(nid)
             if done:
+                open_nodes.discard(nid)
                 total = 1 + sum(sizes.get(id(c), 1) for c in children)
                 if total > MAX_EXPANDED_NODES:
                     raise _Fail(
@@ -263,18 +280,23 @@ class _Builder:
         value: str = node.value
         if tag == _STR:
             return value
-        if tag == _INT and value.isdigit():
-            if len(value) > 1 and value[0] == "0":
-                return self._scalar_ctor.construct_yaml_int(node)  # YAML 1.1 octal
+        if tag == _INT and value.isascii() and value.isdigit() and value[0] != "0":
             return int(value)
         if tag == _NULL:
             return None
         if tag == _BOOL:
-            return _BOOLS[value.lower()]
+            flag = _BOOLS.get(value.lower())
+            if flag is None:  # only reachable with an explicit !!bool tag
+                raise _Fail(f"!!bool value {value!r} is not true or false", node)
+            return flag
         if tag not in _SUPPORTED_SCALARS:
             raise _Fail(f"unsupported YAML tag {tag}", node)
-        if tag == _INT:
-            return self._scalar_ctor.construct_yaml_int(node)
-        if tag == _FLOAT:
-            return self._scalar_ctor.construct_yaml_float(node)
+        try:
+            if tag == _INT:  # YAML 1.1 forms: 0o17, 0x1f, 1_000, 190:20:30
+                return self._scalar_ctor.construct_yaml_int(node)
+            if tag == _FLOAT:
+                return self._scalar_ctor.construct_yaml_float(node)
+        except (ValueError, TypeError, IndexError):  # an explicit !!int/!!float on other text
+            what = "!!int" if tag == _INT else "!!float"
+            raise _Fail(f"{what} value {value!r} is not a number", node) from None
         return value  # timestamps stay text: no recipe field is a date

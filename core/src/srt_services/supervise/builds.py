@@ -114,7 +114,9 @@ async def build_source(orch: Orchestrator, unit_run: UnitRun) -> None:
             cwd = os.path.join(build.src_dir, build.path) if build.path else build.src_dir
             orch._emit("build_started", unit=unit.name, node=node, argv=build.build_command)
             env = process.service_env(build.env, {process.COOKIE_VAR: orch.options.cookie, process.INSTANCE_VAR: f"service_{unit.name}.build"})
-            result = await orch.launcher.run_oneshot(build.build_command, node, log, env, build.timeout, cwd=cwd)
+            result = await orch.launcher.run_oneshot(
+                build.build_command, node, log, env, build.timeout, cwd=cwd, container=unit.container
+            )
             if not result.ok:
                 raise _fail(unit.name, "build_command", result, log, build.timeout)
             orch._emit("build_done", unit=unit.name, node=node, seconds=round(time.monotonic() - started, 3))

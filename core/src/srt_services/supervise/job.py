@@ -61,10 +61,14 @@ def run_job(req: RunRequest) -> int:
         progress({"event": "note", "detail": message})
 
     job = prepare_job_dir(path, note)
-    request = AllocationRequest(kind="local", count=req.nodes, job_id=os.path.basename(job.path))
+    request = AllocationRequest(
+        kind="local", count=req.nodes, job_id=os.path.basename(job.path), job_dir=job.path
+    )
     plan = resolve(loaded, plugins, lambda needed: launcher_cls.allocation(request, needed), job.path)
     atomic_write(job.file("plan.json"), plan.to_json(indent=True))
-    shutil.copyfile(req.recipe, job.file("recipe" + (os.path.splitext(req.recipe)[1] or ".yaml")))
+    copy = job.file("recipe" + (os.path.splitext(req.recipe)[1] or ".yaml"))
+    if not os.path.exists(copy) or not os.path.samefile(req.recipe, copy):
+        shutil.copyfile(req.recipe, copy)
     for w in loaded.warnings:
         note("warning: " + w.render(req.recipe))
     orch = Orchestrator(

@@ -240,11 +240,14 @@ class Orchestrator:
             from srt_services.supervise.builds import build_source
 
             await build_source(self, unit)
-        problems = self.launcher.preflight(unit.instances and [i.planned for i in unit.instances]) if self.launcher else []
-        if problems:
+        assert self.launcher is not None
+        checked = await self.launcher.preflight([i.planned for i in unit.instances])
+        for what in checked.reaped:
+            self._emit("reaped_leftover", unit=u.name, detail=what)
+        if checked.problems:
             raise PhaseFailed(
-                "cannot start " + _unit_label(u) + ": " + "; ".join(problems),
-                {"kind": "port_in_use", "unit": u.name, "detail": problems},
+                "cannot start " + _unit_label(u) + ": " + "; ".join(checked.problems),
+                {"kind": "port_in_use", "unit": u.name, "detail": checked.problems},
             )
         for inst in unit.instances:
             self._launch(inst)

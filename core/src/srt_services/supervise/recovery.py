@@ -34,13 +34,23 @@ class JobView:
             raise JobDirError(f"{path} is not a directory")
         state = job.read_json("state.json")
         plan = job.read_json("plan.json")
-        if state is None and plan is None:
+        if state is None and plan is None and job.read_json("job.json") is None:
             raise JobDirError(f"{path} is not an srt job directory (no state.json or plan.json)")
         return cls(job, state, plan, job.read_json("result.json"))
 
     @property
     def cookie(self) -> str | None:
         return (self.state or {}).get("cookie")
+
+    @property
+    def slurm_job_id(self) -> str | None:
+        """The Slurm job of a job directory made by ``srt apply`` (``None`` for local jobs)."""
+        submitted = self.job.read_json("job.json") or {}
+        if submitted.get("launcher") == "slurm":
+            return str(submitted["job_id"])
+        if (self.state or {}).get("launcher") == "slurm":
+            return str(self.state["job_id"])  # type: ignore[index]
+        return None
 
     def orchestrator_alive(self) -> bool:
         orch = (self.state or {}).get("orchestrator") or {}
@@ -126,6 +136,17 @@ def mark_stopped(view: JobView, note: str) -> None:
 def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Any = print) -> int:
     """``srt stop``: returns 0 when nothing of the job is left running."""
     view = JobView.read(path)
+    if view.slurm_job_id is not None:
+        from srt_services.launch.slurm import control
+
+        job_id = view.slurm_job_id
+        log(f"stopping Slurm job {job_id}")
+        gone = control.stop(job_id, timeout if timeout is not None else 60.0, now=now, log=log)
+        if not gone:
+            log(f"Slurm job {job_id} is still listed after scancel")
+            return 1
+        log("nothing of the job is running")
+        return 0
     if view.orchestrator_alive():
         pid = view.state["orchestrator"]["pid"]  # type: ignore[index]
         log(f"asking the orchestrator (pid {pid}) to stop the job")

@@ -43,7 +43,18 @@ def status_rows(path: str) -> dict[str, Any]:
                 "log": os.path.join(view.job.path, inst.get("log", "")),
             }
         )
+    slurm: dict[str, Any] | None = None
+    if view.slurm_job_id is not None:
+        from srt_services.launch.slurm import control
+
+        live = control.steps(view.slurm_job_id)
+        slurm = {"job_id": view.slurm_job_id, "state": control.job_state(view.slurm_job_id), "steps": live}
+        for row in rows:
+            row["slurm_step"] = live.get(row["step"])
+            row["running"] = row["slurm_step"] is not None
+        alive_orch = slurm["state"] == "RUNNING"
     return {
+        "slurm": slurm,
         "job": state.get("job_name") or (view.plan or {}).get("job_name"),
         "job_dir": view.job.path,
         "status": result.get("status") or state.get("status") or "planned",
@@ -76,6 +87,9 @@ def render_status(data: dict[str, Any]) -> None:
     orch = "running" if data["orchestrator_alive"] else "not running"
     head += f"; orchestrator pid {data['orchestrator_pid']} {orch}"
     console.print(head)
+    if data.get("slurm"):
+        s = data["slurm"]
+        console.print(f"slurm job {s['job_id']}: {s['state'] or 'no longer listed'}; {len(s['steps'])} step(s) running")
     if data.get("cause"):
         console.print(f"cause: {data['cause']}", markup=False)
     table = Table(box=None, pad_edge=False)

@@ -290,7 +290,12 @@ def implied(recipe: Recipe) -> list[ImpliedService]:
         return []
     return [
         ImpliedService(
-            entry={"name": "nats", "type": KIND, "placement": {"node": "infra"}, "options": options},
+            entry={
+                "name": "nats",
+                "type": KIND,
+                "placement": {"node": "infra"},
+                "options": options,
+            },
             reason=", ".join(reasons),
             # A declared nats under another name is the plane; two would fight over 4222.
             unless_type_declared=(KIND,),

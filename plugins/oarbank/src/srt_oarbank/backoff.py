@@ -55,7 +55,7 @@ class RestartTracker:
 
     def prune(self, now: float) -> None:
         horizon = now - self.policy.window_s
-        while self.failures and self.failures[0] <= horizon:
+        while self.failures and self.failures[0] < horizon:
             self.failures.popleft()
 
     def on_failure(self, now: float) -> FailureDecision:

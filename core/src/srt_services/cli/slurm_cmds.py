@@ -1,0 +1,48 @@
+"""Slurm commands: render the sbatch script, or stage and submit it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import rich_click as click
+
+
+@click.command()
+@click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record (job id, directory, pinned sources).")
+@click.option("--dry-run", is_flag=True, help="Stage, pin and render, but do not submit.")
+def apply(recipe: str, out_dir: str | None, as_json: bool, dry_run: bool) -> None:
+    """Submit a recipe to Slurm: stage it, pin every source rev to a commit, render the sbatch
+    script and submit it. Prints the job id and the job directory."""
+    from srt_services.launch.slurm.submit import stage, submit
+
+    sub = stage(recipe, out_dir, pin=True)
+    failed = [p for p in sub.pins if p.error]
+    for p in failed:
+        sys.stderr.write(f"warning: {p.path}: could not pin {p.rev!r} ({p.error}); the job will fetch it by name\n")
+    if not dry_run:
+        submit(sub)
+    if as_json:
+        click.echo(json.dumps(sub.as_dict()))
+        return
+    for p in sub.pins:
+        if p.sha:
+            sys.stderr.write(f"{p.path}: {p.rev} -> {p.sha}\n")
+    if dry_run:
+        click.echo(f"rendered {sub.script} (not submitted); job directory {sub.job_dir}")
+    else:
+        click.echo(f"submitted job {sub.job_id}; job directory {sub.job_dir}")
+
+
+@click.command()
+@click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create.")
+def render(recipe: str, out_dir: str | None) -> None:
+    """Write the sbatch script and the staged recipe without submitting (no network: sources
+    are not pinned; `srt apply` pins them)."""
+    from srt_services.launch.slurm.submit import stage
+
+    sub = stage(recipe, out_dir, pin=False)
+    click.echo(sub.script)

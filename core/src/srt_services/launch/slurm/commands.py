@@ -1,0 +1,92 @@
+"""The exact ``srun`` command lines (pure functions, so they can be checked without Slurm).
+
+Environment values never go through ``--export=K=V`` strings (commas, quotes, ``$`` and
+newlines would break them): the srun client is started with the service's environment
+and ``--export=ALL`` hands that environment to the task unchanged. The preamble runs as
+``bash -c 'preamble; exec "$@"' label argv...``, so argv is never re-parsed by a shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from srt_services.launch.process import wrap_preamble
+from srt_services.plan.model import PlannedInstance
+
+
+def container_flags(
+    image: str | None, aliases: Mapping[str, str], mounts: Sequence[str], job_dir: str
+) -> list[str]:
+    """pyxis options for ``image`` (an alias from the site config, or an image name)."""
+    if not image:
+        return []
+    resolved = aliases.get(image, image)
+    all_mounts = [f"{job_dir}:{job_dir}", *mounts]
+    return [
+        f"--container-image={resolved}",
+        f"--container-mounts={','.join(all_mounts)}",
+        "--no-container-entrypoint",
+        "--no-container-mount-home",
+    ]
+
+
+def option_flags(options: Mapping[str, str]) -> list[str]:
+    """``{key: value}`` to ``--key=value``, or ``--key`` for an empty value."""
+    return [f"--{k}={v}" if v != "" else f"--{k}" for k, v in options.items()]
+
+
+def srun_argv(
+    instance: PlannedInstance,
+    job_id: str,
+    log_path: str,
+    job_dir: str,
+    aliases: Mapping[str, str] | None = None,
+    site_mounts: Sequence[str] = (),
+    site_extra: Sequence[str] = (),
+    srun: str = "srun",
+) -> list[str]:
+    argv = [
+        srun,
+        f"--jobid={job_id}",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--nodelist={instance.node}",
+        f"--job-name={instance.step}",
+        f"--output={log_path}",
+        "--open-mode=append",
+        "--export=ALL",
+    ]
+    if instance.cwd:
+        argv.append(f"--chdir={instance.cwd}")
+    if instance.cpus_per_task:
+        argv.append(f"--cpus-per-task={instance.cpus_per_task}")
+    if instance.cpu_bind:
+        argv.append(f"--cpu-bind={instance.cpu_bind}")
+    argv += container_flags(instance.container, aliases or {}, site_mounts, job_dir)
+    argv += list(site_extra)
+    argv += option_flags(instance.srun_options)
+    argv += wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")
+    return argv
+
+
+def oneshot_argv(
+    argv: Sequence[str], job_id: str, node: str, name: str, log_path: str, cwd: str | None = None,
+    container: list[str] | None = None, srun: str = "srun",
+) -> list[str]:
+    out = [
+        srun,
+        f"--jobid={job_id}",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--nodelist={node}",
+        f"--job-name={name}",
+        f"--output={log_path}",
+        "--open-mode=append",
+        "--export=ALL",
+    ]
+    if cwd:
+        out.append(f"--chdir={cwd}")
+    out += container or []
+    return [*out, *argv]

@@ -1,0 +1,217 @@
+"""The ``slurm`` launcher (used by the orchestrator inside the allocation ``srt apply`` made).
+
+Each instance is a named step: ``srun --overlap --nodes=1 --ntasks=1 --nodelist=<node>
+--job-name=<step> --output=<log>``. The srun client is the local process the runtime
+watches; its exit is the task's exit (a task killed by signal N makes srun exit 128+N, a
+failed node makes it exit 0, which a critical service's supervision treats as a failure).
+
+Stopping never signals the srun client: srun turns SIGTERM into SIGKILL of the task. The
+step is signalled with ``scancel --signal=TERM <job>.<step>`` (one scancel for a whole
+tier, so every step of a tier is signalled at once) while srun keeps waiting for it, then
+``scancel --signal=KILL``. Graces are cut so that a full teardown fits inside the cluster's
+KillWait: when Slurm itself cancels the job it SIGKILLs everything after KillWait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from typing import Any, ClassVar
+
+from srt_services.extend.launcher import Launcher, Preflight
+from srt_services.launch import portcheck, process
+from srt_services.launch.children import CommandResult, run_command
+from srt_services.launch.handle import Handle
+from srt_services.launch.leftovers import is_stale_local, settle_ports
+from srt_services.launch.slurm import commands
+from srt_services.launch.slurm.allocation import SlurmError, current_allocation, kill_wait, slurm_env
+from srt_services.plan.allocation import Allocation, AllocationRequest
+from srt_services.plan.model import PlannedInstance
+
+#: Seconds kept free below KillWait for the final sweep and writing the result.
+KILLWAIT_MARGIN = 1.5
+#: Shutdown tiers that may each need a grace.
+TIERS = 3
+STEP_LOOKUP_TRIES = 10
+
+
+class SlurmLauncher(Launcher):
+    name: ClassVar[str] = "slurm"
+    summary: ClassVar[str] = "One named `srun --overlap` step per instance inside the allocation."
+    local_processes: ClassVar[bool] = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kill_wait_s = 30.0
+        self.aliases: dict[str, str] = {}
+        self.mounts: list[str] = []
+        self.extra: list[str] = []
+        self._ip_node: dict[str, str] = {}
+
+    @classmethod
+    def allocation(cls, request: AllocationRequest, needed: int) -> Allocation:
+        from srt_services.site_config import current
+
+        alloc = current_allocation(request.job_dir or os.getcwd(), current().slurm.network_interface)
+        if len(alloc.nodes) < needed:
+            raise SlurmError(f"the allocation has {len(alloc.nodes)} node(s) but the recipe needs {needed}")
+        return alloc
+
+    @property
+    def job_id(self) -> str:
+        return self.plan.job_id
+
+    async def prepare(self) -> None:
+        from srt_services.site_config import current
+
+        site = current()
+        self.aliases = dict(site.container_aliases)
+        self.mounts = list(site.container_mounts)
+        self.extra = list(site.slurm.srun_extra)
+        try:
+            self.kill_wait_s = kill_wait()
+        except SlurmError:
+            self.kill_wait_s = 30.0
+
+    def _env(self, env: dict[str, str]) -> dict[str, str]:
+        out = dict(env)
+        out.update({k: v for k, v in slurm_env().items() if k == "SLURM_CONF"})
+        return out
+
+    def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
+        argv = commands.srun_argv(
+            instance, self.job_id, log_path, self.job_dir, self.aliases, self.mounts, self.extra
+        )
+        started_wall = time.time()
+        spawned = process.spawn(argv, self._env(env), log_path)
+        return Handle(
+            step=instance.step,
+            unit=instance.unit,
+            node=instance.node,
+            pid=spawned.pid,
+            pgid=spawned.pid,
+            start_ticks=spawned.start_ticks,
+            log_path=log_path,
+            log_offset=spawned.log_offset,
+            started_wall=started_wall,
+            started_mono=time.monotonic(),
+            popen=spawned.popen,
+            extra={"job_id": self.job_id, "step_name": instance.step},
+        )
+
+    async def _step_ids(self, names: set[str]) -> dict[str, str]:
+        """``<job>.<step>`` of each named step still known to Slurm."""
+        assert self.watcher is not None
+        result = await run_command(
+            self.watcher, ["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"], 30.0, env=slurm_env()
+        )
+        found: dict[str, str] = {}
+        for line in result.stdout.splitlines():
+            parts = line.split(None, 1)
+            if len(parts) == 2 and parts[1].strip() in names:
+                found.setdefault(parts[1].strip(), parts[0])
+        return found
+
+    async def _signal(self, handles: list[Handle], sig: str) -> None:
+        live = [h for h in handles if h.returncode is None]
+        if not live:
+            return
+        wanted = {h.step for h in live}
+        ids: dict[str, str] = {}
+        for attempt in range(STEP_LOOKUP_TRIES):
+            ids.update(await self._step_ids(wanted - set(ids)))
+            missing = [h for h in live if h.step not in ids and h.returncode is None]
+            if not missing or attempt == STEP_LOOKUP_TRIES - 1:
+                break
+            await asyncio.sleep(0.05)  # a step just launched may not be registered yet
+        for h in live:
+            if h.step in ids:
+                h.extra["step_id"] = ids[h.step]
+        targets = [ids[h.step] for h in live if h.step in ids]
+        if targets:
+            # One scancel for the whole tier. It may report "Invalid job id" for a step that
+            # ended meanwhile while still signalling the others; the exits tell the truth.
+            await run_command(self.watcher, ["scancel", f"--signal={sig}", *targets], 30.0, env=slurm_env())
+        if sig == "KILL":
+            # a step Slurm no longer knows, or an srun stuck after its step: end the client
+            for h in live:
+                if h.step not in ids and h.returncode is None:
+                    process.signal_pid(h.pid, signal.SIGKILL)
+
+    async def terminate(self, handles: list[Handle]) -> None:
+        await self._signal(handles, "TERM")
+
+    async def kill(self, handles: list[Handle]) -> None:
+        await self._signal(handles, "KILL")
+        await asyncio.sleep(0.5)
+        for h in handles:
+            if h.returncode is None:
+                process.signal_pid(h.pid, signal.SIGKILL)
+
+    async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
+        names = {
+            (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})" for i in instances for p in i.ports
+        }
+        if not names:
+            return Preflight()
+        self._ip_node = {i.node_ip: i.node for i in instances}
+        return await settle_ports(list(names), self._check_ports, self._reap, self._stale, names)
+
+    async def _portcheck(self, node: str, args: list[str]) -> list[portcheck.PortReport]:
+        argv = [
+            "srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+            "--job-name=srt-preflight", "--export=ALL", sys.executable, "-m", "srt_services.launch.portcheck", *args,
+        ]
+        result = await run_command(self.watcher, argv, 60.0, env=self._env(process.service_env({}, {})))
+        if not result.ok:
+            raise SlurmError(f"port check on {node} failed: {result.stderr.strip()[-300:]}")
+        return portcheck.reports_from_json(result.stdout)
+
+    async def _check_ports(self, targets: list[tuple[str, int]]) -> list[portcheck.PortReport]:
+        by_node: dict[str, list[str]] = {}
+        for ip, port in targets:
+            by_node.setdefault(self._ip_node[ip], []).append(f"{ip}:{port}")
+        results = await asyncio.gather(*(self._portcheck(n, t) for n, t in by_node.items()))
+        return [r for rs in results for r in rs]
+
+    async def _reap(self, holders: list[portcheck.Holder]) -> None:
+        by_node: dict[str, list[str]] = {}
+        for h in holders:
+            ip = h.address.rpartition(":")[0]
+            node = self._ip_node.get(ip) or next(iter(self._ip_node.values()))
+            if h.pid is not None and h.start_ticks is not None:
+                by_node.setdefault(node, []).extend(["--reap", f"{h.pid}:{h.start_ticks}"])
+        await asyncio.gather(*(self._portcheck(n, args) for n, args in by_node.items()))
+
+    def _stale(self, h: portcheck.Holder) -> bool:
+        """An srt process of a Slurm job that is over (never one of a live job, ours included)."""
+        if not h.cookie:
+            return False
+        if h.slurm_job_id:
+            from srt_services.launch.slurm.control import ACTIVE, job_state
+
+            return h.slurm_job_id != self.job_id and job_state(h.slurm_job_id) not in ACTIVE
+        return is_stale_local(h)
+
+    def stop_budget(self, wanted: float) -> float:
+        per_tier = max(0.5, (self.kill_wait_s - KILLWAIT_MARGIN) / TIERS)
+        return min(wanted, per_tier)
+
+    async def run_oneshot(
+        self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
+        cwd: str | None = None, container: str | None = None,
+    ) -> CommandResult:
+        name = f"srt-oneshot-{os.path.basename(log_path).removesuffix('.out')}"
+        flags = commands.container_flags(container, self.aliases, self.mounts, self.job_dir)
+        full = commands.oneshot_argv(argv, self.job_id, node, name, log_path, cwd, flags)
+        result = await run_command(self.watcher, full, timeout, env=self._env(env), stdout_path=log_path)
+        if result.timed_out:
+            with contextlib.suppress(Exception):
+                ids = await self._step_ids({name})
+                if ids:
+                    await run_command(self.watcher, ["scancel", "--signal=KILL", *ids.values()], 30.0, env=slurm_env())
+        return result

@@ -1,0 +1,85 @@
+"""``srt apply`` / ``srt render``: stage the recipe into a job directory, pin its sources,
+write the sbatch script, and (apply) submit it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from srt_services.launch.slurm.allocation import SlurmError, run
+from srt_services.launch.slurm.sbatch import ScriptInputs, render_script, write_script
+from srt_services.recipe.pinning import Pin, pin_sources
+from srt_services.supervise.jobdir import JobDir, default_job_dir
+
+
+@dataclass(slots=True)
+class Submission:
+    job_dir: str
+    script: str
+    recipe: str
+    nodes: int
+    job_id: str | None = None
+    pins: list[Pin] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "job_dir": self.job_dir,
+            "script": self.script,
+            "recipe": self.recipe,
+            "nodes": self.nodes,
+            "pinned_sources": [p.as_dict() for p in self.pins],
+        }
+
+
+def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
+    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.plan.resolve import resolve
+    from srt_services.plugins.manager import default_plugins
+    from srt_services.recipe.load import load_recipe
+    from srt_services.site_config import current
+
+    plugins = default_plugins()
+    loaded = load_recipe(recipe_path, plugins)
+    plan = resolve(loaded, plugins, AllocationRequest("symbolic"))
+    job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
+    if os.path.exists(job.file("state.json")) or os.path.exists(job.file("job.json")):
+        raise SlurmError(f"{job.path} already holds a job; choose another -o directory")
+    job.create()
+    data = loaded.document.data
+    pins = pin_sources(data) if pin else []
+    staged = job.file("recipe.yaml")
+    with open(staged, "w", encoding="utf-8") as fh:
+        fh.write("# Staged by srt: the recipe as submitted, with source revs pinned to commits.\n")
+        yaml.safe_dump(data, fh, sort_keys=False, default_flow_style=False)
+    site = current()
+    script = render_script(
+        ScriptInputs(
+            job_name=loaded.recipe.name,
+            nodes=len(plan.nodes),
+            job_dir=job.path,
+            recipe=staged,
+            spec=loaded.recipe.slurm,
+            site=site.slurm,
+            site_config=site.path,
+        )
+    )
+    script_path = job.file("sbatch.sh")
+    write_script(script_path, script)
+    return Submission(job_dir=job.path, script=script_path, recipe=staged, nodes=len(plan.nodes), pins=pins)
+
+
+def submit(sub: Submission) -> str:
+    out = run(["sbatch", "--parsable", sub.script], timeout=60.0).strip()
+    job_id = out.split(";")[0].strip()
+    if not job_id.isdigit():
+        raise SlurmError(f"sbatch answered {out!r}, not a job id")
+    sub.job_id = job_id
+    with open(os.path.join(sub.job_dir, "job.json"), "w", encoding="utf-8") as fh:
+        json.dump({"job_id": job_id, "submitted": time.time(), "script": sub.script, "launcher": "slurm"}, fh, indent=2)
+    return job_id

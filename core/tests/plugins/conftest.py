@@ -1,0 +1,140 @@
+"""Shared setup for the plugin tests: a temporary site directory of real dummy distributions,
+an isolated ``SRT_*`` environment, and ``srt`` run as a subprocess the way users run it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from srt_services import site_config
+from srt_services.plugins import discovery, manager
+from srt_services.testing.pytest_plugin import (  # noqa: F401 - fixtures for these tests
+    srt_hook_recorder,
+    srt_plan,
+    srt_plugins,
+    srt_register,
+)
+
+FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "plugins"
+if str(FIXTURES) not in sys.path:
+    sys.path.insert(0, str(FIXTURES))
+
+import distgen  # noqa: E402
+from dummies import DUMMIES  # noqa: E402
+
+CONTROLS = (
+    "SRT_DISABLE_PLUGIN_AUTOLOAD",
+    "SRT_PLUGINS",
+    "SRT_DISABLED_PLUGINS",
+    "SRT_SITE_CONFIG",
+    "SRT_STRICT_PLUGINS",
+    "SRT_TRACE_PLUGINS",
+)
+
+
+@dataclass
+class Site:
+    """A directory of installed dummy plugins plus the site config and import log."""
+
+    path: Path
+    config: Path
+    import_log: Path
+
+    def install(self, *keys: str) -> None:
+        for key in keys:
+            distgen.write(self.path, DUMMIES[key])
+        discovery.clear_cache()
+
+    def install_dist(self, dist: distgen.Dist) -> None:
+        distgen.write(self.path, dist)
+        discovery.clear_cache()
+
+    def uninstall(self, name: str) -> None:
+        distgen.remove(self.path, name)
+        discovery.clear_cache()
+
+    def write_config(self, text: str) -> None:
+        self.config.write_text(text, encoding="utf-8")
+        site_config._cached.cache_clear()
+
+    def imported(self) -> list[str]:
+        if not self.import_log.exists():
+            return []
+        return self.import_log.read_text(encoding="utf-8").split()
+
+
+def _drop_dummy_modules() -> None:
+    for name in list(sys.modules):
+        if name.startswith("srt_") and name.split(".")[0] in _DUMMY_PACKAGES:
+            del sys.modules[name]
+
+
+_DUMMY_PACKAGES = {distgen._norm(d.name) for d in DUMMIES.values()}
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    """An empty site dir on ``sys.path``, an empty site config, no SRT_* controls."""
+    for name in CONTROLS:
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "site-packages"
+    path.mkdir()
+    config = tmp_path / "site.toml"
+    config.write_text("", encoding="utf-8")
+    log = tmp_path / "imports.log"
+    monkeypatch.setenv("SRT_SITE_CONFIG", str(config))
+    monkeypatch.setenv("SRT_TEST_IMPORT_LOG", str(log))
+    monkeypatch.syspath_prepend(str(path))
+    site_config._cached.cache_clear()
+    discovery.clear_cache()
+    manager.reset_default()
+    yield Site(path=path, config=config, import_log=log)
+    _drop_dummy_modules()
+    site_config._cached.cache_clear()
+    discovery.clear_cache()
+    manager.reset_default()
+
+
+@pytest.fixture
+def plugin_set(site: Site) -> Callable[..., manager.PluginSet]:
+    """``plugin_set(SRT_PLUGINS="a")``: a fresh autoloading set over ``site``."""
+
+    def make(**env: str) -> manager.PluginSet:
+        full = {k: v for k, v in os.environ.items() if k not in CONTROLS}
+        full["SRT_SITE_CONFIG"] = str(site.config)
+        full.update(env)
+        return manager.PluginSet(env=full, site=site_config.load(str(site.config)))
+
+    return make
+
+
+@pytest.fixture
+def run_srt(site: Site) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run ``srt ARGS`` in a subprocess that sees the site dir, like an installed venv."""
+
+    def run(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+        full = {k: v for k, v in os.environ.items() if k not in CONTROLS}
+        full["PYTHONPATH"] = os.pathsep.join(
+            [str(site.path), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+        full["SRT_SITE_CONFIG"] = str(site.config)
+        full["SRT_TEST_IMPORT_LOG"] = str(site.import_log)
+        full["COLUMNS"] = "200"
+        full.update(env)
+        return subprocess.run(
+            [sys.executable, "-m", "srt_services", *args],
+            capture_output=True,
+            text=True,
+            env=full,
+            cwd=cwd,
+            timeout=60,
+        )
+
+    return run
