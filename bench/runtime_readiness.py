@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
 from srt_services.launch import process
 from srt_services.testing.survivors import survivors
 
@@ -150,9 +149,12 @@ def ms(values: list[float]) -> str:
 #: and records time.time() of that moment in <out_dir>/<SRT_INSTANCE>.
 PROGRAM = r"""
 import http.server, os, signal, socket, sys, time
-mode, index, out_dir, host, port = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
-delay = 0.3 + 0.6 * ((index * 0.6180339887) % 1.0)
-name = os.environ.get("SRT_INSTANCE", "raw_%d" % index)
+mode, delay, out_dir, host = sys.argv[1:5]
+port = int(sys.argv[5])
+# "K/N": sample K of N, stratified over one 100 ms period (the probes' backoff cap) after 0.3 s
+k, n = (int(x) for x in delay.split("/"))
+delay = 0.3 + 0.1 * (k + 0.5) / n
+name = os.environ["SRT_INSTANCE"]
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
@@ -195,44 +197,69 @@ def read_time(path: Path) -> float:
 # --------------------------------------------------------------------------- latency
 
 
-def srt_latency(root: Path, mode: str, samples: int, prog: Path) -> list[float]:
-    port = free_port()
-    marks = root / f"marks-{mode}"
+def srt_latency(root: Path, mode: str, samples: int, prog: Path, parallel: bool) -> list[float]:
+    """``parallel``: one service, one instance per virtual node, all probed at once;
+    otherwise one service per sample, each gating the next (one probe at a time)."""
+    marks = root / f"marks-{mode}-{int(parallel)}"
     marks.mkdir()
-    probe: dict[str, Any] = {
-        "tcp": {"tcp": {"port": port}},
-        "http": {"http": {"port": port, "path": "/health"}},
-        "log": {"log": {"pattern": "srt-bench READY"}},
-    }[mode]
-    recipe = {
-        "schema": 2,
-        "name": f"ready-{mode}",
-        "services": [
+
+    def probe(port: int) -> dict[str, Any]:
+        kinds: dict[str, Any] = {
+            "tcp": {"tcp": {"port": port}},
+            "http": {"http": {"port": port, "path": "/health"}},
+            "log": {"log": {"pattern": "srt-bench READY"}},
+        }
+        return {**kinds[mode], "timeout_seconds": 30}
+
+    def command(delay: str, port: int) -> list[str]:
+        return [*PY, str(prog), mode, delay, str(marks), "{node_ip}", str(port)]
+
+    services: list[dict[str, Any]]
+    if parallel:
+        port = free_port()
+        services = [
             {
                 "name": "probe",
                 "nodes": samples,
-                "command": [*PY, str(prog), mode, "{index}", str(marks), "{node_ip}", str(port)],
-                "readiness": {**probe, "timeout_seconds": 30},
+                "command": command(f"{{index}}/{samples}", port),
+                "readiness": probe(port),
                 "stop_grace_seconds": 2,
             }
-        ],
+        ]
+    else:
+        services = []
+        for i in range(samples):
+            port = free_port()
+            services.append(
+                {
+                    "name": f"s{i}",
+                    "command": command(f"{i}/{samples}", port),
+                    "readiness": probe(port),
+                    "stop_grace_seconds": 2,
+                }
+            )
+    name = f"ready-{mode}-{'parallel' if parallel else 'serial'}"
+    recipe = {
+        "schema": 2,
+        "name": name,
+        "services": services,
         "benchmark": {"type": "command", "command": ["true"]},
     }
-    job = Job(root, f"ready-{mode}", recipe)
+    job = Job(root, name, recipe)
     try:
         job.start()
-        job.wait(60)
+        job.wait(120)
         events = job.events()
     finally:
         leaked = job.cleanup()
     if job.code != 0:
-        raise RuntimeError(f"{mode} job failed with {job.code}: {(root / f'ready-{mode}.out').read_text()}")
+        raise RuntimeError(f"{name} failed with {job.code}: {(root / f'{name}.out').read_text()}")
     if leaked:
-        print(f"  LEAKED after {mode} job: {leaked}")
+        print(f"  LEAKED after {name}: {leaked}")
     out = []
     for ev in by_event(events, "ready"):
         mark = marks / ev["step"]
-        if ev["unit"] == "probe" and mark.exists():
+        if ev["unit"] != "benchmark" and mark.exists():
             out.append(ev["t"] - read_time(mark))
     return out
 
@@ -278,10 +305,11 @@ def raw_latency(root: Path, mode: str, samples: int, prog: Path) -> list[float]:
             with open(logs / f"{i}.out", "wb") as out:
                 procs.append(
                     subprocess.Popen(
-                        [*PY, str(prog), mode, str(i), str(marks), host, str(port)],
+                        [*PY, str(prog), mode, f"{i}/{samples}", str(marks), host, str(port)],
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
+                        env={**os.environ, "SRT_INSTANCE": f"raw_{i}"},
                     )
                 )
         if watcher is not None:
@@ -301,6 +329,9 @@ def raw_latency(root: Path, mode: str, samples: int, prog: Path) -> list[float]:
                 t.start()
             for t in threads:
                 t.join()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not all((marks / f"raw_{i}").exists() for i in seen):
+            time.sleep(0.01)  # a log line is written before its time is recorded
     finally:
         for p in procs:
             process.signal_group(p.pid, signal.SIGKILL)
@@ -367,29 +398,39 @@ def cpu_cost(root: Path, window: float) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=24, help="Instances per probe kind.")
+    parser.add_argument("--samples", type=int, default=10, help="Samples per probe kind.")
+    parser.add_argument(
+        "--parallel", type=int, default=16, help="Also probe this many at once (0: skip)."
+    )
     parser.add_argument("--window", type=float, default=10.0, help="CPU window (s).")
     parser.add_argument("--keep", action="store_true", help="Keep the job directories.")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="srt-bench-ready-"))
     prog = root / "program.py"
     prog.write_text(PROGRAM)
-    print(f"readiness detection ({args.samples} samples per kind, all probed at once)")
+    print("readiness detection: ready event t - the time the port opened / the line was written")
     try:
         medians: dict[str, tuple[float, float]] = {}
         for mode, target in (("tcp", 0.060), ("http", 0.060), ("log", 0.005)):
-            got = srt_latency(root, mode, args.samples, prog)
+            serial = srt_latency(root, mode, args.samples, prog, parallel=False)
             raw = raw_latency(root, mode, args.samples, prog)
-            medians[mode] = (statistics.median(got), statistics.median(raw))
-            print(f"  {mode:4} srt  {ms(got)}   target median <= {target * 1000:.0f} ms")
-            print(f"  {mode:4} raw  {ms(raw)}")
-        print("  ratios srt/raw (median): " + ", ".join(
-            f"{m} {a / b:.2f}x" for m, (a, b) in medians.items() if b > 0
-        ))
+            medians[mode] = (statistics.median(serial), statistics.median(raw))
+            print(
+                f"  {mode:4} srt, one at a time   {ms(serial)}   target median <= {target * 1000:.0f} ms"
+            )
+            if args.parallel:
+                together = srt_latency(root, mode, args.parallel, prog, parallel=True)
+                print(f"  {mode:4} srt, {args.parallel:3} at once     {ms(together)}")
+            print(f"  {mode:4} raw (same schedule) {ms(raw)}")
+        ratios = ", ".join(f"{m} {a / b:.2f}x" for m, (a, b) in medians.items() if b > 0)
+        print(f"  ratio srt/raw of the medians: {ratios}")
         print("  original (2 s poll): about 1000 ms median")
         print(f"waiting-probe CPU cost (orchestrator user+system over {args.window:g} s)")
         for label, pct in cpu_cost(root, args.window).items():
-            target = {"1 waiting tcp probe": " (target <= 0.3 %)", "100 waiting tcp probes": " (target <= 10 %)"}
+            target = {
+                "1 waiting tcp probe": " (target <= 0.3 %)",
+                "100 waiting tcp probes": " (target <= 10 %)",
+            }
             print(f"  {label:28} {pct:6.2f} % of a core{target.get(label, '')}")
     finally:
         if args.keep:

@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
 from srt_services import site_config
 from srt_services.plugins import discovery, manager
@@ -26,8 +26,7 @@ FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "plugins
 if str(FIXTURES) not in sys.path:
     sys.path.insert(0, str(FIXTURES))
 
-import distgen  # noqa: E402
-from dummies import DUMMIES  # noqa: E402
+from plugin_site import Site, drop_dummy_modules  # noqa: E402
 
 CONTROLS = (
     "SRT_DISABLE_PLUGIN_AUTOLOAD",
@@ -37,46 +36,6 @@ CONTROLS = (
     "SRT_STRICT_PLUGINS",
     "SRT_TRACE_PLUGINS",
 )
-
-
-@dataclass
-class Site:
-    """A directory of installed dummy plugins plus the site config and import log."""
-
-    path: Path
-    config: Path
-    import_log: Path
-
-    def install(self, *keys: str) -> None:
-        for key in keys:
-            distgen.write(self.path, DUMMIES[key])
-        discovery.clear_cache()
-
-    def install_dist(self, dist: distgen.Dist) -> None:
-        distgen.write(self.path, dist)
-        discovery.clear_cache()
-
-    def uninstall(self, name: str) -> None:
-        distgen.remove(self.path, name)
-        discovery.clear_cache()
-
-    def write_config(self, text: str) -> None:
-        self.config.write_text(text, encoding="utf-8")
-        site_config._cached.cache_clear()
-
-    def imported(self) -> list[str]:
-        if not self.import_log.exists():
-            return []
-        return self.import_log.read_text(encoding="utf-8").split()
-
-
-def _drop_dummy_modules() -> None:
-    for name in list(sys.modules):
-        if name.startswith("srt_") and name.split(".")[0] in _DUMMY_PACKAGES:
-            del sys.modules[name]
-
-
-_DUMMY_PACKAGES = {distgen._norm(d.name) for d in DUMMIES.values()}
 
 
 @pytest.fixture
@@ -96,7 +55,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
     discovery.clear_cache()
     manager.reset_default()
     yield Site(path=path, config=config, import_log=log)
-    _drop_dummy_modules()
+    drop_dummy_modules()
     site_config._cached.cache_clear()
     discovery.clear_cache()
     manager.reset_default()
@@ -113,6 +72,22 @@ def plugin_set(site: Site) -> Callable[..., manager.PluginSet]:
         return manager.PluginSet(env=full, site=site_config.load(str(site.config)))
 
     return make
+
+
+@pytest.fixture
+def cli(site: Site) -> Callable[..., Result]:
+    """Run ``srt plugins ARGS`` in-process (fast); the process-wide plugin set is fresh."""
+    from click.testing import CliRunner
+
+    from srt_services.cli.plugin_cmds import plugins
+
+    def invoke(*args: str) -> Result:
+        manager.reset_default()
+        result = CliRunner().invoke(plugins, list(args), catch_exceptions=False)
+        manager.reset_default()
+        return result
+
+    return invoke
 
 
 @pytest.fixture

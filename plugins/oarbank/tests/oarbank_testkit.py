@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
 from srt_oarbank.bundle import Bundle, load_bundle
 from srt_oarbank.client import ProtocolClient
 from srt_oarbank.clock import FakeClock
@@ -36,6 +35,7 @@ from srt_oarbank.documents import (
 from srt_oarbank.environment import ExecContext
 from srt_oarbank.errors import ExecError, OpFailed
 from srt_oarbank.executor import ExecLimits, Executor
+from srt_oarbank.lifecycle import ModuleManager
 
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
@@ -213,14 +213,19 @@ class FakeBundle:
     def state_dir(self, service: str = "svc") -> Path:
         return self.data_dir / "fake-state" / service
 
-    def calls(self, op: str | None = None, service: str = "svc", event: str = "begin") -> list[dict[str, Any]]:
-        path = self.state_dir(service) / "calls.jsonl"
+    def calls(
+        self, op: str | None = None, service: str = "svc", event: str = "begin"
+    ) -> list[dict[str, Any]]:
+        custom = self.config().get("call_log")
+        path = Path(custom) if custom else self.state_dir(service) / "calls.jsonl"
         if not path.exists():
             return []
         out = []
         for line in path.read_text().splitlines():
             entry = json.loads(line)
-            if entry["event"] == event and (op is None or entry["op"] == op):
+            if entry["event"] != event or entry.get("service") != service:
+                continue
+            if op is None or entry["op"] == op:
                 out.append(entry)
         return out
 
@@ -366,7 +371,16 @@ class FakeOps:
         self.running = False
         self.pid = None
 
-    def add_object(self, object_id: str, attempt: str, *, node: str | None = None, service: str | None = None, labels: dict[str, str] | None = None, uid: int | None = None) -> None:
+    def add_object(
+        self,
+        object_id: str,
+        attempt: str,
+        *,
+        node: str | None = None,
+        service: str | None = None,
+        labels: dict[str, str] | None = None,
+        uid: int | None = None,
+    ) -> None:
         if labels is None:
             labels = {
                 LABEL_ATTEMPT: attempt,
@@ -437,17 +451,17 @@ class FakeOps:
 def op_failed(op: str = "start", code: int = 11, msg: str = "try again later") -> OpFailed:
     from srt_oarbank.documents import ErrorDocument
 
-    return OpFailed(op, 1, f"`{op}` failed with error {code}: {msg}", error=ErrorDocument(code=code, msg=msg))
+    return OpFailed(
+        op, 1, f"`{op}` failed with error {code}: {msg}", error=ErrorDocument(code=code, msg=msg)
+    )
 
 
 def exec_error(op: str = "start", reason: str = "boom") -> ExecError:
     return ExecError(op, reason)
 
 
-def manager_for(fake: FakeBundle, **kwargs: Any) -> Any:
+def manager_for(fake: FakeBundle, **kwargs: Any) -> ModuleManager:
     """A ModuleManager over the fake bundle's real executables, with short drain graces."""
-    from srt_oarbank.lifecycle import ModuleManager
-
     kwargs.setdefault("limits", ExecLimits(drain_grace_s=0.5, kill_grace_s=0.5))
     return ModuleManager.for_bundle(fake.bundle(), fake.context(), **kwargs)
 
@@ -456,7 +470,9 @@ def run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-async def drive(clock: FakeClock, aw: Awaitable[Any], *, step: float = 0.05, timeout: float = 10.0) -> Any:
+async def drive(
+    clock: FakeClock, aw: Awaitable[Any], *, step: float = 0.05, timeout: float = 10.0
+) -> Any:
     """Await ``aw`` while nudging fake time forward, so fake-clock polls (ready) can proceed."""
     task = asyncio.ensure_future(aw)
     deadline = time.monotonic() + timeout

@@ -21,7 +21,6 @@ from oarbank_testkit import (
     service_entry,
     wait_until,
 )
-
 from srt_oarbank.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE
 
 pytestmark = pytest.mark.timeout(90)
@@ -77,7 +76,12 @@ class Agent:
 
     def run(self, *more: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            self.argv(*more), env=self.env(), capture_output=True, text=True, timeout=timeout
+            self.argv(*more),
+            env=self.env(),
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=timeout,
         )
         return done
 
@@ -159,7 +163,8 @@ def test_F23_pid_reuse_is_refused_and_never_signalled(
     agent.kill9()
     doc = agent.state_doc()
     record = doc["services"]["svc"]
-    assert record["pid"] == service_pid and record["pid_create_time"]
+    assert record["pid"] == service_pid
+    assert record["pid_create_time"]
     record["pid_create_time"] -= 1000.0  # the recorded process "was created" long ago
     agent.write_state(doc)
     agent.start()
@@ -199,7 +204,8 @@ def test_F24_corrupt_state_rediscovers_without_duplicates(
         lists_before = len(fake.calls("list_owned"))
         agent.start()
         status = agent.wait_ready()
-        assert status["pid"] == service_pid and status["adopted"] is True, corruption
+        assert status["pid"] == service_pid, corruption
+        assert status["adopted"] is True, corruption
         assert len(fake.calls("start")) == 1, f"{corruption}: a duplicate was started"
         assert len(fake.calls("list_owned")) > lists_before, f"{corruption}: no rediscovery"
         assert aside.read_text() == corrupted, f"{corruption}: not moved aside"
@@ -237,10 +243,10 @@ def test_F25_reboot_drops_pids_and_reaps_owned_objects(
     assert not alive(service_pid)
 
 
-def test_sigterm_stops_the_service_and_reaps(bundle_factory: BundleFactory, procs: ProcessTracker) -> None:
-    fake = always_bundle(
-        bundle_factory, start_creates=[{"id": "ctr-1", "attempt_id": "job-1"}]
-    )
+def test_sigterm_stops_the_service_and_reaps(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    fake = always_bundle(bundle_factory, start_creates=[{"id": "ctr-1", "attempt_id": "job-1"}])
     agent = Agent(fake, procs)
     agent.start()
     service_pid = agent.wait_ready()["pid"]
@@ -252,26 +258,34 @@ def test_sigterm_stops_the_service_and_reaps(bundle_factory: BundleFactory, proc
     assert fake.signals() == [f"{service_pid} SIGTERM"]
 
 
-def test_once_mode_and_lock_and_exit_codes(bundle_factory: BundleFactory, procs: ProcessTracker) -> None:
+def test_once_mode_and_lock_and_exit_codes(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
     fake = always_bundle(bundle_factory)
     agent = Agent(fake, procs)
     done = agent.run("--once")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["ready"] is True and report["adopted"] is False
+    assert report["ready"] is True
+    assert report["adopted"] is False
     pid = fake.service_pid()
-    assert pid is not None and pid == report["pid"]
+    assert pid is not None
+    assert pid == report["pid"]
     again = json.loads(agent.run("--once").stdout)
-    assert again["pid"] == pid and again["adopted"] is True
+    assert again["pid"] == pid
+    assert again["adopted"] is True
     agent.start()
     agent.wait_ready()
     locked = agent.run()
-    assert locked.returncode == 4 and "in use by another agent" in locked.stderr
+    assert locked.returncode == 4
+    assert "in use by another agent" in locked.stderr
     assert agent.terminate() == 0
     assert not alive(pid)
 
 
-def test_unhealthy_service_makes_the_agent_exit_3(bundle_factory: BundleFactory, procs: ProcessTracker) -> None:
+def test_unhealthy_service_makes_the_agent_exit_3(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
     fake = always_bundle(bundle_factory, ops={"start": {"exit_code": 1}})
     agent = Agent(fake, procs)
     agent.start()
@@ -281,15 +295,21 @@ def test_unhealthy_service_makes_the_agent_exit_3(bundle_factory: BundleFactory,
     assert "3 failures within" in agent.log()
 
 
-def test_usage_error_for_unknown_service(bundle_factory: BundleFactory, procs: ProcessTracker) -> None:
+def test_usage_error_for_unknown_service(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
     fake = always_bundle(bundle_factory)
     agent = Agent(fake, procs)
     argv = agent.argv()
     argv[argv.index("svc")] = "nope"
-    done = subprocess.run(argv, env=agent.env(), capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        argv, env=agent.env(), capture_output=True, check=False, text=True, timeout=30
+    )
     assert done.returncode == 2
     assert "has no service 'nope'" in done.stderr
     argv[argv.index(str(fake.root))] = str(fake.root / "missing")
-    done = subprocess.run(argv, env=agent.env(), capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        argv, env=agent.env(), capture_output=True, check=False, text=True, timeout=30
+    )
     assert done.returncode == 2
     assert "does not exist" in done.stderr

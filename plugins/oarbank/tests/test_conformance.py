@@ -8,10 +8,10 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from oarbank_testkit import SRC_DIR, FakeBundle, service_entry
-
+from oarbank_testkit import SRC_DIR, FakeBundle, ProcessTracker, service_entry
 from srt_oarbank.conformance import (
     CHECKS,
     ConformanceRunner,
@@ -20,20 +20,33 @@ from srt_oarbank.conformance import (
     format_tap,
     passed,
 )
+from srt_oarbank.conformance import (
+    main as conformance_main,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 BundleFactory = Callable[..., FakeBundle]
 
-GOOD = {"start_creates": [{"id": "vm-1", "kind": "vm", "busy": True}, {"id": "vol-1"}]}
-BROKEN = {
+GOOD: dict[str, Any] = {
+    "start_creates": [{"id": "vm-1", "kind": "vm", "busy": True}, {"id": "vol-1"}]
+}
+BROKEN: dict[str, Any] = {
     **GOOD,
-    "broken": ["stop_not_idempotent", "missing_labels", "fingerprint_writes", "unknown_op_succeeds"],
+    "broken": [
+        "stop_not_idempotent",
+        "missing_labels",
+        "fingerprint_writes",
+        "unknown_op_succeeds",
+    ],
 }
 
 
-def good_bundle(factory: BundleFactory, config: dict[str, object]) -> FakeBundle:
+def good_bundle(
+    factory: BundleFactory, config: dict[str, Any], procs: ProcessTracker
+) -> FakeBundle:
     fake = factory(services=[service_entry()], config=config)
+    procs.watch(fake.root.parent)
     # The call log lives outside the data dir, or every call would "change state".
     fake.update_config(call_log=str(fake.root.parent / "calls.jsonl"))
     return fake
@@ -43,7 +56,11 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(SRC_DIR)}
     return subprocess.run(
         [sys.executable, "-m", "srt_oarbank.conformance", *args],
-        env=env, capture_output=True, text=True, timeout=100,
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=100,
     )
 
 
@@ -53,11 +70,20 @@ def test_check_ids_are_unique_and_numbered() -> None:
 
 
 def test_good_module_passes_every_check_with_tap_and_junit(
-    bundle_factory: BundleFactory, tmp_path: Path
+    bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path
 ) -> None:
-    fake = good_bundle(bundle_factory, GOOD)
+    fake = good_bundle(bundle_factory, GOOD, procs)
     junit = tmp_path / "report.xml"
-    done = cli("--bundle", str(fake.root), "--tap", "--junit", str(junit), str(fake.root / "bin/fake"))
+    done = cli(
+        "--bundle",
+        str(fake.root),
+        "--data",
+        str(fake.data_dir),
+        "--tap",
+        "--junit",
+        str(junit),
+        str(fake.root / "bin/fake"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[:2] == ["TAP version 13", f"1..{len(CHECKS)}"]
@@ -66,40 +92,61 @@ def test_good_module_passes_every_check_with_tap_and_junit(
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (
-        str(len(CHECKS)), "0", "0",
+        str(len(CHECKS)),
+        "0",
+        "0",
     )
-    assert fake.service_pids() and fake.service_pid() is None, "the runner left the service up"
-    assert fake.objects() == [], "the runner left created objects behind"
+    svc = "conformance"  # the runner's default OARBANK_SERVICE
+    assert fake.service_pids(svc), "the runner never started the service"
+    assert fake.service_pid(svc) is None, "the runner left it up"
+    assert fake.objects(svc) == [], "the runner left created objects behind"
 
 
-def test_broken_module_fails_exactly_the_violated_checks(bundle_factory: BundleFactory) -> None:
-    fake = good_bundle(bundle_factory, BROKEN)
-    options = RunnerOptions(bundle_root=fake.root, ready_timeout_s=10)
+def test_broken_module_fails_exactly_the_violated_checks(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    fake = good_bundle(bundle_factory, BROKEN, procs)
+    options = RunnerOptions(bundle_root=fake.root, data_dir=fake.data_dir, ready_timeout_s=10)
     results = ConformanceRunner([str(fake.root / "bin/fake")], options).run()
     failed = {r.check.id for r in results if r.outcome == "fail"}
     assert failed == {"SP-004", "SP-007", "SP-014", "SP-022", "SP-023"}
     assert not passed(results)
     tap = format_tap(results)
-    assert "not ok 7 - SP-007" in tap and "not ok 23 - SP-023" in tap
+    assert "not ok 7 - SP-007" in tap
+    assert "not ok 23 - SP-023" in tap
     root = ET.fromstring(format_junit(results).split("\n", 1)[1])
-    failures = [case.get("name", "")[:6] for case in root.iter("testcase") if case.find("failure") is not None]
-    assert sorted(failures) == sorted(failed)
-    assert fake.service_pid() is None
-
-
-def test_cli_exit_code_is_1_on_failures_and_probe_mode(bundle_factory: BundleFactory) -> None:
-    fake = good_bundle(bundle_factory, BROKEN)
-    done = cli("--bundle", str(fake.root), str(fake.root / "bin/fake"))
-    assert done.returncode == 1
-    assert "FAIL SP-023" in done.stdout
-    probe = cli("--probe", "--bundle", str(fake.root), str(fake.root / "bin/fake"))
-    # As a probe only fingerprint matters; the broken fingerprint still writes files.
-    assert probe.returncode == 1
-    assert [line.split()[1] for line in probe.stdout.splitlines()[:-1]] == [
-        "SP-001", "SP-002", "SP-003", "SP-004", "SP-025",
+    failures = [
+        case.get("name", "")[:6]
+        for case in root.iter("testcase")
+        if case.find("failure") is not None
     ]
+    assert sorted(failures) == sorted(failed)
+    assert fake.service_pid("conformance") is None
+
+
+def test_cli_exit_codes_and_probe_mode(
+    bundle_factory: BundleFactory, procs: ProcessTracker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = good_bundle(bundle_factory, {"broken": ["fingerprint_writes"]}, procs)
+    common = ["--bundle", str(fake.root), "--data", str(fake.data_dir)]
+    # As a probe only fingerprint matters, and this one writes files when it should not.
+    assert conformance_main(["--probe", *common, str(fake.root / "bin/fake")]) == 1
+    out = capsys.readouterr().out
+    assert [line.split()[1] for line in out.splitlines()[:-1]] == [
+        "SP-001",
+        "SP-002",
+        "SP-003",
+        "SP-004",
+        "SP-025",
+    ]
+    assert "FAIL SP-004" in out
     fake.update_config(broken=[])
-    assert cli("--probe", "--bundle", str(fake.root), str(fake.root / "bin/fake")).returncode == 0
+    assert conformance_main(["--probe", *common, str(fake.root / "bin/fake")]) == 0
+    with pytest.raises(SystemExit) as usage:
+        conformance_main(["--timeout", "bogus=1", "x"])
+    assert usage.value.code == 2
+    assert fake.calls("start", "conformance") == [], "probe mode must not start anything"
+    assert fake.calls("fingerprint", "conformance"), "the probe was not run at all"
 
 
 def test_missing_executable_fails_cleanly(tmp_path: Path) -> None:

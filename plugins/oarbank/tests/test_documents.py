@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from srt_oarbank.documents import (
     ErrorCode,
     ErrorDocument,
@@ -65,7 +64,11 @@ def test_unknown_fields_are_ignored_but_reported_with_paths() -> None:
         (Status, {"running": True}, "ready"),
         (OpResult, {"escalated": "no"}, "escalated"),
         (OwnedList, {"objects": [{"id": "", "kind": "vm"}]}, "objects[0].id"),
-        (OwnedList, {"objects": [{"id": "x", "kind": "vm", "labels": {"a": 1}}]}, "objects[0].labels.a"),
+        (
+            OwnedList,
+            {"objects": [{"id": "x", "kind": "vm", "labels": {"a": 1}}]},
+            "objects[0].labels.a",
+        ),
     ],
 )
 def test_wrong_types_name_the_field(model: type, doc: dict[str, object], field: str) -> None:

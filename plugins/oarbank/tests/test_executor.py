@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from oarbank_testkit import FakeBundle, alive, service_entry, wait_until
-
 from srt_oarbank.documents import Fingerprint, Status
 from srt_oarbank.environment import ExecContext, check_extra_env
 from srt_oarbank.errors import OpFailed
@@ -52,7 +51,9 @@ def test_environment_is_exactly_the_spec_list(
         monkeypatch.setenv(name, "leak" if name != "LD_PRELOAD" else "")
     fake = bundle_factory(services=[service_entry()])
     fake.settings = {"greeting": "grüße", "nested": {"n": 1}}
-    executor = fake.executor(context=fake.context(tools={"docker": "/usr/bin/docker"}, limits={"cpus": 2}))
+    executor = fake.executor(
+        context=fake.context(tools={"docker": "/usr/bin/docker"}, limits={"cpus": 2})
+    )
     executor.call_sync("fingerprint", Fingerprint)
     call = fake.calls("fingerprint")[-1]
     assert set(call["env_keys"]) == SPEC_ENV
@@ -75,8 +76,14 @@ def test_environment_is_exactly_the_spec_list(
 
 def test_extra_env_is_validated(tmp_path: Path) -> None:
     check_extra_env({"MY_VAR": "1"})
-    for bad in ({"LD_PRELOAD": "x"}, {"PYTHONPATH": "x"}, {"A=B": "x"}, {"PATH": "x"},
-                {"OARBANK_NODE_ID": "x"}, {"OK": "a\x00b"}):
+    for bad in (
+        {"LD_PRELOAD": "x"},
+        {"PYTHONPATH": "x"},
+        {"A=B": "x"},
+        {"PATH": "x"},
+        {"OARBANK_NODE_ID": "x"},
+        {"OK": "a\x00b"},
+    ):
         with pytest.raises(ValueError):
             check_extra_env(bad)
     check_extra_env({"LD_LIBRARY_PATH": "/opt"}, allow_loader_vars=True)
@@ -86,19 +93,30 @@ def test_extra_env_is_validated(tmp_path: Path) -> None:
 
 def test_V06_secrets_are_redacted_in_errors(bundle_factory: Callable[..., FakeBundle]) -> None:
     fake = bundle_factory(services=[service_entry()])
-    fake.settings = {"registry": {"api_token": "tok-SECRET-123"}, "password": "hunter22", "user": "bob"}
+    fake.settings = {
+        "registry": {"api_token": "tok-SECRET-123"},
+        "password": "hunter22",
+        "user": "bob",
+    }
     fake.set_op(
         "start",
         exit_code=1,
         stderr="login failed for bob with hunter22\n",
-        error_doc={"code": 5, "msg": "auth with tok-SECRET-123 failed", "details": {"pw": "hunter22"}},
+        error_doc={
+            "code": 5,
+            "msg": "auth with tok-SECRET-123 failed",
+            "details": {"pw": "hunter22"},
+        },
     )
     with pytest.raises(OpFailed) as info:
         fake.executor().call_sync("start", Status)
     text = str(info.value)
-    assert "tok-SECRET-123" not in text and "hunter22" not in text
-    assert "***" in text and "bob" in text
-    assert info.value.error is not None and "hunter22" not in json.dumps(info.value.error.details)
+    assert "tok-SECRET-123" not in text
+    assert "hunter22" not in text
+    assert "***" in text
+    assert "bob" in text
+    assert info.value.error is not None
+    assert "hunter22" not in json.dumps(info.value.error.details)
 
 
 def test_redactor_rules() -> None:
@@ -150,5 +168,7 @@ def test_cancelling_a_call_kills_the_op(bundle_factory: Callable[..., FakeBundle
 
 def test_bare_command_names_are_looked_up_on_path(tmp_path: Path) -> None:
     context = ExecContext(bundle_root=tmp_path, module="m", node_id="n", data_dir=tmp_path / "d")
-    executor = Executor(["sh", "-c", 'echo \'{"running": false, "ready": false}\'', "x"], context, service="s")
+    executor = Executor(
+        ["sh", "-c", 'echo \'{"running": false, "ready": false}\'', "x"], context, service="s"
+    )
     assert executor.call_sync("status", Status).document.ready is False

@@ -23,7 +23,6 @@ from oarbank_testkit import (
     service_entry,
     wait_until,
 )
-
 from srt_oarbank.clock import FakeClock
 from srt_oarbank.documents import Fingerprint, OpResult, OwnedList, Status
 from srt_oarbank.environment import ExecContext
@@ -121,7 +120,8 @@ def test_P02_exit_while_stdout_still_held_returns_after_drain_grace(
     began = time.monotonic()
     with caplog.at_level(logging.WARNING):
         result = executor.run_raw_sync("status")
-    assert result.exit_code == 0 and result.pipe_held
+    assert result.exit_code == 0
+    assert result.pipe_held
     assert time.monotonic() - began < 2.0
     assert executor.interpret(result, Status).document.running is False
     assert "kept stdout/stderr open" in caplog.text
@@ -160,18 +160,26 @@ def test_P03_garbage_output_is_a_malformed_response(
 # --------------------------------------------------------------------------- P04
 
 
-def test_P04_error_document_retryable_is_retried_with_backoff(bundle_factory: BundleFactory) -> None:
+def test_P04_error_document_retryable_is_retried_with_backoff(
+    bundle_factory: BundleFactory,
+) -> None:
     fake = bundle_factory(
-        services=[service_entry(restart={"backoff_initial_s": 10, "backoff_max_s": 20, "max_failures": 5})]
+        services=[
+            service_entry(restart={"backoff_initial_s": 10, "backoff_max_s": 20, "max_failures": 5})
+        ]
     )
-    fake.set_op("start", exit_code=1, error_doc={"code": 11, "msg": "try again later", "details": "busy"})
+    fake.set_op(
+        "start", exit_code=1, error_doc={"code": 11, "msg": "try again later", "details": "busy"}
+    )
 
     async def main() -> None:
         clock = FakeClock()
         manager = manager_for(fake, clock=clock)
         await manager.start()
         sup = manager.services["svc"]
-        admit = asyncio.ensure_future(manager.admit(AdmissionRequest("a1", needs=frozenset({"svc"}))))
+        admit = asyncio.ensure_future(
+            manager.admit(AdmissionRequest("a1", needs=frozenset({"svc"})))
+        )
         try:
             assert await async_wait_until(lambda: sup.state == ServiceState.BACKOFF)
             assert "error 11: try again later (busy)" in sup.reason
@@ -219,13 +227,17 @@ def test_P04_non_retryable_error_is_not_retried(bundle_factory: BundleFactory) -
 
 def test_P04_error_fields_are_surfaced(bundle_factory: BundleFactory) -> None:
     fake = bundle_factory(services=[service_entry()])
-    fake.set_op("start", exit_code=2, error_doc={"code": 11, "msg": "later", "details": {"wait_s": 3}})
+    fake.set_op(
+        "start", exit_code=2, error_doc={"code": 11, "msg": "later", "details": {"wait_s": 3}}
+    )
     with pytest.raises(OpFailed) as info:
         fake.executor().call_sync("start", OpResult)
     error = info.value.error
     assert error is not None
     assert (error.code, error.msg, error.details) == (11, "later", {"wait_s": 3})
-    assert info.value.exit_code == 2 and info.value.retryable and info.value.code == 11
+    assert info.value.exit_code == 2
+    assert info.value.retryable
+    assert info.value.code == 11
 
 
 # --------------------------------------------------------------------------- P05
@@ -237,7 +249,8 @@ def test_P05_nonzero_exit_without_output_uses_cni_wording(bundle_factory: Bundle
     with pytest.raises(OpFailed) as info:
         fake.executor().call_sync("start", OpResult)
     assert str(info.value) == "`start` failed with no error message: exit status 3"
-    assert info.value.error is None and info.value.exit_code == 3
+    assert info.value.error is None
+    assert info.value.exit_code == 3
     fake.set_op("start", exit_code=3, stdout="empty", stderr="disk full\n")
     with pytest.raises(OpFailed) as info:
         fake.executor().call_sync("start", OpResult)
@@ -303,7 +316,9 @@ def test_P07_unrunnable_executables_have_distinct_errors(tmp_path: Path) -> None
         assert type(info.value) is error, path
         assert not info.value.retryable
     with pytest.raises(BadInterpreter, match="exec format error"):
-        Executor(["./noshebang"], _context(tmp_path), service="s").call_sync("fingerprint", Fingerprint)
+        Executor(["./noshebang"], _context(tmp_path), service="s").call_sync(
+            "fingerprint", Fingerprint
+        )
 
 
 def test_P07_text_file_busy_is_retried(tmp_path: Path) -> None:
@@ -351,9 +366,15 @@ def test_P07_manager_reports_undetected_and_withdraws(bundle_factory: BundleFact
 # --------------------------------------------------------------------------- P08
 
 
-def test_P08_lying_start_fails_fast_instead_of_waiting_forever(bundle_factory: BundleFactory) -> None:
+def test_P08_lying_start_fails_fast_instead_of_waiting_forever(
+    bundle_factory: BundleFactory,
+) -> None:
     fake = bundle_factory(
-        services=[service_entry(restart={"backoff_initial_s": 0.1, "backoff_max_s": 0.1, "max_failures": 1})],
+        services=[
+            service_entry(
+                restart={"backoff_initial_s": 0.1, "backoff_max_s": 0.1, "max_failures": 1}
+            )
+        ],
         config={"lie": True},
     )
 
@@ -388,7 +409,7 @@ def test_P08_never_ready_hits_the_readiness_timeout(bundle_factory: BundleFactor
         manager = manager_for(fake)
         await manager.start()
         try:
-            with pytest.raises(ServiceStartFailed, match="readiness timeout after 0.6 s"):
+            with pytest.raises(ServiceStartFailed, match=r"readiness timeout after 0\.6 s"):
                 await manager.admit(AdmissionRequest("a1", needs=frozenset({"svc"})))
         finally:
             await manager.shutdown()
@@ -409,10 +430,12 @@ def test_P09_every_op_is_idempotent(bundle_factory: BundleFactory) -> None:
 
     async def main() -> None:
         first = await client.start()
-        assert first.changed is True and first.created == ["vm-1", "vol-1"]
+        assert first.changed is True
+        assert first.created == ["vm-1", "vol-1"]
         for _ in range(3):
             again = await client.start()
-            assert again.changed is False and again.pid == first.pid
+            assert again.changed is False
+            assert again.pid == first.pid
         assert len(fake.service_pids()) == 1
         for _ in range(3):
             assert (await client.destroy("no-such-object")).changed is False
@@ -515,7 +538,8 @@ def test_P12_wrong_types_name_the_field(bundle_factory: BundleFactory) -> None:
     with pytest.raises(InvalidDocument) as info:
         fake.executor().call_sync("fingerprint", Fingerprint)
     assert set(info.value.fields) == {"running", "pools.slots"}
-    assert "running" in str(info.value) and "pools.slots" in str(info.value)
+    assert "running" in str(info.value)
+    assert "pools.slots" in str(info.value)
     assert not info.value.retryable
 
 

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from oarbank_testkit import NODE, FakeOps, service_entry
-
 from srt_oarbank.backoff import RestartTracker
 from srt_oarbank.clock import FakeClock
 from srt_oarbank.lifecycle import AdmissionRequest, ModuleManager
@@ -42,8 +41,11 @@ class OnDemandRefcount(RuleBasedStateMachine):
                         exec=["x"],
                         idle_timeout_s=IDLE,
                         status_period_s=1,
-                        restart={"backoff_initial_s": 0.1, "backoff_max_s": 0.5,
-                                 "max_failures": 1000},
+                        restart={
+                            "backoff_initial_s": 0.1,
+                            "backoff_max_s": 0.5,
+                            "max_failures": 1000,
+                        },
                     )
                 ],
             }
@@ -92,7 +94,12 @@ class OnDemandRefcount(RuleBasedStateMachine):
     def advance(self, dt: float) -> None:
         self.loop.run_until_complete(self.clock.advance(dt))
         now = self.clock.monotonic()
-        if self.running and not self.users and self.idle_since is not None and now - self.idle_since >= IDLE:
+        if (
+            self.running
+            and not self.users
+            and self.idle_since is not None
+            and now - self.idle_since >= IDLE
+        ):
             self.running = False
 
     @precondition(lambda self: self.running)
@@ -138,7 +145,11 @@ TestOnDemandRefcount = OnDemandRefcount.TestCase
 
 
 POLICY = RestartSpec(
-    backoff_initial_s=1, backoff_max_s=8, jitter=0.25, max_failures=4, window_s=30,
+    backoff_initial_s=1,
+    backoff_max_s=8,
+    jitter=0.25,
+    max_failures=4,
+    window_s=30,
     reset_after_s=20,
 )
 

@@ -223,7 +223,12 @@ def check(lock_path: str | None, as_json: bool) -> None:
     differences: list[Difference] = []
     notes: list[str] = []
     if lock_path is not None:
-        differences.extend(compare(read_lock(lock_path), _installed_lock()))
+        from srt_services.plugins.lockfile import Difference, LockError
+
+        try:
+            differences.extend(compare(read_lock(lock_path), _installed_lock()))
+        except LockError as exc:
+            differences.append(Difference("site", "lock", detail=str(exc)))
     else:
         notes.append("no lock file (--lock, or plugins.lock in the site config): site rules only")
     site_diffs, site_path = _site_differences(lock_path)
@@ -260,10 +265,13 @@ _SLOT_RE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 def template_dir(explicit: str | None = None) -> Path:
     """Where the plugin skeleton lives: ``--template``, the copy shipped in the core wheel,
     or the source checkout's ``plugins/_template/skeleton``."""
-    candidates: list[Path] = []
     if explicit:
         base = Path(explicit)
-        candidates += [base / "skeleton", base]
+        for candidate in (base / "skeleton", base):
+            if (candidate / "pyproject.toml").is_file():
+                return candidate
+        raise click.UsageError(f"--template {explicit}: no pyproject.toml in it or in skeleton/")
+    candidates: list[Path] = []
     import srt_services
 
     package = Path(srt_services.__file__).resolve().parent

@@ -30,9 +30,9 @@ from srt_services.plan.model import (
     ScrapeTarget,
 )
 from srt_services.plan.ports import PortLedger
-from srt_services.recipe.models import ProbeBlock, ProcessSpec, RestartSpec
+from srt_services.recipe.models import MAX_NODES, ProbeBlock, ProcessSpec, RestartSpec
 from srt_services.recipe.placeholders import render
-from srt_services.recipe.problems import Problem, RecipeError, locate
+from srt_services.recipe.problems import Path, Problem, RecipeError, locate
 
 if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet
@@ -75,6 +75,12 @@ def resolve(
     )
     pools = [(s.name, s.spec.nodes) for s in loaded.services if s.spec.nodes is not None]
     needs = layout_mod.needs_of(recipe, dedicated, pools)  # type: ignore[arg-type]
+    if needs.total > MAX_NODES:
+        doc = loaded.document
+        problem = Problem(
+            (), f"the recipe needs {needs.total} nodes ({needs.describe()}); srt plans at most {MAX_NODES}"
+        )
+        raise RecipeError(doc.source, locate([problem], doc.source, doc.data, doc.mark_of))
     if isinstance(request, AllocationRequest):
         allocation = request.build(needs.total)
     elif isinstance(request, Allocation):
@@ -402,17 +408,19 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
             kind.default_readiness_timeout, kind.default_readiness_interval,
         )
         liveness = _probe(ctx, spec.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True)
-        ports = list(kind_ports)
+        at = s.eff.label_path
+        # port -> where the recipe says it (the first claim of a port wins the path)
+        claims: dict[int, Path] = {p: at for p in kind_ports}
         rport = _probe_port(readiness)
         if rport is not None:
-            ports.append(rport)
-        for m in metrics:
+            claims.setdefault(rport, (*at, "readiness"))
+        for i, m in enumerate(metrics):
             if m.nodes == "all" or index == 0:
-                ports.append(m.port)
-        ports = list(dict.fromkeys(ports))
-        at = s.eff.label_path
-        for port in ports:
-            ctx.ledger.claim(seed.node.name, port, f"services[{s.name}]", seed.step, (*at, "readiness") if port == rport else at)
+                claims.setdefault(m.port, (*at, "metrics", i) if spec.metrics else at)
+        ports = list(claims)
+        owner = f"services[{s.name}]"
+        for port, where in claims.items():
+            ctx.ledger.claim(seed.node.name, port, owner, seed.step, where)
         files = {k: render(v, values) for k, v in kind.files(spec, options, ictx).items()}
         base.instances.append(
             PlannedInstance(

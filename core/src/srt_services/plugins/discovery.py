@@ -143,6 +143,21 @@ class PluginRecord:
             self.version = version
         self.core_requirement = find_core_requirement(meta.get_all("Requires-Dist") or ())
 
+    def fresh(self) -> PluginRecord:
+        """A copy with the decisions of a plugin set cleared (the scan is shared and cached;
+        each set decides on its own copies). Cheaper than ``dataclasses.replace``."""
+        return PluginRecord(
+            self.dist,
+            self.version,
+            self.entry_name,
+            self.module,
+            self.location,
+            {k: list(v) for k, v in self.provides.items()},
+            self.core_requirement,
+            distribution=self.distribution,
+            metadata_read=self.metadata_read,
+        )
+
     def record_sha256(self) -> str | None:
         """SHA-256 of the installed RECORD (``None`` without one)."""
         return record_hash_of(self.distribution) if self.distribution is not None else None
@@ -199,53 +214,77 @@ def _dist_location(dist: metadata.Distribution) -> str:
     return str(getattr(path, "parent", path))
 
 
-def _dist_key(dist: metadata.Distribution) -> str:
-    found = _stem_name_version(dist)
-    if found is not None:
-        return found[0]
-    return normalize(dist.metadata["Name"] or "?")
+def _entry_point_sections(text: str) -> dict[str, list[tuple[str, str]]]:
+    """The ``srt.*`` sections of an ``entry_points.txt`` (an INI file: ``[group]`` headers,
+    ``name = value`` lines)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line[0] == "[" and line[-1] == "]":
+            group = line[1:-1].strip()
+            current = out.setdefault(group, []) if group in (PLUGIN_GROUP, PROVIDES_GROUP) else None
+            continue
+        if current is not None:
+            name, sep, value = line.partition("=")
+            if sep:
+                current.append((name.strip(), value.strip()))
+    return out
+
+
+def _unique_distributions() -> list[metadata.Distribution]:
+    """Installed distributions, the first of each name on ``sys.path`` only (what
+    ``importlib.metadata.entry_points()`` considers, and what Python would import)."""
+    seen: set[str] = set()
+    out = []
+    for dist in metadata.distributions():
+        key = getattr(dist, "_normalized_name", None) or normalize(dist.metadata["Name"] or "")
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(dist)
+    return out
 
 
 @lru_cache(maxsize=1)
 def scan() -> tuple[PluginRecord, ...]:
     """One metadata scan of ``srt.plugins`` and ``srt.provides`` (cached per process).
 
-    Reads only what ``importlib.metadata.entry_points()`` reads; see the module docstring for
-    why name and version come from the directory name here.
+    Reads exactly the files ``importlib.metadata.entry_points()`` reads (each
+    distribution's ``entry_points.txt``) but parses only the files that mention an ``srt.``
+    group, instead of building entry-point objects for every console script of the venv;
+    see the module docstring for why name and version come from the directory name here.
     """
-    eps = metadata.entry_points()
     records: dict[tuple[str, str], PluginRecord] = {}
-    provides: dict[str, dict[str, list[str]]] = {}
-    for ep in eps.select(group=PROVIDES_GROUP):
-        dist = ep.dist
-        if dist is None:
+    for dist in _unique_distributions():
+        text = dist.read_text("entry_points.txt")
+        if not text or "srt." not in text:
             continue
-        cap, _, name = ep.name.partition(".")
-        if cap in CAPABILITIES and name:
-            declared = provides.setdefault(_dist_key(dist), {}).setdefault(cap, [])
-            if name not in declared:
-                declared.append(name)
-    for ep in eps.select(group=PLUGIN_GROUP):
-        dist = ep.dist
-        record = PluginRecord(
-            dist=ep.name,
-            version="?",
-            entry_name=ep.name,
-            module=ep.value,
-            location="?",
-            distribution=dist,
-        )
-        if dist is not None:
-            found = _stem_name_version(dist)
+        sections = _entry_point_sections(text)
+        plugin_eps = sections.get(PLUGIN_GROUP)
+        if not plugin_eps:
+            continue
+        declared: dict[str, list[str]] = {}
+        for ep_name, _value in sections.get(PROVIDES_GROUP, ()):
+            cap, _, name = ep_name.partition(".")
+            if cap in CAPABILITIES and name and name not in declared.get(cap, ()):
+                declared.setdefault(cap, []).append(name)
+        found = _stem_name_version(dist)
+        for ep_name, value in plugin_eps:
+            record = PluginRecord(
+                dist=found[0] if found else ep_name,
+                version=found[1] if found else "?",
+                entry_name=ep_name,
+                module=value,
+                location=_dist_location(dist),
+                provides=declared,
+                distribution=dist,
+            )
             if found is None:
                 record.read_metadata()
-            else:
-                record.dist, record.version = found
-            record.location = _dist_location(dist)
-        else:
-            record.metadata_read = True
-        record.provides = provides.get(record.key, {})
-        records.setdefault((record.key, ep.value), record)
+            records.setdefault((record.key, value), record)
     return tuple(records.values())
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from difflib import get_close_matches
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -224,9 +224,7 @@ class PluginSet:
         self.controls = Controls.from_environment(self._env, self._site)
         self._records = []
         for found in scan():
-            record = replace(
-                found, provides=dict(found.provides), hooks=[], problems=[], registered={}
-            )
+            record = found.fresh()
             self.controls.decide(record)
             self._records.append(record)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from difflib import get_close_matches
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -103,7 +104,11 @@ class _Checker:
             f"dynamo.{k}" for k in ("request_plane", "event_plane") if getattr(r.dynamo, k) == "nats"
         ]
         if nats_planes and not self.plugins.has("kind", "nats"):
-            self.add(("dynamo",), f"{' and '.join(nats_planes)} need the nats service kind (install srt-nats)")
+            verb = "needs" if len(nats_planes) == 1 else "need"
+            self.add(
+                ("dynamo",),
+                f"{' and '.join(nats_planes)} {verb} the nats service kind (install srt-nats)",
+            )
         b = r.benchmark
         if b.type == "command" and b.command is None:
             self.add(("benchmark", "command"), "is required for benchmark.type command")
@@ -198,6 +203,21 @@ class _Checker:
         if block is None:
             return
         written = dict(block.__pydantic_extra__ or {})
+        unknown = [n for n in written if not self.plugins.has("probe", n)]
+        if unknown:
+            probes = sorted(self.plugins.probes())
+            settings = [f for f in type(block).model_fields if f != "port"]
+            for name in unknown:
+                close = get_close_matches(name, ["port", *probes, *settings], n=1)
+                if close and close[0] in settings:
+                    self.add((*path, name), f"unknown key; did you mean {close[0]!r}?")
+                    continue
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                self.add(
+                    (*path, name),
+                    f"unknown probe {name!r}{hint} (known: port, {', '.join(probes)})",
+                )
+            return
         if block.port is not None and "tcp" in written:
             self.add(path, "give either port (shorthand) or tcp, not both")
             return
@@ -208,10 +228,6 @@ class _Checker:
             return
         (name, raw), = entries.items()
         key_path = (*path, "port") if block.port is not None else (*path, name)
-        if not self.plugins.has("probe", name):
-            known = ", ".join(sorted(self.plugins.probes()))
-            self.add((*path, name), f"unknown probe {name!r} (known: port, {known})")
-            return
         probe = self.plugins.probe(name)
         if not isinstance(raw, dict):
             self.add(key_path, f"must be a mapping of {name} settings, got {type(raw).__name__}")

@@ -85,6 +85,11 @@ Env = dict[EnvName, EnvValue]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1)]
+#: Upper bounds that keep a typo (``nodes: 1000000000``) from planning for minutes or
+#: exhausting memory; far above any real job (``srt dry-run --nodes`` has the same cap).
+MAX_NODES = 100_000
+MAX_GPUS_PER_NODE = 1024
+NodeCount = Annotated[int, Field(ge=1, le=MAX_NODES)]
 
 Phase = Literal["infra", "before_workers", "after_frontend"]
 PHASES: tuple[str, ...] = ("infra", "before_workers", "after_frontend")
@@ -316,7 +321,7 @@ class ServiceSpec(StrictModel):
         default_factory=dict, description="Kind-specific settings, checked by the kind."
     )
     placement: PlacementSpec | None = Field(None, description="Where instances run.")
-    nodes: Count | None = Field(
+    nodes: NodeCount | None = Field(
         None, description="Own this many whole nodes (a pool added to the allocation)."
     )
     start: Phase | None = Field(
@@ -356,11 +361,18 @@ class ServiceSpec(StrictModel):
 
     _options: Any = PrivateAttr(None)
 
-    @field_validator("command", "build_command")
+    @field_validator("command")
     @classmethod
     def _not_empty_list(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and not value:
             raise ValueError("if set, must not be empty (omit it to use the default)")
+        return value
+
+    @field_validator("build_command")
+    @classmethod
+    def _not_empty_build(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("if set, must not be empty (omit it when nothing needs building)")
         return value
 
     @property
@@ -373,7 +385,9 @@ class ServiceSpec(StrictModel):
 
 
 class ResourcesSpec(StrictModel):
-    gpus_per_node: Count = Field(8, description="GPUs on every node of the allocation.")
+    gpus_per_node: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)] = Field(
+        8, description="GPUs on every node of the allocation."
+    )
 
 
 class EngineSpec(StrictModel):
@@ -410,11 +424,13 @@ class ProcessSpec(StrictModel):
 class RoleSpec(ProcessSpec):
     """Engine workers of one role (prefill, decode or agg)."""
 
-    workers: Count = Field(1, description="Number of workers.")
+    workers: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(
+        1, description="Number of workers."
+    )
     gpus_per_worker: Count | None = Field(
         None, description="GPUs per worker (default: a whole node). May span nodes."
     )
-    nodes: Count | None = Field(
+    nodes: NodeCount | None = Field(
         None, description="Nodes for this role (default: as few as the workers need)."
     )
     port: Port | None = Field(

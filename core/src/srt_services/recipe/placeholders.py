@@ -1,7 +1,8 @@
 """``{placeholder}`` rendering: one pass, known names only, ``{{name}}`` for a literal.
 
 Only ``{identifier}`` is a placeholder, so JSON in an env value (``{"a": {"b": 1}}``) is
-left alone without escaping. A ``{name}`` that srt does not know is an error at load time
+left alone without escaping, and so is shell syntax: ``${HOME}`` in a preamble is the
+shell's, never ours. A ``{name}`` that srt does not know is an error at load time
 (a typo such as ``{nod}`` would otherwise reach the process verbatim). Rendering is a single
 regex substitution, so a value that itself contains ``{node}`` is never substituted twice.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-PLACEHOLDER_RE = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDER_RE = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 #: Names every service, worker, frontend and benchmark may use.
 COMMON: frozenset[str] = frozenset(

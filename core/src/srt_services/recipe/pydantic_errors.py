@@ -151,6 +151,8 @@ def _message(
         return f"must be {_TYPE_WORDS[kind]}, got {_shown(value)}"
     if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
         bound = next(iter(ctx.values()), "?")
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)  # "greater than 0", not "greater than 0.0"
         words = {
             "greater_than": "greater than",
             "greater_than_equal": "at least",

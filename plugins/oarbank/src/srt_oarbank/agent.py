@@ -239,7 +239,9 @@ async def run_agent(args: argparse.Namespace) -> int:
         store.unlock()
 
 
-async def _once(manager: ModuleManager, supervisor: ServiceSupervisor, timeout: float | None) -> int:
+async def _once(
+    manager: ModuleManager, supervisor: ServiceSupervisor, timeout: float | None
+) -> int:
     wanted = (ServiceState.READY, ServiceState.UNHEALTHY, ServiceState.FAILED)
     if supervisor.lifecycle == "manual":
         reached = True

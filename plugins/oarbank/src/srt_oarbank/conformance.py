@@ -33,12 +33,12 @@ from srt_oarbank.documents import (
     OwnedList,
     OwnedObject,
     Status,
+    parse_json_object,
     validate_document,
 )
 from srt_oarbank.environment import ExecContext, load_json_file
 from srt_oarbank.errors import DocumentError, ExecError
 from srt_oarbank.executor import DEFAULT_TIMEOUTS, ExecResult, Executor
-from srt_oarbank.documents import parse_json_object
 from srt_oarbank.manifest import OPS
 
 Outcome = Literal["pass", "fail", "skip"]
@@ -562,8 +562,10 @@ def format_text(results: Sequence[CheckResult]) -> str:
         lines.append(f"{r.outcome.upper():4} {r.check.id} {r.check.title}{note}")
     failed = sum(1 for r in results if r.outcome == "fail")
     skipped = sum(1 for r in results if r.outcome == "skip")
-    lines.append(f"{len(results)} checks: {len(results) - failed - skipped} passed, "
-                 f"{failed} failed, {skipped} skipped")
+    lines.append(
+        f"{len(results)} checks: {len(results) - failed - skipped} passed, "
+        f"{failed} failed, {skipped} skipped"
+    )
     return "\n".join(lines) + "\n"
 
 

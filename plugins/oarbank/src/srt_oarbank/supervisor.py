@@ -170,6 +170,7 @@ class ServiceSupervisor:
         self.yield_requested = False
         self.recovered = False
         self._pending_record: dict[str, Any] | None = None
+        self._recovery_delay = self.options.refingerprint_initial_s
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
@@ -480,6 +481,8 @@ class ServiceSupervisor:
 
     async def _loop(self) -> None:
         while not self._closing:
+            # Always yield once per step: a step that never awaits must not starve the loop.
+            await asyncio.sleep(0)
             try:
                 await self._step()
             except asyncio.CancelledError:
@@ -522,8 +525,10 @@ class ServiceSupervisor:
             await self._wait(None)
             return
         if not self.recovered:
-            # Could not tell whether it already runs: never risk a duplicate start.
-            await self._wait(self.options.refingerprint_initial_s)
+            # Could not tell whether it already runs: never risk a duplicate start. Plain
+            # sleeps (not the wake event) so fingerprint refreshes cannot spin this branch.
+            await self.clock.sleep(self._recovery_delay)
+            self._recovery_delay = min(self._recovery_delay * 2, self.options.refingerprint_max_s)
             if self._closing or self.recovered:
                 return
             fp = await self.refresh_fingerprint()
@@ -813,7 +818,8 @@ class ServiceSupervisor:
         if self.lifecycle == "manual" and fingerprint is not None:
             self._track_manual(fingerprint)
         self.update_capacity()
-        self._wake.set()
+        if previous_ok is not ok:
+            self._wake.set()
         return fingerprint
 
     def _track_manual(self, fp: Fingerprint) -> None:
@@ -935,6 +941,8 @@ class ServiceSupervisor:
             self._emit(f"state:{state}", reason, **data)
         self.update_capacity()
         self._persist()
+        if changed:
+            self._wake.set()
         event, self._changed = self._changed, asyncio.Event()
         event.set()
 

@@ -1,0 +1,146 @@
+"""Placeholders: known names only, ``{{name}}`` for a literal, JSON left alone, one pass."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from srt_services.recipe import placeholders as ph
+
+HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n  - name: a\n"
+
+
+def entry(body: str) -> str:
+    """One service named ``a``; the body's first line is line 6."""
+    return HEAD + textwrap.indent(textwrap.dedent(body).lstrip("\n"), "    ")
+
+
+@pytest.mark.parametrize(
+    ("body", "label", "where"),
+    [
+        ('command: [echo, "{nod}"]', "services[a].command[1]", (6, 21)),
+        ('command: [a]\nargs: ["--host={nod}"]', "services[a].args[0]", (7, 12)),
+        ('command: [a]\nenv: {X: "{nod}"}', "services[a].env.X", (7, 11)),
+        ('command: [a]\npreamble: "echo {nod}"', "services[a].preamble", (7, 5)),
+        ('command: [a]\ncontainer: "img-{nod}"', "services[a].container", (7, 5)),
+        ('command: [a]\nsrun_options: {nodelist: "{nod}"}', "services[a].srun_options.nodelist", (7, 20)),
+        ('command: [a]\nsource: {git: x, rev: v1}\nbuild_command: [make, "{nod}"]', "services[a].build_command[1]", (8, 27)),
+        ('command: [a]\nreadiness: {file: {path: "{nod}/ready"}}', "services[a].readiness.file.path", (7, 24)),
+    ],
+)
+def test_unknown_placeholder_with_a_suggestion(one, body: str, label: str, where: tuple[int, int]) -> None:
+    p = one(entry(body))
+    assert p.label == label
+    assert p.message == "unknown placeholder {nod} (did you mean {node}?); write {{nod}} for a literal {nod}"
+    assert (p.line, p.column) == where
+
+
+def test_unknown_placeholder_without_a_close_name(one) -> None:
+    p = one(entry('command: [echo, "{model_path}"]'))
+    assert p.message == "unknown placeholder {model_path}; write {{model_path}} for a literal {model_path}"
+
+
+def test_escape_renders_literally(plan) -> None:
+    planned = plan(entry('command: [echo, "{{node}}", "{node}", "{{{{node}}}}"]\nenv: {X: "{{head_ip}}"}'))
+    inst = planned.unit("a").instances[0]
+    # only ``{{name}}`` is an escape; other doubled braces are plain text
+    assert inst.argv == ["echo", "{node}", "node0", "{{{node}}}"]
+    assert inst.env["X"] == "{head_ip}"
+
+
+def test_json_braces_are_left_alone(plan) -> None:
+    body = """
+    command: [a]
+    env:
+      CONFIG: '{"a": {"b": [1, 2]}, "node": "{node}", "x": {}}'
+      BRACES: "{ node } {} {1} {-x}"
+    """
+    inst = plan(entry(body)).unit("a").instances[0]
+    assert inst.env["CONFIG"] == '{"a": {"b": [1, 2]}, "node": "node0", "x": {}}'
+    assert inst.env["BRACES"] == "{ node } {} {1} {-x}"
+
+
+def test_substitution_is_a_single_pass(plan) -> None:
+    # a value that itself looks like a placeholder is never substituted again
+    planned = plan(entry('command: [echo, "{node}"]'), nodelist=("{head_ip}",))
+    assert planned.unit("a").instances[0].argv == ["echo", "{head_ip}"]
+
+
+@pytest.mark.parametrize("name", sorted(ph.WORKER))
+def test_worker_placeholders_need_per_worker(one, name: str) -> None:
+    p = one(entry(f'command: [echo, "{{{name}}}"]'))
+    assert p.label == "services[a].command[1]"
+    assert p.message == (
+        f"{{{name}}} is only known to instances attached to a worker (roles and placement.per: worker)"
+    )
+
+
+def test_worker_placeholders_render_per_worker(plan) -> None:
+    planned = plan(
+        """
+        schema: 2
+        name: t
+        resources: {gpus_per_node: 8}
+        frontend: {type: vllm, command: [f]}
+        roles:
+          decode: {workers: 2, gpus_per_worker: 4, port: 9100, command: [w]}
+        services:
+          - name: side
+            command: [s, "{worker_role}", "{worker_index}", "{worker_node_rank}", "{worker_gpus}",
+                      "{worker_gpu_count}", "{worker_port}", "{index}", "{role}"]
+            placement: {node: decode, per: worker}
+        """
+    )
+    argvs = [i.argv[1:] for i in planned.unit("side").instances]
+    assert argvs == [
+        ["decode", "0", "0", "0,1,2,3", "4", "9100", "0", "decode"],
+        ["decode", "1", "0", "4,5,6,7", "4", "9101", "1", "decode"],
+    ]
+    envs = [i.env["CUDA_VISIBLE_DEVICES"] for i in planned.unit("side").instances]
+    assert envs == ["0,1,2,3", "4,5,6,7"]
+
+
+def test_every_common_placeholder_renders(plan) -> None:
+    names = sorted(ph.COMMON)
+    command = ", ".join(f'"{{{n}}}"' for n in names)
+    planned = plan(entry(f"command: [x, {command}]"), nodes=2)
+    argv = planned.unit("a").instances[0].argv[1:]
+    assert len(argv) == len(names)
+    values = dict(zip(names, argv, strict=True))
+    assert values["node"] == "node0"
+    assert values["node_ip"] == "<node0-ip>"
+    assert values["head_node"] == "node0"
+    assert values["gpus_per_node"] == "8"
+    assert values["pool_node_count"] == "1"
+    assert values["master_port"] == "8700"
+    assert values["metadata_port"] == "8701"
+    assert values["job_name"] == "t"
+    assert values["work_dir"] == "<job_dir>/work/service_a"
+    assert not any("{" in v for v in argv)
+
+
+def test_pool_placeholders(plan) -> None:
+    planned = plan(
+        """
+        schema: 2
+        name: t
+        services:
+          - name: train
+            nodes: 3
+            command: [t, "{pool_node}", "{pool_ip}", "{pool_nodes}", "{pool_ips}", "{pool_node_count}", "{index}"]
+        """
+    )
+    argvs = [i.argv[1:] for i in planned.unit("train").instances]
+    assert argvs[2] == [
+        "node0", "<node0-ip>", "node0,node1,node2", "<node0-ip>,<node1-ip>,<node2-ip>", "3", "2",
+    ]
+
+
+def test_unit_render_and_names() -> None:
+    assert list(ph.names_in("a {node} {{head_ip}} {x-y} {1} {_ok}")) == ["node", "_ok"]
+    assert ph.render("{{a}}-{b}", {"b": "{a}"}) == "{a}-{a}"
+    with pytest.raises(ph.UnknownPlaceholder):
+        ph.render("{zzz}", {})
+    assert ph.suggestion("head_nod", ph.COMMON) == " (did you mean {head_node}?)"
+    assert ph.suggestion("qqqq", ph.COMMON) == ""

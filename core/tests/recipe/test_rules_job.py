@@ -1,0 +1,452 @@
+"""The job around the services (roles, frontend, benchmark, schema) and the file itself
+(YAML syntax, tabs, duplicate keys, documents that are not a mapping, odd bytes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from srt_services.recipe.load import load_recipe
+from srt_services.recipe.problems import RecipeError
+
+
+def role(spec: str, gpus_per_node: int = 8) -> str:
+    return (
+        "schema: 2\nname: t\n"
+        f"resources: {{gpus_per_node: {gpus_per_node}}}\n"
+        "frontend: {type: vllm, command: [f]}\n"
+        f"roles:\n  decode: {{command: [w], {spec}}}\n"
+    )
+
+
+# --------------------------------------------------------------------------- roles
+
+
+def test_wide_worker_must_use_whole_nodes(one) -> None:
+    p = one(role("gpus_per_worker: 12"))
+    assert p.label == "roles.decode.gpus_per_worker"
+    assert p.message == (
+        "a worker wider than a node must use whole nodes: 12 is not a multiple of"
+        " resources.gpus_per_node (8)"
+    )
+    assert (p.line, p.column) == (6, 26)
+
+
+def test_wide_workers_need_exactly_their_nodes(one) -> None:
+    p = one(role("workers: 2, gpus_per_worker: 16, nodes: 3"))
+    assert p.label == "roles.decode.nodes"
+    assert p.message == "2 worker(s) of 16 GPUs need exactly 4 node(s) of 8 GPUs; got 3"
+    assert (p.line, p.column) == (6, 59)
+
+
+def test_too_few_nodes_for_the_workers(one) -> None:
+    p = one(role("workers: 5, gpus_per_worker: 4, nodes: 2"))
+    assert p.label == "roles.decode.nodes"
+    assert p.message == "5 worker(s) of 4 GPUs need at least 3 node(s) of 8 GPUs; got 2"
+
+
+def test_more_nodes_than_workers(one) -> None:
+    p = one(role("workers: 2, gpus_per_worker: 4, nodes: 3"))
+    assert p.message == "3 nodes for 2 worker(s) would leave nodes idle"
+
+
+def test_role_without_command(one) -> None:
+    p = one("schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n  agg: {workers: 1}\n")
+    assert p.label == "roles.agg.command"
+    assert p.message == "is required"
+    assert (p.line, p.column) == (5, 3)
+
+
+def test_unknown_role(one) -> None:
+    p = one("schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n  prefil: {command: [w]}\n")
+    assert p.label == "roles.prefil"
+    assert p.message == "must be one of prefill, decode, agg; got 'prefil' as a key"
+    assert (p.line, p.column) == (5, 3)
+
+
+@pytest.mark.parametrize(
+    ("spec", "label", "message"),
+    [
+        ("workers: 0", "roles.decode.workers", "must be at least 1, got 0"),
+        ("workers: 100001", "roles.decode.workers", "must be at most 100000, got 100001"),
+        ("gpus_per_worker: 0", "roles.decode.gpus_per_worker", "must be at least 1, got 0"),
+        ("port: 0", "roles.decode.port", "must be at least 1, got 0"),
+    ],
+)
+def test_role_number_bounds(one, spec: str, label: str, message: str) -> None:
+    p = one(role(spec))
+    assert (p.label, p.message) == (label, message)
+
+
+def test_gpus_per_node_bound(one) -> None:
+    p = one("schema: 2\nname: t\nresources: {gpus_per_node: 4096}\n")
+    assert p.label == "resources.gpus_per_node"
+    assert p.message == "must be at most 1024, got 4096"
+
+
+# --------------------------------------------------------------------------- frontend
+
+
+def test_frontend_none_with_roles(one) -> None:
+    p = one("schema: 2\nname: t\nfrontend: {type: none}\nroles:\n  agg: {command: [w]}\n")
+    assert p.label == "frontend.type"
+    assert p.message == (
+        "engine workers need a frontend (frontend.type dynamo, sglang or vllm); `none` is only"
+        " for jobs without roles"
+    )
+    assert (p.line, p.column) == (3, 12)
+
+
+def test_absent_frontend_with_roles(one) -> None:
+    p = one("schema: 2\nname: t\nroles:\n  agg: {command: [w]}\n")
+    assert p.label == "roles"
+    assert "engine workers need a frontend" in p.message
+    assert (p.line, p.column) == (3, 1)
+
+
+def test_frontend_without_command(one) -> None:
+    p = one("schema: 2\nname: t\nfrontend: {type: sglang}\n")
+    assert p.label == "frontend.command"
+    assert p.message == "is required for frontend.type sglang"
+    assert (p.line, p.column) == (3, 1)
+
+
+def test_unknown_frontend_type(one) -> None:
+    p = one("schema: 2\nname: t\nfrontend: {type: trtllm, command: [f]}\n")
+    assert p.label == "frontend.type"
+    assert p.message == "must be one of dynamo, sglang, vllm, none; got 'trtllm'"
+
+
+def test_dynamo_frontend_needs_the_etcd_kind(one) -> None:
+    p = one("schema: 2\nname: t\nfrontend: {type: dynamo, command: [f]}\n")
+    assert p.label == "frontend.type"
+    assert p.message == "frontend.type dynamo needs the etcd service kind (install srt-etcd)"
+
+
+def test_nats_planes_need_the_nats_kind(one) -> None:
+    p = one(
+        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"
+        "dynamo: {request_plane: nats, event_plane: nats}\n"
+    )
+    assert p.label == "dynamo"
+    assert p.message == (
+        "dynamo.request_plane and dynamo.event_plane need the nats service kind (install srt-nats)"
+    )
+    assert (p.line, p.column) == (4, 1)
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+def test_benchmark_command_missing(one) -> None:
+    p = one("schema: 2\nname: t\nbenchmark:\n  type: command\n")
+    assert p.label == "benchmark.command"
+    assert p.message == "is required for benchmark.type command"
+    assert (p.line, p.column) == (3, 1)
+
+
+def test_manual_benchmark_with_a_command(one) -> None:
+    p = one("schema: 2\nname: t\nbenchmark:\n  command: [bench]\n")
+    assert p.label == "benchmark.type"
+    assert p.message == "is manual, so benchmark.command would never run; set type: command"
+
+
+def test_benchmark_timeout_positive(one) -> None:
+    p = one("schema: 2\nname: t\nbenchmark: {type: command, command: [b], timeout_seconds: 0}\n")
+    assert p.label == "benchmark.timeout_seconds"
+    assert p.message == "must be greater than 0, got 0"
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_schema_missing_points_to_migrate(one) -> None:
+    p = one("name: t\ninfra:\n  etcd_nats_dedicated_node: true\n")
+    assert p.label == ""
+    assert "no `schema: 2`" in p.message
+    assert "srt migrate recipe.yaml" in p.message
+    assert (p.line, p.column) == (1, 1)
+
+
+@pytest.mark.parametrize(("value", "shown"), [("1", "1"), ("3", "3"), ('"2"', "'2'"), ("null", "None")])
+def test_schema_other_than_2(one, value: str, shown: str) -> None:
+    p = one(f"name: t\nschema: {value}\n")
+    assert p.label == "schema"
+    assert p.message == f"only schema 2 is supported, got {shown}"
+    assert (p.line, p.column) == (2, 1)
+
+
+def test_unknown_top_level_key(one) -> None:
+    p = one("schema: 2\nname: t\nfrontnd: {type: none}\n")
+    assert p.label == "frontnd"
+    assert p.message == "unknown key; did you mean 'frontend'?"
+    assert (p.line, p.column) == (3, 1)
+
+
+def test_unknown_key_without_a_close_name_lists_the_known_ones(one) -> None:
+    p = one("schema: 2\nname: t\nresources: {cpus: 8}\n")
+    assert p.label == "resources.cpus"
+    assert p.message == "unknown key (known: gpus_per_node)"
+
+
+def test_unknown_service_key(one) -> None:
+    p = one("schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    readines: {port: 1}\n")
+    assert p.label == "services[a].readines"
+    assert p.message == "unknown key; did you mean 'readiness'?"
+    assert (p.line, p.column) == (6, 5)
+
+
+@pytest.mark.parametrize(
+    ("line", "label", "message"),
+    [
+        ("command: a", "services[a].command", "must be a list, got 'a'"),
+        ("env: [A]", "services[a].env", "must be a mapping, got a list"),
+        ("readiness: 9000", "services[a].readiness", "must be a mapping, got 9000"),
+        ("critical: maybe", "services[a].critical", "must be true or false, got 'maybe'"),
+        ("cpus_per_task: '8'", "services[a].cpus_per_task", "must be a whole number, got '8'"),
+        ("nodes: 1.5", "services[a].nodes", "must be a whole number, got 1.5"),
+        ("enabled: 1", "services[a].enabled", "must be true or false, got 1"),
+        ("args: [--flag, true]", "services[a].args[1]", "must be text, got true; quote it if you mean the word"),
+        ("placement: workers", "services[a].placement", "must be a mapping, got 'workers'"),
+    ],
+)
+def test_wrong_types(one, line: str, label: str, message: str) -> None:
+    text = "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    " + line + "\n"
+    if line.startswith("command"):
+        text = text.replace("    command: [a]\n", "")
+    p = one(text)
+    assert (p.label, p.message) == (label, message)
+
+
+def test_services_must_be_a_list(one) -> None:
+    p = one("schema: 2\nname: t\nservices: {a: {command: [a]}}\n")
+    assert (p.label, p.message) == ("services", "must be a list, got a mapping")
+
+
+def test_service_entry_must_be_a_mapping(problems) -> None:
+    found = problems("schema: 2\nname: t\nservices:\n  - router\n  - null\n")
+    assert [(p.label, p.message, p.line) for p in found] == [
+        ("services[0]", "must be a mapping, got 'router'", 4),
+        ("services[1]", "must be a mapping, got null", 5),
+    ]
+
+
+# --------------------------------------------------------------------------- several at once
+
+
+def test_several_errors_are_reported_together(load) -> None:
+    text = """\
+schema: 2
+name: t
+frontend: {type: none}
+services:
+  - name: a
+    type: generic
+  - name: a
+    command: [b]
+    placement: {node: heda}
+  - name: c
+    command: [c, "{nod}"]
+    env: {SRT_X: "1", LD_PRELOAD: x.so}
+    readiness: {htpp: {port: 1}}
+    restart: {policy: always}
+    critical: true
+"""
+    with pytest.raises(RecipeError) as info:
+        load(text)
+    err = info.value
+    assert len(err.errors) == 8
+    lines = str(err).splitlines()
+    assert lines[-1] == "recipe.yaml: 8 errors"
+    # sorted by position, each with its own line:col
+    positions = [(p.line or 0, p.column or 0) for p in err.errors]
+    assert positions == sorted(positions)
+    assert [p.label for p in err.errors] == [
+        "services[a].command",
+        "services[a].name",
+        "services[a].placement.node",
+        "services[c].command[1]",
+        "services[c].env.SRT_X",
+        "services[c].env.LD_PRELOAD",
+        "services[c].readiness.htpp",
+        "services[c].restart",
+    ]
+
+
+def test_several_shape_errors_are_reported_together(problems) -> None:
+    found = problems(
+        "schema: 2\nname: ../t\nresources: {gpus_per_node: 0}\nfrontnd: {}\n"
+        "services:\n  - name: a\n    command: []\n    readiness: {port: 0}\n"
+    )
+    assert [p.line for p in found] == [2, 3, 4, 7, 8]
+
+
+# --------------------------------------------------------------------------- the file itself
+
+
+def test_yaml_syntax_error_has_the_line(one) -> None:
+    p = one("schema: 2\nname: t\nservices: [\n  {name: a, command: [a]}\n")
+    assert p.label == ""
+    assert p.message.startswith("YAML syntax error: ")
+    assert p.line == 5
+
+
+def test_unclosed_quote(one) -> None:
+    p = one('schema: 2\nname: "t\nfrontend: {type: none}\n')
+    assert p.message.startswith("YAML syntax error: found unexpected end of stream")
+
+
+def test_bad_indentation(one) -> None:
+    p = one("schema: 2\nname: t\nservices:\n  - name: a\n   command: [a]\n")
+    assert p.message.startswith("YAML syntax error:")
+    assert p.line == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("schema: 2\nname: t\nservices:\n\t- name: a\n", 4),
+        ("schema: 2\nname: t\nfrontend:\n  type: none\n\tcommand: [a]\n", 5),
+        ("schema: 2\nname: t\nservices:\n  - name: a\n    command:\n\t- a\n", 6),
+    ],
+)
+def test_tab_indentation(one, text: str, line: int) -> None:
+    p = one(text)
+    assert p.message.startswith("YAML syntax error:")
+    assert p.message.endswith("YAML does not allow tabs for indentation, use spaces")
+    assert (p.line, p.column) == (line, 1)
+
+
+def test_tabs_inside_values_are_fine(load) -> None:
+    loaded = load('schema: 2\nname: t\nservices:\n  - name: a\n    command: [printf, "a\\tb"]\n')
+    assert loaded.services[0].spec.command == ["printf", "a\tb"]
+
+
+def test_duplicate_keys(one) -> None:
+    p = one("schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    command: [b]\n")
+    assert p.message == "duplicate key 'command' in mapping"
+    assert (p.line, p.column) == (6, 5)
+
+
+def test_duplicate_top_level_keys(one) -> None:
+    p = one("schema: 2\nname: t\nname: u\n")
+    assert p.message == "duplicate key 'name' in mapping"
+    assert (p.line, p.column) == (3, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown", "where"),
+    [
+        ("- a\n- b\n", "a list", (1, 1)),
+        ("just words\n", "a str", (1, 1)),
+        ("42\n", "a int", (1, 1)),
+        ("", "empty", (None, None)),
+        ("# only a comment\n", "empty", (None, None)),
+        ("~\n", "empty", (1, 1)),
+    ],
+)
+def test_document_that_is_not_a_mapping(one, text: str, shown: str, where: tuple[int | None, int | None]) -> None:
+    p = one(text)
+    assert p.message == f"a recipe is a mapping of settings; this file is {shown}"
+    assert (p.line, p.column) == where
+
+
+def test_alias_cycle(one) -> None:
+    p = one("schema: 2\nname: t\nx: &a [*a]\n")
+    assert p.message == "an alias refers to a node that contains it (a cycle)"
+    assert p.line == 3
+
+
+def test_alias_bomb(one) -> None:
+    text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    for i in range(1, 9):
+        text += f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n"
+    p = one(text)
+    assert "alias expansion" in p.message
+
+
+def test_merge_keys_work(load) -> None:
+    loaded = load(
+        "schema: 2\nname: t\nservices:\n  - &base {name: a, command: [a], critical: true}\n"
+        "  - <<: *base\n    name: b\n"
+    )
+    assert [s.critical for s in loaded.services] == [True, True]
+    assert loaded.services[1].spec.command == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("!!int abc", "!!int value 'abc' is not a number"),
+        ("!!int ²", "!!int value '²' is not a number"),
+        ("!!float abc", "!!float value 'abc' is not a number"),
+        ("!!bool maybe", "!!bool value 'maybe' is not true or false"),
+        ("!!binary aGk=", "unsupported YAML tag tag:yaml.org,2002:binary"),
+        ("!custom x", "unsupported YAML tag !custom"),
+        ("!!python/object:os.system x", "unsupported YAML tag tag:yaml.org,2002:python/object:os.system"),
+    ],
+)
+def test_explicit_tags(one, value: str, message: str) -> None:
+    p = one(f"schema: 2\nname: {value}\n")
+    assert p.message == message
+    assert (p.line, p.column) == (2, 7)
+
+
+def test_yaml_11_numbers(load) -> None:
+    loaded = load("schema: 2\nname: t\nresources: {gpus_per_node: 0x8}\n")
+    assert loaded.recipe.resources.gpus_per_node == 8
+
+
+def test_no_such_file(plugins, tmp_path: Path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(str(tmp_path / "missing.yaml"), plugins)
+    assert str(info.value) == f"{tmp_path / 'missing.yaml'}: no such file"
+
+
+def test_a_directory(plugins, tmp_path: Path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(str(tmp_path), plugins)
+    assert "is a directory" in str(info.value)
+
+
+def test_not_utf8(plugins, tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_bytes(b"schema: 2\nname: \xff\xfe\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(str(path), plugins)
+    assert str(info.value) == f"{path}: is not UTF-8 text (byte 16)"
+
+
+def test_control_characters(one) -> None:
+    p = one("schema: 2\nname: a\x07b\n")
+    assert p.message.startswith("cannot read recipe:")
+
+
+# --------------------------------------------------------------------------- JSON recipes
+
+
+def test_json_recipe_loads(plugins, tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"]}]}')
+    loaded = load_recipe(str(path), plugins)
+    assert loaded.services[0].name == "a"
+
+
+def test_json_recipe_errors_have_positions(plugins, tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{\n  "schema": 2,\n  "name": "t",\n  "services": [\n    {"name": "a", "comand": ["a"]}\n  ]\n}\n')
+    with pytest.raises(RecipeError) as info:
+        load_recipe(str(path), plugins)
+    labels = [(p.label, p.line, p.column) for p in info.value.errors]
+    assert ("services[a].comand", 5, 19) in labels
+
+
+def test_broken_json_is_reported_by_the_yaml_parser(plugins, tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"schema": 2,\n "name": "t",,\n}')
+    with pytest.raises(RecipeError) as info:
+        load_recipe(str(path), plugins)
+    (p,) = info.value.errors
+    assert p.message.startswith("YAML syntax error")
+    assert p.line == 2

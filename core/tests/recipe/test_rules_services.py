@@ -1,0 +1,674 @@
+"""One failing recipe per rule of services.md "Validation": message, label and line:col.
+
+The recipe head is four lines, so the first service entry always starts on line 5.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from srt_services.recipe.problems import LocatedProblem
+
+HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
+
+
+def services(body: str) -> str:
+    """The recipe head plus a ``services:`` body (dedented): entries start on line 5."""
+    return HEAD + textwrap.dedent(body).lstrip("\n")
+
+
+def where(p: LocatedProblem) -> tuple[int | None, int | None]:
+    return p.line, p.column
+
+
+# --------------------------------------------------------------------------- names and types
+
+
+def test_empty_name(one) -> None:
+    p = one(
+        services("""
+        - name: ""
+          command: [a]
+        """)
+    )
+    assert p.label == "services[0].name"
+    assert p.message == "must not be empty"
+    assert where(p) == (5, 3)
+
+
+def test_blank_name_is_not_a_name(one) -> None:
+    p = one(
+        services("""
+        - name: "  "
+          command: [a]
+        """)
+    )
+    assert p.label == "services[0].name"
+    assert "may only hold ASCII letters" in p.message
+    assert where(p) == (5, 3)
+
+
+def test_missing_name(one) -> None:
+    p = one(
+        services("""
+        - command: [a]
+        """)
+    )
+    assert p.label == "services[0].name"
+    assert p.message == "is required"
+    assert where(p) == (5, 3)
+
+
+def test_duplicate_name_points_at_the_second_entry(one) -> None:
+    p = one(
+        services("""
+        - name: router
+          command: [a]
+        - name: router
+          command: [b]
+        """)
+    )
+    assert p.label == "services[router].name"
+    assert p.message == "duplicate service name 'router' (also services[0])"
+    assert where(p) == (7, 3)
+
+
+def test_unknown_type_lists_the_known_ones(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          type: generc
+          command: [a]
+        """)
+    )
+    assert p.label == "services[a].type"
+    assert "service type 'generc' is not known (known: generic)" in p.message
+    assert "did you mean 'generic'?" in p.message
+    assert where(p) == (6, 3)
+
+
+def test_generic_without_command(one) -> None:
+    p = one(
+        services("""
+        - name: sidecar
+          readiness: {port: 9000}
+        """)
+    )
+    assert p.label == "services[sidecar].command"
+    assert p.message == "is required for type 'generic'"
+    assert where(p) == (5, 3)  # the entry: there is no command key to point at
+
+
+def test_empty_command_list(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: []
+        """)
+    )
+    assert p.label == "services[a].command"
+    assert "must not be empty" in p.message
+    assert where(p) == (6, 3)
+
+
+@pytest.mark.parametrize(
+    ("line", "label", "col"),
+    [
+        ('  command: [python3, ""]', "services[a].command[1]", 22),
+        ('  command: [python3, "  "]', "services[a].command[1]", 22),
+        ("  command: [a]\n  args: [--x, '']", "services[a].args[1]", 15),
+    ],
+)
+def test_blank_argument(one, line: str, label: str, col: int) -> None:
+    p = one(services("- name: a\n" + line + "\n"))
+    assert p.label == label
+    assert p.message == "must not be empty or blank"
+    assert p.column == col
+
+
+def test_build_command_empty_list(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          source: {git: https://example.invalid/r, rev: v1.2.0}
+          build_command: []
+        """)
+    )
+    assert p.label == "services[a].build_command"
+    assert "must not be empty" in p.message
+    assert "omit it" in p.message
+    assert "default" not in p.message  # build_command has no default to fall back on
+    assert where(p) == (8, 3)
+
+
+def test_build_command_without_source(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          build_command: [make]
+        """)
+    )
+    assert p.label == "services[a].build_command"
+    assert p.message == "needs a source to build"
+    assert where(p) == (7, 3)
+
+
+def test_source_without_build_command_is_a_warning(load) -> None:
+    loaded = load(
+        services("""
+        - name: a
+          command: [a]
+          source: {git: https://example.invalid/r, rev: 0123abcd}
+        """)
+    )
+    (w,) = loaded.warnings
+    assert w.warning
+    assert w.label == "services[a].source"
+    assert "nothing builds it" in w.message
+    assert (w.line, w.column) == (7, 3)
+
+
+# --------------------------------------------------------------------------- vocabularies
+
+
+def test_placement_node_outside_vocabulary(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          placement: {node: heda}
+        """)
+    )
+    assert p.label == "services[a].placement.node"
+    assert p.message == (
+        "must be one of agg, all, compute, decode, dedicated, head, infra, prefill, workers;"
+        " got 'heda'"
+    )
+    assert where(p) == (7, 15)
+
+
+def test_start_outside_vocabulary(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          start: with_workers
+        """)
+    )
+    assert p.label == "services[a].start"
+    assert p.message == "must be one of infra, before_workers, after_frontend; got 'with_workers'"
+    assert where(p) == (7, 3)
+
+
+def test_per_outside_vocabulary(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          placement: {node: workers, per: gpu}
+        """)
+    )
+    assert p.label == "services[a].placement.per"
+    assert p.message == "must be one of node, worker; got 'gpu'"
+    assert where(p) == (7, 30)
+
+
+def test_dedicated_on_a_kind_without_it(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          placement: {node: dedicated}
+        """)
+    )
+    assert p.label == "services[a].placement.node"
+    assert "dedicated is only for the infra kinds that support it, not type 'generic'" in p.message
+    assert where(p) == (7, 15)
+
+
+def test_external_on_a_kind_without_it(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          external: http://etcd.example.invalid:2379
+        """)
+    )
+    assert p.label == "services[a].external"
+    assert p.message == "type 'generic' does not support external instances"
+    assert where(p) == (6, 3)
+
+
+def test_blank_external(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          external: "  "
+        """)
+    )
+    assert p.label == "services[a].external"
+    assert p.message == "must not be empty or blank"
+    assert where(p) == (7, 3)
+
+
+def test_unknown_options_key_names_the_kind(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          options: {max_payload_mb: 24}
+        """)
+    )
+    assert p.label == "services[a].options.max_payload_mb"
+    assert p.message.startswith("type 'generic' does not understand this option")
+    assert where(p) == (7, 13)
+
+
+# --------------------------------------------------------------------------- source
+
+
+@pytest.mark.parametrize("rev", ["main", "master", "HEAD", "develop", "refs/heads/feature-x"])
+def test_moving_source_rev(one, rev: str) -> None:
+    p = one(
+        services(f"""
+        - name: a
+          command: [a]
+          source:
+            git: https://example.invalid/r
+            rev: {rev}
+          build_command: [make]
+        """)
+    )
+    assert p.label == "services[a].source.rev"
+    assert "must be an immutable ref (commit SHA, tag, or refs/pull/<n>/head)" in p.message
+    assert repr(rev) in p.message
+    assert where(p) == (9, 5)
+
+
+@pytest.mark.parametrize("rev", ["v1.2.0", "0123abc", "refs/pull/14000/head", "refs/tags/v1"])
+def test_immutable_source_revs_are_accepted(load, rev: str) -> None:
+    loaded = load(
+        services(f"""
+        - name: a
+          command: [a]
+          source: {{git: https://example.invalid/r, rev: {rev}}}
+          build_command: [make]
+        """)
+    )
+    assert loaded.services[0].spec.source is not None
+
+
+def test_source_path_must_stay_inside_the_checkout(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          source: {git: https://example.invalid/r, rev: v1, path: ../../etc}
+          build_command: [make]
+        """)
+    )
+    assert p.label == "services[a].source.path"
+    assert p.message == "must be a relative path inside the checkout"
+
+
+def test_source_sha_must_look_like_a_commit(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          source: {git: https://example.invalid/r, rev: v1, sha: not-a-sha}
+          build_command: [make]
+        """)
+    )
+    assert p.label == "services[a].source.sha"
+    assert "must be a commit SHA" in p.message
+
+
+# --------------------------------------------------------------------------- pools
+
+
+def test_unknown_pool(one) -> None:
+    p = one(
+        services("""
+        - name: train
+          command: [a]
+          nodes: 2
+        - name: envsrv
+          command: [b]
+          placement: {pool: trian}
+        """)
+    )
+    assert p.label == "services[envsrv].placement.pool"
+    assert p.message == "'trian' names no service that declares nodes (pools: train)"
+    assert where(p) == (10, 15)
+
+
+def test_pool_without_any_owner(one) -> None:
+    p = one(
+        services("""
+        - name: envsrv
+          command: [b]
+          placement: {pool: train}
+        """)
+    )
+    assert p.message == "'train' names no service that declares nodes (pools: none)"
+
+
+def test_node_and_pool_together(one) -> None:
+    p = one(
+        services("""
+        - name: train
+          command: [a]
+          nodes: 2
+        - name: envsrv
+          command: [b]
+          placement: {node: head, pool: train}
+        """)
+    )
+    assert p.label == "services[envsrv].placement"
+    assert p.message == "give either node or pool, not both"
+    assert where(p) == (10, 3)
+
+
+def test_pool_owner_with_a_non_workers_placement(one) -> None:
+    p = one(
+        services("""
+        - name: train
+          command: [a]
+          nodes: 2
+          placement: {node: head}
+        """)
+    )
+    assert p.label == "services[train].placement.node"
+    assert "must be workers (or omitted); got 'head'" in p.message
+    assert where(p) == (8, 15)
+
+
+def test_pool_owner_riding_on_a_pool(one) -> None:
+    p = one(
+        services("""
+        - name: train
+          command: [a]
+          nodes: 2
+          placement: {pool: train}
+        """)
+    )
+    assert p.label == "services[train].placement.pool"
+    assert "owns its own pool; drop placement.pool" in p.message
+
+
+@pytest.mark.parametrize(("value", "message"), [(0, "must be at least 1, got 0"), (100_001, "must be at most 100000, got 100001")])
+def test_pool_size_bounds(one, value: int, message: str) -> None:
+    p = one(
+        services(f"""
+        - name: train
+          command: [a]
+          nodes: {value}
+        """)
+    )
+    assert p.label == "services[train].nodes"
+    assert p.message == message
+
+
+# --------------------------------------------------------------------------- per: worker
+
+
+def test_per_worker_needs_a_worker_placement(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          placement: {node: head, per: worker}
+        """)
+    )
+    assert p.label == "services[a].placement.per"
+    assert p.message == (
+        "per: worker needs a placement that selects workers (prefill, decode, agg or workers);"
+        " got 'head'"
+    )
+    assert where(p) == (7, 27)
+
+
+def test_per_worker_on_a_pool(one) -> None:
+    p = one(
+        services("""
+        - name: train
+          command: [a]
+          nodes: 1
+        - name: a
+          command: [a]
+          placement: {pool: train, per: worker}
+        """)
+    )
+    assert p.label == "services[a].placement.per"
+    assert p.message == "per: worker attaches to engine workers, not to a pool"
+
+
+ROLE_HEAD = (
+    "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"
+    "roles:\n  decode: {workers: 2, gpus_per_worker: 4, command: [w]}\nservices:\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("probe", "shown"),
+    [("port: 9000", "tcp"), ("http: {port: 9000}", "http"), ("tcp: {port: 9000}", "tcp")],
+)
+def test_per_worker_readiness_must_watch_the_instance(one, probe: str, shown: str) -> None:
+    p = one(
+        ROLE_HEAD
+        + textwrap.dedent(f"""\
+        - name: side
+          command: [a]
+          placement: {{node: decode, per: worker}}
+          readiness: {{{probe}}}
+        """)
+    )
+    assert p.label == "services[side].readiness"
+    assert p.message == (
+        "per-worker instances share their node's ports, so readiness must be a probe of the"
+        f" instance itself (log or file), not {shown}"
+    )
+    assert where(p) == (10, 3)
+
+
+@pytest.mark.parametrize("probe", ["log: {pattern: ready}", "file: {path: ready.flag}"])
+def test_per_worker_log_and_file_probes_are_accepted(load, probe: str) -> None:
+    loaded = load(
+        ROLE_HEAD
+        + textwrap.dedent(f"""\
+        - name: side
+          command: [a]
+          placement: {{node: decode, per: worker}}
+          readiness: {{{probe}}}
+        """)
+    )
+    assert loaded.services[0].per == "worker"
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_several_metrics_endpoints_need_names(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          metrics:
+            - {port: 9000}
+            - {port: 9001}
+        """)
+    )
+    assert p.label == "services[a].metrics"
+    assert p.message == "declares 2 endpoints; give each a distinct name"
+    assert where(p) == (7, 3)
+
+
+def test_several_metrics_endpoints_need_distinct_names(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          metrics:
+            - {port: 9000, name: m}
+            - {port: 9001, name: m}
+        """)
+    )
+    assert p.message == "declares 2 endpoints; give each a distinct name"
+
+
+def test_metrics_path_must_be_absolute(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          metrics: {port: 9000, path: metrics}
+        """)
+    )
+    # one mapping stands for a one-item list: the label and mark are the mapping's own
+    assert p.label == "services[a].metrics.path"
+    assert p.message == "must start with '/'"
+    assert where(p) == (7, 25)
+
+
+@pytest.mark.parametrize(("port", "message"), [(0, "must be at least 1, got 0"), (65536, "must be at most 65535, got 65536")])
+def test_metrics_port_range(one, port: int, message: str) -> None:
+    p = one(
+        services(f"""
+        - name: a
+          command: [a]
+          metrics:
+            - {{port: {port}}}
+        """)
+    )
+    assert p.label == "services[a].metrics[0].port"
+    assert p.message == message
+    assert where(p) == (8, 8)
+
+
+def test_metrics_nodes_vocabulary(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          metrics: {port: 9000, nodes: last}
+        """)
+    )
+    assert p.label == "services[a].metrics.nodes"
+    assert p.message == "must be one of all, first; got 'last'"
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_terminal_with_a_benchmark_command(one) -> None:
+    p = one(
+        """
+        schema: 2
+        name: t
+        frontend: {type: none}
+        benchmark: {type: command, command: [bench]}
+        services:
+          - name: train
+            command: [a]
+            terminal: true
+        """
+    )
+    assert p.label == "services[train].terminal"
+    assert "cannot also run benchmark.type: command" in p.message
+    assert where(p) == (8, 5)
+
+
+def test_terminal_external_with_a_kind_that_supports_external(plugins, one) -> None:
+    from typing import ClassVar
+
+    import srt_services
+    from srt_services.extend.kind import ServiceKind
+
+    class Remote(ServiceKind):
+        name: ClassVar[str] = "remote"
+        supports_external: ClassVar[bool] = True
+
+    class Plugin:
+        @srt_services.hookimpl
+        def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+            return [Remote]
+
+    plugins.register(Plugin(), "remote-kind")
+    p = one(
+        services("""
+        - name: a
+          type: remote
+          external: http://x.invalid:1
+          terminal: true
+        """)
+    )
+    assert p.label == "services[a].terminal"
+    assert p.message == "needs a process to wait for; an external service launches nothing"
+    assert where(p) == (8, 3)
+
+
+@pytest.mark.parametrize("policy", ["always", "on-failure"])
+def test_restart_policy_on_a_critical_service(one, policy: str) -> None:
+    p = one(
+        services(f"""
+        - name: router
+          command: [a]
+          critical: true
+          restart: {{policy: {policy}}}
+        """)
+    )
+    assert p.label == "services[router].restart"
+    assert "critical and terminal services are never restarted" in p.message
+    assert where(p) == (8, 3)
+
+
+def test_restart_policy_no_on_a_critical_service_is_accepted(load) -> None:
+    load(
+        services("""
+        - name: router
+          command: [a]
+          critical: true
+          restart: {policy: "no"}
+        """)
+    )
+
+
+def test_restart_backoff_order(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          restart: {backoff_initial_seconds: 10, backoff_max_seconds: 5}
+        """)
+    )
+    assert p.label == "services[a].restart"
+    assert p.message == "backoff_max_seconds (5) must not be below backoff_initial_seconds (10)"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("cpus_per_task", 0), ("build_timeout_seconds", 0), ("build_timeout_seconds", -5)],
+)
+def test_positive_numbers(one, key: str, value: int) -> None:
+    p = one(services(f"- name: a\n  command: [a]\n  {key}: {value}\n"))
+    assert p.label == f"services[a].{key}"
+    assert p.message.startswith(("must be at least 1", "must be greater than 0"))
+    assert where(p) == (7, 3)
+
+
+def test_srun_option_names(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          srun_options: {--exclusive: ""}
+        """)
+    )
+    assert p.label == "services[a].srun_options.--exclusive"
+    assert "no leading dashes" in p.message
+    assert where(p) == (7, 18)

@@ -1,0 +1,65 @@
+"""One-shot readiness helpers for srt's ``oarbank`` kind and ``oarbank-probe`` probe."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+from oarbank_testkit import NODE, FakeBundle, FakeOps, run, service_entry
+from srt_oarbank.clock import SystemClock
+from srt_oarbank.errors import ManifestError
+from srt_oarbank.manifest import ProbeSpec
+from srt_oarbank.probes import ProbeMonitor
+from srt_oarbank.readiness import probe_ready, service_ready
+
+pytestmark = pytest.mark.timeout(60)
+
+BundleFactory = Callable[..., FakeBundle]
+
+
+def test_service_ready_follows_the_protocol(bundle_factory: BundleFactory) -> None:
+    fake = bundle_factory(services=[service_entry()], config={"ready_after_s": 0.3})
+    before = run(service_ready(fake.root, "svc", node_id=NODE, data_dir=fake.data_dir))
+    assert not before.ready
+    assert "running=False" in before.detail
+    run(fake.client().start())
+    deadline = time.monotonic() + 5
+    while not run(service_ready(fake.root, "svc", node_id=NODE, data_dir=fake.data_dir)).ready:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    fake.set_op("ready", stdout="garbage")
+    broken = run(service_ready(fake.root, "svc", node_id=NODE, data_dir=fake.data_dir))
+    assert not broken.ready
+    assert "malformed" in broken.detail
+    run(fake.client().stop())
+    with pytest.raises(ManifestError):
+        run(service_ready(fake.root, "nope", node_id=NODE, data_dir=fake.data_dir))
+
+
+def test_probe_ready_gates_on_health(bundle_factory: BundleFactory) -> None:
+    fake = bundle_factory(
+        probes=[{"name": "jdk", "exec": ["bin/fake"]}],
+        config={"services": {"jdk": {"health": "unhealthy", "detail": "no JDK 17"}}},
+    )
+    result = run(probe_ready(fake.root, "jdk", node_id=NODE, data_dir=fake.data_dir))
+    assert not result.ready
+    assert result.detail == "no JDK 17"
+    fake.update_config(services={})
+    assert run(probe_ready(fake.root, "jdk", node_id=NODE, data_dir=fake.data_dir)).ready
+
+
+def test_probe_period_real_time() -> None:
+    ops = FakeOps("jdk")
+    spec = ProbeSpec(name="jdk", exec=["x"], period_s=0.2)
+
+    async def main() -> int:
+        monitor = ProbeMonitor(spec, ops, clock=SystemClock())
+        task = asyncio.ensure_future(monitor.run())
+        await asyncio.sleep(1.05)
+        task.cancel()
+        return monitor.checks
+
+    checks = run(main())
+    assert 4 <= checks <= 7, f"{checks} checks in ~1 s with period 0.2 s"

@@ -1,0 +1,503 @@
+"""The slurm launcher against a real Slurm cluster (fault matrix S01-S06 and end-to-end runs).
+
+Every test submits with ``srt apply`` (sbatch → the orchestrator as the batch shell →
+one ``srun --overlap`` step per instance) on the 3-node netns cluster, where each node has
+its own IP, and ends by proving nothing of the job survived: neither a process carrying
+the job's SLURM_JOB_ID nor one carrying its srt cookie.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from srt_services.launch import process
+from srt_services.supervise.jobdir import read_events
+from srt_services.testing.survivors import survivors
+
+pytestmark = pytest.mark.slurm
+
+DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+
+
+class SlurmJob:
+    def __init__(self, shell: Any, job_id: str, job_dir: Path) -> None:
+        self.shell = shell
+        self.job_id = job_id
+        self.job_dir = job_dir
+
+    def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        evs = read_events(str(self.job_dir / "events.jsonl"))
+        return [e for e in evs if (name is None or e["event"] == name) and all(e.get(k) == v for k, v in match.items())]
+
+    def wait_event(self, name: str, timeout: float = 60.0, **match: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.events(name, **match)
+            if found:
+                return found[0]
+            time.sleep(0.05)
+        raise AssertionError(f"no {name} {match}; log:\n{self.sbatch_log()}")
+
+    def state(self) -> str:
+        return str(self.shell.job_state(self.job_id))
+
+    def wait_done(self, timeout: float = 90.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.state()
+            if state in DONE:
+                return state
+            time.sleep(0.2)
+        raise AssertionError(f"job {self.job_id} still {self.state()} after {timeout}s:\n{self.sbatch_log()}")
+
+    def result(self) -> dict[str, Any]:
+        return json.loads((self.job_dir / "result.json").read_text())
+
+    def sbatch_log(self) -> str:
+        try:
+            return (self.job_dir / "logs" / "sbatch.out").read_text()
+        except OSError:
+            return "(no sbatch.out)"
+
+    def log(self, step: str) -> str:
+        return (self.job_dir / "logs" / f"{step}.out").read_text()
+
+    def instance_pid(self, step: str) -> int:
+        return int(json.loads((self.job_dir / "state.json").read_text())["instances"][step]["pid"])
+
+    def assert_nothing_left(self, wait_until: Any) -> None:
+        wait_until(lambda: not self.shell.job_pids(self.job_id), timeout=30, what="job processes gone")
+        wait_until(lambda: not survivors(str(self.job_dir)), timeout=10, what="cookie holders gone")
+
+
+@pytest.fixture
+def cluster(slurm_cluster_3: Any) -> Any:
+    return slurm_cluster_3
+
+
+@pytest.fixture
+def shell(cluster: Any, slurm_env: Any) -> Any:
+    return slurm_env(cluster)
+
+
+@pytest.fixture
+def submit(cluster: Any, shell: Any, tmp_path: Path, wait_until: Any) -> Any:
+    submitted: list[SlurmJob] = []
+
+    def _submit(text: str, name: str = "job", extra_env: dict[str, str] | None = None) -> SlurmJob:
+        recipe = tmp_path / f"{name}.yaml"
+        recipe.write_text(textwrap.dedent(text))
+        job_dir = tmp_path / f"{name}-dir"
+        env = cluster.env()
+        env.update(extra_env or {})
+        out = subprocess.run(
+            [sys.executable, "-m", "srt_services", "apply", str(recipe), "-o", str(job_dir), "--json"],
+            capture_output=True, text=True, env=env, check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        job = SlurmJob(shell, json.loads(out.stdout)["job_id"], job_dir)
+        submitted.append(job)
+        return job
+
+    yield _submit
+    for job in submitted:
+        if job.state() not in DONE:
+            shell.run("scancel", job.job_id, check=False)
+        job.assert_nothing_left(wait_until)
+
+
+def srt(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "srt_services", *args], capture_output=True, text=True, env=env, check=False)
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_services_on_different_nodes_reach_each_other_by_node_ip(submit: Any, cluster: Any, tmp_path: Path) -> None:
+    out = tmp_path / "answers"
+    job = submit(
+        f"""
+        schema: 2
+        name: e2e
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: web
+            nodes: 3
+            command: [python3, -m, http.server, "9071", --bind, "{{node_ip}}"]
+            readiness: {{http: {{port: 9071, path: /}}}}
+          - name: client
+            terminal: true
+            command: [bash, -c, "for ip in $(echo {{pool_ips}} | tr , ' '); do echo $(hostname) $ip $(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1]).status)' http://$ip:9071/) >> {out}; done"]
+            placement: {{pool: web}}
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert job.result()["exit_code"] == 0
+    lines = out.read_text().split("\n")
+    answers = sorted(line.split()[1:] for line in lines if line)
+    assert answers == sorted([ip, "200"] for ip in cluster.node_ips.values() for _ in range(3))
+    hosts = {line.split()[0] for line in lines if line}
+    assert hosts == set(cluster.nodes), "a client ran on every pool node"
+    launched = {e["node"] for e in job.events("launched", unit="web")}
+    assert launched == set(cluster.nodes)
+
+
+def test_pool_and_per_worker_services(submit: Any, cluster: Any, tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    job = submit(
+        f"""
+        schema: 2
+        name: shapes
+        slurm: {{signal_before_end_seconds: 0}}
+        resources: {{gpus_per_node: 8}}
+        frontend:
+          type: sglang
+          port: 9072
+          command: [python3, -m, http.server, "9072", --bind, "{{node_ip}}"]
+          readiness: {{http: {{path: /}}}}
+        roles:
+          agg:
+            workers: 2
+            gpus_per_worker: 4
+            port: 9100
+            command: [python3, -m, http.server, "{{worker_port}}", --bind, "{{node_ip}}"]
+            readiness: {{tcp: {{}}}}
+        benchmark:
+          type: command
+          command: [bash, -c, "sleep 0.5; echo done"]
+        services:
+          - name: train
+            nodes: 2
+            command: [bash, -c, "echo pool $(hostname) {{index}} {{pool_node_count}} {{pool_ip}} >> {report}; sleep 1000"]
+          - name: sidecar
+            placement: {{node: agg, per: worker}}
+            command: [bash, -c, "echo worker $(hostname) {{worker_index}} $CUDA_VISIBLE_DEVICES >> {report}; echo ready; sleep 1000"]
+            readiness: {{log: {{pattern: ready}}}}
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert job.result()["exit_code"] == 0
+    lines = sorted(report.read_text().splitlines())
+    ips = cluster.node_ips
+    assert [line for line in lines if line.startswith("pool")] == [
+        f"pool n2 0 2 {ips['n2']}",
+        f"pool n3 1 2 {ips['n2']}",
+    ]
+    assert [line for line in lines if line.startswith("worker")] == ["worker n1 0 0,1,2,3", "worker n1 1 4,5,6,7"]
+    steps = {e["step"] for e in job.events("launched")}
+    assert {"service_sidecar_agg_0_n1", "service_sidecar_agg_1_n1", "service_train_n2", "service_train_n3"} <= steps
+
+
+def test_env_and_preamble_quoting(submit: Any, tmp_path: Path) -> None:
+    dump = tmp_path / "env.json"
+    tricky = {
+        "COMMAS": "a,b,c=d",
+        "QUOTES": "it's \"quoted\"",
+        "SPACES": "  lead and trail  ",
+        "DOLLAR": "$HOME ${PATH} $(id) `id`",
+        "NEWLINES": "one\ntwo\n",
+    }
+    keys = sorted([*tricky, "FROM_PREAMBLE"])
+    code = f"import os,json; json.dump({{k: os.environ.get(k) for k in {keys!r}}}, open({str(dump)!r}, 'w'))"
+    recipe = {
+        "schema": 2,
+        "name": "quoting",
+        "slurm": {"signal_before_end_seconds": 0},
+        "services": [
+            {
+                "name": "show",
+                "terminal": True,
+                "preamble": 'export FROM_PREAMBLE="it\'s \\"fine\\" $((1+1))"\n',
+                "command": ["python3", "-c", code, "arg with 'quotes' and $dollar"],
+                "env": tricky,
+            }
+        ],
+    }
+    job = submit(json.dumps(recipe))
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    got = json.loads(dump.read_text())
+    for k, v in tricky.items():
+        assert got[k] == v, k
+    assert got["FROM_PREAMBLE"] == "it's \"fine\" 2"
+
+
+# --------------------------------------------------------------------------- fault matrix
+
+
+def _trap(name: str, marker: Path) -> str:
+    return f"trap 'echo {name} $(date +%s.%N) >> {marker}; exit 0' TERM; echo up; while true; do sleep 0.05; done"
+
+
+def test_S01_scancel_of_the_job_stops_everything_inside_killwait(submit: Any, shell: Any, cluster: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "term"
+    job = submit(
+        f"""
+        schema: 2
+        name: s01
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: a
+            nodes: 2
+            command: [bash, -c, "{_trap('a-{index}', marker)}"]
+            readiness: {{log: {{pattern: up}}}}
+          - name: b
+            nodes: 1
+            command: [bash, -c, "{_trap('b', marker)}"]
+            readiness: {{log: {{pattern: up}}}}
+        """
+    )
+    job.wait_event("serving")
+    t0 = time.monotonic()
+    shell.run("scancel", job.job_id)
+    state = job.wait_done()
+    elapsed = time.monotonic() - t0
+    assert state == "CANCELLED"
+    assert elapsed < cluster.kill_wait + 3, f"teardown took {elapsed:.1f}s, KillWait is {cluster.kill_wait}s"
+    times = [float(line.split()[1]) for line in marker.read_text().splitlines()]
+    assert len(times) == 3
+    assert max(times) - min(times) < 1.0, "every step got SIGTERM at (nearly) the same time"
+    result = job.result()
+    assert result["cause"]["kind"] == "signal" and result["cause"]["signal"] == "SIGTERM"
+
+
+def test_S02_graceful_step_stop_then_escalation(submit: Any, tmp_path: Path) -> None:
+    flushed = tmp_path / "flushed"
+    job = submit(
+        f"""
+        schema: 2
+        name: s02
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: polite
+            nodes: 1
+            command: [bash, -c, "trap 'sleep 0.3; echo flushed > {flushed}; exit 0' TERM; echo up; while true; do sleep 0.05; done"]
+            readiness: {{log: {{pattern: up}}}}
+          - name: deaf
+            nodes: 1
+            command: [bash, -c, "trap '' TERM; echo up; while true; do sleep 0.05; done"]
+            readiness: {{log: {{pattern: up}}}}
+          - name: end
+            terminal: true
+            command: [bash, -c, "sleep 0.5"]
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert flushed.read_text().strip() == "flushed", "TERM reached the task and srun waited for it"
+    polite = job.events("exited", step="service_polite")[0]
+    assert polite["code"] == 0, "the srun client was not signalled (that would have killed the task)"
+    deaf = job.events("exited", step="service_deaf")[0]
+    assert deaf["code"] == 137
+    assert job.events("escalated", step="service_deaf")
+
+
+def test_S03_time_limit_with_an_early_signal(submit: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "term"
+    job = submit(
+        f"""
+        schema: 2
+        name: s03
+        slurm: {{time: "1", signal_before_end_seconds: 52}}
+        services:
+          - name: a
+            nodes: 2
+            command: [bash, -c, "{_trap('a', marker)}"]
+            readiness: {{log: {{pattern: up}}}}
+        """
+    )
+    job.wait_event("serving")
+    started = time.time()
+    state = job.wait_done(timeout=120)
+    assert state != "TIMEOUT", f"the job must end on its own before the limit\n{job.sbatch_log()}"
+    assert time.time() - started < 50
+    result = job.result()
+    assert result["cause"]["kind"] == "signal" and result["exit_code"] == 143
+    assert len(marker.read_text().splitlines()) == 2
+
+
+def test_S04_orchestrator_killed_leaves_nothing(submit: Any, shell: Any, cluster: Any, tmp_path: Path, wait_until: Any) -> None:
+    job = submit(
+        """
+        schema: 2
+        name: s04
+        slurm: {signal_before_end_seconds: 0}
+        services:
+          - name: a
+            nodes: 3
+            command: [bash, -c, "setsid sleep 1000 & echo up; sleep 1000"]
+            readiness: {log: {pattern: up}}
+        """
+    )
+    job.wait_event("serving")
+    orch = json.loads((job.job_dir / "state.json").read_text())["orchestrator"]["pid"]
+    os.kill(orch, signal.SIGKILL)
+    job.wait_done()
+    job.assert_nothing_left(wait_until)
+    env = cluster.env()
+    stopped = srt("stop", str(job.job_dir), env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    status = srt("status", str(job.job_dir), "--json", env=env)
+    data = json.loads(status.stdout)
+    assert not any(r["running"] for r in data["instances"])
+
+
+def test_S05_leftover_of_a_dead_job_is_reaped_a_stranger_is_named(submit: Any, cluster: Any, tmp_path: Path) -> None:
+    ns = f"/run/netns/{cluster.name}-n2"
+    ip = cluster.node_ips["n2"]
+    server = f"import socket,time; s=socket.socket(); s.bind(({ip!r}, 9073)); s.listen(); time.sleep(1000)"
+    leftover = subprocess.Popen(
+        ["nsenter", f"--net={ns}", "python3", "-c", server],
+        env={"PATH": os.environ["PATH"], "SRT_JOB_COOKIE": "0" * 32, "SRT_INSTANCE": "service_old", "SLURM_JOB_ID": "1"},
+        start_new_session=True,
+    )
+    stranger = None
+    try:
+        time.sleep(0.5)
+        recipe = """
+            schema: 2
+            name: s05
+            slurm: {signal_before_end_seconds: 0}
+            services:
+              - name: pad
+                nodes: 1
+                command: [sleep, "1000"]
+              - name: web
+                nodes: 1
+                command: [python3, -m, http.server, "9073", --bind, "{node_ip}"]
+                readiness: {port: 9073}
+              - name: end
+                terminal: true
+                command: [bash, -c, "sleep 0.3"]
+            """
+        job = submit(recipe, name="reap")
+        assert job.wait_done() == "COMPLETED", job.sbatch_log()
+        reaped = job.events("reaped_leftover", unit="web")
+        assert reaped and f"pid {leftover.pid}" in reaped[0]["detail"]
+        assert leftover.wait(10) == -9
+        stranger = subprocess.Popen(["nsenter", f"--net={ns}", "python3", "-c", server], start_new_session=True)
+        time.sleep(0.5)
+        job = submit(recipe, name="stranger")
+        job.wait_done()
+        result = job.result()
+        assert result["exit_code"] == 1
+        assert result["cause"]["kind"] == "port_in_use"
+        assert f"pid {stranger.pid}" in result["cause"]["message"]
+        assert stranger.poll() is None, "a foreign process is never killed"
+    finally:
+        for p in (leftover, stranger):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(submit: Any, shell: Any, cluster: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "term"
+    job = submit(
+        f"""
+        schema: 2
+        name: s06
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: others
+            nodes: 2
+            command: [bash, -c, "{_trap('others', marker)}"]
+            readiness: {{log: {{pattern: up}}}}
+          - name: store
+            nodes: 1
+            critical: true
+            command: [bash, -c, "echo up; sleep 1000"]
+            readiness: {{log: {{pattern: up}}}}
+        """
+    )
+    job.wait_event("serving")
+    node = job.events("launched", unit="store")[0]["node"]
+    try:
+        shell.run("scontrol", "update", f"nodename={node}", "state=down", "reason=srt-test")
+        job.wait_done()
+    finally:
+        shell.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+    cause = job.result()["cause"]
+    assert cause["kind"] == "critical_service_exit" and cause["unit"] == "store" and cause["node"] == node
+    assert "Node failure" in job.log("service_store")
+    assert len(marker.read_text().splitlines()) == 2, "the other nodes' services were stopped"
+
+
+# --------------------------------------------------------------------------- rendering (no cluster needed)
+
+
+def test_container_flags_and_site_aliases_in_srun_lines(tmp_path: Path) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text(
+        textwrap.dedent(
+            """
+            [containers]
+            aliases = {mooncake = "registry.example/mooncake:0.3"}
+            mounts = ["/models:/models"]
+            [slurm]
+            srun_extra = ["--mpi=none"]
+            """
+        )
+    )
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        textwrap.dedent(
+            """
+            schema: 2
+            name: ctr
+            services:
+              - name: store
+                container: mooncake
+                cpus_per_task: 8
+                cpu_bind: none
+                srun_options: {exclusive: "", gres: "gpu:1"}
+                command: [python3, -m, mooncake.mooncake_store_service]
+            """
+        )
+    )
+    env = dict(os.environ, SRT_SITE_CONFIG=str(site))
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services", "dry-run", str(recipe), "--srun"], capture_output=True, text=True, env=env, check=True
+    )
+    line = next(line for line in out.stdout.splitlines() if line.strip().startswith("service_store:"))
+    argv = shlex.split(line.split(":", 1)[1])
+    assert argv[:2] == ["srun", "--jobid=<job_id>"]
+    for flag in (
+        "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=node0", "--job-name=service_store",
+        "--container-image=registry.example/mooncake:0.3", "--no-container-entrypoint",
+        "--no-container-mount-home", "--cpus-per-task=8", "--cpu-bind=none", "--exclusive", "--gres=gpu:1",
+        "--mpi=none", "--export=ALL",
+    ):
+        assert flag in argv, flag
+    mounts = next(a for a in argv if a.startswith("--container-mounts="))
+    assert "/models:/models" in mounts and "<job_dir>:<job_dir>" in mounts
+    assert argv[-3:] == ["python3", "-m", "mooncake.mooncake_store_service"]
+
+
+def test_render_writes_the_script_without_submitting(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "schema: 2\nname: rend\nslurm: {partition: gpu, account: ml, time: '02:00:00', sbatch_extra: ['--exclusive']}\n"
+        "services:\n  - {name: a, nodes: 2, command: [sleep, '1']}\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services", "render", str(recipe), "-o", str(tmp_path / "job")], capture_output=True, text=True, check=True
+    )
+    script = Path(out.stdout.strip()).read_text()
+    for line in (
+        "#SBATCH --nodes=2", "#SBATCH --partition=gpu", "#SBATCH --account=ml", "#SBATCH --time=02:00:00",
+        "#SBATCH --exclusive", "#SBATCH --signal=B:TERM@60", "#SBATCH --no-kill",
+    ):
+        assert line in script
+    assert "--launcher slurm" in script and script.splitlines()[-1].startswith("exec ")
+    assert not (tmp_path / "job" / "job.json").exists()
+    assert process.alive(os.getpid())
