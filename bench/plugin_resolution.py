@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "plugins"))
 
 import distgen  # noqa: E402
-
 from srt_services.plugins import discovery  # noqa: E402
 from srt_services.plugins.manager import PluginSet  # noqa: E402
 from srt_services.site_config import SiteConfig  # noqa: E402
@@ -47,15 +46,22 @@ def install(site: Path, count: int) -> None:
         distgen.write(site, distgen.plugin(f"{PREFIX}-{i:02d}", kinds=[f"dummy-{i}"]))
 
 
-def median_time(fn: Callable[[], object], repeat: int, before: Callable[[], None] | None = None) -> float:
-    samples = []
+def interleaved(
+    fns: dict[str, Callable[[], object]],
+    repeat: int,
+    before: dict[str, Callable[[], None]] | None = None,
+) -> dict[str, float]:
+    """Median time of each function, sampled in alternation so that load from other
+    processes (this runs on shared 2-core machines) hits every variant alike."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
-        if before is not None:
-            before()
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+        for name, fn in fns.items():
+            if before and name in before:
+                before[name]()
+            started = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def forget_dummies() -> None:
@@ -76,20 +82,14 @@ def baseline_scan() -> None:
     importlib.metadata.entry_points(group=discovery.PLUGIN_GROUP)
 
 
-def help_time(pythonpath: str | None, repeat: int) -> float:
+def help_runner(pythonpath: str | None) -> Callable[[], object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRT_")}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     else:
         env.pop("PYTHONPATH", None)
     argv = [sys.executable, "-m", "srt_services", "--help"]
-    subprocess.run(argv, env=env, capture_output=True, check=True)  # warm the page cache
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run(argv, env=env, capture_output=True, check=True)
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+    return lambda: subprocess.run(argv, env=env, capture_output=True, check=True)
 
 
 def main() -> None:
@@ -100,7 +100,6 @@ def main() -> None:
     args = parser.parse_args()
     target = f"dummy-{min(17, args.plugins - 1)}"
 
-    help_before = help_time(None, args.help_repeat)
     with tempfile.TemporaryDirectory(prefix="srt-bench-") as tmp:
         site = Path(tmp) / "site-packages"
         install(site, args.plugins)
@@ -109,15 +108,25 @@ def main() -> None:
         installed = len(list(importlib.metadata.distributions()))
         found = len(importlib.metadata.entry_points(group=discovery.PLUGIN_GROUP))
 
-        # Warm both paths once (module imports, the file-system caches both share).
+        # Warm every path once (module imports, the file-system caches they share).
         forget_dummies()
         resolve_kind(target)
         baseline_scan()
-
-        resolve = median_time(lambda: resolve_kind(target), args.repeat, forget_dummies)
-        scan = median_time(baseline_scan, args.repeat)
-        scan_only = median_time(discovery.scan, args.repeat, discovery.clear_cache)
-        help_after = help_time(str(site), args.help_repeat)
+        times = interleaved(
+            {
+                "baseline": baseline_scan,
+                "resolve": lambda: resolve_kind(target),
+                "scan": discovery.scan,
+            },
+            args.repeat,
+            before={"resolve": forget_dummies, "scan": discovery.clear_cache},
+        )
+        scan, resolve, scan_only = times["baseline"], times["resolve"], times["scan"]
+        helps = {"without": help_runner(None), "with": help_runner(str(site))}
+        for run in helps.values():
+            run()
+        help_times = interleaved(helps, args.help_repeat)
+        help_before, help_after = help_times["without"], help_times["with"]
 
     print(f"distributions visible: {installed}; srt.plugins entry points: {found}")
     print(f"(b) bare entry_points(group='srt.plugins'):    {scan * 1e3:8.2f} ms")

@@ -107,7 +107,7 @@ def test_metrics_port_against_a_readiness_port(one) -> None:
     )
     assert p.label == "services[b].metrics[1]"
     assert "services[a] and services[b] both listen on port 9000 on node node0" in p.message
-    assert (p.line, p.column) == (13, 7)
+    assert (p.line, p.column) == (12, 7)
 
 
 def test_metrics_on_the_first_node_only_claims_that_node(plan) -> None:
@@ -197,7 +197,7 @@ def test_worker_port_against_a_service(one) -> None:
         "services[a] and roles.agg both listen on port 9001 on node node0; give them disjoint"
         " placements or ports"
     )
-    assert (p.line, p.column) == (5, 45)
+    assert (p.line, p.column) == (5, 41)
 
 
 def test_several_collisions_are_reported_together(problems) -> None:

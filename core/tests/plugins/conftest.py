@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-
 from srt_services import site_config
 from srt_services.plugins import discovery, manager
 from srt_services.testing.pytest_plugin import (  # noqa: F401 - fixtures for these tests
@@ -78,7 +77,6 @@ def plugin_set(site: Site) -> Callable[..., manager.PluginSet]:
 def cli(site: Site) -> Callable[..., Result]:
     """Run ``srt plugins ARGS`` in-process (fast); the process-wide plugin set is fresh."""
     from click.testing import CliRunner
-
     from srt_services.cli.plugin_cmds import plugins
 
     def invoke(*args: str) -> Result:
@@ -105,6 +103,7 @@ def run_srt(site: Site) -> Callable[..., subprocess.CompletedProcess[str]]:
         full.update(env)
         return subprocess.run(
             [sys.executable, "-m", "srt_services", *args],
+            check=False,
             capture_output=True,
             text=True,
             env=full,

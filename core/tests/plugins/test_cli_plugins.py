@@ -189,7 +189,9 @@ def test_lock_check_round_trip_and_drift(site: Site, cli: Cli, tmp_path: Path) -
     site.install_dist(replace(DUMMIES["good"], version="1.3.0"))
     (site.path / "srt_broken" / "plugin.py").write_text("# patched\n")
     record = site.path / "srt_broken-0.1.0.dist-info" / "RECORD"
-    record.write_text(record.read_text().replace("srt_broken/plugin.py,sha256=", "srt_broken/plugin.py,sha256=x"))
+    record.write_text(
+        record.read_text().replace("srt_broken/plugin.py,sha256=", "srt_broken/plugin.py,sha256=x")
+    )
     result = cli("check", "--lock", str(lock))
     assert result.exit_code == 1
     out = result.stdout

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import pytest
 from plugin_site import Site
-
 from srt_services import __version__
 from srt_services.errors import PluginError
 from srt_services.plugins.discovery import PluginRecord, scan

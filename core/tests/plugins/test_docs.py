@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 import pytest
-
 from srt_services import hookspecs
 from srt_services.cli.main import cli
 
@@ -71,7 +70,9 @@ def test_every_srt_word_is_a_hook_or_fixture(page: str) -> None:
     text = (DOCS / page).read_text(encoding="utf-8")
     known = hooks() | fixtures() | set(NOT_HOOKS)
     unknown = sorted({w for w in HOOK_RE.findall(text) if w not in known})
-    assert not unknown, f"{page} mentions {unknown}: neither hooks (srt_services.hookspecs) nor kit fixtures"
+    assert not unknown, (
+        f"{page} mentions {unknown}: neither hooks (srt_services.hookspecs) nor kit fixtures"
+    )
 
 
 def test_every_hook_is_documented_for_authors() -> None:
@@ -89,7 +90,9 @@ def test_every_command_and_option_exists(page: str) -> None:
         words = line.split()[1:]
         # `srt <name>` stands for any plugin command; cut at the first placeholder.
         words = [w for w in words if not w.startswith(("<", "["))]
-        command, rest = resolve(words[: next((i for i, w in enumerate(words) if "/" in w or "." in w), len(words))])
+        command, rest = resolve(
+            words[: next((i for i, w in enumerate(words) if "/" in w or "." in w), len(words))]
+        )
         known = {opt for param in command.params for opt in getattr(param, "opts", [])}
         known |= {"-h", "--help"}
         if command is cli:

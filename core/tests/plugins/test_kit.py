@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 import pytest
 from plugin_site import Site
-
 from srt_services.errors import PluginError
 from srt_services.hookspecs import hookimpl
 from srt_services.kinds.generic import GenericKind
@@ -171,7 +170,7 @@ def test_recipe_errors_helper(srt_plugins: PluginSet) -> None:
 
 AUTHOR_CONFTEST = 'pytest_plugins = ["srt_services.testing.pytest_plugin"]\n'
 
-AUTHOR_TESTS = '''
+AUTHOR_TESTS = """
 from typing import Any, ClassVar
 
 import pytest
@@ -245,15 +244,26 @@ def test_fixtures(srt_register: Any, srt_plan: Any) -> None:
     srt_register(test_author)
     plan = srt_plan({"services": [{"name": "g", "type": "goodk"}]}, nodes=2)
     assert plan.unit("g").instances[0].argv[2] == "<node0-ip>"
-'''
+"""
 
 
 def test_contract_suite_as_a_plugin_author_runs_it(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(AUTHOR_CONFTEST)
     (tmp_path / "test_author.py").write_text(textwrap.dedent(AUTHOR_TESTS))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "--rootdir", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rf",
+            "--rootdir",
+            str(tmp_path),
+        ],
         cwd=tmp_path,
+        check=False,
         capture_output=True,
         text=True,
         timeout=120,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from srt_services.cli.plugin_cmds import plugins, template_dir, template_values
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "plugins" / "_template" / "skeleton"
@@ -42,7 +41,9 @@ def test_generates_a_complete_package(tmp_path: Path) -> None:
     assert meta["project"]["name"] == "srt-my-cache"
     assert meta["project"]["dependencies"] == ["srt-services>=1.0,<2"]
     assert meta["project"]["entry-points"]["srt.plugins"] == {"my-cache": "srt_my_cache.plugin"}
-    assert meta["project"]["entry-points"]["srt.provides"] == {"kind.my-cache": "srt_my_cache.plugin"}
+    assert meta["project"]["entry-points"]["srt.provides"] == {
+        "kind.my-cache": "srt_my_cache.plugin"
+    }
     for path in root.rglob("*"):
         if path.is_file():
             assert "{{" not in path.read_text(), f"unfilled slot in {path}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,8 +142,12 @@ def test_concurrent_calls_for_different_services(bundle_factory: Callable[..., F
 
     async def main() -> float:
         executors = [fake.executor(f"svc{i}") for i in range(10)]
+        threads_before = threading.active_count()
         began = time.monotonic()
-        results = await asyncio.gather(*(e.call("status", Status) for e in executors))
+        calls = asyncio.gather(*(e.call("status", Status) for e in executors))
+        await asyncio.sleep(0.1)
+        assert threading.active_count() == threads_before, "a thread per call"
+        results = await calls
         assert all(not r.document.running for r in results)
         return time.monotonic() - began
 

@@ -84,6 +84,9 @@ class ServiceKind:
     #: The recipe may not write ``command`` (a kind that must own its argv).
     forbids_command: ClassVar[bool] = False
     default_stop_grace: ClassVar[float] = 30.0
+    #: Signal that asks the service to stop cleanly (``INT`` for servers that treat TERM as
+    #: an error exit); SIGKILL follows after the grace either way.
+    stop_signal: ClassVar[str] = "TERM"
     default_readiness_timeout: ClassVar[float] = 120.0
     default_readiness_interval: ClassVar[float] = 2.0
 

@@ -167,7 +167,8 @@ async def run_command(
         loop.add_reader(fd, readable)
     timed_out = False
     try:
-        code = await asyncio.wait_for(asyncio.shield(done), timeout)
+        async with asyncio.timeout(timeout):
+            code = await asyncio.shield(done)
     except TimeoutError:
         timed_out = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -175,8 +176,7 @@ async def run_command(
         code = await done
     # a grandchild may still hold the pipe; never wait on it for long
     if readers:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*readers), 1.0)
+        await asyncio.wait(readers, timeout=1.0)
     out_chunks = chunks.get(popen.stdout.fileno(), []) if popen.stdout else []
     err_chunks = chunks.get(popen.stderr.fileno(), []) if popen.stderr else []
     for stream in (popen.stdout, popen.stderr):

@@ -43,11 +43,12 @@ class LocalLauncher(Launcher):
             started_wall=started_wall,
             started_mono=time.monotonic(),
             popen=spawned.popen,
+            extra={"stop_signal": instance.stop_signal},
         )
 
     async def terminate(self, handles: list[Handle]) -> None:
         for h in handles:
-            process.terminate_group(h.pgid)
+            process.terminate_group(h.pgid, h.extra.get("stop_signal", "TERM"))
 
     async def kill(self, handles: list[Handle]) -> None:
         for h in handles:

@@ -245,9 +245,9 @@ def signal_pid(pid: int, sig: int) -> bool:
         return False
 
 
-def terminate_group(pgid: int) -> bool:
-    """SIGTERM, then SIGCONT so a stopped process can act on it (systemd does the same)."""
-    ok = signal_group(pgid, signal.SIGTERM)
+def terminate_group(pgid: int, sig: str = "TERM") -> bool:
+    """The stop signal, then SIGCONT so a stopped process can act on it (as systemd does)."""
+    ok = signal_group(pgid, signal.Signals[f"SIG{sig}"])
     signal_group(pgid, signal.SIGCONT)
     return ok
 

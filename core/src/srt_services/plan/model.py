@@ -71,6 +71,7 @@ class PlannedInstance:
     cpus_per_task: int | None = None
     cpu_bind: str | None = None
     srun_options: dict[str, str] = field(default_factory=dict)
+    stop_signal: str = "TERM"
 
 
 @dataclass(slots=True)
@@ -161,6 +162,16 @@ class Plan:
     ports: list[dict[str, Any]]
     scrape_targets: list[ScrapeTarget]
     warnings: list[str] = field(default_factory=list)
+
+    def drop_unit(self, name: str, reason: str) -> None:
+        """Remove a unit that cannot run here (a kind's ``skip_reason``), keeping a note."""
+        self.units = [u for u in self.units if u.name != name]
+        for names in self.phases.values():
+            if name in names:
+                names.remove(name)
+        self.scrape_targets = [t for t in self.scrape_targets if t.service != name]
+        self.ports = [p for p in self.ports if p.get("owner") != f"services[{name}]"]
+        self.warnings.append(f"services[{name}] skipped: {reason}")
 
     def unit(self, name: str) -> PlannedUnit:
         for u in self.units:

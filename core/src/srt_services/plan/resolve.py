@@ -445,6 +445,7 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
                 cpus_per_task=spec.cpus_per_task,
                 cpu_bind=spec.cpu_bind,
                 srun_options={k: render(v, values) for k, v in spec.srun_options.items()},
+                stop_signal=kind.stop_signal,
             )
         )
     base.container = base.instances[0].container

@@ -28,7 +28,10 @@ async def connect_once(host: str, port: int, timeout: float) -> str | None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:
-        await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (host, port)), timeout)
+        # asyncio.timeout, not wait_for: in 3.11 wait_for can swallow a cancellation that
+        # races with the connect finishing, and a probe must always stop when cancelled
+        async with asyncio.timeout(timeout):
+            await asyncio.get_running_loop().sock_connect(sock, (host, port))
     except TimeoutError:
         return f"connect to {host}:{port} timed out after {timeout:g}s"
     except OSError as exc:

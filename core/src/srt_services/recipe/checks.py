@@ -400,7 +400,12 @@ class _Checker:
                 )
         else:
             placement = p.node if p is not None and p.node is not None else kind.default_placement
-        node_path = (*at, "placement", "node") if p is not None and p.node is not None else (*at, "type")
+        if p is not None and p.node is not None:
+            node_path = (*at, "placement", "node")
+        elif spec.nodes is not None:
+            node_path = (*at, "nodes")
+        else:
+            node_path = (*at, "type")
         if placement != "pool" and not self.plugins.has("placement", placement):
             known = ", ".join(n for n in sorted(self.plugins.placements()) if n != "pool")
             self.add(node_path, f"must be one of {known}; got {placement!r}")

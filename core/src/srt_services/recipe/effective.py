@@ -2,7 +2,8 @@
 
 Order (which is launch order within a phase): implied services first, in the order plugins
 return them, then declared services in declaration order. A declared entry with an implied
-entry's name takes its place (and position); ``enabled: false`` on it drops it. An implied
+entry's name takes its place (and position), keeping the implied type unless it names one;
+``enabled: false`` on it drops it. An implied
 entry may also step aside when a service of a given type is declared under any name.
 """
 
@@ -54,6 +55,10 @@ def merge(
         if spec.name in by_name:
             idx, override = by_name[spec.name]
             used.add(idx)
+            if "type" not in override.model_fields_set and override.type != spec.type:
+                # `- {name: etcd, placement: ...}` changes the implied etcd; it does not mean
+                # "replace etcd with a generic service"
+                override = override.model_copy(update={"type": spec.type})
             if override.enabled:
                 out.append(
                     EffectiveService(

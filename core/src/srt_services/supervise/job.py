@@ -65,6 +65,14 @@ def run_job(req: RunRequest) -> int:
         kind="local", count=req.nodes, job_id=os.path.basename(job.path), job_dir=job.path
     )
     plan = resolve(loaded, plugins, lambda needed: launcher_cls.allocation(request, needed), job.path)
+    for s in loaded.services:
+        reason = s.kind.skip_reason(s.spec, s.options) if s.options is not None else None
+        if reason is None or s.spec.external is not None:
+            continue
+        if s.critical:
+            raise SrtError(f"services[{s.name}] cannot run on this machine: {reason}")
+        plan.drop_unit(s.name, reason)
+        note(f"services[{s.name}] skipped: {reason}")
     atomic_write(job.file("plan.json"), plan.to_json(indent=True))
     copy = job.file("recipe" + (os.path.splitext(req.recipe)[1] or ".yaml"))
     if not os.path.exists(copy) or not os.path.samefile(req.recipe, copy):

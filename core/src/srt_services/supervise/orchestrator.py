@@ -157,6 +157,7 @@ class Orchestrator:
         self.watcher = ChildWatcher(loop)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._on_signal, sig)
+        loop.add_signal_handler(signal.SIGUSR1, self._dump_tasks)
         self.events = EventLog(self.job.file("events.jsonl"), self.options.on_event)
         try:
             self.hub = InotifyHub(loop)
@@ -181,7 +182,7 @@ class Orchestrator:
         finally:
             for task in list(self._tasks):
                 task.cancel()
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
             code = self.exit_code if self.exit_code is not None else 1
@@ -364,8 +365,8 @@ class Orchestrator:
         finally:
             if not waiter.done():
                 waiter.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await waiter
+                # bounded: a probe must not be able to hold up the orchestrator
+                await asyncio.wait({waiter}, timeout=1.0)
         if waiter in done and waiter.exception() is None and not exit_fut.done():
             self._mark_ready(inst)
             return
@@ -572,6 +573,17 @@ class Orchestrator:
         self.request_stop({"kind": "signal", "signal": name}, 128 + sig, f"received {name}")
 
     # ------------------------------------------------------------------ bookkeeping
+
+    def _dump_tasks(self) -> None:
+        """SIGUSR1: write every pending coroutine's stack to ``debug-tasks.txt`` (hangs)."""
+        import io
+
+        out = io.StringIO()
+        for task in asyncio.all_tasks():
+            out.write(f"--- {task!r}\n")
+            task.print_stack(file=out)
+        with open(self.job.file("debug-tasks.txt"), "w", encoding="utf-8") as fh:
+            fh.write(out.getvalue())
 
     def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)

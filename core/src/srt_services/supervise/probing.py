@@ -108,7 +108,8 @@ class InotifyHub:
         self._waiters[path].add(fut)
         self._dir_users[directory] += 1
         try:
-            await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                await fut
         except TimeoutError:
             pass
         finally:

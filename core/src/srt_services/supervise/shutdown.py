@@ -31,17 +31,6 @@ KILL_WAIT = 5.0
 STRAY_POLL = 0.02
 
 
-async def _sleep_or_kill_now(orch: Orchestrator, timeout: float) -> bool:
-    """Sleep up to ``timeout``; return True early if an immediate kill was requested."""
-    assert orch.kill_now is not None
-    if timeout <= 0:
-        return orch.kill_now.is_set()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(orch.kill_now.wait(), timeout)
-        return True
-    return False
-
-
 async def _stop_instance(orch: Orchestrator, inst: InstanceRun, grace: float) -> None:
     assert orch.launcher is not None
     fut = inst.exit_fut
@@ -58,8 +47,7 @@ async def _stop_instance(orch: Orchestrator, inst: InstanceRun, grace: float) ->
     reason = "immediate stop requested" if killer in done else f"did not exit {grace:g}s after SIGTERM"
     orch._emit("escalated", step=inst.step, unit=inst.planned.unit, node=inst.planned.node, detail=f"{reason}; sending SIGKILL")
     await orch.launcher.kill([inst.handle])
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(waiter, KILL_WAIT)
+    await asyncio.wait({waiter}, timeout=KILL_WAIT)
 
 
 def _tier_of_step(orch: Orchestrator, step: str | None) -> int | None:

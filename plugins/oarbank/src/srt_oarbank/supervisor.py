@@ -350,6 +350,8 @@ class ServiceSupervisor:
         if isinstance(leftovers, list):
             self.leftover_ids = [str(x) for x in leftovers]
         if trusted:
+            # Failure timestamps are CLOCK_MONOTONIC readings, which Linux keeps system-wide
+            # and continuous within one boot, so they stay meaningful in a new agent process.
             # Users are not restored: attempts re-admit after an agent restart, and a stale
             # user must never pin an on_demand service forever.
             tracker = record.get("tracker")

@@ -100,7 +100,7 @@ class SlurmLauncher(Launcher):
             started_wall=started_wall,
             started_mono=time.monotonic(),
             popen=spawned.popen,
-            extra={"job_id": self.job_id, "step_name": instance.step},
+            extra={"job_id": self.job_id, "step_name": instance.step, "stop_signal": instance.stop_signal},
         )
 
     async def _step_ids(self, names: set[str]) -> dict[str, str]:
@@ -131,11 +131,19 @@ class SlurmLauncher(Launcher):
         for h in live:
             if h.step in ids:
                 h.extra["step_id"] = ids[h.step]
-        targets = [ids[h.step] for h in live if h.step in ids]
-        if targets:
-            # One scancel for the whole tier. It may report "Invalid job id" for a step that
-            # ended meanwhile while still signalling the others; the exits tell the truth.
-            await run_command(self.watcher, ["scancel", f"--signal={sig}", *targets], 30.0, env=slurm_env())
+        by_signal: dict[str, list[str]] = {}
+        for h in live:
+            if h.step in ids:
+                chosen = h.extra.get("stop_signal", "TERM") if sig == "TERM" else sig
+                by_signal.setdefault(chosen, []).append(ids[h.step])
+        # One scancel per signal for the whole tier. It may report "Invalid job id" for a
+        # step that ended meanwhile while still signalling the others; exits tell the truth.
+        await asyncio.gather(
+            *(
+                run_command(self.watcher, ["scancel", f"--signal={s}", *targets], 30.0, env=slurm_env())
+                for s, targets in by_signal.items()
+            )
+        )
         if sig == "KILL":
             # a step Slurm no longer knows, or an srun stuck after its step: end the client
             for h in live:

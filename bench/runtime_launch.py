@@ -1,0 +1,295 @@
+"""Launching 200 trivial services: how long srt takes from the first launch to the last,
+against a raw ``Popen`` loop of the same 200 commands, and what supervising them costs the
+orchestrator (threads, memory).
+
+Run from the repository root with the dev venv: ``.venv/bin/python bench/runtime_launch.py``
+(about 20 s). Prints numbers, asserts nothing, leaves nothing running.
+
+The job: 50 services of ``sleep 1000`` on a pool of 4 virtual nodes (one instance per node:
+200 instances), no probe, no benchmark; ``srt run --quiet``. Launch time = the ``mono`` of
+the last ``launched`` event minus the first. Raw baselines in the same run: a loop of 200
+``subprocess.Popen(argv, start_new_session=True)`` (bare), and the same with what srt does
+per child besides (a log file to append to, an explicit environment, ``close_fds``).
+Supervision cost, read with psutil once every instance runs: the orchestrator's thread count
+and its RSS with 200 instances minus its RSS with 1, per extra instance.
+
+Targets (issue 3): launch <= 1.5x the raw Popen loop; no thread per child; <= 50 KB per
+service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+from srt_services.launch import process
+from srt_services.testing.survivors import survivors
+
+PY = [sys.executable, "-S"]
+SRT = [sys.executable, "-m", "srt_services"]
+Events = list[dict[str, Any]]
+
+# --------------------------------------------------------------------------- srt jobs
+
+
+class Job:
+    """One ``srt run --quiet`` in a subprocess, its events, and a cleanup that kills leftovers."""
+
+    def __init__(self, root: Path, name: str, recipe: dict[str, Any], nodes: int | None = None):
+        self.name = name
+        self.dir = root / name
+        self.out = root / f"{name}.out"
+        self.recipe = root / f"{name}.json"
+        self.recipe.write_text(json.dumps(recipe))
+        self.nodes = nodes
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.code: int | None = None
+        self.hung = False
+
+    def start(self) -> Job:
+        argv = [*SRT, "run", str(self.recipe), "--job-dir", str(self.dir), "--quiet"]
+        if self.nodes:
+            argv += ["--nodes", str(self.nodes)]
+        with open(self.out, "wb") as out:
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def events(self) -> Events:
+        out = []
+        try:
+            with open(self.dir / "events.jsonl", "rb") as fh:
+                for line in fh:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        break
+        except FileNotFoundError:
+            pass
+        return out
+
+    def wait_for(self, done: Callable[[Events], bool], timeout: float = 60.0) -> Events:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            events = self.events()
+            if done(events):
+                return events
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: condition not met; srt said:\n{self.tail()}")
+            time.sleep(0.02)
+
+    def tail(self) -> str:
+        return self.out.read_text(errors="replace")[-2000:] if self.out.exists() else ""
+
+    def wait(self, timeout: float = 60.0) -> int | None:
+        """Wait for srt to exit; ``None`` (and ``hung``) if it did not within ``timeout``."""
+        assert self.proc is not None
+        try:
+            self.code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.hung = True
+            return None
+        return self.code
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM srt (a user's Ctrl-C) and wait for it to finish its teardown."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def cleanup(self) -> list[str]:
+        """Kill whatever is left (srt itself, then anything with the job's cookie)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self.dir.exists():
+            return []
+        left = survivors(str(self.dir))
+        state = self.dir / "state.json"
+        if left and state.exists():
+            cookie = json.loads(state.read_text()).get("cookie")
+            for pid, _ in process.pids_with_cookie(cookie):
+                process.signal_pid(pid, signal.SIGKILL)
+        return left
+
+    def report_problems(self, leaked: list[str]) -> None:
+        if self.hung:
+            print(f"  !! {self.name}: srt did not exit after SIGTERM (killed; see bench/README.md)")
+        if leaked:
+            print(f"  !! {self.name}: {len(leaked)} process(es) left behind, e.g. {leaked[0]}")
+
+
+def by_event(events: Events, name: str) -> Events:
+    return [e for e in events if e["event"] == name]
+
+
+def ms(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    p90 = (
+        statistics.quantiles(values, n=10, method="inclusive")[8] if len(values) > 1 else values[0]
+    )
+    return (
+        f"median {statistics.median(values) * 1000:7.2f} ms  p90 {p90 * 1000:7.2f} ms"
+        f"  max {max(values) * 1000:7.2f} ms  (n={len(values)})"
+    )
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def sleepers(name: str, services: int, nodes: int) -> dict[str, Any]:
+    """``services`` services of ``sleep 1000``, each with an instance on every pool node."""
+    specs: list[dict[str, Any]] = []
+    for i in range(services):
+        spec: dict[str, Any] = {"name": f"s{i}", "command": ["sleep", "1000"]}
+        if nodes > 1:
+            if i == 0:
+                spec["nodes"] = nodes
+            else:
+                spec["placement"] = {"pool": "s0"}
+        spec["stop_grace_seconds"] = 5
+        specs.append(spec)
+    return {"schema": 2, "name": name, "services": specs}
+
+
+def srt_round(root: Path, name: str, services: int, nodes: int) -> dict[str, float]:
+    expected = services * nodes
+    job = Job(root, name, sleepers(name, services, nodes))
+    try:
+        job.start()
+        events = job.wait_for(lambda evs: bool(by_event(evs, "serving")))
+        me = psutil.Process(job.pid)
+        threads = me.num_threads()
+        rss = me.memory_info().rss
+        fds = me.num_fds()
+        launched = [e["mono"] for e in by_event(events, "launched")]
+        job.stop()
+        left = survivors(str(job.dir))
+    finally:
+        job.report_problems(job.cleanup())
+    if len(launched) != expected:
+        print(f"  !! {name}: {len(launched)} launched, expected {expected}")
+    return {
+        "span": max(launched) - min(launched),
+        "threads": threads,
+        "rss": rss,
+        "fds": fds,
+        "left": len(left),
+    }
+
+
+def raw_round(root: Path, count: int, like_srt: bool) -> float:
+    """Seconds for a loop of ``count`` Popen calls (then the children are killed)."""
+    logs = root / "raw-logs"
+    logs.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        t0 = time.perf_counter()
+        for i in range(count):
+            if like_srt:
+                fd = os.open(logs / f"{i}.out", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                try:
+                    procs.append(
+                        subprocess.Popen(
+                            ["sleep", "1000"],
+                            env={**env, "SRT_INSTANCE": f"raw_{i}"},
+                            stdin=subprocess.DEVNULL,
+                            stdout=fd,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                            close_fds=True,
+                        )
+                    )
+                finally:
+                    os.close(fd)
+            else:
+                procs.append(subprocess.Popen(["sleep", "1000"], start_new_session=True))
+        return time.perf_counter() - t0
+    finally:
+        for p in procs:
+            process.signal_group(p.pid, signal.SIGKILL)
+        for p in procs:
+            p.wait()
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--services", type=int, default=50, help="Services (x nodes instances).")
+    parser.add_argument("--nodes", type=int, default=4, help="Virtual nodes of the pool.")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="Keep the job directories.")
+    args = parser.parse_args()
+    count = args.services * args.nodes
+    root = Path(tempfile.mkdtemp(prefix="srt-bench-launch-"))
+    try:
+        one = srt_round(root, "launch-1", 1, 1)
+        rounds = []
+        bare: list[float] = []
+        like: list[float] = []
+        for n in range(args.rounds):
+            rounds.append(srt_round(root, f"launch-{count}-{n}", args.services, args.nodes))
+            bare.append(raw_round(root, count, like_srt=False))
+            like.append(raw_round(root, count, like_srt=True))
+        span = statistics.median(r["span"] for r in rounds)
+        b, lk = statistics.median(bare), statistics.median(like)
+
+        def row(label: str, seconds: float, each: int = count) -> str:
+            return f"  {label:32} {seconds * 1000:8.1f} ms  ({seconds / each * 1e6:5.0f} us each)"
+
+        print(
+            f"launch of {count} services ({args.services} x {args.nodes} virtual nodes), no probe"
+        )
+        print(row("srt, first to last launched", span))
+        print(row("raw Popen loop", b))
+        print(row("raw Popen loop + log/env/fds", lk))
+        print(f"  srt / raw Popen loop: {span / b:.2f}x (target <= 1.5x)")
+        print(f"  srt / raw loop like srt: {span / lk:.2f}x")
+        rounded = {
+            "srt": [round(r["span"] * 1000) for r in rounds],
+            "raw": [round(x * 1000) for x in bare],
+            "raw like srt": [round(x * 1000) for x in like],
+        }
+        print(f"  (medians of {args.rounds} rounds, in ms: {rounded})")
+        threads = max(r["threads"] for r in rounds)
+        fds = statistics.median(r["fds"] for r in rounds)
+        rss = statistics.median(r["rss"] for r in rounds)
+        per = (rss - one["rss"]) / (count - 1)
+        print("orchestrator while they run")
+        print(f"  threads: {threads:.0f} with {count} children, {one['threads']:.0f} with 1")
+        print(f"  open fds: {fds:.0f} with {count} children, {one['fds']:.0f} with 1")
+        print(f"  RSS: {rss / 2**20:.1f} MiB with {count}, {one['rss'] / 2**20:.1f} MiB with 1")
+        print(f"  memory per service: {per / 1024:.1f} KiB (target <= 50 KB)")
+        print(f"  processes left after each run: {[int(r['left']) for r in [one, *rounds]]}")
+    finally:
+        if args.keep:
+            print(f"job directories kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
