@@ -240,7 +240,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--services", type=int, default=50, help="Services (x nodes instances).")
     parser.add_argument("--nodes", type=int, default=4, help="Virtual nodes of the pool.")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="Keep the job directories.")
     args = parser.parse_args()
     count = args.services * args.nodes

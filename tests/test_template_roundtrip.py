@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from srt_services.testing.survivors import assert_no_survivors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,10 +28,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run(argv: list[str], timeout: float = 240, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)  # type: ignore[call-overload]
+def _run(
+    argv: list[str],
+    timeout: float = 240,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=False, env=env, cwd=cwd
+    )
     assert result.returncode == 0, f"{' '.join(argv)} failed:\n{result.stdout}\n{result.stderr}"
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 @pytest.mark.slow
@@ -65,13 +71,13 @@ def test_generated_plugin_builds_installs_and_runs(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
     bin_dir = venv / "bin"
-    _run(
-        [str(bin_dir / "pip"), "install", "--quiet", *(str(p) for p in wheels.glob("*.whl")), "pytest"]
-    )
+    install = [str(bin_dir / "pip"), "install", "--quiet"]
+    _run([*install, *(str(p) for p in wheels.glob("*.whl")), "pytest"])
 
     site = tmp_path / "site.toml"
     site.write_text("", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SRT_", "PYTHON", "VIRTUAL_ENV"))}
+    leak = ("SRT_", "PYTHON", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(leak)}
     env.update(
         PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
         SRT_SITE_CONFIG=str(site),

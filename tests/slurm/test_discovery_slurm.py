@@ -106,7 +106,10 @@ def test_dedicated_discovery_plane_reached_by_ip_from_other_nodes(
     job_dir = tmp_path / "job"
     out = subprocess.run(
         [sys.executable, "-m", "srt_services", "apply", str(recipe), "-o", str(job_dir), "--json"],
-        capture_output=True, text=True, env=cluster.env(), check=False,
+        capture_output=True,
+        text=True,
+        env=cluster.env(),
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     sub = json.loads(out.stdout)

@@ -27,7 +27,17 @@ from srt_services.testing.survivors import survivors
 
 pytestmark = pytest.mark.slurm
 
-DONE = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+DONE = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 class SlurmJob:
@@ -38,7 +48,11 @@ class SlurmJob:
 
     def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:
         evs = read_events(str(self.job_dir / "events.jsonl"))
-        return [e for e in evs if (name is None or e["event"] == name) and all(e.get(k) == v for k, v in match.items())]
+        return [
+            e
+            for e in evs
+            if (name is None or e["event"] == name) and all(e.get(k) == v for k, v in match.items())
+        ]
 
     def wait_event(self, name: str, timeout: float = 60.0, **match: Any) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -59,7 +73,9 @@ class SlurmJob:
             if state in DONE:
                 return state
             time.sleep(0.2)
-        raise AssertionError(f"job {self.job_id} still {self.state()} after {timeout}s:\n{self.sbatch_log()}")
+        raise AssertionError(
+            f"job {self.job_id} still {self.state()} after {timeout}s:\n{self.sbatch_log()}"
+        )
 
     def result(self) -> dict[str, Any]:
         return json.loads((self.job_dir / "result.json").read_text())
@@ -77,7 +93,9 @@ class SlurmJob:
         return int(json.loads((self.job_dir / "state.json").read_text())["instances"][step]["pid"])
 
     def assert_nothing_left(self, wait_until: Any) -> None:
-        wait_until(lambda: not self.shell.job_pids(self.job_id), timeout=30, what="job processes gone")
+        wait_until(
+            lambda: not self.shell.job_pids(self.job_id), timeout=30, what="job processes gone"
+        )
         wait_until(lambda: not survivors(str(self.job_dir)), timeout=10, what="cookie holders gone")
 
 
@@ -102,8 +120,20 @@ def submit(cluster: Any, shell: Any, tmp_path: Path, wait_until: Any) -> Any:
         env = cluster.env()
         env.update(extra_env or {})
         out = subprocess.run(
-            [sys.executable, "-m", "srt_services", "apply", str(recipe), "-o", str(job_dir), "--json"],
-            capture_output=True, text=True, env=env, check=False,
+            [
+                sys.executable,
+                "-m",
+                "srt_services",
+                "apply",
+                str(recipe),
+                "-o",
+                str(job_dir),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
         assert out.returncode == 0, out.stderr
         job = SlurmJob(shell, json.loads(out.stdout)["job_id"], job_dir)
@@ -118,13 +148,21 @@ def submit(cluster: Any, shell: Any, tmp_path: Path, wait_until: Any) -> Any:
 
 
 def srt(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "srt_services", *args], capture_output=True, text=True, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "srt_services", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
 
 
 # --------------------------------------------------------------------------- end to end
 
 
-def test_services_on_different_nodes_reach_each_other_by_node_ip(submit: Any, cluster: Any, tmp_path: Path) -> None:
+def test_services_on_different_nodes_reach_each_other_by_node_ip(
+    submit: Any, cluster: Any, tmp_path: Path
+) -> None:
     out = tmp_path / "answers"
     job = submit(
         f"""
@@ -194,16 +232,24 @@ def test_pool_and_per_worker_services(submit: Any, cluster: Any, tmp_path: Path)
         f"pool n2 0 2 {ips['n2']}",
         f"pool n3 1 2 {ips['n2']}",
     ]
-    assert [line for line in lines if line.startswith("worker")] == ["worker n1 0 0,1,2,3", "worker n1 1 4,5,6,7"]
+    assert [line for line in lines if line.startswith("worker")] == [
+        "worker n1 0 0,1,2,3",
+        "worker n1 1 4,5,6,7",
+    ]
     steps = {e["step"] for e in job.events("launched")}
-    assert {"service_sidecar_agg_0_n1", "service_sidecar_agg_1_n1", "service_train_n2", "service_train_n3"} <= steps
+    assert {
+        "service_sidecar_agg_0_n1",
+        "service_sidecar_agg_1_n1",
+        "service_train_n2",
+        "service_train_n3",
+    } <= steps
 
 
 def test_env_and_preamble_quoting(submit: Any, tmp_path: Path) -> None:
     dump = tmp_path / "env.json"
     tricky = {
         "COMMAS": "a,b,c=d",
-        "QUOTES": "it's \"quoted\"",
+        "QUOTES": 'it\'s "quoted"',
         "SPACES": "  lead and trail  ",
         "DOLLAR": "$HOME ${PATH} $(id) `id`",
         "NEWLINES": "one\ntwo\n",
@@ -229,7 +275,7 @@ def test_env_and_preamble_quoting(submit: Any, tmp_path: Path) -> None:
     got = json.loads(dump.read_text())
     for k, v in tricky.items():
         assert got[k] == v, k
-    assert got["FROM_PREAMBLE"] == "it's \"fine\" 2"
+    assert got["FROM_PREAMBLE"] == 'it\'s "fine" 2'
 
 
 # --------------------------------------------------------------------------- fault matrix
@@ -239,7 +285,9 @@ def _trap(name: str, marker: Path) -> str:
     return f"trap 'echo {name} $(date +%s.%N) >> {marker}; exit 0' TERM; echo up; while true; do sleep 0.05; done"
 
 
-def test_S01_scancel_of_the_job_stops_everything_inside_killwait(submit: Any, shell: Any, cluster: Any, tmp_path: Path) -> None:
+def test_S01_scancel_of_the_job_stops_everything_inside_killwait(
+    submit: Any, shell: Any, cluster: Any, tmp_path: Path
+) -> None:
     marker = tmp_path / "term"
     job = submit(
         f"""
@@ -249,11 +297,11 @@ def test_S01_scancel_of_the_job_stops_everything_inside_killwait(submit: Any, sh
         services:
           - name: a
             nodes: 2
-            command: [bash, -c, "{_trap('a-{index}', marker)}"]
+            command: [bash, -c, "{_trap("a-{index}", marker)}"]
             readiness: {{log: {{pattern: up}}}}
           - name: b
             nodes: 1
-            command: [bash, -c, "{_trap('b', marker)}"]
+            command: [bash, -c, "{_trap("b", marker)}"]
             readiness: {{log: {{pattern: up}}}}
         """
     )
@@ -263,7 +311,9 @@ def test_S01_scancel_of_the_job_stops_everything_inside_killwait(submit: Any, sh
     state = job.wait_done()
     elapsed = time.monotonic() - t0
     assert state == "CANCELLED"
-    assert elapsed < cluster.kill_wait + 3, f"teardown took {elapsed:.1f}s, KillWait is {cluster.kill_wait}s"
+    assert elapsed < cluster.kill_wait + 3, (
+        f"teardown took {elapsed:.1f}s, KillWait is {cluster.kill_wait}s"
+    )
     times = [float(line.split()[1]) for line in marker.read_text().splitlines()]
     assert len(times) == 3
     assert max(times) - min(times) < 1.0, "every step got SIGTERM at (nearly) the same time"
@@ -295,7 +345,9 @@ def test_S02_graceful_step_stop_then_escalation(submit: Any, tmp_path: Path) -> 
     assert job.wait_done() == "COMPLETED", job.sbatch_log()
     assert flushed.read_text().strip() == "flushed", "TERM reached the task and srun waited for it"
     polite = job.events("exited", step="service_polite")[0]
-    assert polite["code"] == 0, "the srun client was not signalled (that would have killed the task)"
+    assert polite["code"] == 0, (
+        "the srun client was not signalled (that would have killed the task)"
+    )
     deaf = job.events("exited", step="service_deaf")[0]
     assert deaf["code"] == 137
     assert job.events("escalated", step="service_deaf")
@@ -311,7 +363,7 @@ def test_S03_time_limit_with_an_early_signal(submit: Any, tmp_path: Path) -> Non
         services:
           - name: a
             nodes: 2
-            command: [bash, -c, "{_trap('a', marker)}"]
+            command: [bash, -c, "{_trap("a", marker)}"]
             readiness: {{log: {{pattern: up}}}}
         """
     )
@@ -325,7 +377,9 @@ def test_S03_time_limit_with_an_early_signal(submit: Any, tmp_path: Path) -> Non
     assert len(marker.read_text().splitlines()) == 2
 
 
-def test_S04_orchestrator_killed_leaves_nothing(submit: Any, shell: Any, cluster: Any, tmp_path: Path, wait_until: Any) -> None:
+def test_S04_orchestrator_killed_leaves_nothing(
+    submit: Any, shell: Any, cluster: Any, tmp_path: Path, wait_until: Any
+) -> None:
     job = submit(
         """
         schema: 2
@@ -351,13 +405,20 @@ def test_S04_orchestrator_killed_leaves_nothing(submit: Any, shell: Any, cluster
     assert not any(r["running"] for r in data["instances"])
 
 
-def test_S05_leftover_of_a_dead_job_is_reaped_a_stranger_is_named(submit: Any, cluster: Any, tmp_path: Path) -> None:
+def test_S05_leftover_of_a_dead_job_is_reaped_a_stranger_is_named(
+    submit: Any, cluster: Any, tmp_path: Path
+) -> None:
     ns = f"/run/netns/{cluster.name}-n2"
     ip = cluster.node_ips["n2"]
     server = f"import socket,time; s=socket.socket(); s.bind(({ip!r}, 9073)); s.listen(); time.sleep(1000)"
     leftover = subprocess.Popen(
         ["nsenter", f"--net={ns}", "python3", "-c", server],
-        env={"PATH": os.environ["PATH"], "SRT_JOB_COOKIE": "0" * 32, "SRT_INSTANCE": "service_old", "SLURM_JOB_ID": "1"},
+        env={
+            "PATH": os.environ["PATH"],
+            "SRT_JOB_COOKIE": "0" * 32,
+            "SRT_INSTANCE": "service_old",
+            "SLURM_JOB_ID": "1",
+        },
         start_new_session=True,
     )
     stranger = None
@@ -384,7 +445,9 @@ def test_S05_leftover_of_a_dead_job_is_reaped_a_stranger_is_named(submit: Any, c
         reaped = job.events("reaped_leftover", unit="web")
         assert reaped and f"pid {leftover.pid}" in reaped[0]["detail"]
         assert leftover.wait(10) == -9
-        stranger = subprocess.Popen(["nsenter", f"--net={ns}", "python3", "-c", server], start_new_session=True)
+        stranger = subprocess.Popen(
+            ["nsenter", f"--net={ns}", "python3", "-c", server], start_new_session=True
+        )
         time.sleep(0.5)
         job = submit(recipe, name="stranger")
         job.wait_done()
@@ -400,7 +463,9 @@ def test_S05_leftover_of_a_dead_job_is_reaped_a_stranger_is_named(submit: Any, c
                 p.wait()
 
 
-def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(submit: Any, shell: Any, cluster: Any, tmp_path: Path) -> None:
+def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(
+    submit: Any, shell: Any, cluster: Any, tmp_path: Path
+) -> None:
     marker = tmp_path / "term"
     job = submit(
         f"""
@@ -410,7 +475,7 @@ def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(submit:
         services:
           - name: others
             nodes: 2
-            command: [bash, -c, "{_trap('others', marker)}"]
+            command: [bash, -c, "{_trap("others", marker)}"]
             readiness: {{log: {{pattern: up}}}}
           - name: store
             nodes: 1
@@ -427,7 +492,11 @@ def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(submit:
     finally:
         shell.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
     cause = job.result()["cause"]
-    assert cause["kind"] == "critical_service_exit" and cause["unit"] == "store" and cause["node"] == node
+    assert (
+        cause["kind"] == "critical_service_exit"
+        and cause["unit"] == "store"
+        and cause["node"] == node
+    )
     assert "Node failure" in job.log("service_store")
     assert len(marker.read_text().splitlines()) == 2, "the other nodes' services were stopped"
 
@@ -466,16 +535,32 @@ def test_container_flags_and_site_aliases_in_srun_lines(tmp_path: Path) -> None:
     )
     env = dict(os.environ, SRT_SITE_CONFIG=str(site))
     out = subprocess.run(
-        [sys.executable, "-m", "srt_services", "dry-run", str(recipe), "--srun"], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-m", "srt_services", "dry-run", str(recipe), "--srun"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
-    line = next(line for line in out.stdout.splitlines() if line.strip().startswith("service_store:"))
+    line = next(
+        line for line in out.stdout.splitlines() if line.strip().startswith("service_store:")
+    )
     argv = shlex.split(line.split(":", 1)[1])
     assert argv[:2] == ["srun", "--jobid=<job_id>"]
     for flag in (
-        "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=node0", "--job-name=service_store",
-        "--container-image=registry.example/mooncake:0.3", "--no-container-entrypoint",
-        "--no-container-mount-home", "--cpus-per-task=8", "--cpu-bind=none", "--exclusive", "--gres=gpu:1",
-        "--mpi=none", "--export=ALL",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        "--nodelist=node0",
+        "--job-name=service_store",
+        "--container-image=registry.example/mooncake:0.3",
+        "--no-container-entrypoint",
+        "--no-container-mount-home",
+        "--cpus-per-task=8",
+        "--cpu-bind=none",
+        "--exclusive",
+        "--gres=gpu:1",
+        "--mpi=none",
+        "--export=ALL",
     ):
         assert flag in argv, flag
     mounts = next(a for a in argv if a.startswith("--container-mounts="))
@@ -490,12 +575,20 @@ def test_render_writes_the_script_without_submitting(tmp_path: Path) -> None:
         "services:\n  - {name: a, nodes: 2, command: [sleep, '1']}\n"
     )
     out = subprocess.run(
-        [sys.executable, "-m", "srt_services", "render", str(recipe), "-o", str(tmp_path / "job")], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "srt_services", "render", str(recipe), "-o", str(tmp_path / "job")],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     script = Path(out.stdout.strip()).read_text()
     for line in (
-        "#SBATCH --nodes=2", "#SBATCH --partition=gpu", "#SBATCH --account=ml", "#SBATCH --time=02:00:00",
-        "#SBATCH --exclusive", "#SBATCH --signal=B:TERM@60", "#SBATCH --no-kill",
+        "#SBATCH --nodes=2",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=ml",
+        "#SBATCH --time=02:00:00",
+        "#SBATCH --exclusive",
+        "#SBATCH --signal=B:TERM@60",
+        "#SBATCH --no-kill",
     ):
         assert line in script
     assert "--launcher slurm" in script and script.splitlines()[-1].startswith("exec ")

@@ -23,7 +23,9 @@ def test_V03_unsafe_names_are_refused_by_one_rule(tmp_path: Path, name: str) -> 
     import json
 
     recipe = tmp_path / "r.json"
-    recipe.write_text(json.dumps({"schema": 2, "name": "v03", "services": [{"name": name, "command": ["true"]}]}))
+    recipe.write_text(
+        json.dumps({"schema": 2, "name": "v03", "services": [{"name": name, "command": ["true"]}]})
+    )
     with pytest.raises(RecipeInvalid) as err:
         load_recipe(str(recipe), PluginSet(autoload=False))
     assert ".name:" in str(err.value)
@@ -65,7 +67,9 @@ def test_V03_nothing_is_written_outside_the_job_dir(tmp_path: Path) -> None:
     plugins = PluginSet(autoload=False)
     plugins.register(_Plugin(), "escaper-plugin")
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("schema: 2\nname: v03\nservices:\n  - {name: e, type: escaper, command: [sleep, '1']}\n")
+    recipe.write_text(
+        "schema: 2\nname: v03\nservices:\n  - {name: e, type: escaper, command: [sleep, '1']}\n"
+    )
     loaded = load_recipe(str(recipe), plugins)
     job = JobDir(str(tmp_path / "root" / "job"))
     job.create()
@@ -102,7 +106,13 @@ def test_V04_environment_is_allow_listed(jobs: Jobs, tmp_path: Path) -> None:
     import json
 
     env = json.loads(dump.read_text())
-    for leaked in ("ETCD_ENDPOINTS", "NATS_SERVER", "DYN_NAMESPACE", "SLURM_JOB_ID", "SOME_SECRET_TOKEN"):
+    for leaked in (
+        "ETCD_ENDPOINTS",
+        "NATS_SERVER",
+        "DYN_NAMESPACE",
+        "SLURM_JOB_ID",
+        "SOME_SECRET_TOKEN",
+    ):
         assert leaked not in env
     assert env["MULTI"] == "line one\nline two; $(touch /tmp/never)"
     assert env["PYTHONPATH"] == "/opt/x"

@@ -29,7 +29,9 @@ def test_F01_critical_exits_before_ready_fails_fast(jobs: Jobs, port: int) -> No
     assert "exit code 3" in err
     assert "line 30" in err and "line 11" in err and "line 10\n" not in err  # the last 20 lines
     cause = run.result()["cause"]
-    assert cause["kind"] == "exited_before_ready" and cause["code"] == 3 and cause["unit"] == "early"
+    assert (
+        cause["kind"] == "exited_before_ready" and cause["code"] == 3 and cause["unit"] == "early"
+    )
 
 
 def test_F02_critical_exit_zero_before_ready_is_a_failure(jobs: Jobs, port: int) -> None:
@@ -49,10 +51,14 @@ def test_F02_critical_exit_zero_before_ready_is_a_failure(jobs: Jobs, port: int)
     assert run.result()["cause"]["code"] == 0
 
 
-def test_F03_critical_sigkill_after_ready_tears_down_in_tier_order(jobs: Jobs, tmp_path, port: int) -> None:
+def test_F03_critical_sigkill_after_ready_tears_down_in_tier_order(
+    jobs: Jobs, tmp_path, port: int
+) -> None:
     order = tmp_path / "order.txt"
     trap = (
-        "trap 'echo {name} >> " + str(order) + "; exit 0' TERM; echo up; while true; do sleep 0.05; done"
+        "trap 'echo {name} >> "
+        + str(order)
+        + "; exit 0' TERM; echo up; while true; do sleep 0.05; done"
     )
     run = jobs.start(
         f"""
@@ -61,14 +67,14 @@ def test_F03_critical_sigkill_after_ready_tears_down_in_tier_order(jobs: Jobs, t
         services:
           - name: infra-svc
             start: infra
-            command: [bash, -c, "{trap.format(name='infra')}"]
+            command: [bash, -c, "{trap.format(name="infra")}"]
             readiness: {{log: {{pattern: up}}}}
           - name: early-svc
             start: before_workers
-            command: [bash, -c, "{trap.format(name='before_workers')}"]
+            command: [bash, -c, "{trap.format(name="before_workers")}"]
             readiness: {{log: {{pattern: up}}}}
           - name: late-svc
-            command: [bash, -c, "{trap.format(name='after_frontend')}"]
+            command: [bash, -c, "{trap.format(name="after_frontend")}"]
             readiness: {{log: {{pattern: up}}}}
           - name: router
             critical: true
@@ -279,7 +285,10 @@ def test_status_works_during_and_after_the_job(jobs: Jobs) -> None:
     )
     run.wait_event("serving")
     out = subprocess.run(
-        [sys.executable, "-m", "srt_services", "status", run.job_dir, "--json"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "srt_services", "status", run.job_dir, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     data = json.loads(out.stdout)
     assert data["orchestrator_alive"] is True
@@ -289,7 +298,10 @@ def test_status_works_during_and_after_the_job(jobs: Jobs) -> None:
     run.wait(30)
     assert run.code == 143
     out = subprocess.run(
-        [sys.executable, "-m", "srt_services", "status", run.job_dir, "--json"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "srt_services", "status", run.job_dir, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     data = json.loads(out.stdout)
     assert data["orchestrator_alive"] is False and data["exit_code"] == 143
@@ -330,7 +342,9 @@ def test_srt_stop_from_another_shell(jobs: Jobs) -> None:
     )
     run.wait_event("serving")
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "srt_services", "stop", run.job_dir], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "srt_services", "stop", run.job_dir], check=True, capture_output=True
+    )
     run.wait(30)
     assert run.code == 143
     assert time.monotonic() - t0 < 20

@@ -17,10 +17,18 @@ from srt_services.supervise.probing import InotifyHub, Target, backoff_delay
 from srt_services.testing.jobs import Jobs, events_of
 
 
-def _target(config: dict[str, Any], log: str = "", offset: int = 0, hub: InotifyHub | None = None) -> Target:
+def _target(
+    config: dict[str, Any], log: str = "", offset: int = 0, hub: InotifyHub | None = None
+) -> Target:
     return Target(
-        config=config, log_path=log, log_offset=offset, job_dir="/tmp", started_wall=time.time(),
-        interval=0.5, hub=hub, owner_check=lambda port: True,
+        config=config,
+        log_path=log,
+        log_offset=offset,
+        job_dir="/tmp",
+        started_wall=time.time(),
+        interval=0.5,
+        hub=hub,
+        owner_check=lambda port: True,
     )
 
 
@@ -172,7 +180,9 @@ class _Server:
             elif kind == "200":
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             elif kind == "302":
-                writer.write(b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n")
+                writer.write(
+                    b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n"
+                )
             elif kind == "slow":
                 await asyncio.sleep(3)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
@@ -189,11 +199,18 @@ class _Server:
             writer.close()
 
 
-async def _check(behaviours: list[str], status: int | None = None, timeout: float = 1.0) -> list[bool]:
+async def _check(
+    behaviours: list[str], status: int | None = None, timeout: float = 1.0
+) -> list[bool]:
     server = _Server(behaviours)
     await server.start()
     probe = HttpProbe()
-    cfg = {"host": "127.0.0.1", "port": server.port, "url": f"http://127.0.0.1:{server.port}/health", "status": status}
+    cfg = {
+        "host": "127.0.0.1",
+        "port": server.port,
+        "url": f"http://127.0.0.1:{server.port}/health",
+        "status": status,
+    }
     results = []
     try:
         for _ in behaviours:

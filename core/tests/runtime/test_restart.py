@@ -25,8 +25,13 @@ class FakeClock:
 
 def policy(**kw: float) -> PlannedRestart:
     base = dict(
-        policy="on-failure", backoff_initial=1.0, backoff_max=8.0, max_failures=5, window=600.0,
-        reset_after=16.0, jitter=0.25,
+        policy="on-failure",
+        backoff_initial=1.0,
+        backoff_max=8.0,
+        max_failures=5,
+        window=600.0,
+        reset_after=16.0,
+        jitter=0.25,
     )
     base.update(kw)
     return PlannedRestart(**base)  # type: ignore[arg-type]
@@ -158,7 +163,7 @@ def _stall_recipe(port: int, critical: bool) -> str:
           - name: hold
             command: [sleep, "1000"]
           - name: web
-            critical: {'true' if critical else 'false'}
+            critical: {"true" if critical else "false"}
             command: [python3, -m, http.server, "{port}", --bind, "{{node_ip}}"]
             readiness: {{http: {{port: {port}, path: /}}}}
             liveness: {{http: {{port: {port}, path: /}}, period_seconds: 0.3, failure_threshold: 3, attempt_timeout_seconds: 0.3}}
@@ -187,14 +192,20 @@ def test_F07_stall_past_the_threshold_restarts_a_noncritical_service(jobs: Jobs,
     os.kill(pid, signal.SIGSTOP)
     run.wait_event("restarting", step="service_web", timeout=20)
     assert len(events_of(run, "liveness_failed", step="service_web")) >= 3
-    assert events_of(run, "exited", step="service_web", signal=9), "a stopped process is still killed"
+    assert events_of(run, "exited", step="service_web", signal=9), (
+        "a stopped process is still killed"
+    )
     wait_for(lambda: events_of(run, "ready", step="service_web", attempt=2), timeout=20)
     run.signal(signal.SIGTERM)
     run.wait(30)
 
 
 def test_F07_stall_of_a_critical_service_tears_the_job_down(jobs: Jobs, port: int) -> None:
-    run = jobs.start(_stall_recipe(port, critical=True).replace("restart: {backoff_initial_seconds: 0.1, jitter: 0}", ""))
+    run = jobs.start(
+        _stall_recipe(port, critical=True).replace(
+            "restart: {backoff_initial_seconds: 0.1, jitter: 0}", ""
+        )
+    )
     run.wait_event("serving")
     pid = run.state()["instances"]["service_web"]["pid"]
     os.kill(pid, signal.SIGSTOP)

@@ -46,7 +46,7 @@ def test_teardown_properties(services: list[dict[str, object]]) -> None:
                 " while true; do sleep 0.02; done"
             )
             entries.append(
-                f"  - name: s{i}\n    start: {s['phase']}\n    command: [bash, -c, \"{script}\"]\n"
+                f'  - name: s{i}\n    start: {s["phase"]}\n    command: [bash, -c, "{script}"]\n'
                 "    readiness: {log: {pattern: up}}\n    stop_grace_seconds: 0.3\n"
             )
         entries.append("  - {name: end, terminal: true, command: [bash, -c, 'sleep 0.2']}\n")
@@ -57,10 +57,14 @@ def test_teardown_properties(services: list[dict[str, object]]) -> None:
         job = JobDir(str(root / "job"))
         job.create()
         plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
-        code = Orchestrator(plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())).run()
+        code = Orchestrator(
+            plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())
+        ).run()
         assert code == 0
         assert_no_survivors(job.path)
-        order = [int(line.split()[0]) for line in log.read_text().splitlines()] if log.exists() else []
+        order = (
+            [int(line.split()[0]) for line in log.read_text().splitlines()] if log.exists() else []
+        )
         assert order == sorted(order), f"tiers stopped out of order: {order}"
         events = read_events(job.file("events.jsonl"))
         escalated = {e["step"] for e in events if e["event"] == "escalated" and "step" in e}

@@ -12,8 +12,20 @@ from srt_services.testing.jobs import Jobs, events_of
 
 def git(*args: str, cwd: Path | None = None) -> str:
     out = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
+        [
+            "git",
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+            *args,
+        ],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return out.stdout.strip()
 
@@ -52,7 +64,9 @@ def recipe(git_url: str, rev: str, build: str = "echo built > built.txt", extra:
         """
 
 
-def test_clone_at_tag_build_once_and_run_from_the_checkout(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+def test_clone_at_tag_build_once_and_run_from_the_checkout(
+    jobs: Jobs, repo: tuple[str, str, str]
+) -> None:
     url, v1, _ = repo
     run = jobs.run(recipe(url, "v1"))
     assert run.code == 0, run.stderr
@@ -73,7 +87,9 @@ def test_pinned_commit_is_checked_out_and_reused(jobs: Jobs, repo: tuple[str, st
     assert events_of(second, "checkout_reused", unit="app")[0]["commit"] == v2
 
 
-def test_existing_checkout_at_another_commit_is_replaced(jobs: Jobs, repo: tuple[str, str, str]) -> None:
+def test_existing_checkout_at_another_commit_is_replaced(
+    jobs: Jobs, repo: tuple[str, str, str]
+) -> None:
     url, v1, v2 = repo
     first = jobs.run(recipe(url, v2))
     assert first.code == 0

@@ -71,7 +71,9 @@ def _freezer_usable() -> bool:
     return os.geteuid() == 0 and FREEZER.is_dir() and os.access(FREEZER, os.W_OK)
 
 
-@pytest.mark.skipif(not _freezer_usable(), reason="needs root and a writable cgroup-v1 freezer (env R)")
+@pytest.mark.skipif(
+    not _freezer_usable(), reason="needs root and a writable cgroup-v1 freezer (env R)"
+)
 def test_F17_unkillable_process_is_reported_and_teardown_is_bounded(jobs: Jobs, tmp_path) -> None:
     """A task in a frozen cgroup-v1 freezer is in D state and ignores SIGKILL until thawed:
     the closest thing to an unkillable process a test can make without a kernel module."""
@@ -119,7 +121,8 @@ def test_F18_200_services_no_fd_or_thread_leak(tmp_path) -> None:
     from srt_services.supervise.orchestrator import Orchestrator, RunOptions
 
     services = "  - {name: s0, command: [sleep, '1000'], nodes: 4}\n" + "\n".join(
-        f"  - {{name: s{i}, command: [sleep, '1000'], placement: {{pool: s0}}}}" for i in range(1, 50)
+        f"  - {{name: s{i}, command: [sleep, '1000'], placement: {{pool: s0}}}}"
+        for i in range(1, 50)
     )
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
@@ -241,13 +244,16 @@ def test_orchestrator_sigkilled_then_srt_stop_cleans_up_by_cookie(jobs: Jobs, tm
     assert all(process.alive(p) for p in service_pids), "a SIGKILLed orchestrator cleans up nothing"
     out = subprocess.run(
         [sys.executable, "-m", "srt_services", "stop", run.job_dir, "--timeout", "5"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stderr
     assert not [p for p in service_pids if process.alive(p)]
 
 
-def test_rerun_on_a_job_dir_of_a_killed_orchestrator_stops_leftovers_first(jobs: Jobs, tmp_path) -> None:
+def test_rerun_on_a_job_dir_of_a_killed_orchestrator_stops_leftovers_first(
+    jobs: Jobs, tmp_path
+) -> None:
     pids = tmp_path / "pids"
     text = f"""
         schema: 2

@@ -9,13 +9,38 @@ import rich_click as click
 
 @click.command()
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
-@click.option("--job-dir", type=click.Path(file_okay=False), help="Job directory (default: ./srt-jobs/<name>-<time>).")
-@click.option("--nodes", type=click.IntRange(1, 254), help="Virtual nodes (node i binds 127.0.0.(i+1)); default: what the recipe needs.")
+@click.option(
+    "--job-dir",
+    type=click.Path(file_okay=False),
+    help="Job directory (default: ./srt-jobs/<name>-<time>).",
+)
+@click.option(
+    "--nodes",
+    type=click.IntRange(1, 254),
+    help="Virtual nodes (node i binds 127.0.0.(i+1)); default: what the recipe needs.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the outcome.")
 @click.option("--plain", is_flag=True, default=None, help="One line per event, even on a terminal.")
-@click.option("--grace", type=click.FloatRange(0, 3600), help="Override every SIGTERM-to-SIGKILL grace (seconds).")
-@click.option("--launcher", default="local", hidden=True, help="Launcher plugin (the sbatch script passes slurm).")
-def run(recipe: str, job_dir: str | None, nodes: int | None, quiet: bool, plain: bool | None, grace: float | None, launcher: str) -> None:
+@click.option(
+    "--grace",
+    type=click.FloatRange(0, 3600),
+    help="Override every SIGTERM-to-SIGKILL grace (seconds).",
+)
+@click.option(
+    "--launcher",
+    default="local",
+    hidden=True,
+    help="Launcher plugin (the sbatch script passes slurm).",
+)
+def run(
+    recipe: str,
+    job_dir: str | None,
+    nodes: int | None,
+    quiet: bool,
+    plain: bool | None,
+    grace: float | None,
+    launcher: str,
+) -> None:
     """Run a recipe on this machine and supervise it until it ends.
 
     Phases start in order (infra, before_workers, workers, frontend, after_frontend,
@@ -24,7 +49,17 @@ def run(recipe: str, job_dir: str | None, nodes: int | None, quiet: bool, plain:
     """
     from srt_services.supervise.job import RunRequest, run_job
 
-    code = run_job(RunRequest(recipe=recipe, job_dir=job_dir, nodes=nodes, launcher=launcher, quiet=quiet, plain=plain, grace=grace))
+    code = run_job(
+        RunRequest(
+            recipe=recipe,
+            job_dir=job_dir,
+            nodes=nodes,
+            launcher=launcher,
+            quiet=quiet,
+            plain=plain,
+            grace=grace,
+        )
+    )
     raise SystemExit(code)
 
 
@@ -47,10 +82,16 @@ def status(job_dir: str, as_json: bool) -> None:
 @click.command()
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--now", is_flag=True, help="Skip the graces: SIGKILL at once.")
-@click.option("--timeout", type=click.FloatRange(0, 3600), help="Grace to give each tier (default: the plan's).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, 3600),
+    help="Grace to give each tier (default: the plan's).",
+)
 def stop(job_dir: str, now: bool, timeout: float | None) -> None:
     """Stop a job from another shell; also cleans up after an orchestrator that was killed."""
     from srt_services.supervise.recovery import stop_job
 
-    code = stop_job(job_dir, now=now, timeout=timeout, log=lambda m: sys.stderr.write(f"srt stop: {m}\n"))
+    code = stop_job(
+        job_dir, now=now, timeout=timeout, log=lambda m: sys.stderr.write(f"srt stop: {m}\n")
+    )
     raise SystemExit(code)

@@ -57,7 +57,9 @@ class SrtGroup(click.RichGroup):
 
 
 @click.group(cls=SrtGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="srt", message="%(prog)s %(version)s")
+@click.version_option(
+    __version__, "-V", "--version", prog_name="srt", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """Launch and supervise the services of LLM-inference jobs, on this machine or in Slurm.
 

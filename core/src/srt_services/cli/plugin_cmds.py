@@ -88,8 +88,7 @@ def list_plugins(as_json: bool, show_all: bool, hook: str | None) -> None:
             rows.append(row)
         click.echo(json.dumps(rows, indent=2))
         return
-    site = getattr(plugin_set, "_site", None)
-    site_path = getattr(site, "path", None)
+    site_path = getattr(plugin_set.site, "path", None)
     out = [f"srt-services {__version__}; site config: {site_path or 'none'}"]
     for name in ("SRT_DISABLE_PLUGIN_AUTOLOAD", "SRT_PLUGINS", "SRT_DISABLED_PLUGINS"):
         if name in os.environ:
@@ -125,13 +124,11 @@ def list_plugins(as_json: bool, show_all: bool, hook: str | None) -> None:
 def _installed_lock() -> Lock:
     """The installed plugin set, from metadata alone (no plugin is imported, and the site
     config is not read: an admin may be writing the very lock it points at)."""
-    from dataclasses import replace
-
     from srt_services import __version__
     from srt_services.plugins.discovery import scan
     from srt_services.plugins.lockfile import lock_of
 
-    return lock_of([replace(r) for r in scan()], __version__)
+    return lock_of([r.fresh() for r in scan()], __version__)
 
 
 @plugins.command("lock")

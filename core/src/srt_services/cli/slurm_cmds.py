@@ -10,8 +10,15 @@ import rich_click as click
 
 @click.command()
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON record (job id, directory, pinned sources).")
+@click.option(
+    "-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON record (job id, directory, pinned sources).",
+)
 @click.option("--dry-run", is_flag=True, help="Stage, pin and render, but do not submit.")
 def apply(recipe: str, out_dir: str | None, as_json: bool, dry_run: bool) -> None:
     """Submit a recipe to Slurm: stage it, pin every source rev to a commit, render the sbatch
@@ -21,7 +28,9 @@ def apply(recipe: str, out_dir: str | None, as_json: bool, dry_run: bool) -> Non
     sub = stage(recipe, out_dir, pin=True)
     failed = [p for p in sub.pins if p.error]
     for p in failed:
-        sys.stderr.write(f"warning: {p.path}: could not pin {p.rev!r} ({p.error}); the job will fetch it by name\n")
+        sys.stderr.write(
+            f"warning: {p.path}: could not pin {p.rev!r} ({p.error}); the job will fetch it by name\n"
+        )
     if not dry_run:
         submit(sub)
     if as_json:
@@ -38,7 +47,9 @@ def apply(recipe: str, out_dir: str | None, as_json: bool, dry_run: bool) -> Non
 
 @click.command()
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create.")
+@click.option(
+    "-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create."
+)
 def render(recipe: str, out_dir: str | None) -> None:
     """Write the sbatch script and the staged recipe without submitting (no network: sources
     are not pinned; `srt apply` pins them)."""

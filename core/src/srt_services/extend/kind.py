@@ -39,7 +39,10 @@ class DefaultProbe:
     __slots__ = ("config", "interval", "name", "timeout")
 
     def __init__(
-        self, name: str, config: dict[str, Any], timeout: float | None = None,
+        self,
+        name: str,
+        config: dict[str, Any],
+        timeout: float | None = None,
         interval: float | None = None,
     ) -> None:
         self.name = name
@@ -121,7 +124,9 @@ class ServiceKind:
         """Files to write before launch, relative to the instance's ``{work_dir}``."""
         return {}
 
-    def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe | None:
+    def readiness(
+        self, spec: ServiceSpec, options: Any, ctx: InstanceContext
+    ) -> DefaultProbe | None:
         """The probe used when the recipe writes no ``readiness``."""
         return None
 

@@ -33,7 +33,9 @@ class Launcher:
     #: Whether the launched processes are on this machine (and can be inspected by PID).
     local_processes: ClassVar[bool] = True
 
-    def __init__(self, plan: Plan, job_dir: str, watcher: ChildWatcher, options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, plan: Plan, job_dir: str, watcher: ChildWatcher, options: dict[str, Any] | None = None
+    ) -> None:
         self.plan = plan
         self.job_dir = job_dir
         self.watcher = watcher
@@ -80,8 +82,14 @@ class Launcher:
         return {}
 
     async def run_oneshot(
-        self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
-        cwd: str | None = None, container: str | None = None,
+        self,
+        argv: list[str],
+        node: str,
+        log_path: str,
+        env: dict[str, str],
+        timeout: float,
+        cwd: str | None = None,
+        container: str | None = None,
     ) -> CommandResult:
         """Run a short command (git clone, a build) on ``node`` and wait for it, bounded.
 

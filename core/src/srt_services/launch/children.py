@@ -44,7 +44,9 @@ class ChildWatcher:
             self.loop.remove_signal_handler(signal.SIGCHLD)
         self.reap()
 
-    def watch(self, pid: int, callback: ExitCallback, popen: subprocess.Popen[bytes] | None = None) -> None:
+    def watch(
+        self, pid: int, callback: ExitCallback, popen: subprocess.Popen[bytes] | None = None
+    ) -> None:
         """Call ``callback(code)`` when ``pid`` exits.
 
         Register right after spawning, in the loop's thread: the SIGCHLD handler runs only
@@ -61,6 +63,9 @@ class ChildWatcher:
     @property
     def watched(self) -> int:
         return len(self._callbacks)
+
+    def watched_pids(self) -> set[int]:
+        return set(self._callbacks)
 
     def reap(self) -> None:
         while True:
@@ -185,4 +190,6 @@ async def run_command(
                 loop.remove_reader(stream.fileno())
             stream.close()
     out, err = b"".join(out_chunks), b"".join(err_chunks)
-    return CommandResult(code, out.decode(errors="replace"), err.decode(errors="replace"), timed_out)
+    return CommandResult(
+        code, out.decode(errors="replace"), err.decode(errors="replace"), timed_out
+    )

@@ -74,7 +74,9 @@ class LocalLauncher(Launcher):
 
     async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
         names = {
-            (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})" for i in instances for p in i.ports
+            (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})"
+            for i in instances
+            for p in i.ports
         }
         if not names:
             return Preflight()
@@ -89,16 +91,33 @@ class LocalLauncher(Launcher):
                 portcheck.reap(h.pid, h.start_ticks)
 
     def stray_processes(self, cookie: str) -> dict[int, str | None]:
+        """Our children that are not instances: escaped daemons re-parented to us.
+
+        As a child subreaper we only ever have children the job started (directly or by
+        descent), so one without a cookie is still the job's (a program that scrubbed its
+        environment, or one started through a protocol that passes no environment); it gets
+        no step and is stopped by the final sweep. Only another job's cookie is left alone.
+        """
         out: dict[int, str | None] = {}
+        watched = self.watcher.watched_pids() if self.watcher is not None else set()
         for pid in process.my_children():
+            if pid in watched or not process.alive(pid):
+                continue
             got, step = process.cookie_of(pid)
-            if got == cookie and process.alive(pid):
-                out[pid] = step
+            if got is None or got == cookie:
+                out[pid] = step if got == cookie else None
         return out
 
     async def run_oneshot(
-        self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
-        cwd: str | None = None, container: str | None = None,
+        self,
+        argv: list[str],
+        node: str,
+        log_path: str,
+        env: dict[str, str],
+        timeout: float,
+        cwd: str | None = None,
+        container: str | None = None,
     ) -> CommandResult:
-        return await run_command(self.watcher, argv, timeout, env=env, cwd=cwd, stdout_path=log_path)
-
+        return await run_command(
+            self.watcher, argv, timeout, env=env, cwd=cwd, stdout_path=log_path
+        )

@@ -77,7 +77,9 @@ def check(targets: list[tuple[str, int]]) -> list[PortReport]:
     listeners: list[Any] = []
     if busy:
         try:
-            listeners = [c for c in psutil.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+            listeners = [
+                c for c in psutil.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN
+            ]
         except psutil.AccessDenied:  # pragma: no cover
             listeners = []
     for address, port in targets:
@@ -87,9 +89,13 @@ def check(targets: list[tuple[str, int]]) -> list[PortReport]:
         holders = [
             _holder(c.pid, f"{c.laddr.ip}:{port}")
             for c in listeners
-            if c.laddr and c.laddr.port == port and (c.laddr.ip == address or c.laddr.ip in WILDCARDS)
+            if c.laddr
+            and c.laddr.port == port
+            and (c.laddr.ip == address or c.laddr.ip in WILDCARDS)
         ]
-        reports.append(PortReport(address, port, False, holders or [Holder(None, f"{address}:{port}")]))
+        reports.append(
+            PortReport(address, port, False, holders or [Holder(None, f"{address}:{port}")])
+        )
     return reports
 
 
@@ -129,7 +135,9 @@ def reports_from_json(text: str) -> list[PortReport]:
     doc = json.loads(text)
     out = []
     for r in doc.get("ports", []):
-        out.append(PortReport(r["address"], r["port"], r["free"], [Holder(**h) for h in r["holders"]]))
+        out.append(
+            PortReport(r["address"], r["port"], r["free"], [Holder(**h) for h in r["holders"]])
+        )
     return out
 
 

@@ -207,7 +207,9 @@ def my_children() -> list[int]:
     return out
 
 
-def pids_with_cookie(cookie: str, not_before_ticks: int | None = None) -> list[tuple[int, str | None]]:
+def pids_with_cookie(
+    cookie: str, not_before_ticks: int | None = None
+) -> list[tuple[int, str | None]]:
     """Every live process carrying ``cookie`` (and started no earlier than the job)."""
     found: list[tuple[int, str | None]] = []
     me = os.getpid()

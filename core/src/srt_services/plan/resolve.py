@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from srt_services.extend.context import InstanceContext, JobPaths, Layout, Node, Worker
@@ -56,6 +56,8 @@ class _Ctx:
     ledger: PortLedger
     problems: list[Problem]
     warnings: list[str]
+    #: node name -> position in ``layout.compute`` (``{node_id}``), computed once
+    node_ids: dict[str, int] = field(default_factory=dict)
 
 
 def resolve(
@@ -109,6 +111,7 @@ def resolve(
         "frontend_port": str(recipe.frontend.port) if recipe.frontend else "",
     }
     ctx = _Ctx(loaded, plugins, lay, paths, common, PortLedger(), [], [])
+    ctx.node_ids = {n.name: i for i, n in enumerate(lay.compute)}
     discovery = _discovery_env(ctx)
     units: list[PlannedUnit] = []
     phases: dict[str, list[str]] = {p: [] for p in PHASE_ORDER}
@@ -197,32 +200,46 @@ def _service_nodes(ctx: _Ctx, s: Settled) -> tuple[Node, ...]:
     return placement.nodes(ctx.layout, s.pool)
 
 
+def _own_values(own: tuple[Node, ...]) -> dict[str, str]:
+    """The ``{pool_*}`` values of a service's node set: computed once per service, not per
+    instance (a pool of N nodes would otherwise cost N joins of N names)."""
+    if not own:
+        return {}
+    return {
+        "pool_node": own[0].name,
+        "pool_ip": own[0].ip,
+        "pool_nodes": ",".join(n.name for n in own),
+        "pool_ips": ",".join(n.ip for n in own),
+        "pool_node_count": str(len(own)),
+    }
+
+
 def _values(
     ctx: _Ctx,
     node: Node,
     index: int,
     role: str,
-    own: tuple[Node, ...],
+    own: dict[str, str],
     step: str,
     worker: Worker | None,
     rank: int,
 ) -> dict[str, str]:
+    """Placeholder values of one instance; ``own`` comes from :func:`_own_values`."""
     values = dict(ctx.common)
-    compute = ctx.layout.compute
-    node_id = next((i for i, n in enumerate(compute) if n.name == node.name), index)
     values.update(
         node=node.name,
         node_ip=node.ip,
-        node_id=str(node_id),
+        node_id=str(ctx.node_ids.get(node.name, index)),
         index=str(index),
         role=role,
-        pool_node=own[0].name if own else node.name,
-        pool_ip=own[0].ip if own else node.ip,
-        pool_nodes=",".join(n.name for n in own) or node.name,
-        pool_ips=",".join(n.ip for n in own) or node.ip,
-        pool_node_count=str(len(own) or 1),
+        pool_node=node.name,
+        pool_ip=node.ip,
+        pool_nodes=node.name,
+        pool_ips=node.ip,
+        pool_node_count="1",
         work_dir=ctx.paths.work_dir(step),
     )
+    values.update(own)
     if worker is not None:
         values.update(
             worker_role=worker.role,
@@ -368,8 +385,9 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         cwd = f"{src_dir}/{spec.source.path}" if spec.source.path else src_dir
     kind_ports = list(kind.listen_ports(spec, options))
     first_values: dict[str, str] | None = None
+    own = _own_values(nodes)
     for index, seed in enumerate(seeds):
-        values = _values(ctx, seed.node, index, s.placement, nodes, seed.step, seed.worker, seed.worker_node_rank)
+        values = _values(ctx, seed.node, index, s.placement, own, seed.step, seed.worker, seed.worker_node_rank)
         if first_values is None:
             first_values = values
         ictx = InstanceContext(
@@ -482,7 +500,7 @@ def _process_instance(
     readiness: ProbeBlock | None = None,
     default_port: int | None = None,
 ) -> PlannedInstance:
-    values = _values(ctx, node, index, role, (node,), step, worker, rank)
+    values = _values(ctx, node, index, role, {}, step, worker, rank)
     ictx = InstanceContext(
         service=unit, step=step, node=node, index=index, role=role, nodes=(node,),
         layout=ctx.layout, paths=ctx.paths, worker=worker, worker_node_rank=rank, values=values,

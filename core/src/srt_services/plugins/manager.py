@@ -229,6 +229,11 @@ class PluginSet:
             self._records.append(record)
 
     @property
+    def site(self) -> Any:
+        """The site config the controls came from (``None`` for an isolated set)."""
+        return self._site
+
+    @property
     def records(self) -> list[PluginRecord]:
         """Every discovered plugin with its status (only what was decided so far)."""
         return list(self._records)

@@ -108,7 +108,9 @@ class LineScanner:
 
 class LogProbe(Probe):
     name: ClassVar[str] = "log"
-    summary: ClassVar[str] = "A line written by this attempt matches `pattern` (inotify, no polling)."
+    summary: ClassVar[str] = (
+        "A line written by this attempt matches `pattern` (inotify, no polling)."
+    )
     Config: ClassVar[type[LogConfig]] = LogConfig
     instance_scoped: ClassVar[bool] = True
 

@@ -32,12 +32,19 @@ def git_env() -> dict[str, str]:
     return env
 
 
-async def _git(orch: Orchestrator, node: str, log: str, *args: str, cwd: str | None = None) -> CommandResult:
+async def _git(
+    orch: Orchestrator, node: str, log: str, *args: str, cwd: str | None = None
+) -> CommandResult:
     assert orch.launcher is not None
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(f"$ git {' '.join(args)}\n")
     return await orch.launcher.run_oneshot(
-        ["git", "-c", "advice.detachedHead=false", *args], node, log, git_env(), GIT_TIMEOUT, cwd=cwd
+        ["git", "-c", "advice.detachedHead=false", *args],
+        node,
+        log,
+        git_env(),
+        GIT_TIMEOUT,
+        cwd=cwd,
     )
 
 
@@ -49,7 +56,9 @@ def _fail(unit: str, what: str, result: CommandResult, log: str, timeout: float)
     tail = process.tail(log, 20)
     if tail:
         message += "\n" + "\n".join(f"    {line}" for line in tail)
-    return PhaseFailed(message, {"kind": "build_failed", "unit": unit, "step": what, "code": result.code})
+    return PhaseFailed(
+        message, {"kind": "build_failed", "unit": unit, "step": what, "code": result.code}
+    )
 
 
 async def _quiet_git(orch: Orchestrator, *args: str) -> CommandResult:
@@ -80,7 +89,9 @@ async def checkout(orch: Orchestrator, unit: str, build: PlannedBuild, node: str
     target = want
     known = await _quiet_git(orch, "-C", src, "cat-file", "-e", f"{want}^{{commit}}")
     if not known.ok:
-        result = await _git(orch, node, clone_log, "-C", src, "fetch", "--quiet", "origin", build.rev)
+        result = await _git(
+            orch, node, clone_log, "-C", src, "fetch", "--quiet", "origin", build.rev
+        )
         if not result.ok:
             raise _fail(unit, "source fetch", result, clone_log, GIT_TIMEOUT)
         target = want if want != build.rev and _is_sha(want) else "FETCH_HEAD"
@@ -113,10 +124,27 @@ async def build_source(orch: Orchestrator, unit_run: UnitRun) -> None:
             log = orch.job.inside(f"logs/service_{unit.name}.build.out")
             cwd = os.path.join(build.src_dir, build.path) if build.path else build.src_dir
             orch._emit("build_started", unit=unit.name, node=node, argv=build.build_command)
-            env = process.service_env(build.env, {process.COOKIE_VAR: orch.options.cookie, process.INSTANCE_VAR: f"service_{unit.name}.build"})
+            env = process.service_env(
+                build.env,
+                {
+                    process.COOKIE_VAR: orch.options.cookie,
+                    process.INSTANCE_VAR: f"service_{unit.name}.build",
+                },
+            )
             result = await orch.launcher.run_oneshot(
-                build.build_command, node, log, env, build.timeout, cwd=cwd, container=unit.container
+                build.build_command,
+                node,
+                log,
+                env,
+                build.timeout,
+                cwd=cwd,
+                container=unit.container,
             )
             if not result.ok:
                 raise _fail(unit.name, "build_command", result, log, build.timeout)
-            orch._emit("build_done", unit=unit.name, node=node, seconds=round(time.monotonic() - started, 3))
+            orch._emit(
+                "build_done",
+                unit=unit.name,
+                node=node,
+                seconds=round(time.monotonic() - started, 3),
+            )

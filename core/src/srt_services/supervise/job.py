@@ -32,10 +32,14 @@ def prepare_job_dir(path: str, log: Any) -> JobDir:
         view = JobView.read(job.path)
         if view.orchestrator_alive():
             pid = view.state["orchestrator"]["pid"]  # type: ignore[index]
-            raise SrtError(f"{job.path} belongs to a running job (orchestrator pid {pid}); use `srt stop {path}` first")
+            raise SrtError(
+                f"{job.path} belongs to a running job (orchestrator pid {pid}); use `srt stop {path}` first"
+            )
         survivors = stop_leftovers(view, None, log)
         if survivors:
-            raise SrtError(f"leftovers of the previous run in {job.path} could not be stopped: {', '.join(survivors)}")
+            raise SrtError(
+                f"leftovers of the previous run in {job.path} could not be stopped: {', '.join(survivors)}"
+            )
         for name in ("state.json", "result.json"):
             if os.path.exists(job.file(name)):
                 os.replace(job.file(name), job.file(name + ".previous"))
@@ -64,7 +68,9 @@ def run_job(req: RunRequest) -> int:
     request = AllocationRequest(
         kind="local", count=req.nodes, job_id=os.path.basename(job.path), job_dir=job.path
     )
-    plan = resolve(loaded, plugins, lambda needed: launcher_cls.allocation(request, needed), job.path)
+    plan = resolve(
+        loaded, plugins, lambda needed: launcher_cls.allocation(request, needed), job.path
+    )
     for s in loaded.services:
         reason = s.kind.skip_reason(s.spec, s.options) if s.options is not None else None
         if reason is None or s.spec.external is not None:

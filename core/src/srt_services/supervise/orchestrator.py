@@ -165,7 +165,10 @@ class Orchestrator:
             self.hub = None
         self.launcher = self.launcher_cls(self.plan, self.job.path, self.watcher)
         self.events.emit(
-            "job_started", job=self.plan.job_name, job_id=self.plan.job_id, pid=os.getpid(),
+            "job_started",
+            job=self.plan.job_name,
+            job_id=self.plan.job_id,
+            pid=os.getpid(),
             launcher=self.launcher_cls.name,
         )
         self._write_state(status="running")
@@ -218,7 +221,11 @@ class Orchestrator:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any bug must still tear the job down
-            self.request_stop({"kind": "internal_error", "error": f"{type(exc).__name__}: {exc}"}, 1, f"internal error: {exc}")
+            self.request_stop(
+                {"kind": "internal_error", "error": f"{type(exc).__name__}: {exc}"},
+                1,
+                f"internal error: {exc}",
+            )
             raise
 
     async def _serve(self) -> None:
@@ -254,7 +261,9 @@ class Orchestrator:
             self._launch(inst)
         gated = [i for i in unit.instances if i.planned.readiness is not None]
         if gated:
-            results = await asyncio.gather(*(self._await_ready(i) for i in gated), return_exceptions=True)
+            results = await asyncio.gather(
+                *(self._await_ready(i) for i in gated), return_exceptions=True
+            )
             for r in results:
                 if isinstance(r, PhaseFailed):
                     raise r
@@ -273,12 +282,18 @@ class Orchestrator:
         p = inst.planned
         log_path = self.job.inside(p.log)
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        work = self.job.inside(os.path.relpath(p.work_dir, self.job.path)) if p.work_dir.startswith(self.job.path) else p.work_dir
+        work = (
+            self.job.inside(os.path.relpath(p.work_dir, self.job.path))
+            if p.work_dir.startswith(self.job.path)
+            else p.work_dir
+        )
         os.makedirs(work, exist_ok=True)
         for name, content in p.files.items():
             target = os.path.realpath(os.path.join(work, name))
             if not target.startswith(os.path.realpath(work) + os.sep):
-                raise PhaseFailed(f"{p.step}: file {name!r} would be outside its work dir", {"kind": "bad_plan"})
+                raise PhaseFailed(
+                    f"{p.step}: file {name!r} would be outside its work dir", {"kind": "bad_plan"}
+                )
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "w", encoding="utf-8") as fh:
                 fh.write(content)
@@ -315,9 +330,16 @@ class Orchestrator:
         inst.handle = handle
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
-        self.watcher.watch(handle.pid, lambda code, inst=inst: self._on_exit(inst, code), handle.popen)
+        self.watcher.watch(
+            handle.pid, lambda code, inst=inst: self._on_exit(inst, code), handle.popen
+        )
         self._emit(
-            "launched", step=p.step, unit=p.unit, node=p.node, pid=handle.pid, attempt=inst.attempt,
+            "launched",
+            step=p.step,
+            unit=p.unit,
+            node=p.node,
+            pid=handle.pid,
+            attempt=inst.attempt,
             log=p.log,
         )
         self._mark_state_dirty()
@@ -354,8 +376,12 @@ class Orchestrator:
             raise self._exited_before_ready(inst, inst.exit_fut.result(), probe_spec)
         probe = self.plugins.probe(probe_spec.probe)
         target = self._target(inst, probe_spec)
-        attempt_timeout = HTTP_ATTEMPT_TIMEOUT if probe_spec.probe == "http" else TCP_ATTEMPT_TIMEOUT
-        waiter = asyncio.ensure_future(probe.wait_ready(target, min(attempt_timeout, probe_spec.timeout)))
+        attempt_timeout = (
+            HTTP_ATTEMPT_TIMEOUT if probe_spec.probe == "http" else TCP_ATTEMPT_TIMEOUT
+        )
+        waiter = asyncio.ensure_future(
+            probe.wait_ready(target, min(attempt_timeout, probe_spec.timeout))
+        )
         exit_fut = inst.exit_fut
         self._emit("waiting", step=p.step, unit=p.unit, node=p.node, probe=probe_spec.describe)
         try:
@@ -389,10 +415,18 @@ class Orchestrator:
         self._emit("ready_timeout", step=p.step, unit=p.unit, node=p.node, error=target.last_error)
         raise PhaseFailed(
             message,
-            {"kind": "readiness_timeout", "unit": p.unit, "step": p.step, "node": p.node, "timeout": probe_spec.timeout},
+            {
+                "kind": "readiness_timeout",
+                "unit": p.unit,
+                "step": p.step,
+                "node": p.node,
+                "timeout": probe_spec.timeout,
+            },
         )
 
-    def _exited_before_ready(self, inst: InstanceRun, code: int, probe: PlannedProbe) -> PhaseFailed:
+    def _exited_before_ready(
+        self, inst: InstanceRun, code: int, probe: PlannedProbe
+    ) -> PhaseFailed:
         p = inst.planned
         inst.state = "failed"
         lines = process.tail(self.job.inside(p.log), LOG_TAIL_LINES)
@@ -404,7 +438,13 @@ class Orchestrator:
         inst.detail = message
         return PhaseFailed(
             message,
-            {"kind": "exited_before_ready", "unit": p.unit, "step": p.step, "node": p.node, **_code_fields(code)},
+            {
+                "kind": "exited_before_ready",
+                "unit": p.unit,
+                "step": p.step,
+                "node": p.node,
+                **_code_fields(code),
+            },
         )
 
     def _mark_ready(self, inst: InstanceRun) -> None:
@@ -412,7 +452,14 @@ class Orchestrator:
         inst.ready_at = time.monotonic()
         p = inst.planned
         waited = inst.ready_at - (inst.waiting_since or inst.ready_at)
-        self._emit("ready", step=p.step, unit=p.unit, node=p.node, waited=round(waited, 6), attempt=inst.attempt)
+        self._emit(
+            "ready",
+            step=p.step,
+            unit=p.unit,
+            node=p.node,
+            waited=round(waited, 6),
+            attempt=inst.attempt,
+        )
         self._mark_state_dirty()
         if p.liveness is not None:
             inst.liveness = self._spawn_task(self._liveness(inst, p.liveness))
@@ -430,7 +477,14 @@ class Orchestrator:
             inst.liveness = None
         p = inst.planned
         unit = inst.unit
-        self._emit("exited", step=p.step, unit=p.unit, node=p.node, **_code_fields(code), attempt=inst.attempt)
+        self._emit(
+            "exited",
+            step=p.step,
+            unit=p.unit,
+            node=p.node,
+            **_code_fields(code),
+            attempt=inst.attempt,
+        )
         self._mark_state_dirty()
         if self.stopping:
             inst.state = "stopped"
@@ -441,13 +495,25 @@ class Orchestrator:
             return  # the readiness wait reports it
         u = unit.planned
         if u.category == "benchmark":
-            reason = "benchmark finished" if code == 0 else f"benchmark failed ({describe_code(code)})"
-            self.request_stop({"kind": "benchmark_exit", "unit": u.name, "node": p.node, **_code_fields(code)}, code, reason)
+            reason = (
+                "benchmark finished" if code == 0 else f"benchmark failed ({describe_code(code)})"
+            )
+            self.request_stop(
+                {"kind": "benchmark_exit", "unit": u.name, "node": p.node, **_code_fields(code)},
+                code,
+                reason,
+            )
             return
         if u.terminal:
             if u.critical and code != 0:
                 self.request_stop(
-                    {"kind": "critical_service_exit", "unit": u.name, "step": p.step, "node": p.node, **_code_fields(code)},
+                    {
+                        "kind": "critical_service_exit",
+                        "unit": u.name,
+                        "step": p.step,
+                        "node": p.node,
+                        **_code_fields(code),
+                    },
                     code,
                     f"terminal critical {_label(inst)} failed on {p.node} ({describe_code(code)})",
                 )
@@ -482,10 +548,19 @@ class Orchestrator:
             if "giving up" in decision.reason:
                 inst.state = "unhealthy"
                 unit.unhealthy = True
-                self._emit("unhealthy", step=p.step, unit=p.unit, node=p.node, detail=decision.reason)
+                self._emit(
+                    "unhealthy", step=p.step, unit=p.unit, node=p.node, detail=decision.reason
+                )
             return
         inst.state = "backoff"
-        self._emit("restarting", step=p.step, unit=p.unit, node=p.node, delay=round(decision.delay, 6), attempt=inst.attempt + 1)
+        self._emit(
+            "restarting",
+            step=p.step,
+            unit=p.unit,
+            node=p.node,
+            delay=round(decision.delay, 6),
+            attempt=inst.attempt + 1,
+        )
         self._spawn_task(self._restart_later(inst, decision.delay))
 
     async def _restart_later(self, inst: InstanceRun, delay: float) -> None:
@@ -500,7 +575,12 @@ class Orchestrator:
         try:
             await self._await_ready(inst)
         except PhaseFailed as exc:
-            self._emit("restart_failed", step=inst.step, unit=inst.planned.unit, detail=str(exc).splitlines()[0])
+            self._emit(
+                "restart_failed",
+                step=inst.step,
+                unit=inst.planned.unit,
+                detail=str(exc).splitlines()[0],
+            )
             if inst.running and self.launcher is not None and inst.handle is not None:
                 await self.launcher.kill([inst.handle])
             if inst.exit_fut is not None:
@@ -538,7 +618,11 @@ class Orchestrator:
         if not terminal or any(i.exit_code is None for i in terminal):
             return
         worst = max((i.exit_code or 0) for i in terminal)
-        detail = "terminal services finished" if worst == 0 else f"terminal services failed (worst {describe_code(worst)})"
+        detail = (
+            "terminal services finished"
+            if worst == 0
+            else f"terminal services failed (worst {describe_code(worst)})"
+        )
         self.request_stop({"kind": "terminal_exit", "code": worst}, worst, detail)
 
     async def _benchmark_timeout(self, unit: UnitRun, timeout: float) -> None:
@@ -547,7 +631,9 @@ class Orchestrator:
         if inst.running and self.launcher is not None and inst.handle is not None:
             inst.killed_for = f"benchmark timeout after {timeout:g}s"
             self._emit("timeout", step=inst.step, timeout=timeout)
-            self.request_stop({"kind": "benchmark_timeout", "timeout": timeout}, 124, inst.killed_for)
+            self.request_stop(
+                {"kind": "benchmark_timeout", "timeout": timeout}, 124, inst.killed_for
+            )
 
     # ------------------------------------------------------------------ stopping
 

@@ -44,7 +44,11 @@ class InotifyHub:
         self._flags = flags
         self._inotify = INotify()
         self._mask = (
-            flags.CREATE | flags.MODIFY | flags.MOVED_TO | flags.CLOSE_WRITE | flags.ATTRIB
+            flags.CREATE
+            | flags.MODIFY
+            | flags.MOVED_TO
+            | flags.CLOSE_WRITE
+            | flags.ATTRIB
             | flags.DELETE
         )
         self._dirs: dict[str, int] = {}
@@ -103,7 +107,10 @@ class InotifyHub:
             while parent and parent != "/" and not os.path.isdir(parent):
                 parent = os.path.dirname(parent)
             if parent and self._watch_dir(parent):
-                path, directory = os.path.join(parent, os.path.relpath(path, parent).split(os.sep)[0]), parent
+                path, directory = (
+                    os.path.join(parent, os.path.relpath(path, parent).split(os.sep)[0]),
+                    parent,
+                )
         fut: asyncio.Future[None] = self.loop.create_future()
         self._waiters[path].add(fut)
         self._dir_users[directory] += 1

@@ -97,7 +97,9 @@ class LiveProgress:
         self.rows: dict[str, dict[str, Any]] = {}
         self.messages: list[str] = []
         self.t0 = time.monotonic()
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+        self.live = Live(
+            self._render(), console=self.console, refresh_per_second=4, transient=False
+        )
         self.live.start()
 
     def _render(self) -> Any:
@@ -126,7 +128,9 @@ class LiveProgress:
             row = self.rows.setdefault(step, {"state": "pending", "since": time.monotonic()})
             row["node"] = record.get("node", row.get("node", ""))
             if ev == "launched":
-                row.update(state="starting", since=time.monotonic(), detail=f"pid {record.get('pid')}")
+                row.update(
+                    state="starting", since=time.monotonic(), detail=f"pid {record.get('pid')}"
+                )
             elif ev == "waiting":
                 row.update(state="waiting", detail=record.get("probe", ""))
             elif ev == "ready":

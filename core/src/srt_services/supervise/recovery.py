@@ -114,7 +114,11 @@ def stop_leftovers(view: JobView, grace: float | None = None, log: Any = print) 
         for pid, _ in members:
             process.signal_pid(pid, signal.SIGTERM)
             process.signal_pid(pid, signal.SIGCONT)
-        wait = grace if grace is not None else max((graces.get(s or "", 30.0) for _, s in members), default=30.0)
+        wait = (
+            grace
+            if grace is not None
+            else max((graces.get(s or "", 30.0) for _, s in members), default=30.0)
+        )
         left = wait_gone([p for p, _ in members], wait)
         for pid in left:
             log(f"pid {pid} did not exit {wait:g}s after SIGTERM; sending SIGKILL")
@@ -157,7 +161,9 @@ def stop_job(path: str, now: bool = False, timeout: float | None = None, log: An
         grace = max(view.grace().values(), default=30.0)
         limit = timeout if timeout is not None else grace + 15.0
         if wait_gone([pid], limit):
-            log(f"the orchestrator did not finish within {limit:g}s; stopping its processes directly")
+            log(
+                f"the orchestrator did not finish within {limit:g}s; stopping its processes directly"
+            )
         else:
             view = JobView.read(path)
             left = view.leftovers()

@@ -44,8 +44,16 @@ async def _stop_instance(orch: Orchestrator, inst: InstanceRun, grace: float) ->
         killer.cancel()
     if waiter in done:
         return
-    reason = "immediate stop requested" if killer in done else f"did not exit {grace:g}s after SIGTERM"
-    orch._emit("escalated", step=inst.step, unit=inst.planned.unit, node=inst.planned.node, detail=f"{reason}; sending SIGKILL")
+    reason = (
+        "immediate stop requested" if killer in done else f"did not exit {grace:g}s after SIGTERM"
+    )
+    orch._emit(
+        "escalated",
+        step=inst.step,
+        unit=inst.planned.unit,
+        node=inst.planned.node,
+        detail=f"{reason}; sending SIGKILL",
+    )
     await orch.launcher.kill([inst.handle])
     await asyncio.wait({waiter}, timeout=KILL_WAIT)
 
@@ -76,7 +84,11 @@ async def _stop_strays(orch: Orchestrator, pids: list[int], grace: float) -> Non
         if time.monotonic() >= deadline or (orch.kill_now is not None and orch.kill_now.is_set()):
             break
         await asyncio.sleep(STRAY_POLL)
-    orch._emit("escalated", pids=left, detail="escaped processes did not exit after SIGTERM; sending SIGKILL")
+    orch._emit(
+        "escalated",
+        pids=left,
+        detail="escaped processes did not exit after SIGTERM; sending SIGKILL",
+    )
     for pid in left:
         process.signal_pid(pid, signal.SIGKILL)
 
@@ -88,7 +100,8 @@ async def _stop_tier(orch: Orchestrator, tier: int) -> None:
     strays = [
         pid
         for pid, step in orch.launcher.stray_processes(cookie).items()
-        if _tier_of_step(orch, step) == tier and not any(i.handle and i.handle.pid == pid for i in members)
+        if _tier_of_step(orch, step) == tier
+        and not any(i.handle and i.handle.pid == pid for i in members)
     ]
     if not members and not strays:
         return
@@ -99,8 +112,12 @@ async def _stop_tier(orch: Orchestrator, tier: int) -> None:
         await orch.launcher.terminate([i.handle for i in members if i.handle is not None])
     kill_now = orch.kill_now is not None and orch.kill_now.is_set()
     graces = {
-        i.step: 0.0 if kill_now else orch.launcher.stop_budget(
-            orch.options.grace_override if orch.options.grace_override is not None else i.unit.planned.stop_grace
+        i.step: 0.0
+        if kill_now
+        else orch.launcher.stop_budget(
+            orch.options.grace_override
+            if orch.options.grace_override is not None
+            else i.unit.planned.stop_grace
         )
         for i in members
     }
@@ -140,10 +157,13 @@ async def _final_sweep(orch: Orchestrator) -> None:
     """Whatever still carries the job cookie (unattributed strays, late forks) dies now."""
     assert orch.launcher is not None
     cookie = orch.options.cookie
-    left = [pid for pid, _ in process.pids_with_cookie(cookie)]
-    left += [pid for pid in orch.launcher.stray_processes(cookie) if pid not in left]
+    running = {i.handle.pid for i in orch.instances if i.running and i.handle is not None}
+    left = [pid for pid, _ in process.pids_with_cookie(cookie) if pid not in running]
+    left += [pid for pid in orch.launcher.stray_processes(cookie) if pid not in left and pid not in running]
     if left:
-        orch._emit("sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL")
+        orch._emit(
+            "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"
+        )
         for pid in left:
             process.signal_pid(pid, signal.SIGKILL)
     deadline = time.monotonic() + KILL_WAIT
@@ -162,7 +182,11 @@ async def _final_sweep(orch: Orchestrator) -> None:
     stuck += [(p, None) for p in left if process.alive(p)]
     for pid, step in stuck:
         state = process.proc_state(pid) or "?"
-        what = "unkillable (D state: uninterruptible sleep)" if state == "D" else f"still alive (state {state})"
+        what = (
+            "unkillable (D state: uninterruptible sleep)"
+            if state == "D"
+            else f"still alive (state {state})"
+        )
         entry = f"pid {pid}" + (f" ({step})" if step else "") + f": {what}"
         orch.unkillable.append(entry)
         orch._emit("unkillable", pid=pid, step=step, state=state)

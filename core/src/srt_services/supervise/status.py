@@ -48,7 +48,11 @@ def status_rows(path: str) -> dict[str, Any]:
         from srt_services.launch.slurm import control
 
         live = control.steps(view.slurm_job_id)
-        slurm = {"job_id": view.slurm_job_id, "state": control.job_state(view.slurm_job_id), "steps": live}
+        slurm = {
+            "job_id": view.slurm_job_id,
+            "state": control.job_state(view.slurm_job_id),
+            "steps": live,
+        }
         for row in rows:
             row["slurm_step"] = live.get(row["step"])
             row["running"] = row["slurm_step"] is not None
@@ -89,7 +93,9 @@ def render_status(data: dict[str, Any]) -> None:
     console.print(head)
     if data.get("slurm"):
         s = data["slurm"]
-        console.print(f"slurm job {s['job_id']}: {s['state'] or 'no longer listed'}; {len(s['steps'])} step(s) running")
+        console.print(
+            f"slurm job {s['job_id']}: {s['state'] or 'no longer listed'}; {len(s['steps'])} step(s) running"
+        )
     if data.get("cause"):
         console.print(f"cause: {data['cause']}", markup=False)
     table = Table(box=None, pad_edge=False)

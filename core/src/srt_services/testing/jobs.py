@@ -37,7 +37,9 @@ class JobRun:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.stdout, self.stderr = self.proc.communicate()
-            raise AssertionError(f"srt run did not finish within {timeout}s:\n{self.stdout}\n{self.stderr}") from None
+            raise AssertionError(
+                f"srt run did not finish within {timeout}s:\n{self.stdout}\n{self.stderr}"
+            ) from None
         self.code = self.proc.returncode
         self.elapsed = time.monotonic() - self._t0
         return self
@@ -61,7 +63,9 @@ class JobRun:
             return data
 
     def log(self, step: str) -> str:
-        with open(os.path.join(self.job_dir, "logs", f"{step}.out"), encoding="utf-8", errors="replace") as fh:
+        with open(
+            os.path.join(self.job_dir, "logs", f"{step}.out"), encoding="utf-8", errors="replace"
+        ) as fh:
             return fh.read()
 
     def wait_event(self, event: str, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
@@ -87,13 +91,20 @@ def start_srt(
     full_env.update(env or {})
     argv = [sys.executable, "-m", "srt_services", *args, "--job-dir", job_dir, "--plain"]
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=cwd,
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+        cwd=cwd,
         start_new_session=True,
     )
     return JobRun(job_dir=job_dir, proc=proc, event_offset=offset)
 
 
-def run_recipe(path: str, job_dir: str, *extra: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> JobRun:
+def run_recipe(
+    path: str, job_dir: str, *extra: str, timeout: float = 120.0, env: dict[str, str] | None = None
+) -> JobRun:
     return start_srt(["run", path, *extra], job_dir, env=env).wait(timeout)
 
 
@@ -118,7 +129,9 @@ class Jobs:
         path.write_text(textwrap.dedent(text))
         return str(path)
 
-    def start(self, text: str, *args: str, env: dict[str, str] | None = None, job_dir: str | None = None) -> JobRun:
+    def start(
+        self, text: str, *args: str, env: dict[str, str] | None = None, job_dir: str | None = None
+    ) -> JobRun:
         recipe = self.recipe(text)
         job = job_dir or str(self.tmp / f"job{next(_counter)}")
         self.job_dirs.append(job)
@@ -129,7 +142,11 @@ class Jobs:
 
 
 def events_of(run: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
-    return [e for e in run.events() if e["event"] == name and all(e.get(k) == v for k, v in match.items())]
+    return [
+        e
+        for e in run.events()
+        if e["event"] == name and all(e.get(k) == v for k, v in match.items())
+    ]
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 10.0, step: float = 0.02) -> Any:

@@ -1,1 +1,33 @@
-"""srt-oarbank's hook implementations (the srt kind and commands are wired in later)."""
+"""srt-oarbank's hook implementations: the ``oarbank`` kind, two probes, ``srt oarbank``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from srt_services import hookimpl
+
+if TYPE_CHECKING:
+    import click
+    from srt_services.extend.kind import ServiceKind
+    from srt_services.extend.probe import Probe
+
+
+@hookimpl
+def srt_register_service_kinds() -> list[type[ServiceKind]]:
+    from srt_oarbank.srt_kind import OarbankKind
+
+    return [OarbankKind]
+
+
+@hookimpl
+def srt_register_probes() -> list[type[Probe]]:
+    from srt_oarbank.srt_probes import OarbankProbe, OarbankReadyProbe
+
+    return [OarbankReadyProbe, OarbankProbe]
+
+
+@hookimpl
+def srt_cli_commands() -> list[click.Command]:
+    from srt_oarbank.cli import oarbank
+
+    return [oarbank]

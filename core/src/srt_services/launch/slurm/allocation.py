@@ -37,7 +37,9 @@ def slurm_env(source: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def run(argv: list[str], timeout: float = 30.0) -> str:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=slurm_env(), check=False)
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=slurm_env(), check=False
+        )
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} is not installed (is this a Slurm client machine?)") from None
     except subprocess.TimeoutExpired:
@@ -48,7 +50,9 @@ def run(argv: list[str], timeout: float = 30.0) -> str:
 
 
 def hostnames(nodelist: str) -> list[str]:
-    names = [n.strip() for n in run(["scontrol", "show", "hostnames", nodelist]).split() if n.strip()]
+    names = [
+        n.strip() for n in run(["scontrol", "show", "hostnames", nodelist]).split() if n.strip()
+    ]
     if not names:
         raise SlurmError(f"SLURM_JOB_NODELIST {nodelist!r} names no nodes")
     return names
@@ -68,12 +72,26 @@ def pick_ipv4(text: str) -> str | None:
 
 def resolve_ips(job_id: str, nodes: list[str], interface: str | None = None) -> dict[str, str]:
     """Ask every node for its address, in parallel."""
-    probe = ["ip", "-4", "-o", "addr", "show", "dev", interface] if interface else ["hostname", "-I"]
+    probe = (
+        ["ip", "-4", "-o", "addr", "show", "dev", interface] if interface else ["hostname", "-I"]
+    )
     procs = {
         node: subprocess.Popen(
-            ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-             "--job-name=srt-resolve-ip", "--export=ALL", *probe],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slurm_env(),
+            [
+                "srun",
+                f"--jobid={job_id}",
+                "--overlap",
+                "--nodes=1",
+                "--ntasks=1",
+                f"--nodelist={node}",
+                "--job-name=srt-resolve-ip",
+                "--export=ALL",
+                *probe,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=slurm_env(),
         )
         for node in nodes
     }
@@ -97,12 +115,16 @@ def resolve_ips(job_id: str, nodes: list[str], interface: str | None = None) -> 
     return out
 
 
-def current_allocation(job_dir: str, interface: str | None = None, env: Mapping[str, str] | None = None) -> Allocation:
+def current_allocation(
+    job_dir: str, interface: str | None = None, env: Mapping[str, str] | None = None
+) -> Allocation:
     src = os.environ if env is None else env
     job_id = src.get("SLURM_JOB_ID")
     nodelist = src.get("SLURM_JOB_NODELIST")
     if not job_id or not nodelist:
-        raise SlurmError("not inside a Slurm allocation (SLURM_JOB_ID is not set); submit with `srt apply`")
+        raise SlurmError(
+            "not inside a Slurm allocation (SLURM_JOB_ID is not set); submit with `srt apply`"
+        )
     cache = os.path.join(job_dir, "nodes.json")
     names = hostnames(nodelist)
     ips: dict[str, str] = {}

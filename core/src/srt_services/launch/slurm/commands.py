@@ -71,8 +71,14 @@ def srun_argv(
 
 
 def oneshot_argv(
-    argv: Sequence[str], job_id: str, node: str, name: str, log_path: str, cwd: str | None = None,
-    container: list[str] | None = None, srun: str = "srun",
+    argv: Sequence[str],
+    job_id: str,
+    node: str,
+    name: str,
+    log_path: str,
+    cwd: str | None = None,
+    container: list[str] | None = None,
+    srun: str = "srun",
 ) -> list[str]:
     out = [
         srun,

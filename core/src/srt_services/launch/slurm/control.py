@@ -12,7 +12,9 @@ ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUE
 
 def _out(argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=slurm_env(), check=False)
+        p = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=slurm_env(), check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 1, str(exc)
     return p.returncode, p.stdout

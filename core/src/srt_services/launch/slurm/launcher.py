@@ -28,7 +28,12 @@ from srt_services.launch.children import CommandResult, run_command
 from srt_services.launch.handle import Handle
 from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
-from srt_services.launch.slurm.allocation import SlurmError, current_allocation, kill_wait, slurm_env
+from srt_services.launch.slurm.allocation import (
+    SlurmError,
+    current_allocation,
+    kill_wait,
+    slurm_env,
+)
 from srt_services.plan.allocation import Allocation, AllocationRequest
 from srt_services.plan.model import PlannedInstance
 
@@ -56,9 +61,13 @@ class SlurmLauncher(Launcher):
     def allocation(cls, request: AllocationRequest, needed: int) -> Allocation:
         from srt_services.site_config import current
 
-        alloc = current_allocation(request.job_dir or os.getcwd(), current().slurm.network_interface)
+        alloc = current_allocation(
+            request.job_dir or os.getcwd(), current().slurm.network_interface
+        )
         if len(alloc.nodes) < needed:
-            raise SlurmError(f"the allocation has {len(alloc.nodes)} node(s) but the recipe needs {needed}")
+            raise SlurmError(
+                f"the allocation has {len(alloc.nodes)} node(s) but the recipe needs {needed}"
+            )
         return alloc
 
     @property
@@ -100,14 +109,21 @@ class SlurmLauncher(Launcher):
             started_wall=started_wall,
             started_mono=time.monotonic(),
             popen=spawned.popen,
-            extra={"job_id": self.job_id, "step_name": instance.step, "stop_signal": instance.stop_signal},
+            extra={
+                "job_id": self.job_id,
+                "step_name": instance.step,
+                "stop_signal": instance.stop_signal,
+            },
         )
 
     async def _step_ids(self, names: set[str]) -> dict[str, str]:
         """``<job>.<step>`` of each named step still known to Slurm."""
         assert self.watcher is not None
         result = await run_command(
-            self.watcher, ["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"], 30.0, env=slurm_env()
+            self.watcher,
+            ["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"],
+            30.0,
+            env=slurm_env(),
         )
         found: dict[str, str] = {}
         for line in result.stdout.splitlines():
@@ -140,7 +156,9 @@ class SlurmLauncher(Launcher):
         # step that ended meanwhile while still signalling the others; exits tell the truth.
         await asyncio.gather(
             *(
-                run_command(self.watcher, ["scancel", f"--signal={s}", *targets], 30.0, env=slurm_env())
+                run_command(
+                    self.watcher, ["scancel", f"--signal={s}", *targets], 30.0, env=slurm_env()
+                )
                 for s, targets in by_signal.items()
             )
         )
@@ -162,7 +180,9 @@ class SlurmLauncher(Launcher):
 
     async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
         names = {
-            (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})" for i in instances for p in i.ports
+            (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})"
+            for i in instances
+            for p in i.ports
         }
         if not names:
             return Preflight()
@@ -171,10 +191,22 @@ class SlurmLauncher(Launcher):
 
     async def _portcheck(self, node: str, args: list[str]) -> list[portcheck.PortReport]:
         argv = [
-            "srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-            "--job-name=srt-preflight", "--export=ALL", sys.executable, "-m", "srt_services.launch.portcheck", *args,
+            "srun",
+            f"--jobid={self.job_id}",
+            "--overlap",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={node}",
+            "--job-name=srt-preflight",
+            "--export=ALL",
+            sys.executable,
+            "-m",
+            "srt_services.launch.portcheck",
+            *args,
         ]
-        result = await run_command(self.watcher, argv, 60.0, env=self._env(process.service_env({}, {})))
+        result = await run_command(
+            self.watcher, argv, 60.0, env=self._env(process.service_env({}, {}))
+        )
         if not result.ok:
             raise SlurmError(f"port check on {node} failed: {result.stderr.strip()[-300:]}")
         return portcheck.reports_from_json(result.stdout)
@@ -210,16 +242,29 @@ class SlurmLauncher(Launcher):
         return min(wanted, per_tier)
 
     async def run_oneshot(
-        self, argv: list[str], node: str, log_path: str, env: dict[str, str], timeout: float,
-        cwd: str | None = None, container: str | None = None,
+        self,
+        argv: list[str],
+        node: str,
+        log_path: str,
+        env: dict[str, str],
+        timeout: float,
+        cwd: str | None = None,
+        container: str | None = None,
     ) -> CommandResult:
         name = f"srt-oneshot-{os.path.basename(log_path).removesuffix('.out')}"
         flags = commands.container_flags(container, self.aliases, self.mounts, self.job_dir)
         full = commands.oneshot_argv(argv, self.job_id, node, name, log_path, cwd, flags)
-        result = await run_command(self.watcher, full, timeout, env=self._env(env), stdout_path=log_path)
+        result = await run_command(
+            self.watcher, full, timeout, env=self._env(env), stdout_path=log_path
+        )
         if result.timed_out:
             with contextlib.suppress(Exception):
                 ids = await self._step_ids({name})
                 if ids:
-                    await run_command(self.watcher, ["scancel", "--signal=KILL", *ids.values()], 30.0, env=slurm_env())
+                    await run_command(
+                        self.watcher,
+                        ["scancel", "--signal=KILL", *ids.values()],
+                        30.0,
+                        env=slurm_env(),
+                    )
         return result

@@ -57,8 +57,16 @@ def render_script(inp: ScriptInputs) -> str:
     if inp.site_config:
         lines.append(f"export SRT_SITE_CONFIG={shlex.quote(inp.site_config)}")
     argv = [
-        inp.python, "-m", "srt_services", "run", inp.recipe,
-        "--job-dir", inp.job_dir, "--launcher", "slurm", "--plain",
+        inp.python,
+        "-m",
+        "srt_services",
+        "run",
+        inp.recipe,
+        "--job-dir",
+        inp.job_dir,
+        "--launcher",
+        "slurm",
+        "--plain",
     ]
     lines.append("exec " + shlex.join(argv))
     return "\n".join(lines) + "\n"

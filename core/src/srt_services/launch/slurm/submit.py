@@ -71,7 +71,9 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
     )
     script_path = job.file("sbatch.sh")
     write_script(script_path, script)
-    return Submission(job_dir=job.path, script=script_path, recipe=staged, nodes=len(plan.nodes), pins=pins)
+    return Submission(
+        job_dir=job.path, script=script_path, recipe=staged, nodes=len(plan.nodes), pins=pins
+    )
 
 
 def submit(sub: Submission) -> str:
@@ -81,5 +83,9 @@ def submit(sub: Submission) -> str:
         raise SlurmError(f"sbatch answered {out!r}, not a job id")
     sub.job_id = job_id
     with open(os.path.join(sub.job_dir, "job.json"), "w", encoding="utf-8") as fh:
-        json.dump({"job_id": job_id, "submitted": time.time(), "script": sub.script, "launcher": "slurm"}, fh, indent=2)
+        json.dump(
+            {"job_id": job_id, "submitted": time.time(), "script": sub.script, "launcher": "slurm"},
+            fh,
+            indent=2,
+        )
     return job_id

@@ -1,0 +1,199 @@
+"""Fuzzing ``load_recipe`` + ``resolve``: only our validation error may ever escape.
+
+Three sources of input: the example recipes mutated (values, keys and types changed,
+entries dropped or added), random YAML-ish text, and random bytes. Whatever comes in, the
+result is a plan or a :class:`RecipeInvalid` whose message is plain text with positions:
+never another exception, never a traceback, never a hang (each example has a 1 s deadline).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from srt_services.errors import RecipeInvalid
+from srt_services.plan.allocation import AllocationRequest
+from srt_services.plan.resolve import resolve
+from srt_services.plugins.manager import PluginSet
+from srt_services.recipe.load import load_recipe
+from srt_services.recipe.problems import RecipeError
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+SEEDS = ["minimal", "disagg-services", "pools", "per-worker"]
+SEED_DATA = {name: yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()) for name in SEEDS}
+
+PLUGINS = PluginSet(autoload=False)
+
+FUZZ = settings(
+    deadline=1000,
+    database=None,
+    derandomize=os.environ.get("SRT_FUZZ_RANDOM") != "1",
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# Integers that sit on the rules' edges, without the "valid but huge" band (a legitimate
+# 90,000-node plan takes seconds and is a benchmark, not a fuzz case).
+INTS = st.one_of(
+    st.integers(-3, 20),
+    st.sampled_from([63, 64, 99, 100, 599, 600, 1024, 1025, 65536, 100_001, 2**31, 2**63, -(2**63), 10**30]),
+)
+WORDS = st.sampled_from(
+    [
+        "", " ", "a", "main", "HEAD", "refs/heads/x", "v1.0", "0123abcd", "../x", "a/b", ".", "..",
+        "-x", "a\x00b", "a\nb", "{node}", "{nod}", "{{node}}", "{worker_gpus}", '{"a": {"b": 1}}',
+        "/metrics", "metrics", "/health", "head", "infra", "dedicated", "prefill", "decode", "agg",
+        "workers", "compute", "all", "pool", "node", "worker", "infra", "before_workers",
+        "after_frontend", "generic", "etcd", "tcp", "http", "log", "file", "port", "none", "vllm",
+        "sglang", "dynamo", "nats", "command", "manual", "always", "no", "on-failure", "first",
+        "train", "envsrv", "kv-router", "my-sidecar", "gpu-watch", "SRT_X", "LD_PRELOAD", "(",
+        "x" * 70, "рouter", "http://x.invalid:1", "yes", "null", "~", "*", "&a", "!!int",
+    ]
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    INTS,
+    st.floats(allow_nan=True, allow_infinity=True),
+    WORDS,
+    st.text(max_size=20),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(WORDS, st.text(max_size=8)), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out.extend(_paths(value, (*prefix, key)))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out.extend(_paths(value, (*prefix, i)))
+    return out
+
+
+def _get(root: Any, path: tuple[Any, ...]) -> Any:
+    for item in path:
+        root = root[item]
+    return root
+
+
+def _mutate(data: st.DataObject, root: Any) -> Any:
+    paths = _paths(root)
+    path = data.draw(st.sampled_from(paths), label="path")
+    action = data.draw(
+        st.sampled_from(["replace", "delete", "add", "rename", "wrap", "stringify", "duplicate"]),
+        label="action",
+    )
+    if not path:
+        return data.draw(VALUES, label="root") if action == "replace" else root
+    parent = _get(root, path[:-1])
+    key = path[-1]
+    if action == "replace":
+        parent[key] = data.draw(VALUES, label="value")
+    elif action == "delete":
+        del parent[key]
+    elif action == "add" and isinstance(parent, dict):
+        parent[data.draw(st.one_of(WORDS, st.text(max_size=10)), label="key")] = data.draw(VALUES)
+    elif action == "add" and isinstance(parent, list):
+        parent.insert(key, data.draw(VALUES, label="item"))
+    elif action == "rename" and isinstance(parent, dict) and isinstance(key, str):
+        new = data.draw(st.sampled_from([key[:-1], key + "s", key.upper(), "_" + key, key[1:]]))
+        parent[new] = parent.pop(key)
+    elif action == "wrap":
+        parent[key] = [parent[key]]
+    elif action == "stringify":
+        parent[key] = json.dumps(parent[key])
+    elif action == "duplicate" and isinstance(parent, list):
+        parent.append(copy.deepcopy(parent[key]))
+    return root
+
+
+def _check(text: str, source: str, nodes: int | None) -> None:
+    try:
+        loaded = load_recipe(source, PLUGINS, text=text)
+        plan = resolve(loaded, PLUGINS, AllocationRequest(count=nodes))
+    except RecipeInvalid as exc:
+        _check_error(exc)
+        return
+    # a recipe that resolves must also serialise
+    assert plan.to_json()
+
+
+def _check_error(exc: RecipeInvalid) -> None:
+    message = str(exc)
+    assert message
+    assert "Traceback" not in message
+    assert "\x00" not in message
+    if isinstance(exc, RecipeError):
+        assert exc.errors
+        for p in exc.errors:
+            assert p.message
+            assert "\n" not in p.label
+
+
+@FUZZ
+@settings(max_examples=400)
+@given(data=st.data())
+def test_mutated_examples(data: st.DataObject) -> None:
+    seed = data.draw(st.sampled_from(SEEDS), label="seed")
+    root = copy.deepcopy(SEED_DATA[seed])
+    for _ in range(data.draw(st.integers(1, 4), label="mutations")):
+        root = _mutate(data, root)
+    as_json = data.draw(st.booleans(), label="json")
+    try:
+        text = json.dumps(root) if as_json else yaml.safe_dump(root, allow_unicode=True)
+    except (ValueError, TypeError):
+        return  # not representable (e.g. NaN keys): nothing a user could write either
+    nodes = data.draw(st.one_of(st.none(), st.integers(1, 8)), label="nodes")
+    _check(text, "recipe.json" if as_json else "recipe.yaml", nodes)
+
+
+YAML_ALPHABET = st.sampled_from(list("abcnode_-: \n\t[]{},&*!|>'\"#%@`?~.0123456789") + ["\u2028", "é", "\x85"])
+
+
+@FUZZ
+@settings(max_examples=300)
+@given(
+    head=st.sampled_from(["", "schema: 2\nname: t\n", "schema: 2\nname: t\nservices:\n  - "]),
+    body=st.text(YAML_ALPHABET, max_size=120),
+)
+def test_random_yaml_text(head: str, body: str) -> None:
+    _check(head + body, "recipe.yaml", None)
+
+
+@FUZZ
+@settings(max_examples=150)
+@given(raw=st.binary(max_size=200))
+def test_random_bytes(raw: bytes) -> None:
+    with tempfile.NamedTemporaryFile("wb", suffix=".yaml", delete=False) as fh:
+        fh.write(raw)
+        name = fh.name
+    try:
+        try:
+            loaded = load_recipe(name, PLUGINS)
+            resolve(loaded, PLUGINS, AllocationRequest())
+        except RecipeInvalid as exc:
+            _check_error(exc)
+    finally:
+        os.unlink(name)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_seeds_themselves_resolve(seed: str) -> None:
+    _check((EXAMPLES / f"{seed}.yaml").read_text(), "recipe.yaml", None)

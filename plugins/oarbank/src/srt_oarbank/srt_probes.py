@@ -1,0 +1,88 @@
+"""Readiness probes backed by protocol-1 executables.
+
+``oarbank-ready`` asks a service's own ``ready`` op (the ``oarbank`` kind's default probe);
+``oarbank-probe`` gates any srt service on a module *probe* (its fingerprint must say
+healthy), e.g. "a JDK 17 is installed on this node" before a service that needs it starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+from srt_services.extend.context import InstanceContext
+from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
+from srt_services.recipe.models import StrictModel
+from srt_services.recipe.placeholders import render
+
+
+class ReadyConfig(StrictModel):
+    bundle: str = Field(description="Module bundle directory.")
+    service: str = Field(description="Service name in the manifest.")
+    node_id: str = Field("{node}", description="OARBANK_NODE_ID.")
+    data_dir: str = Field("{work_dir}/data", description="Module data dir (the agent's).")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Module settings.")
+
+
+class ProbeConfig(StrictModel):
+    bundle: str = Field(description="Module bundle directory.")
+    probe: str = Field(description="Probe name in the manifest (`probes[].name`).")
+    node_id: str = Field("{node}", description="OARBANK_NODE_ID.")
+    data_dir: str = Field("{work_dir}/oarbank-probe", description="Data dir for the probe.")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Module settings.")
+
+
+def _plan(config: Any, ctx: InstanceContext) -> dict[str, Any]:
+    data = config.model_dump(mode="json")
+    for key in ("node_id", "data_dir"):
+        data[key] = render(data[key], ctx.values)
+    return data
+
+
+class OarbankReadyProbe(Probe):
+    name: ClassVar[str] = "oarbank-ready"
+    summary: ClassVar[str] = "The protocol's `ready` op of a module service answers ready."
+    Config: ClassVar[type[ReadyConfig]] = ReadyConfig
+    instance_scoped: ClassVar[bool] = True
+
+    def plan(self, config: Any, ctx: InstanceContext, default_port: int | None) -> dict[str, Any]:
+        return _plan(config, ctx)
+
+    def describe(self, planned: dict[str, Any]) -> str:
+        return f"oarbank ready of {planned['service']} in {planned['bundle']}"
+
+    async def check(self, target: ProbeTarget, attempt_timeout: float) -> ProbeResult:
+        from srt_oarbank.readiness import service_ready
+
+        cfg = target.config
+        Path(cfg["data_dir"]).mkdir(parents=True, exist_ok=True)
+        got = await service_ready(
+            Path(cfg["bundle"]), cfg["service"], node_id=cfg["node_id"],
+            data_dir=Path(cfg["data_dir"]), settings=cfg["settings"] or None,
+        )
+        return ProbeResult(got.ready, got.detail)
+
+
+class OarbankProbe(Probe):
+    name: ClassVar[str] = "oarbank-probe"
+    summary: ClassVar[str] = "A module probe's fingerprint reports healthy."
+    Config: ClassVar[type[ProbeConfig]] = ProbeConfig
+    instance_scoped: ClassVar[bool] = True
+
+    def plan(self, config: Any, ctx: InstanceContext, default_port: int | None) -> dict[str, Any]:
+        return _plan(config, ctx)
+
+    def describe(self, planned: dict[str, Any]) -> str:
+        return f"oarbank probe {planned['probe']} of {planned['bundle']} healthy"
+
+    async def check(self, target: ProbeTarget, attempt_timeout: float) -> ProbeResult:
+        from srt_oarbank.readiness import probe_ready
+
+        cfg = target.config
+        Path(cfg["data_dir"]).mkdir(parents=True, exist_ok=True)
+        got = await probe_ready(
+            Path(cfg["bundle"]), cfg["probe"], node_id=cfg["node_id"],
+            data_dir=Path(cfg["data_dir"]), settings=cfg["settings"] or None,
+        )
+        return ProbeResult(got.ready, got.detail)
