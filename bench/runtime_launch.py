@@ -245,31 +245,46 @@ def main() -> None:
     args = parser.parse_args()
     count = args.services * args.nodes
     root = Path(tempfile.mkdtemp(prefix="srt-bench-launch-"))
+    # the same job with its job directory on tmpfs: what the filesystem adds (creating
+    # logs/<step>.out and work/<step>/ for every instance)
+    shm = (
+        Path(tempfile.mkdtemp(prefix="srt-bench-launch-", dir="/dev/shm"))
+        if Path("/dev/shm").is_dir()
+        else None
+    )
     try:
         one = srt_round(root, "launch-1", 1, 1)
-        rounds = []
+        rounds, on_shm = [], []
         bare: list[float] = []
         like: list[float] = []
         for n in range(args.rounds):
             rounds.append(srt_round(root, f"launch-{count}-{n}", args.services, args.nodes))
+            if shm is not None:
+                on_shm.append(srt_round(shm, f"launch-{count}-{n}", args.services, args.nodes))
             bare.append(raw_round(root, count, like_srt=False))
             like.append(raw_round(root, count, like_srt=True))
         span = statistics.median(r["span"] for r in rounds)
         b, lk = statistics.median(bare), statistics.median(like)
 
         def row(label: str, seconds: float, each: int = count) -> str:
-            return f"  {label:32} {seconds * 1000:8.1f} ms  ({seconds / each * 1e6:5.0f} us each)"
+            return f"  {label:36} {seconds * 1000:8.1f} ms  ({seconds / each * 1e6:5.0f} us each)"
 
         print(
             f"launch of {count} services ({args.services} x {args.nodes} virtual nodes), no probe"
         )
-        print(row("srt, first to last launched", span))
+        print(row(f"srt, first to last launched ({fs_of(root)})", span))
+        if on_shm:
+            print(row("srt, job directory on tmpfs", statistics.median(r["span"] for r in on_shm)))
         print(row("raw Popen loop", b))
-        print(row("raw Popen loop + log/env/fds", lk))
+        print(row(f"raw Popen loop + log/env/fds ({fs_of(root)})", lk))
         print(f"  srt / raw Popen loop: {span / b:.2f}x (target <= 1.5x)")
+        if on_shm:
+            tmpfs = statistics.median(r["span"] for r in on_shm)
+            print(f"  srt on tmpfs / raw Popen loop: {tmpfs / b:.2f}x")
         print(f"  srt / raw loop like srt: {span / lk:.2f}x")
         rounded = {
             "srt": [round(r["span"] * 1000) for r in rounds],
+            "srt tmpfs": [round(r["span"] * 1000) for r in on_shm],
             "raw": [round(x * 1000) for x in bare],
             "raw like srt": [round(x * 1000) for x in like],
         }
@@ -283,12 +298,28 @@ def main() -> None:
         print(f"  open fds: {fds:.0f} with {count} children, {one['fds']:.0f} with 1")
         print(f"  RSS: {rss / 2**20:.1f} MiB with {count}, {one['rss'] / 2**20:.1f} MiB with 1")
         print(f"  memory per service: {per / 1024:.1f} KiB (target <= 50 KB)")
-        print(f"  processes left after each run: {[int(r['left']) for r in [one, *rounds]]}")
+        left = [int(r["left"]) for r in [one, *rounds, *on_shm]]
+        print(f"  processes left after each run: {left}")
     finally:
-        if args.keep:
-            print(f"job directories kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        for path in (root, shm):
+            if path is None:
+                continue
+            if args.keep:
+                print(f"job directories kept in {path}")
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def fs_of(path: Path) -> str:
+    """The filesystem type ``path`` is on (from /proc/mounts)."""
+    best, kind = "", "?"
+    with open("/proc/mounts") as fh:
+        for line in fh:
+            parts = line.split()
+            mount = parts[1]
+            if str(path).startswith(mount.rstrip("/") + "/") and len(mount) > len(best):
+                best, kind = mount, parts[2]
+    return kind
 
 
 if __name__ == "__main__":

@@ -440,10 +440,13 @@ def cpu_cost(root: Path, window: float) -> dict[str, float]:
         for job, _ in jobs.values():
             job.start()
         for job, waiting in jobs.values():
-            if waiting:
-                job.wait_for(lambda evs, n=waiting: len(by_event(evs, "waiting")) >= n)
-            else:
-                job.wait_for(lambda evs: bool(by_event(evs, "serving")))
+
+            def up(evs: Events, n: int = waiting) -> bool:
+                if n:
+                    return len(by_event(evs, "waiting")) >= n
+                return bool(by_event(evs, "serving"))
+
+            job.wait_for(up)
         procs = {label: psutil.Process(job.pid) for label, (job, _) in jobs.items()}
         before = {label: p.cpu_times() for label, p in procs.items()}
         t0 = time.monotonic()

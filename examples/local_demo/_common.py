@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
-import os
 import signal
 import sys
 import time
@@ -176,14 +175,3 @@ def request(method: str, url: str, body: Any = None, timeout: float = 10.0) -> t
             return resp.status, raw.decode(errors="replace")
     finally:
         conn.close()
-
-
-def arg_env(value: str | None, env: str) -> str:
-    """A command-line value, or the environment variable ``env``; exit 2 if neither."""
-    if value:
-        return value
-    got = os.environ.get(env)
-    if not got:
-        print(f"error: give the value on the command line or set {env}", file=sys.stderr)
-        raise SystemExit(2)
-    return got

@@ -34,8 +34,8 @@ def complete(url: str, prompt: str, max_tokens: int, stream: bool) -> tuple[int,
         status, body = request(
             "POST", f"{url}/v1/completions", {"prompt": prompt, "max_tokens": max_tokens}
         )
-        tokens = body.get("tokens", []) if isinstance(body, dict) else []
-        return status, tokens, body
+        got = body.get("tokens", []) if isinstance(body, dict) else []
+        return status, got, body
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=10.0)
     try:

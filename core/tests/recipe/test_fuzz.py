@@ -33,6 +33,9 @@ SEED_DATA = {name: yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()) for n
 
 PLUGINS = PluginSet(autoload=False)
 
+#: ``SRT_FUZZ_RANDOM=1 SRT_FUZZ_SCALE=50`` fuzzes longer with fresh randomness (CI runs the
+#: fixed, derandomized set so that a failure is reproducible).
+SCALE = int(os.environ.get("SRT_FUZZ_SCALE", "1"))
 FUZZ = settings(
     deadline=1000,
     database=None,
@@ -147,8 +150,7 @@ def _check_error(exc: RecipeInvalid) -> None:
             assert "\n" not in p.label
 
 
-@FUZZ
-@settings(max_examples=400)
+@settings(FUZZ, max_examples=400 * SCALE)
 @given(data=st.data())
 def test_mutated_examples(data: st.DataObject) -> None:
     seed = data.draw(st.sampled_from(SEEDS), label="seed")
@@ -167,8 +169,7 @@ def test_mutated_examples(data: st.DataObject) -> None:
 YAML_ALPHABET = st.sampled_from(list("abcnode_-: \n\t[]{},&*!|>'\"#%@`?~.0123456789") + ["\u2028", "é", "\x85"])
 
 
-@FUZZ
-@settings(max_examples=300)
+@settings(FUZZ, max_examples=300 * SCALE)
 @given(
     head=st.sampled_from(["", "schema: 2\nname: t\n", "schema: 2\nname: t\nservices:\n  - "]),
     body=st.text(YAML_ALPHABET, max_size=120),
@@ -177,8 +178,28 @@ def test_random_yaml_text(head: str, body: str) -> None:
     _check(head + body, "recipe.yaml", None)
 
 
-@FUZZ
-@settings(max_examples=150)
+FRAGMENTS = st.sampled_from(
+    [
+        "!!int ", "!!float ", "!!bool ", "!!str ", "!!null ", "!!binary ", "!!timestamp ",
+        "!!python/object:os.system ", "!x ", "&a ", "*a", "<<: ", "<<: *a", "[*a]", "? ", "- ",
+        ": ", "{", "}", "[", "]", ", ", "\n", "\n  ", "\n    ", "\t", "0x1f", "0o17", "017", "1_0",
+        "190:20:30", "1e400", ".nan", "-.inf", "²", "٣", "yes", "~", "''", '"', "|\n  x", ">-\n  y",
+        "name", "schema", "services", "command", "nodes", "readiness", "port", "2", "a", "%YAML 1.1\n",
+        "---\n", "...\n", "#c",
+    ]
+)
+
+
+@settings(FUZZ, max_examples=300 * SCALE)
+@given(
+    head=st.sampled_from(["", "schema: 2\nname: t\n", "schema: 2\nname: t\nservices:\n  - name: a\n    "]),
+    parts=st.lists(FRAGMENTS, max_size=25),
+)
+def test_random_yaml_fragments(head: str, parts: list[str]) -> None:
+    _check(head + "".join(parts), "recipe.yaml", None)
+
+
+@settings(FUZZ, max_examples=150 * SCALE)
 @given(raw=st.binary(max_size=200))
 def test_random_bytes(raw: bytes) -> None:
     with tempfile.NamedTemporaryFile("wb", suffix=".yaml", delete=False) as fh:

@@ -58,7 +58,7 @@ def test_other_placements_are_refused(load: Load, node: str) -> None:
 def test_a_pool_of_its_own_is_refused(load: Load) -> None:
     got = errors(load, "  - name: etcd\n    type: etcd\n    nodes: 2\n")
     assert got == [
-        "recipe.yaml:6:5: services[etcd].type: type 'etcd' must be placed on dedicated, head,"
+        "recipe.yaml:7:5: services[etcd].nodes: type 'etcd' must be placed on dedicated, head,"
         " infra; got 'workers'"
     ]
 

@@ -385,18 +385,24 @@ class ServiceSpec(StrictModel):
 
 
 class ResourcesSpec(StrictModel):
+    """What every node of the allocation has."""
+
     gpus_per_node: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)] = Field(
         8, description="GPUs on every node of the allocation."
     )
 
 
 class EngineSpec(StrictModel):
+    """The inference engine the workers run (decides implied services such as `gms`)."""
+
     type: Literal["sglang", "vllm", "trtllm"] = Field("vllm", description="Inference engine.")
     failover: bool = Field(False, description="Shadow engine recovery (implies `gms`).")
     connector: NonBlank | None = Field(None, description="KV connector for every role.")
 
 
 class DynamoSpec(StrictModel):
+    """Dynamo transport planes (only with `frontend.type: dynamo`)."""
+
     request_plane: Literal["tcp", "nats"] = Field("tcp", description="`nats` implies NATS.")
     event_plane: Literal["zmq", "nats"] = Field("zmq", description="`nats` implies NATS.")
 
@@ -443,6 +449,8 @@ class RoleSpec(ProcessSpec):
 
 
 class FrontendSpec(ProcessSpec):
+    """The job's public endpoint, started on the head node after the workers."""
+
     type: Literal["dynamo", "sglang", "vllm", "none"] = Field(
         "dynamo", description="`dynamo` implies etcd; `none` runs no frontend."
     )
@@ -451,10 +459,14 @@ class FrontendSpec(ProcessSpec):
 
 
 class ObservabilitySpec(StrictModel):
+    """Metrics collection for the job."""
+
     metrics: bool = Field(True, description="Run the metrics exporters plugins imply.")
 
 
 class BenchmarkSpec(ProcessSpec):
+    """The client step that runs once the frontend is ready."""
+
     type: Literal["manual", "command"] = Field(
         "manual",
         description="`command` runs `command` after the frontend and ends the job with its exit"
@@ -496,17 +508,28 @@ class Recipe(StrictModel):
 
     schema_version: Literal[2] = Field(alias="schema", description="Recipe format version: 2.")
     name: SafeName = Field(description="Job name (used in job directory names).")
-    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
-    engine: EngineSpec = Field(default_factory=EngineSpec)
-    dynamo: DynamoSpec = Field(default_factory=DynamoSpec)
+    resources: ResourcesSpec = Field(
+        default_factory=ResourcesSpec, description="Node shape (GPUs per node)."
+    )
+    engine: EngineSpec = Field(default_factory=EngineSpec, description="Inference engine.")
+    dynamo: DynamoSpec = Field(default_factory=DynamoSpec, description="Dynamo planes.")
     frontend: FrontendSpec | None = Field(None, description="Absent means `type: none`.")
     roles: dict[RoleName, RoleSpec] = Field(
         default_factory=dict, description="Engine workers by role."
     )
-    observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
-    benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec)
-    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
-    services: list[ServiceSpec] = Field(default_factory=list)
+    observability: ObservabilitySpec = Field(
+        default_factory=ObservabilitySpec, description="Metrics exporters on or off."
+    )
+    benchmark: BenchmarkSpec = Field(
+        default_factory=BenchmarkSpec, description="The benchmark client (default: manual)."
+    )
+    slurm: SlurmSpec = Field(
+        default_factory=SlurmSpec, description="sbatch settings for `srt apply`."
+    )
+    services: list[ServiceSpec] = Field(
+        default_factory=list,
+        description="Long-running processes next to the workers, in launch order per phase.",
+    )
 
     @property
     def frontend_type(self) -> str:

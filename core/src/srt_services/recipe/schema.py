@@ -24,6 +24,16 @@ def _inline_defs(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]
     return schema
 
 
+def _one_or_many(properties: dict[str, Any], key: str) -> None:
+    """A list field whose model also accepts one mapping (``metrics: {port: 9000}``)."""
+    prop = properties.get(key)
+    if not prop or prop.get("type") != "array" or "items" not in prop:
+        return
+    item = prop.pop("items")
+    del prop["type"]
+    prop["anyOf"] = [item, {"type": "array", "items": item}]
+
+
 def recipe_schema(plugins: PluginSet) -> dict[str, Any]:
     schema = Recipe.model_json_schema(by_alias=True, mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
@@ -61,4 +71,5 @@ def recipe_schema(plugins: PluginSet) -> dict[str, Any]:
             )
         service["allOf"] = rules
         service["properties"]["type"]["examples"] = sorted(plugins.kinds())
+        _one_or_many(service["properties"], "metrics")
     return schema

@@ -1,0 +1,384 @@
+"""``srt validate``, ``dry-run``, ``schema``, ``kinds`` and ``migrate`` as a user runs them.
+
+In-process through ``srt_services.cli.main.main`` (the real exit-code mapping) with the
+process-wide plugin set replaced by the built-ins only; one subprocess test proves the
+installed entry point behaves the same.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from srt_services.cli.main import main
+from srt_services.plan.model import plan_from_dict
+from srt_services.plugins import manager
+from srt_services.plugins.manager import PluginSet
+
+EXAMPLES = ["minimal", "disagg-services", "pools", "per-worker"]
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(autouse=True)
+def builtin_plugins() -> Iterator[None]:
+    manager.reset_default(lambda: PluginSet(autoload=False))
+    yield
+    manager.reset_default(None)
+
+
+@pytest.fixture
+def srt(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    def run(*args: str) -> Result:
+        with pytest.raises(SystemExit) as info:
+            main(list(args))
+        out, err = capsys.readouterr()
+        code = info.value.code
+        return Result(code if isinstance(code, int) else 1, out, err)
+
+    return run
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+GOOD = "schema: 2\nname: t\nservices:\n  - {name: a, command: [a]}\n  - {name: b, command: [b]}\n"
+BAD = "schema: 2\nname: t\nservices:\n  - {name: a}\n  - {name: a, command: [a], placement: {node: later}}\n"
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def test_validate_ok(srt, tmp_path: Path) -> None:
+    path = write(tmp_path, "good.yaml", GOOD)
+    r = srt("validate", path)
+    assert r.code == 0
+    assert r.out == f"{path}: ok (2 service(s))\n"
+    assert r.err == ""
+
+
+def test_validate_invalid_exits_2_with_every_error(srt, tmp_path: Path) -> None:
+    path = write(tmp_path, "bad.yaml", BAD)
+    r = srt("validate", path)
+    assert r.code == 2
+    assert r.out == ""
+    assert r.err.splitlines() == [
+        f"{path}:4:5: services[a].command: is required for type 'generic'",
+        f"{path}:5:6: services[a].name: duplicate service name 'a' (also services[0])",
+        f"{path}:5:41: services[a].placement.node: must be one of agg, all, compute, decode, dedicated,"
+        " head, infra, prefill, workers; got 'later'",
+        f"{path}: 3 errors",
+    ]
+
+
+def test_validate_several_files(srt, tmp_path: Path) -> None:
+    good = write(tmp_path, "good.yaml", GOOD)
+    bad = write(tmp_path, "bad.yaml", BAD)
+    missing = str(tmp_path / "missing.yaml")
+    r = srt("validate", good, bad, missing, good)
+    assert r.code == 2
+    assert r.out.count(": ok (2 service(s))") == 2
+    assert f"{bad}: 3 errors" in r.err
+    assert f"{missing}: no such file" in r.err
+
+
+def test_validate_quiet(srt, tmp_path: Path) -> None:
+    r = srt("validate", "-q", write(tmp_path, "good.yaml", GOOD))
+    assert (r.code, r.out) == (0, "")
+
+
+def test_validate_prints_warnings(srt, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "w.yaml",
+        "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n"
+        "    source: {git: https://example.invalid/r, rev: v1}\n",
+    )
+    r = srt("validate", path)
+    assert r.code == 0
+    assert r.err.startswith(f"warning: {path}:6:5: services[a].source: is cloned but nothing builds it")
+
+
+def test_validate_every_example(srt, repo: Path) -> None:
+    paths = [str(repo / "examples" / f"{e}.yaml") for e in EXAMPLES]
+    r = srt("validate", *paths)
+    assert r.code == 0, r.err
+    assert r.out.count(": ok (") == len(EXAMPLES)
+
+
+def test_usage_error_exits_2(srt) -> None:
+    r = srt("validate")
+    assert r.code == 2
+    assert "Missing argument" in r.err
+
+
+# --------------------------------------------------------------------------- dry-run
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_dry_run_text_matches_the_golden_file(srt, repo: Path, example: str, monkeypatch) -> None:
+    monkeypatch.chdir(repo)
+    nodes = ["--nodes", "2"] if example == "per-worker" else []
+    r = srt("dry-run", f"examples/{example}.yaml", *nodes)
+    assert r.code == 0, r.err
+    assert r.out == (repo / "core" / "tests" / "golden" / f"{example}.txt").read_text()
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_dry_run_json_round_trip(srt, repo: Path, example: str) -> None:
+    r = srt("dry-run", str(repo / "examples" / f"{example}.yaml"), "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    golden = json.loads((repo / "core" / "tests" / "golden" / f"{example}.json").read_text())
+    if example != "per-worker":  # the golden per-worker plan is for --nodes 2 (the same here)
+        assert data == golden
+    plan = plan_from_dict(data)
+    assert json.loads(plan.to_json()) == data
+    assert plan.job_name == golden["job_name"]
+
+
+def test_dry_run_allocation_too_small(srt, repo: Path) -> None:
+    path = str(repo / "examples" / "disagg-services.yaml")
+    r = srt("dry-run", path, "--nodes", "2")
+    assert r.code == 2
+    assert r.err == (
+        f"{path}:7:1: the allocation has 2 node(s) but the recipe needs 3: 1 for prefill, 2 for decode\n"
+    )
+
+
+def test_dry_run_nodelist(srt, repo: Path) -> None:
+    r = srt("dry-run", str(repo / "examples" / "pools.yaml"), "--nodelist", "gpu-a,gpu-b", "--json")
+    assert r.code == 0, r.err
+    assert [n["name"] for n in json.loads(r.out)["nodes"]] == ["gpu-a", "gpu-b"]
+
+
+def test_dry_run_local_addresses(srt, repo: Path) -> None:
+    r = srt("dry-run", str(repo / "examples" / "pools.yaml"), "--local", "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["allocation"] == "local"
+    assert [n["ip"] for n in data["nodes"]] == ["127.0.0.1", "127.0.0.2"]
+
+
+def test_dry_run_nodes_and_nodelist_together(srt, repo: Path) -> None:
+    r = srt("dry-run", str(repo / "examples" / "pools.yaml"), "--nodes", "2", "--nodelist", "a,b")
+    assert r.code == 2
+    assert "give --nodes or --nodelist, not both" in r.err
+
+
+def test_dry_run_invalid_recipe(srt, tmp_path: Path) -> None:
+    r = srt("dry-run", write(tmp_path, "bad.yaml", BAD))
+    assert r.code == 2
+    assert r.err.endswith(": 3 errors\n")
+    assert "Traceback" not in r.err
+
+
+def test_dry_run_json_recipe(srt, tmp_path: Path, repo: Path) -> None:
+    data = yaml.safe_load((repo / "examples" / "pools.yaml").read_text())
+    path = write(tmp_path, "pools.json", json.dumps(data))
+    r = srt("dry-run", path, "--json")
+    assert r.code == 0, r.err
+    golden = json.loads((repo / "core" / "tests" / "golden" / "pools.json").read_text())
+    assert json.loads(r.out) == golden
+
+
+def test_installed_entry_point_agrees(repo: Path, srt_env: dict[str, str], python: str) -> None:
+    out = subprocess.run(
+        [python, "-m", "srt_services", "dry-run", "examples/minimal.yaml"],
+        capture_output=True, text=True, env=srt_env, cwd=repo, check=False, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (repo / "core" / "tests" / "golden" / "minimal.txt").read_text()
+    bad = subprocess.run(
+        [python, "-m", "srt_services", "validate", "core/tests/golden/minimal.txt"],
+        capture_output=True, text=True, env=srt_env, cwd=repo, check=False, timeout=60,
+    )
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@pytest.fixture
+def schema(srt) -> dict:  # type: ignore[type-arg]
+    r = srt("schema")
+    assert r.code == 0, r.err
+    return json.loads(r.out)  # type: ignore[no-any-return]
+
+
+def test_schema_is_a_valid_json_schema(schema: dict) -> None:  # type: ignore[type-arg]
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_schema_accepts_the_examples(schema: dict, repo: Path, example: str) -> None:  # type: ignore[type-arg]
+    jsonschema = pytest.importorskip("jsonschema")
+    data = yaml.safe_load((repo / "examples" / f"{example}.yaml").read_text())
+    jsonschema.Draft202012Validator(schema).validate(data)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"schema": 2, "name": "t", "frontnd": {}},
+        {"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"], "readiness": {"htpp": {}}}]},
+        {"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"], "options": {"x": 1}}]},
+        {"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"], "start": "later"}]},
+        {"schema": 1, "name": "t"},
+    ],
+)
+def test_schema_rejects_what_srt_rejects(schema: dict, bad: dict) -> None:  # type: ignore[type-arg]
+    jsonschema = pytest.importorskip("jsonschema")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(bad)
+
+
+def test_schema_has_the_probe_properties(schema: dict) -> None:  # type: ignore[type-arg]
+    readiness = schema["$defs"]["ReadinessSpec"]["properties"]
+    assert {"port", "tcp", "http", "log", "file", "timeout_seconds", "interval_seconds"} <= set(readiness)
+    assert readiness["http"]["properties"]["path"]["default"] == "/health"
+    assert "pattern" in readiness["log"]["properties"]
+    assert schema["$defs"]["ReadinessSpec"]["additionalProperties"] is False
+    assert "tcp" in schema["$defs"]["LivenessSpec"]["properties"]
+    assert schema["$defs"]["ServiceSpec"]["properties"]["type"]["examples"] == ["generic"]
+
+
+def test_schema_to_a_file(srt, tmp_path: Path) -> None:
+    out = tmp_path / "recipe.schema.json"
+    r = srt("schema", "-o", str(out))
+    assert (r.code, r.out) == (0, "")
+    assert json.loads(out.read_text())["$id"].endswith("recipe-2.json")
+
+
+# --------------------------------------------------------------------------- kinds
+
+
+def test_kinds_table(srt, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    r = srt("kinds")
+    assert r.code == 0, r.err
+    assert "generic" in r.out
+    assert "after_frontend" in r.out
+    assert "srt-services (built-in)" in r.out
+
+
+def test_kinds_json(srt) -> None:
+    r = srt("kinds", "--json")
+    assert r.code == 0, r.err
+    (row,) = json.loads(r.out)
+    assert row["type"] == "generic"
+    assert row["start"] == "after_frontend"
+    assert row["critical"] is False
+    assert row["placement"] == "head"
+    assert row["external"] is False
+    assert row["options"] == []
+    assert row["summary"]
+
+
+# --------------------------------------------------------------------------- migrate
+
+
+V1 = """\
+name: old
+frontend: {type: dynamo, command: [f]}
+infra:
+  etcd_nats_dedicated_node: true
+  nats_max_payload_mb: 24
+services:
+  - name: side
+    command: [s]
+"""
+
+
+def test_migrate_infra_block(srt, tmp_path: Path) -> None:
+    path = write(tmp_path, "v1.yaml", V1)
+    r = srt("migrate", path)
+    assert r.code == 0, r.err
+    data = yaml.safe_load(r.out)
+    assert data["schema"] == 2
+    assert "infra" not in data
+    assert data["services"] == [
+        {"name": "etcd", "type": "etcd", "placement": {"node": "dedicated"}},
+        {"name": "nats", "type": "nats", "placement": {"node": "dedicated"}, "options": {"max_payload_mb": 24}},
+        {"name": "side", "command": ["s"]},
+    ]
+    assert "infra.etcd_nats_dedicated_node -> services etcd placement.node: dedicated" in r.err
+    assert "infra.nats_max_payload_mb -> services nats options.max_payload_mb" in r.err
+
+
+def test_migrate_is_idempotent(srt, tmp_path: Path) -> None:
+    once = srt("migrate", write(tmp_path, "v1.yaml", V1)).out
+    twice = srt("migrate", write(tmp_path, "v2.yaml", once))
+    assert twice.code == 0
+    assert twice.out == once
+    assert "already schema 2; nothing to do" in twice.err
+
+
+def test_migrate_in_place_keeps_a_backup(srt, tmp_path: Path) -> None:
+    path = write(tmp_path, "v1.yaml", V1)
+    r = srt("migrate", "--in-place", path)
+    assert (r.code, r.out) == (0, "")
+    assert (tmp_path / "v1.yaml.v1").read_text() == V1
+    assert yaml.safe_load((tmp_path / "v1.yaml").read_text())["schema"] == 2
+
+
+def test_migrate_output_file(srt, tmp_path: Path) -> None:
+    out = tmp_path / "new.yaml"
+    r = srt("migrate", write(tmp_path, "v1.yaml", V1), "-o", str(out))
+    assert r.code == 0
+    assert yaml.safe_load(out.read_text())["schema"] == 2
+
+
+def test_migrate_static_frontend_drops_infra(srt, tmp_path: Path) -> None:
+    path = write(tmp_path, "v1.yaml", V1.replace("type: dynamo", "type: sglang"))
+    r = srt("migrate", path)
+    data = yaml.safe_load(r.out)
+    assert "infra" not in data
+    assert [s["name"] for s in data["services"]] == ["side"]
+    assert "dropped infra (no discovery plane under frontend.type sglang)" in r.err
+
+
+def test_migrate_then_validate(srt, tmp_path: Path) -> None:
+    text = "name: old\nfrontend: {type: sglang, command: [f]}\nservices:\n  - {name: side, command: [s]}\n"
+    path = write(tmp_path, "v1.yaml", text)
+    assert srt("validate", path).code == 2  # no schema: the pointer to migrate
+    srt("migrate", "--in-place", path)
+    assert srt("validate", path).code == 0
+
+
+def test_migrate_not_a_mapping(srt, tmp_path: Path) -> None:
+    r = srt("migrate", write(tmp_path, "x.yaml", "- a\n"))
+    assert r.code == 2
+    assert "a recipe is a mapping of settings" in r.err
+
+
+def test_migrate_backend_mooncake(srt, tmp_path: Path) -> None:
+    text = (
+        "name: old\nfrontend: {type: sglang, command: [f]}\n"
+        "backend:\n  type: sglang\n  mooncake_kv_store:\n    container: mc\n"
+        "    master_extra_args: [--x]\n    store_config: {a: 1}\n"
+    )
+    r = srt("migrate", write(tmp_path, "v1.yaml", text))
+    data = yaml.safe_load(r.out)
+    assert data["backend"] == {"type": "sglang"}
+    assert data["services"] == [
+        {"name": "mooncake-master", "type": "mooncake-master", "container": "mc", "args": ["--x"],
+         "options": {"store_config": {"a": 1}}},
+    ]
