@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from srt_services.errors import RecipeInvalid
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.model import Plan
@@ -57,9 +56,7 @@ def load(plugins: PluginSet) -> LoadFn:
 def plan(plugins: PluginSet) -> PlanFn:
     """``plan(text, nodes=None, nodelist=None)``: load and resolve on symbolic nodes."""
 
-    def _plan(
-        text: str, nodes: int | None = None, nodelist: tuple[str, ...] | None = None
-    ) -> Plan:
+    def _plan(text: str, nodes: int | None = None, nodelist: tuple[str, ...] | None = None) -> Plan:
         loaded = load_recipe(SOURCE, plugins, text=_text(text))
         return resolve(loaded, plugins, AllocationRequest(count=nodes, nodelist=nodelist))
 
@@ -75,15 +72,17 @@ def problems(plugins: PluginSet) -> ProblemsFn:
             loaded = load_recipe(SOURCE, plugins, text=_text(text))
             resolve(loaded, plugins, AllocationRequest(count=nodes))
         except RecipeError as exc:
-            assert exc.errors, "a RecipeError must carry at least one error"
+            errors = exc.errors
             rendered = str(exc)
-            assert "Traceback" not in rendered
-            for p in exc.errors:
-                assert p.render(SOURCE) in rendered
-            return exc.errors
         except RecipeInvalid as exc:  # pragma: no cover - every recipe error is a RecipeError
             pytest.fail(f"RecipeInvalid without positions: {exc}")
-        pytest.fail("the recipe was accepted")
+        else:
+            pytest.fail("the recipe was accepted")
+        assert errors, "a RecipeError must carry at least one error"
+        assert "Traceback" not in rendered
+        for p in errors:
+            assert p.render(SOURCE) in rendered
+        return errors
 
     return _problems
 

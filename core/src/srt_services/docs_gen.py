@@ -340,18 +340,27 @@ def recipe_reference(plugins: PluginSet | None = None) -> str:
     out.append("")
     for name, kind in kinds.items():
         fields = kind.Options.model_fields
-        out += [f"Options of `{name}`: " + ("none (any key is an error)." if not fields else ""), ""]
+        out += [
+            f"Options of `{name}`: " + ("none (any key is an error)." if not fields else ""),
+            "",
+        ]
         if fields:
             out += [*_field_table(kind.Options), ""]
 
-    out += ["## Placements", "", "Values of `placement.node` (and `pool` for `placement.pool`).", ""]
-    out += ["| value | nodes | single node | `per: worker` attaches to |", "| --- | --- | --- | --- |"]
+    out += [
+        "## Placements",
+        "",
+        "Values of `placement.node` (and `pool` for `placement.pool`).",
+        "",
+    ]
+    out += [
+        "| value | nodes | single node | `per: worker` attaches to |",
+        "| --- | --- | --- | --- |",
+    ]
     for name, placement in plugins.placements().items():
         roles = ", ".join(sorted(placement.worker_roles)) if placement.worker_roles else "-"
-        out.append(
-            f"| `{name}` | {_cell(placement.summary)} | {'yes' if placement.single_node else 'no'} |"
-            f" {roles} |"
-        )
+        single = "yes" if placement.single_node else "no"
+        out.append(f"| `{name}` | {_cell(placement.summary)} | {single} | {roles} |")
     out += ["", "## Expansions", "", "Values of `placement.per`.", ""]
     out += ["| value | instances |", "| --- | --- |"]
     for name, expansion in plugins.expansions().items():
@@ -429,7 +438,9 @@ def _default_root() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m srt_services.docs_gen", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m srt_services.docs_gen", description=__doc__.split("\n")[0]
+    )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="exit 1 when a generated file is stale")
     mode.add_argument("--write", action="store_true", help="rewrite the generated files")

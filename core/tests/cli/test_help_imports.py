@@ -44,7 +44,11 @@ def _env() -> dict[str, str]:
 def _imported(args: list[str]) -> tuple[set[str], subprocess.CompletedProcess[str]]:
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "srt_services", *args],
-        capture_output=True, text=True, env=_env(), check=False, timeout=60,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=False,
+        timeout=60,
     )
     modules = set()
     for line in out.stderr.splitlines():
@@ -87,10 +91,16 @@ def test_help_never_scans_entry_points() -> None:
         "    runpy.run_module('srt_services', run_name='__main__')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "sys.stderr.write('CALLS=' + ','.join(c for c in calls if c in ('entry_points', 'distributions')) + '\\n')\n"
+        "scans = [c for c in calls if c in ('entry_points', 'distributions')]\n"
+        "sys.stderr.write('CALLS=' + ','.join(scans) + '\\n')\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=_env(), check=False, timeout=60,
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=False,
+        timeout=60,
     )
     assert "CALLS=\n" in out.stderr, out.stderr[-2000:]
 

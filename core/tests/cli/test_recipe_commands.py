@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from srt_services.cli.main import main
 from srt_services.plan.model import plan_from_dict
 from srt_services.plugins import manager
@@ -57,7 +56,10 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 
 GOOD = "schema: 2\nname: t\nservices:\n  - {name: a, command: [a]}\n  - {name: b, command: [b]}\n"
-BAD = "schema: 2\nname: t\nservices:\n  - {name: a}\n  - {name: a, command: [a], placement: {node: later}}\n"
+BAD = (
+    "schema: 2\nname: t\nservices:\n  - {name: a}\n"
+    "  - {name: a, command: [a], placement: {node: later}}\n"
+)
 
 
 # --------------------------------------------------------------------------- validate
@@ -79,8 +81,8 @@ def test_validate_invalid_exits_2_with_every_error(srt, tmp_path: Path) -> None:
     assert r.err.splitlines() == [
         f"{path}:4:5: services[a].command: is required for type 'generic'",
         f"{path}:5:6: services[a].name: duplicate service name 'a' (also services[0])",
-        f"{path}:5:41: services[a].placement.node: must be one of agg, all, compute, decode, dedicated,"
-        " head, infra, prefill, workers; got 'later'",
+        f"{path}:5:41: services[a].placement.node: must be one of agg, all, compute, decode,"
+        " dedicated, head, infra, prefill, workers; got 'later'",
         f"{path}: 3 errors",
     ]
 
@@ -110,7 +112,9 @@ def test_validate_prints_warnings(srt, tmp_path: Path) -> None:
     )
     r = srt("validate", path)
     assert r.code == 0
-    assert r.err.startswith(f"warning: {path}:6:5: services[a].source: is cloned but nothing builds it")
+    assert r.err.startswith(
+        f"warning: {path}:6:5: services[a].source: is cloned but nothing builds it"
+    )
 
 
 def test_validate_every_example(srt, repo: Path) -> None:
@@ -156,7 +160,8 @@ def test_dry_run_allocation_too_small(srt, repo: Path) -> None:
     r = srt("dry-run", path, "--nodes", "2")
     assert r.code == 2
     assert r.err == (
-        f"{path}:7:1: the allocation has 2 node(s) but the recipe needs 3: 1 for prefill, 2 for decode\n"
+        f"{path}:7:1: the allocation has 2 node(s) but the recipe needs 3:"
+        " 1 for prefill, 2 for decode\n"
     )
 
 
@@ -199,13 +204,23 @@ def test_dry_run_json_recipe(srt, tmp_path: Path, repo: Path) -> None:
 def test_installed_entry_point_agrees(repo: Path, srt_env: dict[str, str], python: str) -> None:
     out = subprocess.run(
         [python, "-m", "srt_services", "dry-run", "examples/minimal.yaml"],
-        capture_output=True, text=True, env=srt_env, cwd=repo, check=False, timeout=60,
+        capture_output=True,
+        text=True,
+        env=srt_env,
+        cwd=repo,
+        check=False,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout == (repo / "core" / "tests" / "golden" / "minimal.txt").read_text()
     bad = subprocess.run(
         [python, "-m", "srt_services", "validate", "core/tests/golden/minimal.txt"],
-        capture_output=True, text=True, env=srt_env, cwd=repo, check=False, timeout=60,
+        capture_output=True,
+        text=True,
+        env=srt_env,
+        cwd=repo,
+        check=False,
+        timeout=60,
     )
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
@@ -238,8 +253,16 @@ def test_schema_accepts_the_examples(schema: dict, repo: Path, example: str) -> 
     "bad",
     [
         {"schema": 2, "name": "t", "frontnd": {}},
-        {"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"], "readiness": {"htpp": {}}}]},
-        {"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"], "options": {"x": 1}}]},
+        {
+            "schema": 2,
+            "name": "t",
+            "services": [{"name": "a", "command": ["a"], "readiness": {"htpp": {}}}],
+        },
+        {
+            "schema": 2,
+            "name": "t",
+            "services": [{"name": "a", "command": ["a"], "options": {"x": 1}}],
+        },
         {"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"], "start": "later"}]},
         {"schema": 1, "name": "t"},
     ],
@@ -252,7 +275,9 @@ def test_schema_rejects_what_srt_rejects(schema: dict, bad: dict) -> None:  # ty
 
 def test_schema_has_the_probe_properties(schema: dict) -> None:  # type: ignore[type-arg]
     readiness = schema["$defs"]["ReadinessSpec"]["properties"]
-    assert {"port", "tcp", "http", "log", "file", "timeout_seconds", "interval_seconds"} <= set(readiness)
+    assert {"port", "tcp", "http", "log", "file", "timeout_seconds", "interval_seconds"} <= set(
+        readiness
+    )
     assert readiness["http"]["properties"]["path"]["default"] == "/health"
     assert "pattern" in readiness["log"]["properties"]
     assert schema["$defs"]["ReadinessSpec"]["additionalProperties"] is False
@@ -316,7 +341,12 @@ def test_migrate_infra_block(srt, tmp_path: Path) -> None:
     assert "infra" not in data
     assert data["services"] == [
         {"name": "etcd", "type": "etcd", "placement": {"node": "dedicated"}},
-        {"name": "nats", "type": "nats", "placement": {"node": "dedicated"}, "options": {"max_payload_mb": 24}},
+        {
+            "name": "nats",
+            "type": "nats",
+            "placement": {"node": "dedicated"},
+            "options": {"max_payload_mb": 24},
+        },
         {"name": "side", "command": ["s"]},
     ]
     assert "infra.etcd_nats_dedicated_node -> services etcd placement.node: dedicated" in r.err
@@ -356,7 +386,10 @@ def test_migrate_static_frontend_drops_infra(srt, tmp_path: Path) -> None:
 
 
 def test_migrate_then_validate(srt, tmp_path: Path) -> None:
-    text = "name: old\nfrontend: {type: sglang, command: [f]}\nservices:\n  - {name: side, command: [s]}\n"
+    text = (
+        "name: old\nfrontend: {type: sglang, command: [f]}\n"
+        "services:\n  - {name: side, command: [s]}\n"
+    )
     path = write(tmp_path, "v1.yaml", text)
     assert srt("validate", path).code == 2  # no schema: the pointer to migrate
     srt("migrate", "--in-place", path)
@@ -379,6 +412,11 @@ def test_migrate_backend_mooncake(srt, tmp_path: Path) -> None:
     data = yaml.safe_load(r.out)
     assert data["backend"] == {"type": "sglang"}
     assert data["services"] == [
-        {"name": "mooncake-master", "type": "mooncake-master", "container": "mc", "args": ["--x"],
-         "options": {"store_config": {"a": 1}}},
+        {
+            "name": "mooncake-master",
+            "type": "mooncake-master",
+            "container": "mc",
+            "args": ["--x"],
+            "options": {"store_config": {"a": 1}},
+        },
     ]

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plan.text import render_plan

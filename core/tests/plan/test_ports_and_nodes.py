@@ -7,7 +7,6 @@ import textwrap
 from typing import Any, ClassVar
 
 import pytest
-
 import srt_services
 from srt_services.extend.kind import KindOptions, ServiceKind
 from srt_services.plan.allocation import Allocation, AllocationRequest, local
@@ -361,7 +360,9 @@ def test_recipe_needing_more_than_the_cap(one) -> None:
         "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"
         "roles:\n  decode: {workers: 100000, gpus_per_worker: 16, command: [w]}\n"
     )
-    assert p.message == "the recipe needs 200000 nodes (200000 for decode); srt plans at most 100000"
+    assert (
+        p.message == "the recipe needs 200000 nodes (200000 for decode); srt plans at most 100000"
+    )
 
 
 def test_explicit_allocation_object(plugins: PluginSet) -> None:

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 
 import orjson
 import pytest
-
 import srt_services
 from srt_services.extend.implied import ImpliedService
 from srt_services.extend.kind import KindOptions, ServiceKind
@@ -81,7 +80,9 @@ roles:
 
 
 def job(services: str = "") -> str:
-    return JOB + ("services:\n" + textwrap.indent(textwrap.dedent(services), "  ") if services else "")
+    return JOB + (
+        "services:\n" + textwrap.indent(textwrap.dedent(services), "  ") if services else ""
+    )
 
 
 def test_implied_service_with_its_reason(with_registry: PluginSet, plan) -> None:
@@ -124,7 +125,12 @@ def test_disabled_declared_service_is_dropped(plan) -> None:
 
 
 def test_discovery_env_only_for_planes_that_run(with_registry: PluginSet, plan) -> None:
-    planned = plan(job("- {name: side, command: [s]}\n- {name: quiet, command: [q], inherit_discovery_env: false}\n"))
+    planned = plan(
+        job(
+            "- {name: side, command: [s]}\n"
+            "- {name: quiet, command: [q], inherit_discovery_env: false}\n"
+        )
+    )
     assert planned.discovery_env == {"REGISTRY_URL": "http://<node0-ip>:2500"}
     assert planned.unit("side").instances[0].env["REGISTRY_URL"] == "http://<node0-ip>:2500"
     assert "REGISTRY_URL" not in planned.unit("quiet").instances[0].env
@@ -157,7 +163,9 @@ def test_environment_layers(with_registry: PluginSet, plan) -> None:
         "EXTRA": "node0",
         "REGISTRY_NODE": "node0",  # forced by the kind: the recipe's value is ignored
     }
-    assert unit.warnings == ["env.REGISTRY_NODE is set by type registry; the recipe's value is ignored"]
+    assert unit.warnings == [
+        "env.REGISTRY_NODE is set by type registry; the recipe's value is ignored"
+    ]
 
 
 def test_dedicated_placement_reserves_a_node(with_registry: PluginSet, plan) -> None:
@@ -203,14 +211,31 @@ def test_step_and_log_names(plan) -> None:
     assert steps["many"] == ["service_many"]  # one node in this job: no suffix
     assert steps["each"] == ["service_each_agg_0_node0", "service_each_agg_1_node0"]
     assert planned.unit("each").instances[0].log == "logs/service_each_agg_0_node0.out"
-    wide = plan(job("- {name: many, command: [b], placement: {node: all}}\n").replace("workers: 2", "workers: 4"))
-    assert [i.step for i in wide.unit("many").instances] == ["service_many_node0", "service_many_node1"]
+    wide = plan(
+        job("- {name: many, command: [b], placement: {node: all}}\n").replace(
+            "workers: 2", "workers: 4"
+        )
+    )
+    assert [i.step for i in wide.unit("many").instances] == [
+        "service_many_node0",
+        "service_many_node1",
+    ]
 
 
 def test_restart_defaults(plan) -> None:
-    planned = plan(job("- {name: a, command: [a]}\n- {name: b, command: [b], critical: true}\n- {name: c, command: [c], restart: {policy: 'no'}}\n"))
+    planned = plan(
+        job(
+            "- {name: a, command: [a]}\n- {name: b, command: [b], critical: true}\n"
+            "- {name: c, command: [c], restart: {policy: 'no'}}\n"
+        )
+    )
     a = planned.unit("a").restart
-    assert a is not None and (a.policy, a.backoff_initial, a.backoff_max, a.max_failures) == ("on-failure", 1.0, 60.0, 5)
+    assert a is not None and (a.policy, a.backoff_initial, a.backoff_max, a.max_failures) == (
+        "on-failure",
+        1.0,
+        60.0,
+        5,
+    )
     assert planned.unit("b").restart is None
     assert planned.unit("c").restart is None
 
@@ -273,9 +298,13 @@ def test_invalid_implied_entry_is_reported(plugins: PluginSet, one) -> None:
 
 def test_plan_is_deterministic(plugins: PluginSet, repo) -> None:
     text = (repo / "examples" / "disagg-services.yaml").read_text()
-    first = resolve(load_recipe("r.yaml", plugins, text=text), plugins, AllocationRequest()).to_json()
+    first = resolve(
+        load_recipe("r.yaml", plugins, text=text), plugins, AllocationRequest()
+    ).to_json()
     again = resolve(
-        load_recipe("r.yaml", PluginSet(autoload=False), text=text), PluginSet(autoload=False), AllocationRequest()
+        load_recipe("r.yaml", PluginSet(autoload=False), text=text),
+        PluginSet(autoload=False),
+        AllocationRequest(),
     ).to_json()
     assert first == again
 

@@ -19,7 +19,6 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from srt_services.errors import RecipeInvalid
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
@@ -47,18 +46,85 @@ FUZZ = settings(
 # 90,000-node plan takes seconds and is a benchmark, not a fuzz case).
 INTS = st.one_of(
     st.integers(-3, 20),
-    st.sampled_from([63, 64, 99, 100, 599, 600, 1024, 1025, 65536, 100_001, 2**31, 2**63, -(2**63), 10**30]),
+    st.sampled_from(
+        [63, 64, 99, 100, 599, 600, 1024, 1025, 65536, 100_001, 2**31, 2**63, -(2**63), 10**30]
+    ),
 )
 WORDS = st.sampled_from(
     [
-        "", " ", "a", "main", "HEAD", "refs/heads/x", "v1.0", "0123abcd", "../x", "a/b", ".", "..",
-        "-x", "a\x00b", "a\nb", "{node}", "{nod}", "{{node}}", "{worker_gpus}", '{"a": {"b": 1}}',
-        "/metrics", "metrics", "/health", "head", "infra", "dedicated", "prefill", "decode", "agg",
-        "workers", "compute", "all", "pool", "node", "worker", "infra", "before_workers",
-        "after_frontend", "generic", "etcd", "tcp", "http", "log", "file", "port", "none", "vllm",
-        "sglang", "dynamo", "nats", "command", "manual", "always", "no", "on-failure", "first",
-        "train", "envsrv", "kv-router", "my-sidecar", "gpu-watch", "SRT_X", "LD_PRELOAD", "(",
-        "x" * 70, "рouter", "http://x.invalid:1", "yes", "null", "~", "*", "&a", "!!int",
+        "",
+        " ",
+        "a",
+        "main",
+        "HEAD",
+        "refs/heads/x",
+        "v1.0",
+        "0123abcd",
+        "../x",
+        "a/b",
+        ".",
+        "..",
+        "-x",
+        "a\x00b",
+        "a\nb",
+        "{node}",
+        "{nod}",
+        "{{node}}",
+        "{worker_gpus}",
+        '{"a": {"b": 1}}',
+        "/metrics",
+        "metrics",
+        "/health",
+        "head",
+        "infra",
+        "dedicated",
+        "prefill",
+        "decode",
+        "agg",
+        "workers",
+        "compute",
+        "all",
+        "pool",
+        "node",
+        "worker",
+        "infra",
+        "before_workers",
+        "after_frontend",
+        "generic",
+        "etcd",
+        "tcp",
+        "http",
+        "log",
+        "file",
+        "port",
+        "none",
+        "vllm",
+        "sglang",
+        "dynamo",
+        "nats",
+        "command",
+        "manual",
+        "always",
+        "no",
+        "on-failure",
+        "first",
+        "train",
+        "envsrv",
+        "kv-router",
+        "my-sidecar",
+        "gpu-watch",
+        "SRT_X",
+        "LD_PRELOAD",
+        "(",
+        "x" * 70,
+        "\u0440outer",  # a Cyrillic look-alike
+        "http://x.invalid:1",
+        "yes",
+        "null",
+        "~",
+        "*",
+        "&a",
+        "!!int",
     ]
 )
 SCALARS = st.one_of(
@@ -166,7 +232,9 @@ def test_mutated_examples(data: st.DataObject) -> None:
     _check(text, "recipe.json" if as_json else "recipe.yaml", nodes)
 
 
-YAML_ALPHABET = st.sampled_from(list("abcnode_-: \n\t[]{},&*!|>'\"#%@`?~.0123456789") + ["\u2028", "é", "\x85"])
+YAML_ALPHABET = st.sampled_from(
+    [*"abcnode_-: \n\t[]{},&*!|>'\"#%@`?~.0123456789", "\u2028", "é", "\x85"]
+)
 
 
 @settings(FUZZ, max_examples=300 * SCALE)
@@ -180,19 +248,70 @@ def test_random_yaml_text(head: str, body: str) -> None:
 
 FRAGMENTS = st.sampled_from(
     [
-        "!!int ", "!!float ", "!!bool ", "!!str ", "!!null ", "!!binary ", "!!timestamp ",
-        "!!python/object:os.system ", "!x ", "&a ", "*a", "<<: ", "<<: *a", "[*a]", "? ", "- ",
-        ": ", "{", "}", "[", "]", ", ", "\n", "\n  ", "\n    ", "\t", "0x1f", "0o17", "017", "1_0",
-        "190:20:30", "1e400", ".nan", "-.inf", "²", "٣", "yes", "~", "''", '"', "|\n  x", ">-\n  y",
-        "name", "schema", "services", "command", "nodes", "readiness", "port", "2", "a", "%YAML 1.1\n",
-        "---\n", "...\n", "#c",
+        "!!int ",
+        "!!float ",
+        "!!bool ",
+        "!!str ",
+        "!!null ",
+        "!!binary ",
+        "!!timestamp ",
+        "!!python/object:os.system ",
+        "!x ",
+        "&a ",
+        "*a",
+        "<<: ",
+        "<<: *a",
+        "[*a]",
+        "? ",
+        "- ",
+        ": ",
+        "{",
+        "}",
+        "[",
+        "]",
+        ", ",
+        "\n",
+        "\n  ",
+        "\n    ",
+        "\t",
+        "0x1f",
+        "0o17",
+        "017",
+        "1_0",
+        "190:20:30",
+        "1e400",
+        ".nan",
+        "-.inf",
+        "²",
+        "٣",
+        "yes",
+        "~",
+        "''",
+        '"',
+        "|\n  x",
+        ">-\n  y",
+        "name",
+        "schema",
+        "services",
+        "command",
+        "nodes",
+        "readiness",
+        "port",
+        "2",
+        "a",
+        "%YAML 1.1\n",
+        "---\n",
+        "...\n",
+        "#c",
     ]
 )
 
 
 @settings(FUZZ, max_examples=300 * SCALE)
 @given(
-    head=st.sampled_from(["", "schema: 2\nname: t\n", "schema: 2\nname: t\nservices:\n  - name: a\n    "]),
+    head=st.sampled_from(
+        ["", "schema: 2\nname: t\n", "schema: 2\nname: t\nservices:\n  - name: a\n    "]
+    ),
     parts=st.lists(FRAGMENTS, max_size=25),
 )
 def test_random_yaml_fragments(head: str, parts: list[str]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from srt_services.recipe import placeholders as ph
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n  - name: a\n"
@@ -24,25 +23,47 @@ def entry(body: str) -> str:
         ('command: [a]\nenv: {X: "{nod}"}', "services[a].env.X", (7, 11)),
         ('command: [a]\npreamble: "echo {nod}"', "services[a].preamble", (7, 5)),
         ('command: [a]\ncontainer: "img-{nod}"', "services[a].container", (7, 5)),
-        ('command: [a]\nsrun_options: {nodelist: "{nod}"}', "services[a].srun_options.nodelist", (7, 20)),
-        ('command: [a]\nsource: {git: x, rev: v1}\nbuild_command: [make, "{nod}"]', "services[a].build_command[1]", (8, 27)),
-        ('command: [a]\nreadiness: {file: {path: "{nod}/ready"}}', "services[a].readiness.file.path", (7, 24)),
+        (
+            'command: [a]\nsrun_options: {nodelist: "{nod}"}',
+            "services[a].srun_options.nodelist",
+            (7, 20),
+        ),
+        (
+            'command: [a]\nsource: {git: x, rev: v1}\nbuild_command: [make, "{nod}"]',
+            "services[a].build_command[1]",
+            (8, 27),
+        ),
+        (
+            'command: [a]\nreadiness: {file: {path: "{nod}/ready"}}',
+            "services[a].readiness.file.path",
+            (7, 24),
+        ),
     ],
 )
-def test_unknown_placeholder_with_a_suggestion(one, body: str, label: str, where: tuple[int, int]) -> None:
+def test_unknown_placeholder_with_a_suggestion(
+    one, body: str, label: str, where: tuple[int, int]
+) -> None:
     p = one(entry(body))
     assert p.label == label
-    assert p.message == "unknown placeholder {nod} (did you mean {node}?); write {{nod}} for a literal {nod}"
+    assert (
+        p.message
+        == "unknown placeholder {nod} (did you mean {node}?); write {{nod}} for a literal {nod}"
+    )
     assert (p.line, p.column) == where
 
 
 def test_unknown_placeholder_without_a_close_name(one) -> None:
     p = one(entry('command: [echo, "{model_path}"]'))
-    assert p.message == "unknown placeholder {model_path}; write {{model_path}} for a literal {model_path}"
+    assert (
+        p.message
+        == "unknown placeholder {model_path}; write {{model_path}} for a literal {model_path}"
+    )
 
 
 def test_escape_renders_literally(plan) -> None:
-    planned = plan(entry('command: [echo, "{{node}}", "{node}", "{{{{node}}}}"]\nenv: {X: "{{head_ip}}"}'))
+    planned = plan(
+        entry('command: [echo, "{{node}}", "{node}", "{{{{node}}}}"]\nenv: {X: "{{head_ip}}"}')
+    )
     inst = planned.unit("a").instances[0]
     # only ``{{name}}`` is an escape; other doubled braces are plain text
     assert inst.argv == ["echo", "{node}", "node0", "{{{node}}}"]
@@ -72,7 +93,8 @@ def test_worker_placeholders_need_per_worker(one, name: str) -> None:
     p = one(entry(f'command: [echo, "{{{name}}}"]'))
     assert p.label == "services[a].command[1]"
     assert p.message == (
-        f"{{{name}}} is only known to instances attached to a worker (roles and placement.per: worker)"
+        f"{{{name}}} is only known to instances attached to a worker"
+        " (roles and placement.per: worker)"
     )
 
 
@@ -128,12 +150,18 @@ def test_pool_placeholders(plan) -> None:
         services:
           - name: train
             nodes: 3
-            command: [t, "{pool_node}", "{pool_ip}", "{pool_nodes}", "{pool_ips}", "{pool_node_count}", "{index}"]
+            command: [t, "{pool_node}", "{pool_ip}", "{pool_nodes}", "{pool_ips}",
+                      "{pool_node_count}", "{index}"]
         """
     )
     argvs = [i.argv[1:] for i in planned.unit("train").instances]
     assert argvs[2] == [
-        "node0", "<node0-ip>", "node0,node1,node2", "<node0-ip>,<node1-ip>,<node2-ip>", "3", "2",
+        "node0",
+        "<node0-ip>",
+        "node0,node1,node2",
+        "<node0-ip>,<node1-ip>,<node2-ip>",
+        "3",
+        "2",
     ]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from srt_services.recipe.load import load_recipe
 from srt_services.recipe.problems import RecipeError
 
@@ -52,14 +51,19 @@ def test_more_nodes_than_workers(one) -> None:
 
 
 def test_role_without_command(one) -> None:
-    p = one("schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n  agg: {workers: 1}\n")
+    p = one(
+        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n  agg: {workers: 1}\n"
+    )
     assert p.label == "roles.agg.command"
     assert p.message == "is required"
     assert (p.line, p.column) == (5, 3)
 
 
 def test_unknown_role(one) -> None:
-    p = one("schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n  prefil: {command: [w]}\n")
+    p = one(
+        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"
+        "roles:\n  prefil: {command: [w]}\n"
+    )
     assert p.label == "roles.prefil"
     assert p.message == "must be one of prefill, decode, agg; got 'prefil' as a key"
     assert (p.line, p.column) == (5, 3)
@@ -169,7 +173,9 @@ def test_schema_missing_points_to_migrate(one) -> None:
     assert (p.line, p.column) == (1, 1)
 
 
-@pytest.mark.parametrize(("value", "shown"), [("1", "1"), ("3", "3"), ('"2"', "'2'"), ("null", "None")])
+@pytest.mark.parametrize(
+    ("value", "shown"), [("1", "1"), ("3", "3"), ('"2"', "'2'"), ("null", "None")]
+)
 def test_schema_other_than_2(one, value: str, shown: str) -> None:
     p = one(f"name: t\nschema: {value}\n")
     assert p.label == "schema"
@@ -191,7 +197,9 @@ def test_unknown_key_without_a_close_name_lists_the_known_ones(one) -> None:
 
 
 def test_unknown_service_key(one) -> None:
-    p = one("schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    readines: {port: 1}\n")
+    p = one(
+        "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    readines: {port: 1}\n"
+    )
     assert p.label == "services[a].readines"
     assert p.message == "unknown key; did you mean 'readiness'?"
     assert (p.line, p.column) == (6, 5)
@@ -207,7 +215,11 @@ def test_unknown_service_key(one) -> None:
         ("cpus_per_task: '8'", "services[a].cpus_per_task", "must be a whole number, got '8'"),
         ("nodes: 1.5", "services[a].nodes", "must be a whole number, got 1.5"),
         ("enabled: 1", "services[a].enabled", "must be true or false, got 1"),
-        ("args: [--flag, true]", "services[a].args[1]", "must be text, got true; quote it if you mean the word"),
+        (
+            "args: [--flag, true]",
+            "services[a].args[1]",
+            "must be text, got true; quote it if you mean the word",
+        ),
         ("placement: workers", "services[a].placement", "must be a mapping, got 'workers'"),
     ],
 )
@@ -346,7 +358,9 @@ def test_duplicate_top_level_keys(one) -> None:
         ("~\n", "empty", (1, 1)),
     ],
 )
-def test_document_that_is_not_a_mapping(one, text: str, shown: str, where: tuple[int | None, int | None]) -> None:
+def test_document_that_is_not_a_mapping(
+    one, text: str, shown: str, where: tuple[int | None, int | None]
+) -> None:
     p = one(text)
     assert p.message == f"a recipe is a mapping of settings; this file is {shown}"
     assert (p.line, p.column) == where
@@ -384,7 +398,10 @@ def test_merge_keys_work(load) -> None:
         ("!!bool maybe", "!!bool value 'maybe' is not true or false"),
         ("!!binary aGk=", "unsupported YAML tag tag:yaml.org,2002:binary"),
         ("!custom x", "unsupported YAML tag !custom"),
-        ("!!python/object:os.system x", "unsupported YAML tag tag:yaml.org,2002:python/object:os.system"),
+        (
+            "!!python/object:os.system x",
+            "unsupported YAML tag tag:yaml.org,2002:python/object:os.system",
+        ),
     ],
 )
 def test_explicit_tags(one, value: str, message: str) -> None:
@@ -435,7 +452,10 @@ def test_json_recipe_loads(plugins, tmp_path: Path) -> None:
 
 def test_json_recipe_errors_have_positions(plugins, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
-    path.write_text('{\n  "schema": 2,\n  "name": "t",\n  "services": [\n    {"name": "a", "comand": ["a"]}\n  ]\n}\n')
+    path.write_text(
+        '{\n  "schema": 2,\n  "name": "t",\n  "services": [\n'
+        '    {"name": "a", "comand": ["a"]}\n  ]\n}\n'
+    )
     with pytest.raises(RecipeError) as info:
         load_recipe(str(path), plugins)
     labels = [(p.label, p.line, p.column) for p in info.value.errors]

@@ -13,7 +13,6 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from srt_services.errors import RecipeInvalid
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
@@ -87,7 +86,10 @@ def test_the_cli_nodelist_has_the_same_rule(tmp_path, srt_env, python) -> None:
     recipe.write_text(entry_recipe("a"))
     out = subprocess.run(
         [python, "-m", "srt_services", "dry-run", str(recipe), "--nodelist", "node0,../x"],
-        capture_output=True, text=True, env=srt_env, check=False,
+        capture_output=True,
+        text=True,
+        env=srt_env,
+        check=False,
     )
     assert out.returncode == 2
     assert "--nodelist: node name must be a single path-safe token, got '../x'" in out.stderr

@@ -14,7 +14,9 @@ HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n  - name: a\n    
 
 def readiness(body: str, key: str = "readiness") -> str:
     """A recipe whose only service has this readiness block (the key is on line 7)."""
-    return HEAD + f"    {key}:\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "      ") + "\n"
+    return (
+        HEAD + f"    {key}:\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "      ") + "\n"
+    )
 
 
 def test_no_probe(one) -> None:
@@ -106,7 +108,12 @@ def test_http_status_must_be_a_number(one) -> None:
         ("port: 0", "services[a].readiness.port", "must be at least 1, got 0", 7),
         ("port: 65536", "services[a].readiness.port", "must be at most 65535, got 65536", 7),
         ("tcp: {port: -1}", "services[a].readiness.tcp.port", "must be at least 1, got -1", 13),
-        ("http: {port: 70000}", "services[a].readiness.http.port", "must be at most 65535, got 70000", 14),
+        (
+            "http: {port: 70000}",
+            "services[a].readiness.http.port",
+            "must be at most 65535, got 70000",
+            14,
+        ),
         ("port: '9000'", "services[a].readiness.port", "must be a whole number, got '9000'", 7),
     ],
 )
@@ -162,7 +169,10 @@ def test_both_timings_reported_together(problems) -> None:
 def test_unknown_probe_with_a_suggestion(one) -> None:
     p = one(readiness("htpp: {port: 8000}"))
     assert p.label == "services[a].readiness.htpp"
-    assert p.message == "unknown probe 'htpp'; did you mean 'http'? (known: port, file, http, log, tcp)"
+    assert (
+        p.message
+        == "unknown probe 'htpp'; did you mean 'http'? (known: port, file, http, log, tcp)"
+    )
     assert (p.line, p.column) == (8, 7)
 
 

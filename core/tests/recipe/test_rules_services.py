@@ -8,7 +8,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from srt_services.recipe.problems import LocatedProblem
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
@@ -401,7 +400,10 @@ def test_pool_owner_riding_on_a_pool(one) -> None:
     assert "owns its own pool; drop placement.pool" in p.message
 
 
-@pytest.mark.parametrize(("value", "message"), [(0, "must be at least 1, got 0"), (100_001, "must be at most 100000, got 100001")])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(0, "must be at least 1, got 0"), (100_001, "must be at most 100000, got 100001")],
+)
 def test_pool_size_bounds(one, value: int, message: str) -> None:
     p = one(
         services(f"""
@@ -535,7 +537,10 @@ def test_metrics_path_must_be_absolute(one) -> None:
     assert where(p) == (7, 25)
 
 
-@pytest.mark.parametrize(("port", "message"), [(0, "must be at least 1, got 0"), (65536, "must be at most 65535, got 65536")])
+@pytest.mark.parametrize(
+    ("port", "message"),
+    [(0, "must be at least 1, got 0"), (65536, "must be at most 65535, got 65536")],
+)
 def test_metrics_port_range(one, port: int, message: str) -> None:
     p = one(
         services(f"""

@@ -50,6 +50,10 @@ class ProbeTarget(Protocol):
         """Sleep until the next attempt on the shared backoff schedule."""
         ...
 
+    async def wait_port(self, host: str, port: int, attempt_timeout: float = 1.0) -> None:
+        """Return once ``host:port`` accepts a connection (shared poller; no task per try)."""
+        ...
+
     async def wait_file_event(self, path: str, timeout: float) -> None:
         """Return when ``path`` (or its directory) changes, or after ``timeout`` seconds."""
         ...

@@ -12,8 +12,6 @@ import signal
 import time
 from typing import ClassVar
 
-import psutil
-
 from srt_services.extend.launcher import Launcher, Preflight
 from srt_services.launch import portcheck, process
 from srt_services.launch.leftovers import is_stale_local, settle_ports
@@ -55,22 +53,13 @@ class LocalLauncher(Launcher):
             process.signal_group(h.pgid, signal.SIGKILL)
 
     def owns_listener(self, handle: Handle, port: int) -> bool | None:
-        pids = {handle.pid}
-        try:
-            pids.update(c.pid for c in psutil.Process(handle.pid).children(recursive=True))
-        except psutil.Error:
-            pass
-        found = process.listeners_of(pids, port)
-        if found:
-            return True
-        # a daemonized listener left the tree but kept the instance's cookie
-        for pid in process.my_children():
-            if pid in pids:
-                continue
-            _, step = process.cookie_of(pid)
-            if step == handle.step and process.listeners_of([pid], port):
-                return True
-        return found
+        # escaped daemons of this instance are our children carrying its step in the cookie
+        watched = self.watcher.watched_pids() if self.watcher is not None else set()
+        escaped = [
+            pid for pid in process.my_children()
+            if pid not in watched and process.cookie_of(pid)[1] == handle.step
+        ]
+        return process.tree_listens(handle.pid, port, escaped)
 
     async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
         names = {

@@ -254,6 +254,76 @@ def terminate_group(pgid: int, sig: str = "TERM") -> bool:
     return ok
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid``'s descendants, walking ``/proc/<pid>/task/*/children`` (no full /proc scan)."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children") as fh:
+                    kids = [int(x) for x in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+def listening_inodes(port: int) -> set[int]:
+    """Inodes of TCP sockets listening on ``port`` in our network namespace."""
+    found: set[int] = set()
+    want = f":{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                next(fh, None)
+                for line in fh:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[3] == "0A" and fields[1].endswith(want):
+                        found.add(int(fields[9]))
+        except OSError:
+            continue
+    return found
+
+
+def holds_socket(pid: int, inodes: set[int]) -> bool | None:
+    """Whether ``pid`` has one of the socket ``inodes`` open (``None``: not allowed to look)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except PermissionError:
+        return None
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and int(link[8:-1]) in inodes:
+            return True
+    return False
+
+
+def tree_listens(root: int, port: int, extra: Iterable[int] = ()) -> bool | None:
+    """Whether ``root``, a descendant, or one of ``extra`` listens on ``port``."""
+    inodes = listening_inodes(port)
+    if not inodes:
+        return False
+    unknown = False
+    for pid in (root, *descendants(root), *extra):
+        held = holds_socket(pid, inodes)
+        if held:
+            return True
+        unknown = unknown or held is None
+    return None if unknown else False
+
+
 def listeners_of(pids: Iterable[int], port: int) -> bool | None:
     """Whether any of ``pids`` has a listening TCP socket on ``port`` (``None``: unknown)."""
     unknown = False

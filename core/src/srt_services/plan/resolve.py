@@ -80,7 +80,9 @@ def resolve(
     if needs.total > MAX_NODES:
         doc = loaded.document
         problem = Problem(
-            (), f"the recipe needs {needs.total} nodes ({needs.describe()}); srt plans at most {MAX_NODES}"
+            (),
+            f"the recipe needs {needs.total} nodes ({needs.describe()});"
+            f" srt plans at most {MAX_NODES}",
         )
         raise RecipeError(doc.source, locate([problem], doc.source, doc.data, doc.mark_of))
     if isinstance(request, AllocationRequest):

@@ -72,3 +72,13 @@ class TcpProbe(Probe):
         if stranger:
             return ProbeResult(False, stranger)
         return ProbeResult(True)
+
+    async def wait_ready(self, target: ProbeTarget, attempt_timeout: float) -> None:
+        cfg = target.config
+        while True:
+            await target.wait_port(cfg["host"], cfg["port"], attempt_timeout)
+            stranger = ownership_problem(target, cfg["port"])
+            if stranger is None:
+                return
+            target.last_error = stranger
+            await target.next_attempt()

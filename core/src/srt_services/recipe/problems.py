@@ -63,10 +63,13 @@ def label_for(path: Sequence[PathItem], data: Any) -> str:
             name = None
             if parent_key in NAMED_LISTS and isinstance(node, list) and 0 <= item < len(node):
                 entry = node[item]
-                if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"]:
-                    # an unsafe name (NUL, newline, '../x') would garble the label: use the index
-                    if NAME_RE.fullmatch(entry["name"]):
-                        name = entry["name"]
+                # an unsafe name (NUL, newline, '../x') would garble the label: use the index
+                if (
+                    isinstance(entry, dict)
+                    and isinstance(entry.get("name"), str)
+                    and NAME_RE.fullmatch(entry["name"])
+                ):
+                    name = entry["name"]
             out.append(f"[{name if name is not None else item}]")
             node = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
         elif isinstance(item, str) and not item.isprintable():

@@ -16,6 +16,7 @@ changed in it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -86,22 +87,47 @@ class JobDir:
 
 
 class EventLog:
-    """``events.jsonl`` writer: one line per event, flushed at once (a crash keeps them)."""
+    """``events.jsonl`` writer: one line per event.
+
+    Lines are buffered and written once per event-loop turn (a burst of 200 launches is one
+    write), and immediately when no loop runs; ``close`` writes what is left. Observers (the
+    progress display) see each event at once and flush with the file.
+    """
 
     def __init__(self, path: str, on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the job
-        self._t0 = time.monotonic()
+        self._pending: list[bytes] = []
+        self._scheduled = False
         self.on_event = on_event
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"t": round(time.time(), 6), "mono": round(time.monotonic(), 6), "event": event}
         record.update({k: v for k, v in fields.items() if v is not None})
-        self._fh.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        self._pending.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         if self.on_event is not None:
             self.on_event(record)
+        if not self._scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+            else:
+                self._scheduled = True
+                loop.call_soon(self.flush)
         return record
 
+    def flush(self) -> None:
+        self._scheduled = False
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._fh.write(data)
+        flush = getattr(self.on_event, "flush", None)
+        if flush is not None:
+            flush()
+
     def close(self) -> None:
+        self.flush()
         self._fh.close()
 
 

@@ -32,6 +32,7 @@ from srt_services.launch.children import ChildWatcher
 from srt_services.launch.handle import Handle
 from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe, PlannedUnit
 from srt_services.supervise.jobdir import EventLog, JobDir, atomic_write, orchestrator_identity
+from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub, Target
 from srt_services.supervise.restart import RestartTracker
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet
 
 LOG_TAIL_LINES = 20
+STATE_FLUSH_DELAY = 0.02
 TCP_ATTEMPT_TIMEOUT = 1.0
 HTTP_ATTEMPT_TIMEOUT = 5.0
 
@@ -138,6 +140,8 @@ class Orchestrator:
         self.watcher: ChildWatcher | None = None
         self.launcher: Launcher | None = None
         self.hub: InotifyHub | None = None
+        self.poller: PortPoller | None = None
+        self._base_env: dict[str, str] = {}
         self.started_wall = time.time()
         self.phase: str | None = None
         self.unkillable: list[str] = []
@@ -164,6 +168,18 @@ class Orchestrator:
         except OSError:
             self.hub = None
         self.launcher = self.launcher_cls(self.plan, self.job.path, self.watcher)
+        # the inherited part of every instance's environment, computed once per job
+        self._base_env = process.service_env(
+            {},
+            {
+                process.COOKIE_VAR: self.options.cookie,
+                "SRT_JOB_DIR": self.job.path,
+                "SRT_JOB_ID": self.plan.job_id,
+            },
+            self.options.site_passthrough,
+        )
+        os.makedirs(self.job.logs, exist_ok=True)
+        self.poller = PortPoller(loop)
         self.events.emit(
             "job_started",
             job=self.plan.job_name,
@@ -280,35 +296,15 @@ class Orchestrator:
     def _launch(self, inst: InstanceRun) -> None:
         assert self.launcher is not None and self.watcher is not None
         p = inst.planned
-        log_path = self.job.inside(p.log)
-        os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        work = (
-            self.job.inside(os.path.relpath(p.work_dir, self.job.path))
-            if p.work_dir.startswith(self.job.path)
-            else p.work_dir
-        )
-        os.makedirs(work, exist_ok=True)
-        for name, content in p.files.items():
-            target = os.path.realpath(os.path.join(work, name))
-            if not target.startswith(os.path.realpath(work) + os.sep):
-                raise PhaseFailed(
-                    f"{p.step}: file {name!r} would be outside its work dir", {"kind": "bad_plan"}
-                )
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "w", encoding="utf-8") as fh:
-                fh.write(content)
-        env = process.service_env(
-            p.env,
-            {
-                process.COOKIE_VAR: self.options.cookie,
-                process.INSTANCE_VAR: p.step,
-                "SRT_JOB_DIR": self.job.path,
-                "SRT_JOB_ID": self.plan.job_id,
-                "SRT_NODE": p.node,
-                "SRT_NODE_IP": p.node_ip,
-            },
-            self.options.site_passthrough,
-        )
+        # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
+        log_path = os.path.join(self.job.path, p.log)
+        if _needs_work_dir(p):
+            self._write_files(p)
+        env = dict(self._base_env)
+        env.update(p.env)
+        env[process.INSTANCE_VAR] = p.step
+        env["SRT_NODE"] = p.node
+        env["SRT_NODE_IP"] = p.node_ip
         inst.attempt += 1
         loop = asyncio.get_running_loop()
         inst.exit_fut = loop.create_future()
@@ -344,6 +340,22 @@ class Orchestrator:
         )
         self._mark_state_dirty()
 
+    def _write_files(self, p: PlannedInstance) -> None:
+        work = p.work_dir
+        os.makedirs(work, exist_ok=True)
+        if not p.files:
+            return
+        root = os.path.realpath(work) + os.sep
+        for name, content in p.files.items():
+            target = os.path.realpath(os.path.join(work, name))
+            if not target.startswith(root):
+                raise PhaseFailed(
+                    f"{p.step}: file {name!r} would be outside its work dir", {"kind": "bad_plan"}
+                )
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as fh:
+                fh.write(content)
+
     # ------------------------------------------------------------------ readiness
 
     def _owner_check(self, inst: InstanceRun) -> Callable[[int], bool | None]:
@@ -365,6 +377,7 @@ class Orchestrator:
             interval=probe.interval,
             hub=self.hub,
             owner_check=self._owner_check(inst),
+            poller=self.poller,
         )
 
     async def _await_ready(self, inst: InstanceRun) -> None:
@@ -685,7 +698,9 @@ class Orchestrator:
         if self._state_dirty:
             return
         self._state_dirty = True
-        asyncio.get_running_loop().call_soon(self._flush_state)
+        # a little later rather than at once: a burst of launches or exits is one write,
+        # and a teardown's signals go out before the state file is rewritten
+        asyncio.get_running_loop().call_later(STATE_FLUSH_DELAY, self._flush_state)
 
     def _flush_state(self) -> None:
         self._state_dirty = False
@@ -751,6 +766,19 @@ def _label(inst: InstanceRun) -> str:
     if u.category == "workers":
         return f"worker {inst.step}"
     return u.category
+
+
+def _needs_work_dir(p: PlannedInstance) -> bool:
+    """Create ``work/<step>`` only for instances that use it (files, or ``{work_dir}``)."""
+    if p.files:
+        return True
+    w = p.work_dir
+    return (
+        any(w in a for a in p.argv)
+        or (p.preamble is not None and w in p.preamble)
+        or (p.cwd is not None and p.cwd.startswith(w))
+        or any(w in v for v in p.env.values())
+    )
 
 
 def _unit_label(u: PlannedUnit) -> str:

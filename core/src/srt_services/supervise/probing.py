@@ -1,9 +1,10 @@
 """Running probes: the backoff schedule, the shared inotify watcher, the probe target.
 
 Polling probes (tcp, http) attempt at once, then back off 5 ms, 10 ms, 20 ms... to 100 ms
-for the first ten seconds (quick services are seen within milliseconds), then stretch by
-half again each time up to the recipe's ``interval_seconds``. Every waiting probe is a
-coroutine on the one event loop, so a hundred probes share one timer heap and one thread.
+for the first ten seconds (quick services are seen within milliseconds), then more slowly
+up to the recipe's ``interval_seconds``. Waiting for a port is done by one shared poller
+(:mod:`srt_services.supervise.portpoll`): one timer, one non-blocking connect per due
+attempt, and a probe is woken only when its port opened.
 
 File-based probes (log, file) wait on one shared inotify descriptor: a log line is noticed
 within a millisecond of being written, and an idle probe costs nothing. A slow fallback
@@ -21,17 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-FAST_START = 0.005
-FAST_CAP = 0.1
-FAST_WINDOW = 10.0
+from srt_services.supervise.portpoll import PortPoller
 
+from srt_services.supervise.backoff import FAST_CAP, FAST_START, FAST_WINDOW, backoff_delay
 
-def backoff_delay(attempt: int, elapsed: float, interval: float) -> float:
-    """Delay before the next attempt: doubling from 5 ms to 100 ms while the instance is
-    young, then growing with its age up to ``interval`` (a slow starter is probed rarely)."""
-    if elapsed < FAST_WINDOW:
-        return min(FAST_START * 2 ** min(attempt, 20), FAST_CAP, interval)
-    return min(interval, max(FAST_CAP, 0.1 * (elapsed - FAST_WINDOW)))
+__all__ = ["FAST_CAP", "FAST_START", "FAST_WINDOW", "InotifyHub", "Target", "backoff_delay"]
 
 
 class InotifyHub:
@@ -139,6 +134,7 @@ class Target:
     interval: float
     hub: InotifyHub | None
     owner_check: Callable[[int], bool | None]
+    poller: PortPoller | None = None
     last_error: str = ""
     attempts: int = 0
     started_mono: float = field(default_factory=time.monotonic)
@@ -150,6 +146,23 @@ class Target:
         delay = backoff_delay(self.attempts, time.monotonic() - self.started_mono, self.interval)
         self.attempts += 1
         await asyncio.sleep(delay)
+
+    async def wait_port(self, host: str, port: int, attempt_timeout: float = 1.0) -> None:
+        """Return once ``host:port`` accepts a connection (on the shared poller)."""
+        if self.poller is None:
+            from srt_services.probes.tcp import connect_once
+
+            while (failure := await connect_once(host, port, attempt_timeout)) is not None:
+                self.last_error = failure
+                await self.next_attempt()
+            return
+        waiter = self.poller.wait_open(host, port, self.interval, self.started_mono, attempt_timeout)
+        try:
+            await waiter.future
+        finally:
+            if not waiter.future.done():
+                self.poller.cancel(waiter)
+            self.last_error = waiter.last_error or self.last_error
 
     async def wait_file_event(self, path: str, timeout: float) -> None:
         self.attempts += 1

@@ -80,10 +80,13 @@ class PlainProgress:
         if text is None:
             return
         self.stream.write(f"[{time.monotonic() - self.t0:8.3f}s] {text}\n")
+
+    def flush(self) -> None:
+        """Called by the event log once per event-loop turn (and at the end)."""
         self.stream.flush()
 
     def close(self) -> None:
-        pass
+        self.stream.flush()
 
 
 class LiveProgress:

@@ -31,33 +31,6 @@ KILL_WAIT = 5.0
 STRAY_POLL = 0.02
 
 
-async def _stop_instance(orch: Orchestrator, inst: InstanceRun, grace: float) -> None:
-    assert orch.launcher is not None
-    fut = inst.exit_fut
-    if fut is None or fut.done() or inst.handle is None:
-        return
-    waiter = asyncio.ensure_future(asyncio.shield(fut))
-    killer = asyncio.ensure_future(orch.kill_now.wait()) if orch.kill_now else None
-    pending = {waiter} | ({killer} if killer else set())
-    done, _ = await asyncio.wait(pending, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
-    if killer is not None and not killer.done():
-        killer.cancel()
-    if waiter in done:
-        return
-    reason = (
-        "immediate stop requested" if killer in done else f"did not exit {grace:g}s after SIGTERM"
-    )
-    orch._emit(
-        "escalated",
-        step=inst.step,
-        unit=inst.planned.unit,
-        node=inst.planned.node,
-        detail=f"{reason}; sending SIGKILL",
-    )
-    await orch.launcher.kill([inst.handle])
-    await asyncio.wait({waiter}, timeout=KILL_WAIT)
-
-
 def _tier_of_step(orch: Orchestrator, step: str | None) -> int | None:
     if step is None:
         return None
@@ -65,69 +38,84 @@ def _tier_of_step(orch: Orchestrator, step: str | None) -> int | None:
     return inst.unit.planned.tier if inst else None
 
 
-async def _stop_strays(orch: Orchestrator, pids: list[int], grace: float) -> None:
-    """Stop escaped processes (by PID and their own process group), SIGKILL after grace."""
-    if not pids:
-        return
+def _term_strays(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
-            pgid = os.getpgid(pid)
-            if pgid == pid:
-                process.terminate_group(pgid)
+            if os.getpgid(pid) == pid:
+                process.terminate_group(pid)
         process.signal_pid(pid, signal.SIGTERM)
         process.signal_pid(pid, signal.SIGCONT)
-    deadline = time.monotonic() + grace
-    while True:
-        left = [p for p in pids if process.alive(p)]
-        if not left:
-            return
-        if time.monotonic() >= deadline or (orch.kill_now is not None and orch.kill_now.is_set()):
-            break
-        await asyncio.sleep(STRAY_POLL)
-    orch._emit(
-        "escalated",
-        pids=left,
-        detail="escaped processes did not exit after SIGTERM; sending SIGKILL",
-    )
-    for pid in left:
-        process.signal_pid(pid, signal.SIGKILL)
+
+
+async def _wait_until(orch: Orchestrator, futures: set[asyncio.Future[int]], deadline: float) -> bool:
+    """Wait for ``futures`` until ``deadline`` (loop time); True if an immediate kill was asked."""
+    assert orch.kill_now is not None
+    loop = asyncio.get_running_loop()
+    pending = {f for f in futures if not f.done()}
+    if not pending:
+        return orch.kill_now.is_set()
+    killer = asyncio.ensure_future(orch.kill_now.wait())
+    try:
+        await asyncio.wait(
+            pending | {killer}, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+        )
+        while not killer.done() and any(not f.done() for f in pending) and loop.time() < deadline:
+            pending = {f for f in pending if not f.done()}
+            await asyncio.wait(
+                pending | {killer}, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+            )
+    finally:
+        if not killer.done():
+            killer.cancel()
+    return orch.kill_now.is_set()
 
 
 async def _stop_tier(orch: Orchestrator, tier: int) -> None:
-    assert orch.launcher is not None
+    """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
+    batch per deadline (so 200 instances cost one wait, not 200 timers)."""
+    assert orch.launcher is not None and orch.kill_now is not None
+    loop = asyncio.get_running_loop()
     members = [i for i in orch.instances if i.unit.planned.tier == tier and i.running]
+    handles = [i.handle for i in members if i.handle is not None]
+    if handles:
+        await orch.launcher.terminate(handles)
+    member_pids = {h.pid for h in handles}
     cookie = orch.options.cookie
     strays = [
         pid
         for pid, step in orch.launcher.stray_processes(cookie).items()
-        if _tier_of_step(orch, step) == tier
-        and not any(i.handle and i.handle.pid == pid for i in members)
+        if pid not in member_pids and _tier_of_step(orch, step) == tier
     ]
+    _term_strays(strays)
     if not members and not strays:
         return
     orch._emit("stopping_tier", tier=tier, steps=[i.step for i in members], strays=strays or None)
     for inst in members:
         inst.state = "stopping"
-    if members:
-        await orch.launcher.terminate([i.handle for i in members if i.handle is not None])
-    kill_now = orch.kill_now is not None and orch.kill_now.is_set()
-    graces = {
-        i.step: 0.0
-        if kill_now
-        else orch.launcher.stop_budget(
-            orch.options.grace_override
-            if orch.options.grace_override is not None
-            else i.unit.planned.stop_grace
-        )
-        for i in members
-    }
-    longest = max(graces.values(), default=0.0)
-    started = time.monotonic()
-    await asyncio.gather(
-        *(_stop_instance(orch, i, graces[i.step]) for i in members),
-        _stop_strays(orch, strays, longest),
+    override = orch.options.grace_override
+    started = loop.time()
+    by_grace: dict[float, list[InstanceRun]] = {}
+    for inst in members:
+        wanted = override if override is not None else inst.unit.planned.stop_grace
+        by_grace.setdefault(orch.launcher.stop_budget(wanted), []).append(inst)
+    longest = max(by_grace, default=0.0)
+    for grace in sorted(by_grace):
+        group = by_grace[grace]
+        futures = {i.exit_fut for i in group if i.exit_fut is not None}
+        immediate = await _wait_until(orch, futures, started + grace)
+        late = [i for i in group if i.running]
+        if late:
+            reason = "immediate stop requested" if immediate else f"did not exit {grace:g}s after SIGTERM"
+            for inst in late:
+                orch._emit(
+                    "escalated", step=inst.step, unit=inst.planned.unit, node=inst.planned.node,
+                    detail=f"{reason}; sending SIGKILL",
+                )
+            await orch.launcher.kill([i.handle for i in late if i.handle is not None])
+    # Wait for the SIGKILLed, and for escaped processes (more may appear as groups die).
+    await _wait_until(
+        orch, {i.exit_fut for i in members if i.exit_fut is not None}, loop.time() + KILL_WAIT
     )
-    # Killing a group can orphan more escaped processes of this tier: catch them too.
     for _ in range(5):
         more = [
             pid
@@ -135,14 +123,23 @@ async def _stop_tier(orch: Orchestrator, tier: int) -> None:
             if _tier_of_step(orch, step) == tier
         ]
         if not more:
-            break
-        remaining = max(0.0, longest - (time.monotonic() - started))
-        await _stop_strays(orch, more, remaining)
+            return
+        _term_strays([p for p in more if p not in strays])
+        strays = list(dict.fromkeys([*strays, *more]))
+        deadline = max(started + longest, loop.time())
+        while loop.time() < deadline and not orch.kill_now.is_set():
+            if not any(process.alive(p) for p in more):
+                break
+            await asyncio.sleep(STRAY_POLL)
+        left = [p for p in more if process.alive(p)]
+        if left:
+            orch._emit("escalated", pids=left, detail="escaped processes did not exit after SIGTERM; sending SIGKILL")
+            for pid in left:
+                process.signal_pid(pid, signal.SIGKILL)
 
 
 async def teardown(orch: Orchestrator) -> None:
     orch.stopping = True
-    orch._write_state(status="stopping")
     for inst in orch.instances:
         if inst.liveness is not None:
             inst.liveness.cancel()
@@ -154,12 +151,13 @@ async def teardown(orch: Orchestrator) -> None:
 
 
 async def _final_sweep(orch: Orchestrator) -> None:
-    """Whatever still carries the job cookie (unattributed strays, late forks) dies now."""
+    """Whatever of the job is still around (unattributed strays, late forks) dies now."""
     assert orch.launcher is not None
     cookie = orch.options.cookie
     running = {i.handle.pid for i in orch.instances if i.running and i.handle is not None}
-    left = [pid for pid, _ in process.pids_with_cookie(cookie) if pid not in running]
-    left += [pid for pid in orch.launcher.stray_processes(cookie) if pid not in left and pid not in running]
+    # As a child subreaper every process the job started is our descendant: our children
+    # are the complete list (srt stop's recovery path scans /proc by cookie instead).
+    left = [pid for pid in orch.launcher.stray_processes(cookie) if pid not in running]
     if left:
         orch._emit(
             "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"

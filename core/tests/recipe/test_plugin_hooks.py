@@ -1,0 +1,257 @@
+"""Every ``srt_*`` hook, called through the typed facade (``PluginSet``), never ``pm.hook``.
+
+A recording plugin implements every hook; each test asks the facade for what the hook
+provides and checks that the hook ran and its result came back. ``CALLS`` must name every
+hookspec (``test_every_hook_has_a_facade_test``), so a new hook fails here until it has a
+facade test, and ``docs/plugins.md`` must document it (``test_every_hook_is_documented``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import rich_click as click
+import srt_services
+from srt_services import docs_gen, hookspecs
+from srt_services.extend.expansion import Expansion, InstanceSeed
+from srt_services.extend.implied import ImpliedService
+from srt_services.extend.kind import ServiceKind
+from srt_services.extend.launcher import Launcher
+from srt_services.extend.placement import Placement
+from srt_services.extend.probe import Probe
+from srt_services.plugins.manager import PluginSet
+from srt_services.recipe.models import Recipe, StrictModel
+from srt_services.recipe.problems import Problem
+
+
+class RecKind(ServiceKind):
+    name: ClassVar[str] = "rec-kind"
+    summary: ClassVar[str] = "recorded"
+
+
+class RecPlacement(Placement):
+    name: ClassVar[str] = "rec-placement"
+
+    def nodes(self, layout: Any, pool: str | None = None) -> tuple[Any, ...]:
+        return (layout.head,)
+
+
+class RecExpansion(Expansion):
+    name: ClassVar[str] = "rec-expansion"
+
+    def seeds(self, service: str, nodes: Any, layout: Any, worker_roles: Any) -> list[InstanceSeed]:
+        return [InstanceSeed(node=n, step=f"service_{service}_rec_{n.name}") for n in nodes]
+
+
+class RecProbeConfig(StrictModel):
+    token: str = "x"
+
+
+class RecProbe(Probe):
+    name: ClassVar[str] = "rec-probe"
+    Config: ClassVar[type[RecProbeConfig]] = RecProbeConfig
+    instance_scoped: ClassVar[bool] = True
+
+
+class RecLauncher(Launcher):
+    name: ClassVar[str] = "rec-launcher"
+
+
+@click.command("rec-command")
+def rec_command() -> None:
+    """A recorded command."""
+
+
+class Recorder:
+    """Implements every hook and records each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @srt_services.hookimpl
+    def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+        self.calls.append("srt_register_service_kinds")
+        return [RecKind]
+
+    @srt_services.hookimpl
+    def srt_register_placements(self) -> list[type[Placement]]:
+        self.calls.append("srt_register_placements")
+        return [RecPlacement]
+
+    @srt_services.hookimpl
+    def srt_register_expansions(self) -> list[type[Expansion]]:
+        self.calls.append("srt_register_expansions")
+        return [RecExpansion]
+
+    @srt_services.hookimpl
+    def srt_register_probes(self) -> list[type[Probe]]:
+        self.calls.append("srt_register_probes")
+        return [RecProbe]
+
+    @srt_services.hookimpl
+    def srt_register_launchers(self) -> list[type[Launcher]]:
+        self.calls.append("srt_register_launchers")
+        return [RecLauncher]
+
+    @srt_services.hookimpl
+    def srt_cli_commands(self) -> list[click.Command]:
+        self.calls.append("srt_cli_commands")
+        return [rec_command]
+
+    @srt_services.hookimpl
+    def srt_implied_services(self, recipe: Recipe) -> list[ImpliedService]:
+        self.calls.append("srt_implied_services")
+        return [ImpliedService({"name": "rec", "type": "rec-kind"}, f"recipe {recipe.name}")]
+
+    @srt_services.hookimpl
+    def srt_validate_recipe(self, recipe: Recipe) -> list[Problem]:
+        self.calls.append("srt_validate_recipe")
+        return [Problem(("name",), "recorded", warning=True)]
+
+
+RECIPE = Recipe.model_validate({"schema": 2, "name": "job"})
+
+
+def _kinds(p: PluginSet) -> Any:
+    assert p.kind("rec-kind").summary == "recorded"
+    return p.kinds()["rec-kind"]
+
+
+def _placements(p: PluginSet) -> Any:
+    assert isinstance(p.placement("rec-placement"), RecPlacement)
+    return p.placements()["rec-placement"]
+
+
+def _expansions(p: PluginSet) -> Any:
+    assert isinstance(p.expansion("rec-expansion"), RecExpansion)
+    return p.expansions()["rec-expansion"]
+
+
+def _probes(p: PluginSet) -> Any:
+    assert p.probe("rec-probe").Config is RecProbeConfig
+    return p.probes()["rec-probe"]
+
+
+def _launchers(p: PluginSet) -> Any:
+    assert p.launcher_class("rec-launcher") is RecLauncher
+    return RecLauncher
+
+
+def _cli(p: PluginSet) -> Any:
+    owner, command = p.cli_commands()["rec-command"]
+    assert owner == "recorder"
+    return command
+
+
+def _implied(p: PluginSet) -> Any:
+    ((owner, item),) = [(o, i) for o, i in p.implied_services(RECIPE) if i.name == "rec"]
+    assert owner == "recorder"
+    assert item.reason == "recipe job"
+    return item
+
+
+def _validate(p: PluginSet) -> Any:
+    (problem,) = [x for x in p.validate_recipe(RECIPE) if x.message == "recorded"]
+    assert problem.warning
+    return problem
+
+
+#: hook -> a call through the facade that must reach it
+CALLS: dict[str, Callable[[PluginSet], Any]] = {
+    "srt_register_service_kinds": _kinds,
+    "srt_register_placements": _placements,
+    "srt_register_expansions": _expansions,
+    "srt_register_probes": _probes,
+    "srt_register_launchers": _launchers,
+    "srt_cli_commands": _cli,
+    "srt_implied_services": _implied,
+    "srt_validate_recipe": _validate,
+}
+
+
+@pytest.mark.parametrize("hook", sorted(CALLS))
+def test_hook_called_through_the_facade(hook: str) -> None:
+    plugins = PluginSet(autoload=False)
+    recorder = Recorder()
+    plugins.register(recorder, "recorder")  # the registration hooks run here, via the facade
+    assert CALLS[hook](plugins) is not None
+    assert hook in recorder.calls
+
+
+def test_unregister_drops_what_the_plugin_registered() -> None:
+    plugins = PluginSet(autoload=False)
+    plugins.register(Recorder(), "recorder")
+    assert plugins.has("kind", "rec-kind")
+    plugins.unregister("recorder")
+    assert not plugins.has("kind", "rec-kind")
+    assert "rec-command" not in plugins.cli_commands()
+
+
+def test_recorded_kind_reaches_a_plan() -> None:
+    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.plan.resolve import resolve
+    from srt_services.recipe.load import load_recipe
+
+    plugins = PluginSet(autoload=False)
+    plugins.register(Recorder(), "recorder")
+    text = (
+        "schema: 2\nname: job\nservices:\n"
+        "  - {name: a, command: [a], placement: {node: rec-placement, per: node},"
+        " readiness: {rec-probe: {token: y}}}\n"
+    )
+    loaded = load_recipe("r.yaml", plugins, text=text)
+    assert [w.message for w in loaded.warnings] == ["recorded"]
+    plan = resolve(loaded, plugins, AllocationRequest())
+    assert plan.unit("rec").implied_by == "recipe job"
+    assert plan.unit("a").instances[0].readiness is not None
+    assert plan.unit("a").instances[0].readiness.config == {"token": "y"}
+
+
+def test_two_plugins_with_one_name_are_refused_naming_both() -> None:
+    class OtherKind(ServiceKind):
+        name: ClassVar[str] = "rec-kind"
+
+    class Other:
+        @srt_services.hookimpl
+        def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+            return [OtherKind]
+
+    plugins = PluginSet(autoload=False)
+    plugins.register(Recorder(), "first")
+    plugins.register(Other(), "second")
+    with pytest.raises(srt_services.errors.PluginError) as info:
+        plugins.kind("rec-kind")
+    assert "registered by both first and second" in str(info.value)
+
+
+def test_unknown_hook_is_refused_with_a_suggestion() -> None:
+    class Typo:
+        @srt_services.hookimpl
+        def srt_register_kinds(self) -> list[Any]:
+            return []
+
+    plugins = PluginSet(autoload=False)
+    with pytest.raises(srt_services.errors.PluginError) as info:
+        plugins.register(Typo(), "typo")
+    assert "did you mean srt_register_service_kinds?" in str(info.value)
+
+
+# --------------------------------------------------------------------------- meta
+
+
+def test_every_hook_has_a_facade_test() -> None:
+    specs = {name for name in dir(hookspecs) if name.startswith("srt_")}
+    assert set(CALLS) == specs
+    assert set(docs_gen.FACADE) == specs
+    recorder_hooks = {name for name in dir(Recorder) if name.startswith("srt_")}
+    assert recorder_hooks == specs
+
+
+def test_every_hook_is_documented() -> None:
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "plugins.md").read_text()
+    for name in docs_gen.hook_names():
+        assert f"## {name}\n" in docs, f"{name} is not in docs/plugins.md"
+        assert docs_gen.signature_text(getattr(hookspecs, name)) in docs
