@@ -17,7 +17,8 @@ class Handle:
     node: str
     pid: int
     pgid: int
-    start_ticks: int
+    #: filled in lazily (see ``process.spawn``); ``None`` until then
+    start_ticks: int | None
     log_path: str
     log_offset: int
     started_wall: float

@@ -28,7 +28,7 @@ class LocalLauncher(Launcher):
         argv = process.wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")
         cwd = instance.cwd
         started_wall = time.time()
-        spawned = process.spawn(argv, env, log_path, cwd=cwd)
+        spawned = process.spawn(argv, env, log_path, cwd=cwd, read_ticks=False)
         return Handle(
             step=instance.step,
             unit=instance.unit,

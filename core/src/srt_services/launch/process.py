@@ -83,7 +83,7 @@ def wrap_preamble(argv: list[str], preamble: str | None, label: str) -> list[str
 class Spawned:
     popen: subprocess.Popen[bytes]
     pid: int
-    start_ticks: int
+    start_ticks: int | None
     log_offset: int
 
 
@@ -99,6 +99,7 @@ def spawn(
     log_path: str,
     cwd: str | None = None,
     stdin: int = subprocess.DEVNULL,
+    read_ticks: bool = True,
 ) -> Spawned:
     """Start ``argv`` in a new session (its own process group), output appended to the log."""
     fd, offset = open_log(log_path)
@@ -115,7 +116,9 @@ def spawn(
         )
     finally:
         os.close(fd)
-    return Spawned(popen, popen.pid, start_ticks(popen.pid) or 0, offset)
+    # The supervisor reads the start time later, in a batch: the child is its own
+    # unreaped child until then, so its PID cannot be reused meanwhile.
+    return Spawned(popen, popen.pid, start_ticks(popen.pid) if read_ticks else None, offset)
 
 
 def start_ticks(pid: int) -> int | None:

@@ -33,6 +33,8 @@ from srt_services.plan.ports import PortLedger
 from srt_services.recipe.models import MAX_NODES, ProbeBlock, ProcessSpec, RestartSpec
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Path, Problem, RecipeError, locate
+from srt_services.recipe.checks import CachedPlugins
+from srt_services.recipe.source import gc_paused
 
 if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet
@@ -49,7 +51,7 @@ GRACE = {"workers": 30.0, "frontend": 20.0, "benchmark": 10.0}
 @dataclass(slots=True)
 class _Ctx:
     loaded: LoadedRecipe
-    plugins: PluginSet
+    plugins: CachedPlugins
     layout: Layout
     paths: JobPaths
     common: dict[str, str]
@@ -67,6 +69,16 @@ def resolve(
     job_dir: str = "<job_dir>",
 ) -> Plan:
     """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`."""
+    with gc_paused():
+        return _resolve(loaded, plugins, request, job_dir)
+
+
+def _resolve(
+    loaded: LoadedRecipe,
+    plugins: PluginSet,
+    request: AllocationRequest | Allocation | Callable[[int], Allocation],
+    job_dir: str,
+) -> Plan:
     recipe = loaded.recipe
     dedicated = any(
         s.spec.external is None
@@ -112,7 +124,7 @@ def resolve(
         "job_name": recipe.name,
         "frontend_port": str(recipe.frontend.port) if recipe.frontend else "",
     }
-    ctx = _Ctx(loaded, plugins, lay, paths, common, PortLedger(), [], [])
+    ctx = _Ctx(loaded, CachedPlugins(plugins), lay, paths, common, PortLedger(), [], [])
     ctx.node_ids = {n.name: i for i, n in enumerate(lay.compute)}
     discovery = _discovery_env(ctx)
     units: list[PlannedUnit] = []
@@ -255,11 +267,23 @@ def _values(
 
 
 def _render_all(items: list[str] | None, values: Mapping[str, str]) -> list[str]:
-    return [render(v, values) for v in items or ()]
+    # the ``"{" in v`` test saves a call for the many arguments without a placeholder
+    return [render(v, values) if "{" in v else v for v in items or ()]
 
 
 def _render_env(env: Mapping[str, str], values: Mapping[str, str]) -> dict[str, str]:
-    return {k: render(v, values) for k, v in env.items()}
+    return {k: render(v, values) if "{" in v else v for k, v in env.items()}
+
+
+_DEFAULT_RESTART: RestartSpec | None = None
+
+
+def _default_restart() -> RestartSpec:
+    """``RestartSpec()`` built once (a pydantic model costs microseconds per instance)."""
+    global _DEFAULT_RESTART
+    if _DEFAULT_RESTART is None:
+        _DEFAULT_RESTART = RestartSpec()
+    return _DEFAULT_RESTART
 
 
 def _probe(
@@ -366,7 +390,7 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
     base.nodes = list(dict.fromkeys(seed.node.name for seed in seeds))
     restart = None
     if not s.critical and not spec.terminal:
-        r = spec.restart or RestartSpec()
+        r = spec.restart or _default_restart()
         if r.policy != "no":
             restart = PlannedRestart(
                 policy=r.policy,

@@ -33,7 +33,10 @@ from srt_services.recipe.problems import Path, Problem
 from srt_services.recipe.pydantic_errors import problems_from
 
 if TYPE_CHECKING:
+    from srt_services.extend.expansion import Expansion
     from srt_services.extend.kind import ServiceKind
+    from srt_services.extend.placement import Placement
+    from srt_services.extend.probe import Probe
     from srt_services.plugins.manager import PluginSet
 
 _SRUN_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -63,6 +66,50 @@ class Settled:
         return self.eff.spec.name
 
 
+class CachedPlugins:
+    """The facade's lookups memoised for one check or plan run.
+
+    A 10,000-service recipe asks for the same kind, probe, placement and expansion tens of
+    thousands of times; the plugin set cannot change during one run, so each answer is kept.
+    Anything else is passed through to the :class:`PluginSet`.
+    """
+
+    def __init__(self, plugins: PluginSet) -> None:
+        self.plugins = plugins
+        self._has: dict[tuple[str, str], bool] = {}
+        self._got: dict[tuple[str, str], Any] = {}
+
+    def has(self, capability: str, name: str) -> bool:
+        key = (capability, name)
+        found = self._has.get(key)
+        if found is None:
+            found = self._has[key] = self.plugins.has(capability, name)
+        return found
+
+    def _get(self, capability: str, name: str) -> Any:
+        key = (capability, name)
+        found = self._got.get(key)
+        if found is None:
+            found = getattr(self.plugins, capability)(name)  # raises for an unknown name
+            self._got[key] = found
+        return found
+
+    def kind(self, name: str) -> ServiceKind:
+        return self._get("kind", name)  # type: ignore[no-any-return]
+
+    def probe(self, name: str) -> Probe:
+        return self._get("probe", name)  # type: ignore[no-any-return]
+
+    def placement(self, name: str) -> Placement:
+        return self._get("placement", name)  # type: ignore[no-any-return]
+
+    def expansion(self, name: str) -> Expansion:
+        return self._get("expansion", name)  # type: ignore[no-any-return]
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.plugins, attr)
+
+
 @dataclass(slots=True)
 class CheckResult:
     services: list[Settled] = field(default_factory=list)
@@ -72,7 +119,7 @@ class CheckResult:
 class _Checker:
     def __init__(self, recipe: Recipe, plugins: PluginSet) -> None:
         self.recipe = recipe
-        self.plugins = plugins
+        self.plugins: Any = CachedPlugins(plugins)
         self.problems: list[Problem] = []
 
     def add(self, path: Path, message: str, warning: bool = False) -> None:
@@ -182,7 +229,8 @@ class _Checker:
 
     def strings(self, where: Path, key: str, values: list[str] | None, allowed: frozenset[str]) -> None:
         for i, value in enumerate(values or ()):
-            self.text((*where, key, i), value, allowed)
+            if "{" in value:  # most arguments hold no placeholder at all
+                self.text((*where, key, i), value, allowed)
 
     def env(self, where: Path, env: dict[str, str], allowed: frozenset[str]) -> None:
         for key, value in env.items():
@@ -195,7 +243,8 @@ class _Checker:
                     f"{key} changes how every program of the service is loaded, so srt refuses"
                     " it in env; export it in `preamble` if you really mean it",
                 )
-            self.text(path, value, allowed)
+            if "{" in value:
+                self.text(path, value, allowed)
 
     def probe_block(
         self, path: Path, block: ProbeBlock | None, default_port: int | None, per_worker: bool
@@ -246,7 +295,7 @@ class _Checker:
                 f" of the instance itself (log or file), not {name}",
             )
         for key in ("path",):
-            value = getattr(config, key, None)
+            value = getattr(config, key) if key in type(config).model_fields else None
             if isinstance(value, str):
                 self.text((*path, name, key), value, ph.ALL if per_worker else ph.COMMON)
         block.bind_probe(name, config)
@@ -311,7 +360,8 @@ class _Checker:
                     msg = f"type {kind.name!r} does not understand this option" + msg[len("unknown key"):]
                 self.problems.append(Problem(p.path, msg))
             options = None
-        spec._options = options
+        if spec.__pydantic_private__ is not None:
+            spec.__pydantic_private__["_options"] = options
 
         placement, pool, per = self.placement(at, spec, kind)
         start = spec.start or kind.default_start

@@ -12,7 +12,7 @@ from srt_services.recipe.checks import Settled, check
 from srt_services.recipe.models import Recipe
 from srt_services.recipe.problems import LocatedProblem, Problem, RecipeError, locate
 from srt_services.recipe.pydantic_errors import problems_from
-from srt_services.recipe.source import Document, parse_text
+from srt_services.recipe.source import Document, gc_paused, parse_text
 
 if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet
@@ -66,6 +66,12 @@ def _fail(doc: Document, problems: list[Problem]) -> RecipeError:
 
 
 def check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
+    """Validate parsed recipe data: the models, then every plugin-aware rule."""
+    with gc_paused():
+        return _check_document(doc, plugins)
+
+
+def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
     data = doc.data
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}"

@@ -141,17 +141,28 @@ class ProbeBlock(StrictModel):
             entries.setdefault("tcp", {"port": self.port})
         return entries
 
+    # Private attributes are read and written through ``__pydantic_private__`` directly:
+    # pydantic's ``__getattr__`` fallback costs microseconds per access, and the planner
+    # reads these once per instance.
+
     @property
     def probe_name(self) -> str | None:
-        return self._probe_name
+        private = self.__pydantic_private__
+        return private.get("_probe_name") if private else None
 
     @property
     def probe_config(self) -> Any:
-        return self._probe_config
+        private = self.__pydantic_private__
+        return private.get("_probe_config") if private else None
 
     def bind_probe(self, name: str, config: Any) -> None:
-        self._probe_name = name
-        self._probe_config = config
+        private = self.__pydantic_private__
+        if private is None:  # pragma: no cover - pydantic always initialises it
+            self._probe_name = name
+            self._probe_config = config
+            return
+        private["_probe_name"] = name
+        private["_probe_config"] = config
 
 
 class ReadinessSpec(ProbeBlock):
@@ -378,7 +389,8 @@ class ServiceSpec(StrictModel):
     @property
     def options_obj(self) -> Any:
         """``options`` validated by the kind's model (set by the checks)."""
-        return self._options
+        private = self.__pydantic_private__
+        return private.get("_options") if private else None
 
 
 # --------------------------------------------------------------------------- the job

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 
 PLACEHOLDER_RE = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -66,7 +67,17 @@ def names_in(text: str) -> Iterator[str]:
 
 
 def unknown_in(text: str, allowed: frozenset[str]) -> list[str]:
-    return [n for n in names_in(text) if n not in allowed]
+    """Placeholder names in ``text`` that ``allowed`` does not hold, in order."""
+    if "{" not in text:
+        return []
+    return list(_unknown_cached(text, allowed))
+
+
+@lru_cache(maxsize=8192)
+def _unknown_cached(text: str, allowed: frozenset[str]) -> tuple[str, ...]:
+    # Generated recipes repeat the same strings ("{node_ip}", JSON env values) thousands of
+    # times; one scan per distinct string is enough.
+    return tuple(name for _, name in PLACEHOLDER_RE.findall(text) if name and name not in allowed)
 
 
 class UnknownPlaceholder(KeyError):
@@ -77,18 +88,39 @@ def render(text: str, values: Mapping[str, str]) -> str:
     """Substitute placeholders; raise :class:`UnknownPlaceholder` for a name not in values."""
     if "{" not in text:
         return text
+    parts = _template(text)
+    out: list[str] = []
+    for literal, name in parts:
+        out.append(literal)
+        if name is not None:
+            try:
+                out.append(values[name])
+            except KeyError:
+                raise UnknownPlaceholder(name) from None
+    return "".join(out)
 
-    def sub(m: re.Match[str]) -> str:
-        escaped = m.group(1)
-        if escaped is not None:
-            return "{" + escaped + "}"
-        name = m.group(2)
-        try:
-            return values[name]
-        except KeyError:
-            raise UnknownPlaceholder(name) from None
 
-    return PLACEHOLDER_RE.sub(sub, text)
+@lru_cache(maxsize=8192)
+def _template(text: str) -> tuple[tuple[str, str | None], ...]:
+    """``text`` split once into (literal, placeholder name or None) pairs, escapes resolved.
+
+    Rendering then joins strings instead of running a regex with a Python callback for
+    every instance of every service.
+    """
+    parts: list[tuple[str, str | None]] = []
+    literal: list[str] = []
+    last = 0
+    for m in PLACEHOLDER_RE.finditer(text):
+        literal.append(text[last : m.start()])
+        last = m.end()
+        if m.group(1) is not None:  # {{name}} -> {name}
+            literal.append("{" + m.group(1) + "}")
+            continue
+        parts.append(("".join(literal), m.group(2)))
+        literal = []
+    literal.append(text[last:])
+    parts.append(("".join(literal), None))
+    return tuple(parts)
 
 
 def suggestion(name: str, allowed: frozenset[str]) -> str:

@@ -9,7 +9,9 @@ orjson; on error they are re-read as YAML (JSON is YAML) to find the position.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,8 +129,32 @@ def _tab_indented(text: str, line: int) -> bool:
     return "\t" in current[: len(current) - len(current.lstrip(" \t"))]
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while large, acyclic structures are built.
+
+    Parsing, checking and planning a 10,000-service recipe allocate millions of containers;
+    with the collector on, each of its full passes rescans everything built so far, which
+    doubles the run time. Nothing built here is cyclic garbage, and the collector resumes
+    (and catches up) as soon as the outermost block ends.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def parse_text(text: str, source: str) -> Document:
     """Parse YAML or JSON recipe text; raise :class:`RecipeError` on syntax errors."""
+    with gc_paused():
+        return _parse_text(text, source)
+
+
+def _parse_text(text: str, source: str) -> Document:
     stripped = text.lstrip()
     if stripped.startswith("{") and (source.endswith(".json") or not source.endswith((".yaml", ".yml"))):
         try:

@@ -229,6 +229,7 @@ class Orchestrator:
                 self._emit("phase_started", phase=phase, units=names)
                 for name in names:
                     await self._start_unit(self.units[name])
+                self._flush_state()  # milestones are announced after the state file has them
                 self._emit("phase_ready", phase=phase)
             self.phase = "serving"
             await self._serve()
@@ -246,6 +247,7 @@ class Orchestrator:
 
     async def _serve(self) -> None:
         terminal = [u for u in self.units.values() if u.planned.terminal and u.instances]
+        self._flush_state()
         if not terminal:
             self._emit("serving", detail="running until stopped (Ctrl-C or srt stop)")
         # Ends through request_stop: a benchmark/terminal exit, a failure or a signal.
@@ -712,6 +714,8 @@ class Orchestrator:
         instances = {}
         for inst in self.instances:
             h = inst.handle
+            if h is not None and h.start_ticks is None and h.returncode is None:
+                h.start_ticks = process.start_ticks(h.pid)
             instances[inst.step] = {
                 "unit": inst.planned.unit,
                 "node": inst.planned.node,

@@ -96,7 +96,7 @@ class SlurmLauncher(Launcher):
             instance, self.job_id, log_path, self.job_dir, self.aliases, self.mounts, self.extra
         )
         started_wall = time.time()
-        spawned = process.spawn(argv, self._env(env), log_path)
+        spawned = process.spawn(argv, self._env(env), log_path, read_ticks=False)
         return Handle(
             step=instance.step,
             unit=instance.unit,
