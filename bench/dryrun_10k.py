@@ -57,7 +57,15 @@ def generate(services: int, nodes: int) -> dict[str, Any]:
             {
                 "name": f"pool-{i:04d}",
                 "nodes": 1,
-                "command": ["python3", "-m", "trainer", "--rank", "{index}", "--master", "{pool_ip}"],
+                "command": [
+                    "python3",
+                    "-m",
+                    "trainer",
+                    "--rank",
+                    "{index}",
+                    "--master",
+                    "{pool_ip}",
+                ],
                 "env": {"NCCL_SOCKET_IFNAME": "ib0", "NODE_TAG": "{node}-{node_id}"},
                 "readiness": {"log": {"pattern": "trainer ready"}, "timeout_seconds": 300},
             }
@@ -111,7 +119,10 @@ def generate(services: int, nodes: int) -> dict[str, Any]:
         "schema": 2,
         "name": "bench-10k",
         "resources": {"gpus_per_node": 8},
-        "frontend": {"type": "sglang", "command": ["python3", "-m", "router", "--port", "{frontend_port}"]},
+        "frontend": {
+            "type": "sglang",
+            "command": ["python3", "-m", "router", "--port", "{frontend_port}"],
+        },
         "roles": {
             "agg": {
                 "workers": ROLE_NODES,
@@ -147,7 +158,10 @@ def _dry_run_in_process(path: str) -> None:
 def _dry_run_subprocess(path: str, env: dict[str, str]) -> None:
     out = subprocess.run(
         [sys.executable, "-I", "-m", "srt_services", "dry-run", path, "--json"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        check=False,
     )
     if out.returncode != 0:
         raise SystemExit(f"srt dry-run failed: {out.stderr.decode()[-2000:]}")
@@ -178,8 +192,10 @@ def main() -> None:
     yaml_path.write_text(yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=False, width=200))
     json_path.write_text(json.dumps(data, indent=1))
     n = args.services
-    print(f"recipe: {n} services, {args.nodes} nodes; YAML {yaml_path.stat().st_size / 1e6:.1f} MB,"
-          f" JSON {json_path.stat().st_size / 1e6:.1f} MB; libyaml: {yaml.__with_libyaml__}")
+    print(
+        f"recipe: {n} services, {args.nodes} nodes; YAML {yaml_path.stat().st_size / 1e6:.1f} MB,"
+        f" JSON {json_path.stat().st_size / 1e6:.1f} MB; libyaml: {yaml.__with_libyaml__}"
+    )
 
     def bare_yaml() -> Any:
         with open(yaml_path, "rb") as fh:
@@ -209,18 +225,23 @@ def main() -> None:
     instances = sum(len(u.instances) for u in plan.units)
 
     print()
-    print(f"(a) yaml.load(CSafeLoader)                 {t_yaml:8.3f} s")
-    print(f"    orjson.loads (JSON recipe)             {t_json:8.3f} s")
-    print(f"(b) srt dry-run --json, in-process, YAML   {t_e2e:8.3f} s   = {t_e2e / t_yaml:.2f}x (a)"
-          "   target <= 1.15x")
-    print(f"    srt dry-run --json, subprocess, YAML   {t_sub:8.3f} s   = {t_sub / t_yaml:.2f}x (a)")
-    print(f"    srt dry-run --json, in-process, JSON   {t_e2e_json:8.3f} s   = {t_e2e_json / t_yaml:.2f}x (a)")
-    print(f"    parse_text (srt's YAML parse)          {t_parse:8.3f} s   = {t_parse / t_yaml:.2f}x (a)")
-    print(f"(c) check_document                         {t_check:8.3f} s   {t_check / n * 1e6:6.1f} us/service")
-    print(f"    resolve ({instances} instances)        {t_resolve:8.3f} s   {t_resolve / n * 1e6:6.1f} us/service")
-    print(f"    Plan.to_json ({len(blob) / 1e6:.1f} MB)             {t_dump:8.3f} s   {t_dump / n * 1e6:6.1f} us/service")
-    print(f"    after parsing, total                   {after:8.3f} s   {after / n * 1e6:6.1f} us/service"
-          "   target <= 50 us")
+
+    def vs_parse(label: str, seconds: float, note: str = "") -> None:
+        print(f"{label:42s} {seconds:8.3f} s   = {seconds / t_yaml:.2f}x (a){note}")
+
+    def per_service(label: str, seconds: float, note: str = "") -> None:
+        print(f"{label:42s} {seconds:8.3f} s   {seconds / n * 1e6:6.1f} us/service{note}")
+
+    print(f"{'(a) yaml.load(CSafeLoader)':42s} {t_yaml:8.3f} s")
+    print(f"{'    orjson.loads (JSON recipe)':42s} {t_json:8.3f} s")
+    vs_parse("(b) srt dry-run --json, in-process, YAML", t_e2e, "   target <= 1.15x")
+    vs_parse("    srt dry-run --json, subprocess, YAML", t_sub)
+    vs_parse("    srt dry-run --json, in-process, JSON", t_e2e_json)
+    vs_parse("    parse_text (srt's YAML parse)", t_parse)
+    per_service("(c) check_document", t_check)
+    per_service(f"    resolve ({instances} instances)", t_resolve)
+    per_service(f"    Plan.to_json ({len(blob) / 1e6:.1f} MB)", t_dump)
+    per_service("    after parsing, total", after, "   target <= 50 us")
 
     if args.profile:
         import cProfile

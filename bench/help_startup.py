@@ -43,7 +43,9 @@ if __name__ == "__main__":
 
 def _run(argv: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
-    out = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False)
+    out = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False
+    )
     elapsed = time.perf_counter() - started
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed: {out.stderr.decode()[-2000:]}")

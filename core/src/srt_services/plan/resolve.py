@@ -30,10 +30,10 @@ from srt_services.plan.model import (
     ScrapeTarget,
 )
 from srt_services.plan.ports import PortLedger
+from srt_services.recipe.checks import CachedPlugins
 from srt_services.recipe.models import MAX_NODES, ProbeBlock, ProcessSpec, RestartSpec
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Path, Problem, RecipeError, locate
-from srt_services.recipe.checks import CachedPlugins
 from srt_services.recipe.source import gc_paused
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _resolve(
         for s in loaded.services
     )
     pools = [(s.name, s.spec.nodes) for s in loaded.services if s.spec.nodes is not None]
-    needs = layout_mod.needs_of(recipe, dedicated, pools)  # type: ignore[arg-type]
+    needs = layout_mod.needs_of(recipe, dedicated, pools)
     if needs.total > MAX_NODES:
         doc = loaded.document
         problem = Problem(
@@ -103,7 +103,7 @@ def _resolve(
         allocation = request
     else:
         allocation = request(needs.total)
-    ports = {name: spec.port for name, spec in recipe.roles.items()}
+    ports: dict[str, int | None] = {name: spec.port for name, spec in recipe.roles.items()}
     try:
         lay = layout_mod.carve(list(allocation.nodes), needs, recipe.resources.gpus_per_node, ports)
     except layout_mod.AllocationTooSmall as exc:
@@ -454,7 +454,7 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         liveness = _probe(ctx, spec.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True)
         at = s.eff.label_path
         # port -> where the recipe says it (the first claim of a port wins the path)
-        claims: dict[int, Path] = {p: at for p in kind_ports}
+        claims: dict[int, Path] = dict.fromkeys(kind_ports, at)
         rport = _probe_port(readiness)
         if rport is not None:
             claims.setdefault(rport, (*at, "readiness"))

@@ -94,15 +94,14 @@ def _child(node: yaml.Node, item: str | int) -> tuple[yaml.Node | None, yaml.Nod
             if isinstance(key, yaml.ScalarNode) and _scalar_key_matches(key, item):
                 return key, value
         return None
-    if isinstance(node, yaml.SequenceNode) and isinstance(item, int):
-        if 0 <= item < len(node.value):
-            return None, node.value[item]
+    if isinstance(node, yaml.SequenceNode) and isinstance(item, int) and 0 <= item < len(node.value):
+        return None, node.value[item]
     return None
 
 
 def _scalar_key_matches(key: yaml.ScalarNode, item: str | int) -> bool:
     if isinstance(item, int):
-        return key.value == str(item)
+        return bool(key.value == str(item))
     return bool(key.value == item)
 
 

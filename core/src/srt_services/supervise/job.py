@@ -8,8 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from srt_services.errors import SrtError
+from srt_services.launch import process
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.supervise.jobdir import JobDir, atomic_write, default_job_dir, new_cookie
+
+
+SUMMARY_TAIL = 8
 
 
 @dataclass(slots=True)
@@ -117,4 +121,12 @@ def summary(orch: Any, job: JobDir, code: int) -> None:
         out.write(f"srt: job {orch.plan.job_name} finished: {message or 'ok'}\n")
     for entry in orch.unkillable:
         out.write(f"srt: {entry}\n")
+    # what the job's own run said last: the benchmark, or the terminal services
+    ends = [u for u in orch.plan.units if u.category == "benchmark" or u.terminal]
+    for unit in ends[:3]:
+        for inst in unit.instances[:2]:
+            lines = process.tail(os.path.join(job.path, inst.log), SUMMARY_TAIL)
+            if lines:
+                out.write(f"srt: last lines of {inst.log}:\n")
+                out.write("".join(f"    {line}\n" for line in lines))
     out.write(f"srt: job directory {job.path}\n")

@@ -74,7 +74,9 @@ class PlainProgress:
         self.t0 = time.monotonic()
 
     def __call__(self, record: dict[str, Any]) -> None:
-        if self.quiet and record["event"] not in {"stop_requested", "unkillable"}:
+        if self.quiet and not (
+            record["event"] == "unkillable" or (record["event"] == "stop_requested" and record.get("code"))
+        ):
             return
         text = _text(record)
         if text is None:
