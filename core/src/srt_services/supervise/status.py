@@ -82,22 +82,43 @@ def _age(seconds: float | None) -> str:
 
 def render_status(data: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    console = Console(soft_wrap=True)
+    Console(soft_wrap=True).print(status_view(data))
+
+
+def watch_status(path: str, period: float = 0.5) -> None:
+    """Redraw the table until the job ends (its orchestrator is gone)."""
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console()
+    with Live(status_view(status_rows(path)), console=console, refresh_per_second=4) as live:
+        while True:
+            data = status_rows(path)
+            live.update(status_view(data))
+            if not data["orchestrator_alive"]:
+                return
+            time.sleep(period)
+
+
+def status_view(data: dict[str, Any]) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list[Any] = []
     head = f"job {data['job']}: {data['status']}"
     if data["exit_code"] is not None:
         head += f" (exit {data['exit_code']})"
     orch = "running" if data["orchestrator_alive"] else "not running"
     head += f"; orchestrator pid {data['orchestrator_pid']} {orch}"
-    console.print(head)
+    parts.append(Text(head))
     if data.get("slurm"):
         s = data["slurm"]
-        console.print(
-            f"slurm job {s['job_id']}: {s['state'] or 'no longer listed'}; {len(s['steps'])} step(s) running"
-        )
+        state = s["state"] or "no longer listed"
+        parts.append(Text(f"slurm job {s['job_id']}: {state}; {len(s['steps'])} step(s) running"))
     if data.get("cause"):
-        console.print(f"cause: {data['cause']}", markup=False)
+        parts.append(Text(f"cause: {data['cause']}"))
     table = Table(box=None, pad_edge=False)
     for col in ("step", "node", "state", "pid", "uptime", "restarts", "exit", "readiness", "log"):
         table.add_column(col, overflow="fold")
@@ -113,4 +134,5 @@ def render_status(data: dict[str, Any]) -> None:
             r["readiness"] or "-",
             r["log"],
         )
-    console.print(table)
+    parts.append(table)
+    return Group(*parts)
