@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from srt_services.testing.jobs import Jobs, free_port
-from srt_services.testing.survivors import assert_no_survivors
 
 
 @pytest.fixture
@@ -20,5 +19,5 @@ def port() -> int:
 def jobs(tmp_path: Path) -> Iterator[Jobs]:
     j = Jobs(tmp_path)
     yield j
-    for job in j.job_dirs:
-        assert_no_survivors(job)
+    problems = j.finish()
+    assert not problems, "\n".join(problems)

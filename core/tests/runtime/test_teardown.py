@@ -77,6 +77,12 @@ def _freezer_usable() -> bool:
 def test_F17_unkillable_process_is_reported_and_teardown_is_bounded(jobs: Jobs, tmp_path) -> None:
     """A task in a frozen cgroup-v1 freezer is in D state and ignores SIGKILL until thawed:
     the closest thing to an unkillable process a test can make without a kernel module."""
+    for stale in FREEZER.glob("srt-test-*"):  # left by a test session that was killed
+        if not process.alive(int(stale.name.rsplit("-", 1)[1])):
+            (stale / "freezer.state").write_text("THAWED")
+            for pid in (stale / "cgroup.procs").read_text().split():
+                (FREEZER / "cgroup.procs").write_text(pid)
+            stale.rmdir()
     group = FREEZER / f"srt-test-{os.getpid()}"
     group.mkdir()
     try:
@@ -274,3 +280,24 @@ def test_rerun_on_a_job_dir_of_a_killed_orchestrator_stops_leftovers_first(
     assert len(pids.read_text().split()) == 2, "and exactly one new instance started"
     second.signal(signal.SIGTERM)
     second.wait(30)
+
+
+def test_the_job_stops_even_when_its_terminal_is_gone(jobs: Jobs) -> None:
+    """A closed terminal (SSH dropped, pipe reader gone) must not make srt deaf to signals:
+    reporting fails, acting must not."""
+    run = jobs.start(
+        """
+        schema: 2
+        name: deafterm
+        services:
+          - name: a
+            command: [sleep, "1000"]
+        """
+    )
+    run.wait_event("serving")
+    assert run.proc.stdout is not None and run.proc.stderr is not None
+    run.proc.stdout.close()
+    run.proc.stderr.close()
+    run.signal(signal.SIGTERM)
+    assert run.proc.wait(30) == 143
+    assert run.result()["cause"]["kind"] == "signal"

@@ -85,9 +85,13 @@ class JobPaths:
         return f"{self.job_dir}/work/{step}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InstanceContext:
-    """One instance being planned: where it runs and the placeholder values it renders."""
+    """One instance being planned: where it runs and the placeholder values it renders.
+
+    Not frozen: one is built per instance of a 10,000-service plan, and a frozen dataclass
+    pays ``object.__setattr__`` for each field. Treat it as read-only.
+    """
 
     service: str
     step: str

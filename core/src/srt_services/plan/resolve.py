@@ -296,9 +296,10 @@ def _probe(
     default_interval: float,
     liveness: bool = False,
 ) -> PlannedProbe | None:
-    if block is not None and block.probe_name is not None:
-        probe = ctx.plugins.probe(block.probe_name)
-        config = block.probe_config
+    binding = ctx.loaded.probes.get(id(block)) if block is not None else None
+    if block is not None and binding is not None:
+        probe = ctx.plugins.probe(binding[0])
+        config = binding[1]
         timeout = block.timeout_seconds or DEFAULT_TIMEOUT
         interval = block.interval_seconds or DEFAULT_INTERVAL
     elif default is not None:

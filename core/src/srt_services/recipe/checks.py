@@ -114,6 +114,9 @@ class CachedPlugins:
 class CheckResult:
     services: list[Settled] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: id(readiness/liveness block) -> (probe name, validated config). A side table rather
+    #: than pydantic private attributes, which cost microseconds on every model instance.
+    probes: dict[int, tuple[str, Any]] = field(default_factory=dict)
 
 
 class _Checker:
@@ -121,6 +124,7 @@ class _Checker:
         self.recipe = recipe
         self.plugins: Any = CachedPlugins(plugins)
         self.problems: list[Problem] = []
+        self.probes: dict[int, tuple[str, Any]] = {}
 
     def add(self, path: Path, message: str, warning: bool = False) -> None:
         self.problems.append(Problem(tuple(path), message, warning))
@@ -298,7 +302,7 @@ class _Checker:
             value = getattr(config, key) if key in type(config).model_fields else None
             if isinstance(value, str):
                 self.text((*path, name, key), value, ph.ALL if per_worker else ph.COMMON)
-        block.bind_probe(name, config)
+        self.probes[id(block)] = (name, config)
 
     # ------------------------------------------------------------------ services
 
@@ -360,8 +364,6 @@ class _Checker:
                     msg = f"type {kind.name!r} does not understand this option" + msg[len("unknown key"):]
                 self.problems.append(Problem(p.path, msg))
             options = None
-        if spec.__pydantic_private__ is not None:
-            spec.__pydantic_private__["_options"] = options
 
         placement, pool, per = self.placement(at, spec, kind)
         start = spec.start or kind.default_start
@@ -535,7 +537,7 @@ def check(recipe: Recipe, plugins: PluginSet) -> CheckResult:
     checker = _Checker(recipe, plugins)
     checker.job()
     services = checker.services()
-    return CheckResult(services=services, problems=checker.problems)
+    return CheckResult(services=services, problems=checker.problems, probes=checker.probes)
 
 
 def iter_errors(problems: Iterable[Problem]) -> list[Problem]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -29,6 +29,8 @@ class LoadedRecipe:
     services: list[Settled]
     document: Document
     warnings: list[LocatedProblem] = field(default_factory=list)
+    #: id(readiness/liveness block) -> (probe name, validated config), from the checks
+    probes: dict[int, tuple[str, Any]] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -103,4 +105,5 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
         services=result.services,
         document=doc,
         warnings=[p for p in located if p.warning],
+        probes=result.probes,
     )

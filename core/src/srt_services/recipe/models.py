@@ -20,7 +20,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PrivateAttr,
     field_validator,
     model_validator,
 )
@@ -130,9 +129,6 @@ class ProbeBlock(StrictModel):
         " off from 5 ms, so quick services are seen within milliseconds.",
     )
 
-    _probe_name: str | None = PrivateAttr(None)
-    _probe_config: Any = PrivateAttr(None)
-
     @property
     def probe_entries(self) -> dict[str, Any]:
         """Written probe entries, ``port`` expanded to ``tcp``."""
@@ -140,29 +136,6 @@ class ProbeBlock(StrictModel):
         if self.port is not None:
             entries.setdefault("tcp", {"port": self.port})
         return entries
-
-    # Private attributes are read and written through ``__pydantic_private__`` directly:
-    # pydantic's ``__getattr__`` fallback costs microseconds per access, and the planner
-    # reads these once per instance.
-
-    @property
-    def probe_name(self) -> str | None:
-        private = self.__pydantic_private__
-        return private.get("_probe_name") if private else None
-
-    @property
-    def probe_config(self) -> Any:
-        private = self.__pydantic_private__
-        return private.get("_probe_config") if private else None
-
-    def bind_probe(self, name: str, config: Any) -> None:
-        private = self.__pydantic_private__
-        if private is None:  # pragma: no cover - pydantic always initialises it
-            self._probe_name = name
-            self._probe_config = config
-            return
-        private["_probe_name"] = name
-        private["_probe_config"] = config
 
 
 class ReadinessSpec(ProbeBlock):
@@ -370,8 +343,6 @@ class ServiceSpec(StrictModel):
         None, description="SIGTERM to SIGKILL grace at teardown (default: the kind's, 30 s)."
     )
 
-    _options: Any = PrivateAttr(None)
-
     @field_validator("command")
     @classmethod
     def _not_empty_list(cls, value: list[str] | None) -> list[str] | None:
@@ -385,12 +356,6 @@ class ServiceSpec(StrictModel):
         if value is not None and not value:
             raise ValueError("if set, must not be empty (omit it when nothing needs building)")
         return value
-
-    @property
-    def options_obj(self) -> Any:
-        """``options`` validated by the kind's model (set by the checks)."""
-        private = self.__pydantic_private__
-        return private.get("_options") if private else None
 
 
 # --------------------------------------------------------------------------- the job

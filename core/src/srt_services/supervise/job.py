@@ -110,6 +110,14 @@ def run_job(req: RunRequest) -> int:
 
 
 def summary(orch: Any, job: JobDir, code: int) -> None:
+    """Print how the job ended; a closed terminal must not change the exit status."""
+    try:
+        _summary(orch, job, code)
+    except OSError:
+        pass
+
+
+def _summary(orch: Any, job: JobDir, code: int) -> None:
     import sys
 
     cause = orch.stop_cause or {}

@@ -105,7 +105,10 @@ class EventLog:
         record.update({k: v for k, v in fields.items() if v is not None})
         self._pending.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         if self.on_event is not None:
-            self.on_event(record)
+            try:
+                self.on_event(record)
+            except Exception:  # noqa: BLE001 - a display problem must never stop supervision
+                self.on_event = None
         if not self._scheduled:
             try:
                 loop = asyncio.get_running_loop()
@@ -124,7 +127,10 @@ class EventLog:
             self._fh.write(data)
         flush = getattr(self.on_event, "flush", None)
         if flush is not None:
-            flush()
+            try:
+                flush()
+            except Exception:  # noqa: BLE001
+                self.on_event = None
 
     def close(self) -> None:
         self.flush()

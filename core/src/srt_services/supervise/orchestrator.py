@@ -663,15 +663,16 @@ class Orchestrator:
             self._stop_requested.set()
 
     def _on_signal(self, sig: int) -> None:
+        # act first, report second: reporting may fail (a closed terminal), acting may not
         self._signals += 1
         name = signal.Signals(sig).name
         if self._signals > 1 and self.stopping:
-            self._emit("signal", signal=name, detail="second signal: killing everything now")
             assert self.kill_now is not None
             self.kill_now.set()
+            self._emit("signal", signal=name, detail="second signal: killing everything now")
             return
-        self._emit("signal", signal=name)
         self.request_stop({"kind": "signal", "signal": name}, 128 + sig, f"received {name}")
+        self._emit("signal", signal=name)
 
     # ------------------------------------------------------------------ bookkeeping
 

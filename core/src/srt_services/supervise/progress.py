@@ -72,6 +72,7 @@ class PlainProgress:
         self.stream = stream or sys.stdout
         self.quiet = quiet
         self.t0 = time.monotonic()
+        self.broken = False
 
     def __call__(self, record: dict[str, Any]) -> None:
         if self.quiet and not (
@@ -79,16 +80,24 @@ class PlainProgress:
         ):
             return
         text = _text(record)
-        if text is None:
+        if text is None or self.broken:
             return
-        self.stream.write(f"[{time.monotonic() - self.t0:8.3f}s] {text}\n")
+        try:
+            self.stream.write(f"[{time.monotonic() - self.t0:8.3f}s] {text}\n")
+        except (OSError, ValueError):
+            self.broken = True  # the terminal or pipe went away; the job must go on
 
     def flush(self) -> None:
         """Called by the event log once per event-loop turn (and at the end)."""
-        self.stream.flush()
+        if self.broken:
+            return
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.broken = True
 
     def close(self) -> None:
-        self.stream.flush()
+        self.flush()
 
 
 class LiveProgress:

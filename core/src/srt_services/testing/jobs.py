@@ -17,6 +17,20 @@ from pathlib import Path
 from typing import Any
 
 
+#: Every ``srt run`` started through :func:`start_srt` in this process, so a test session can
+#: stop the ones a failed test left behind (see :func:`stop_leftover_runs`).
+STARTED: list[JobRun] = []
+
+
+def stop_leftover_runs() -> int:
+    """Stop every started ``srt run`` still alive; return how many there were."""
+    alive = [r for r in STARTED if r.proc.poll() is None]
+    for run in alive:
+        run.stop()
+    STARTED.clear()
+    return len(alive)
+
+
 @dataclass
 class JobRun:
     """A finished (or running) ``srt run``."""
@@ -30,6 +44,17 @@ class JobRun:
     #: Events already in the job directory when this run started (a re-run appends).
     event_offset: int = 0
     _t0: float = field(default_factory=time.monotonic)
+
+    def stop(self, grace: float = 30.0) -> None:
+        """End this ``srt run`` if it still runs: SIGTERM, then SIGKILL after ``grace``."""
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
     def wait(self, timeout: float = 120.0) -> JobRun:
         try:
@@ -99,7 +124,9 @@ def start_srt(
         cwd=cwd,
         start_new_session=True,
     )
-    return JobRun(job_dir=job_dir, proc=proc, event_offset=offset)
+    run = JobRun(job_dir=job_dir, proc=proc, event_offset=offset)
+    STARTED.append(run)
+    return run
 
 
 def run_recipe(
@@ -123,6 +150,7 @@ class Jobs:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.job_dirs: list[str] = []
+        self.runs: list[JobRun] = []
 
     def recipe(self, text: str) -> str:
         path = self.tmp / f"recipe{next(_counter)}.yaml"
@@ -135,7 +163,29 @@ class Jobs:
         recipe = self.recipe(text)
         job = job_dir or str(self.tmp / f"job{next(_counter)}")
         self.job_dirs.append(job)
-        return start_srt(["run", recipe, *args], job, env=env)
+        run = start_srt(["run", recipe, *args], job, env=env)
+        self.runs.append(run)
+        return run
+
+    def finish(self) -> list[str]:
+        """End every ``srt run`` a test left running (a failed test), then list survivors.
+
+        The orchestrator goes first: killing its services while it lives would only make it
+        restart them."""
+        still_running = [r for r in self.runs if r.proc.poll() is None]
+        for run in still_running:
+            run.stop()
+        left: list[str] = []
+        from srt_services.testing.survivors import assert_no_survivors
+
+        for job in dict.fromkeys(self.job_dirs):
+            try:
+                assert_no_survivors(job)
+            except AssertionError as exc:
+                left.append(str(exc))
+        if still_running:
+            left.insert(0, f"{len(still_running)} srt run process(es) were still running at the end of the test")
+        return left
 
     def run(self, text: str, *args: str, timeout: float = 60.0, **kw: Any) -> JobRun:
         return self.start(text, *args, **kw).wait(timeout)

@@ -24,6 +24,17 @@ def cookie_of_job(job_dir: str) -> str | None:
         return None
 
 
+def _kill_orchestrator(job_dir: str) -> None:
+    try:
+        with open(os.path.join(job_dir, "state.json"), "rb") as fh:
+            orch = json.loads(fh.read()).get("orchestrator") or {}
+    except (OSError, ValueError):
+        return
+    pid, ticks = orch.get("pid"), orch.get("start_ticks")
+    if isinstance(pid, int) and process.alive(pid) and process.start_ticks(pid) == ticks:
+        process.signal_pid(pid, signal.SIGKILL)
+
+
 def survivors(job_dir: str) -> list[str]:
     cookie = cookie_of_job(job_dir)
     if not cookie:
@@ -47,6 +58,7 @@ def assert_no_survivors(job_dir: str, wait: float = 2.0) -> None:
         time.sleep(0.05)
         left = survivors(job_dir)
     if left:
+        _kill_orchestrator(job_dir)  # first, or it restarts what we kill
         cookie = cookie_of_job(job_dir)
         if cookie:
             for pid, _ in process.pids_with_cookie(cookie):

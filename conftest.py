@@ -1,0 +1,16 @@
+"""Session-wide safety net for every test package: no ``srt run`` outlives its test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftover_srt_runs() -> Iterator[None]:
+    yield
+    from srt_services.testing.jobs import stop_leftover_runs
+
+    left = stop_leftover_runs()
+    assert not left, f"{left} srt run process(es) were still running at the end of the test"
