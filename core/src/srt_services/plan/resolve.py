@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from srt_services.extend.context import InstanceContext, JobPaths, Layout, Node, Worker
 from srt_services.extend.expansion import InstanceSeed
+from srt_services.extend.kind import ServiceKind
 from srt_services.names import env_key
 from srt_services.plan import layout as layout_mod
 from srt_services.plan.allocation import Allocation, AllocationRequest
@@ -195,8 +196,8 @@ def _planned_nodes(lay: Layout) -> list[PlannedNode]:
 def _discovery_env(ctx: _Ctx) -> dict[str, str]:
     env: dict[str, str] = {}
     for s in ctx.loaded.services:
-        if s.options is None:
-            continue
+        if s.options is None or type(s.kind).discovery_env is ServiceKind.discovery_env:
+            continue  # most kinds have nothing to announce: skip finding their nodes
         address: str | None = None
         if s.spec.external is None:
             nodes = _service_nodes(ctx, s)
@@ -348,6 +349,24 @@ def _preamble(*parts: str | None) -> str | None:
 # --------------------------------------------------------------------------- services
 
 
+_HOOKS = ("command", "default_env", "forced_env", "preamble", "readiness", "files")
+_OVERRIDES: dict[type, frozenset[str]] = {}
+
+
+def _overridden(kind: ServiceKind) -> frozenset[str]:
+    """Which per-instance kind methods a kind class overrides (the rest need no call)."""
+    cls = type(kind)
+    found = _OVERRIDES.get(cls)
+    if found is None:
+        found = frozenset(h for h in _HOOKS if getattr(cls, h) is not getattr(ServiceKind, h))
+        _OVERRIDES[cls] = found
+    return found
+
+
+def _has_braces(*texts: str | None) -> bool:
+    return any(t is not None and "{" in t for t in texts)
+
+
 def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUnit | None:
     spec = s.spec
     kind = s.kind
@@ -384,7 +403,9 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         what = "workers" if s.per == "worker" else "nodes"
         message = f"placement {s.placement} selects no {what} in this job"
         if s.eff.path is None:
-            ctx.warnings.append(f"services[{s.name}] (implied by {s.eff.implied_by}): {message}; skipped")
+            ctx.warnings.append(
+                f"services[{s.name}] (implied by {s.eff.implied_by}): {message}; skipped"
+            )
             return None
         ctx.problems.append(Problem((*s.eff.label_path, "placement"), message))
         return None
@@ -411,49 +432,95 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
     if spec.source is not None:
         cwd = f"{src_dir}/{spec.source.path}" if spec.source.path else src_dir
     kind_ports = list(kind.listen_ports(spec, options))
-    first_values: dict[str, str] | None = None
+    hooks = _overridden(kind)
     own = _own_values(nodes)
+    at = s.eff.label_path
+    owner = f"services[{s.name}]"
+    # What does not change from one instance to the next is rendered once: the common case
+    # (no placeholder in the recipe's strings, a kind that adds none) then costs a copy.
+    static_argv: list[str] | None = None
+    if "command" not in hooks or spec.command is not None:
+        words = [*(spec.command or ()), *spec.args]
+        if not any("{" in w for w in words):
+            static_argv = words
+    env_base: dict[str, str] = dict(discovery) if base.inherit_discovery_env else {}
+    recipe_env_static = not any("{" in v for v in spec.env.values())
+    static_env: dict[str, str] | None = None
+    if recipe_env_static and not hooks & {"default_env", "forced_env"}:
+        static_env = {**env_base, **spec.env}
+    static_preamble = "preamble" not in hooks and not _has_braces(spec.preamble)
+    readiness_block = spec.readiness
+    needs_ctx = bool(hooks) or readiness_block is not None or spec.liveness is not None
+    first_values: dict[str, str] | None = None
+    warned: set[str] = set()
     for index, seed in enumerate(seeds):
-        values = _values(ctx, seed.node, index, s.placement, own, seed.step, seed.worker, seed.worker_node_rank)
+        worker = seed.worker
+        values = _values(
+            ctx, seed.node, index, s.placement, own, seed.step, worker, seed.worker_node_rank
+        )
         if first_values is None:
             first_values = values
-        ictx = InstanceContext(
-            service=s.name,
-            step=seed.step,
-            node=seed.node,
-            index=index,
-            role=s.placement,
-            nodes=nodes,
-            layout=ctx.layout,
-            paths=ctx.paths,
-            worker=seed.worker,
-            worker_node_rank=seed.worker_node_rank,
-            values=values,
+        ictx = (
+            InstanceContext(
+                service=s.name,
+                step=seed.step,
+                node=seed.node,
+                index=index,
+                role=s.placement,
+                nodes=nodes,
+                layout=ctx.layout,
+                paths=ctx.paths,
+                worker=worker,
+                worker_node_rank=seed.worker_node_rank,
+                values=values,
+            )
+            if needs_ctx
+            else None
         )
-        argv = _render_all(spec.command if spec.command is not None else kind.command(spec, options, ictx), values)
-        argv += _render_all(spec.args, values)
-        env: dict[str, str] = {}
-        if base.inherit_discovery_env:
-            env.update(discovery)
-        env.update(_render_env(kind.default_env(spec, options, ictx), values))
-        env.update(_render_env(spec.env, values))
-        forced = _render_env(kind.forced_env(spec, options, ictx), values)
-        for key in forced:
-            if key in spec.env and index == 0:
-                base.warnings.append(f"env.{key} is set by type {kind.name}; the recipe's value is ignored")
-        env.update(forced)
-        if seed.worker is not None and not seed.worker.whole_node:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in seed.worker.gpus)
-        kpre = kind.preamble(spec, options, ictx)
-        preamble = _preamble(
-            render(kpre, values) if kpre else None, render(spec.preamble, values) if spec.preamble else None
-        )
-        readiness = _probe(
-            ctx, spec.readiness, kind.readiness(spec, options, ictx), ictx, None,
-            kind.default_readiness_timeout, kind.default_readiness_interval,
-        )
-        liveness = _probe(ctx, spec.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True)
-        at = s.eff.label_path
+        if static_argv is not None:
+            argv = list(static_argv)
+        else:
+            command = spec.command if spec.command is not None else kind.command(spec, options, ictx)  # type: ignore[arg-type]
+            argv = _render_all(command, values) + _render_all(spec.args, values)
+        if static_env is not None:
+            env = static_env
+        else:
+            env = dict(env_base)
+            if "default_env" in hooks:
+                env.update(_render_env(kind.default_env(spec, options, ictx), values))  # type: ignore[arg-type]
+            env.update(spec.env if recipe_env_static else _render_env(spec.env, values))
+            if "forced_env" in hooks:
+                forced = _render_env(kind.forced_env(spec, options, ictx), values)  # type: ignore[arg-type]
+                for key in forced:
+                    if key in spec.env and key not in warned:
+                        warned.add(key)
+                        base.warnings.append(
+                            f"env.{key} is set by type {kind.name}; the recipe's value is ignored"
+                        )
+                env.update(forced)
+        if worker is not None and not worker.whole_node:
+            env = {**env, "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in worker.gpus)}
+        if static_preamble:
+            preamble = _preamble(spec.preamble)
+        else:
+            kpre = kind.preamble(spec, options, ictx) if "preamble" in hooks else None  # type: ignore[arg-type]
+            preamble = _preamble(
+                render(kpre, values) if kpre else None,
+                render(spec.preamble, values) if spec.preamble else None,
+            )
+        readiness = None
+        liveness = None
+        if ictx is not None:
+            default = kind.readiness(spec, options, ictx) if "readiness" in hooks else None
+            if readiness_block is not None or default is not None:
+                readiness = _probe(
+                    ctx, readiness_block, default, ictx, None,
+                    kind.default_readiness_timeout, kind.default_readiness_interval,
+                )
+            if spec.liveness is not None:
+                liveness = _probe(
+                    ctx, spec.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True
+                )
         # port -> where the recipe says it (the first claim of a port wins the path)
         claims: dict[int, Path] = dict.fromkeys(kind_ports, at)
         rport = _probe_port(readiness)
@@ -462,16 +529,19 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         for i, m in enumerate(metrics):
             if m.nodes == "all" or index == 0:
                 claims.setdefault(m.port, (*at, "metrics", i) if spec.metrics else at)
-        ports = list(claims)
-        owner = f"services[{s.name}]"
+        node_name = seed.node.name
         for port, where in claims.items():
-            ctx.ledger.claim(seed.node.name, port, owner, seed.step, where)
-        files = {k: render(v, values) for k, v in kind.files(spec, options, ictx).items()}
+            ctx.ledger.claim(node_name, port, owner, seed.step, where)
+        files = (
+            {k: render(v, values) for k, v in kind.files(spec, options, ictx).items()}  # type: ignore[arg-type]
+            if "files" in hooks
+            else {}
+        )
         base.instances.append(
             PlannedInstance(
                 step=seed.step,
                 unit=s.name,
-                node=seed.node.name,
+                node=node_name,
                 node_ip=seed.node.ip,
                 index=index,
                 argv=argv,
@@ -482,14 +552,18 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
                 cwd=cwd,
                 readiness=readiness,
                 liveness=liveness,
-                ports=ports,
+                ports=list(claims),
                 files=files,
-                worker=seed.worker.key if seed.worker else None,
-                gpus=list(seed.worker.gpus) if seed.worker else None,
+                worker=worker.key if worker else None,
+                gpus=list(worker.gpus) if worker else None,
                 container=render(spec.container, values) if spec.container else None,
                 cpus_per_task=spec.cpus_per_task,
                 cpu_bind=spec.cpu_bind,
-                srun_options={k: render(v, values) for k, v in spec.srun_options.items()},
+                srun_options=(
+                    {k: render(v, values) for k, v in spec.srun_options.items()}
+                    if spec.srun_options
+                    else {}
+                ),
                 stop_signal=kind.stop_signal,
             )
         )
