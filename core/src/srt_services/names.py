@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 NAME_MAX = 63
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# \Z, not $: ``$`` also matches before a final newline, which would let "a\n" through
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 #: Loader variables that change what every process executes. A recipe must opt in to set
 #: them (``allow_loader_env: true`` on the entry) because a typo here breaks every binary.
@@ -29,6 +30,8 @@ def name_problem(value: str) -> str | None:
         return f"must be at most {NAME_MAX} characters (got {len(value)})"
     if NAME_RE.match(value):
         return None
+    if "\n" in value or "\r" in value:
+        return f"must not contain a line break, got {value!r}"
     if value in {".", ".."} or "/" in value:
         return f"must be a single path-safe token, got {value!r}"
     if value.startswith("-"):

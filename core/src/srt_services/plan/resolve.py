@@ -267,6 +267,31 @@ def _values(
     return values
 
 
+class _LazyValues(Mapping[str, str]):
+    """An instance's placeholder values, built on first use: most instances of a large plan
+    have nothing to render, and building ~25 entries each is most of their planning cost."""
+
+    __slots__ = ("_args", "_data")
+
+    def __init__(self, *args: Any) -> None:
+        self._args = args
+        self._data: dict[str, str] | None = None
+
+    def _get(self) -> dict[str, str]:
+        if self._data is None:
+            self._data = _values(*self._args)
+        return self._data
+
+    def __getitem__(self, key: str) -> str:
+        return self._get()[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
 def _render_all(items: list[str] | None, values: Mapping[str, str]) -> list[str]:
     # the ``"{" in v`` test saves a call for the many arguments without a placeholder
     return [render(v, values) if "{" in v else v for v in items or ()]
@@ -451,11 +476,11 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
     static_preamble = "preamble" not in hooks and not _has_braces(spec.preamble)
     readiness_block = spec.readiness
     needs_ctx = bool(hooks) or readiness_block is not None or spec.liveness is not None
-    first_values: dict[str, str] | None = None
+    first_values: Mapping[str, str] | None = None
     warned: set[str] = set()
     for index, seed in enumerate(seeds):
         worker = seed.worker
-        values = _values(
+        values: Mapping[str, str] = _LazyValues(
             ctx, seed.node, index, s.placement, own, seed.step, worker, seed.worker_node_rank
         )
         if first_values is None:
@@ -547,7 +572,7 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
                 argv=argv,
                 env=env,
                 log=f"logs/{seed.step}.out",
-                work_dir=values["work_dir"],
+                work_dir=ctx.paths.work_dir(seed.step),
                 preamble=preamble,
                 cwd=cwd,
                 readiness=readiness,
