@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from types import ModuleType
@@ -55,8 +54,11 @@ json.dump(deltas, open(out, "w"))
 
 
 def load_cluster_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("slurm_cluster", ROOT / "scripts" / "slurm_cluster.py")
-    assert spec and spec.loader
+    spec = importlib.util.spec_from_file_location(
+        "slurm_cluster", ROOT / "scripts" / "slurm_cluster.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules["slurm_cluster"] = mod
     spec.loader.exec_module(mod)
@@ -64,11 +66,18 @@ def load_cluster_module() -> ModuleType:
 
 
 def recipe_text(work: Path) -> str:
-    task = "import os,time; open(os.environ['SRT_JOB_DIR']+'/start-'+os.environ['SRT_INSTANCE'],'w').write(repr(time.time())); time.sleep(1000)"
+    task = (
+        "import os,time; open(os.environ['SRT_JOB_DIR']+'/start-'+os.environ['SRT_INSTANCE'],'w')"
+        ".write(repr(time.time())); time.sleep(1000)"
+    )
     lines = ["schema: 2", "name: benchslurm", "slurm: {signal_before_end_seconds: 0}", "services:"]
-    lines.append(f"  - {{name: s0, nodes: {NODES}, command: [{sys.executable}, -c, {json.dumps(task)}]}}")
+    lines.append(
+        f"  - {{name: s0, nodes: {NODES}, command: [{sys.executable}, -c, {json.dumps(task)}]}}"
+    )
     for i in range(1, SERVICES):
-        lines.append(f"  - {{name: s{i}, placement: {{pool: s0}}, command: [{sys.executable}, -c, {json.dumps(task)}]}}")
+        lines.append(
+            f"  - {{name: s{i}, placement: {{pool: s0}}, command: [{sys.executable}, -c, {json.dumps(task)}]}}"
+        )
     wait = f"while [ $(ls $SRT_JOB_DIR | grep -c '^start-') -lt {SERVICES * NODES} ]; do sleep 0.05; done; sleep 0.2"
     lines.append(f"  - {{name: end, terminal: true, command: [bash, -c, {json.dumps(wait)}]}}")
     return "\n".join(lines) + "\n"
@@ -90,23 +99,35 @@ def main() -> int:
         job_dir = base / "job"
         out = subprocess.run(
             [sys.executable, "-m", "srt_services", "render", str(recipe), "-o", str(job_dir)],
-            capture_output=True, text=True, env=env, check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
         )
         script = Path(out.stdout.strip())
         body = script.read_text().splitlines()
         raw = base / "raw.py"
         raw.write_text(RAW)
         insert = [
-            f"NODES=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | paste -sd,) COUNT={SERVICES * NODES}"
+            f'NODES=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd,) COUNT={SERVICES * NODES}'
             f" RAW_OUT={base / 'raw.json'} {sys.executable} {raw}",
         ]
         body = body[:-1] + insert + body[-1:]
         script.write_text("\n".join(body) + "\n")
-        job_id = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, env=env, check=True).stdout.strip()
+        job_id = subprocess.run(
+            ["sbatch", "--parsable", str(script)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout.strip()
         deadline = time.monotonic() + 180
         while not (job_dir / "result.json").exists():
             if time.monotonic() > deadline:
-                print("job did not finish; sbatch.out:\n" + (job_dir / "logs" / "sbatch.out").read_text())
+                print(
+                    "job did not finish; sbatch.out:\n"
+                    + (job_dir / "logs" / "sbatch.out").read_text()
+                )
                 return 1
             time.sleep(0.5)
         events = [json.loads(line) for line in (job_dir / "events.jsonl").read_text().splitlines()]
@@ -122,11 +143,17 @@ def main() -> int:
         first, last = min(launched.values()), max(launched.values())
         ms = lambda xs: statistics.median(xs) * 1000  # noqa: E731
         print(f"slurm launcher, {SERVICES * NODES} instances on {NODES} nodes (job {job_id})")
-        print(f"  launch -> task running, median  srt {ms(srt):7.1f} ms   raw srun --overlap {ms(raw_deltas):7.1f} ms"
-              f"   ratio {statistics.median(srt) / statistics.median(raw_deltas):.2f}x (target <= 1.5x)")
-        print(f"  srt first -> last launched: {(last - first) * 1000:.1f} ms for {len(launched)} steps")
-        print(f"  teardown of {SERVICES * NODES} steps: {(end - stop):.2f} s; KillWait {cluster.kill_wait} s"
-              f" -> {((end - stop) / cluster.kill_wait) * 100:.0f} % of KillWait (must be < 100 %)")
+        print(
+            f"  launch -> task running, median  srt {ms(srt):7.1f} ms   raw srun --overlap {ms(raw_deltas):7.1f} ms"
+            f"   ratio {statistics.median(srt) / statistics.median(raw_deltas):.2f}x (target <= 1.5x)"
+        )
+        print(
+            f"  srt first -> last launched: {(last - first) * 1000:.1f} ms for {len(launched)} steps"
+        )
+        print(
+            f"  teardown of {SERVICES * NODES} steps: {(end - stop):.2f} s; KillWait {cluster.kill_wait} s"
+            f" -> {((end - stop) / cluster.kill_wait) * 100:.0f} % of KillWait (must be < 100 %)"
+        )
         result = json.loads((job_dir / "result.json").read_text())
         print(f"  job exit code {result['exit_code']}")
     finally:

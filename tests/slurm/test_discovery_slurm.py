@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from srt_services.supervise.jobdir import read_events
 from srt_services.testing.survivors import survivors
 
@@ -134,7 +133,7 @@ def test_dedicated_discovery_plane_reached_by_ip_from_other_nodes(
     }
     bench = (job_dir / "logs" / "benchmark.out").read_text()
     for node in ("n2", "n3"):
-        assert f"pong from agg_" in bench and cluster.node_ips[node] in bench
+        assert "pong from agg_" in bench and cluster.node_ips[node] in bench
     wait_until(lambda: not shell.job_pids(job_id), timeout=30, what="job processes gone")
     assert not survivors(str(job_dir))
     assert os.path.exists(job_dir / "state.json")

@@ -58,7 +58,12 @@ class SiteConfig:
 _TABLES: dict[str, set[str]] = {
     "plugins": {"require", "allow", "block", "lock", "strict"},
     "slurm": {
-        "partition", "account", "time", "sbatch_extra", "srun_extra", "gpus_per_node",
+        "partition",
+        "account",
+        "time",
+        "sbatch_extra",
+        "srun_extra",
+        "gpus_per_node",
         "network_interface",
     },
     "containers": {"aliases", "mounts"},

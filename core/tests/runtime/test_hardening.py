@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-
 from srt_services import hookimpl
 from srt_services.errors import RecipeInvalid
 from srt_services.extend.kind import ServiceKind
@@ -76,7 +75,7 @@ def test_V03_nothing_is_written_outside_the_job_dir(tmp_path: Path) -> None:
     plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
     code = Orchestrator(plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())).run()
     assert code == 1
-    found = [p for p in tmp_path.rglob("escaped.txt")]
+    found = list(tmp_path.rglob("escaped.txt"))
     assert found == []
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from srt_services.probes.http import HttpProbe
 from srt_services.probes.log import MAX_LINE, LineScanner, LogProbe
 from srt_services.supervise.probing import InotifyHub, Target, backoff_delay

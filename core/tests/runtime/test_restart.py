@@ -9,7 +9,6 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from srt_services.plan.model import PlannedRestart
 from srt_services.supervise.restart import RestartTracker
 from srt_services.testing.jobs import Jobs, events_of, wait_for
@@ -24,15 +23,15 @@ class FakeClock:
 
 
 def policy(**kw: float) -> PlannedRestart:
-    base = dict(
-        policy="on-failure",
-        backoff_initial=1.0,
-        backoff_max=8.0,
-        max_failures=5,
-        window=600.0,
-        reset_after=16.0,
-        jitter=0.25,
-    )
+    base = {
+        "policy": "on-failure",
+        "backoff_initial": 1.0,
+        "backoff_max": 8.0,
+        "max_failures": 5,
+        "window": 600.0,
+        "reset_after": 16.0,
+        "jitter": 0.25,
+    }
     base.update(kw)
     return PlannedRestart(**base)  # type: ignore[arg-type]
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from srt_services.launch.local import LocalLauncher
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve

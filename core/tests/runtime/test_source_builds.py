@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from srt_services.testing.jobs import Jobs, events_of
 
 

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from srt_services.launch import process
 from srt_services.testing.jobs import Jobs, events_of, wait_for
 from srt_services.testing.survivors import assert_no_survivors
@@ -250,6 +249,7 @@ def test_orchestrator_sigkilled_then_srt_stop_cleans_up_by_cookie(jobs: Jobs, tm
     assert all(process.alive(p) for p in service_pids), "a SIGKILLed orchestrator cleans up nothing"
     out = subprocess.run(
         [sys.executable, "-m", "srt_services", "stop", run.job_dir, "--timeout", "5"],
+        check=False,
         capture_output=True,
         text=True,
     )

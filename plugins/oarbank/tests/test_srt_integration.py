@@ -19,7 +19,9 @@ from srt_services.launch import process
 from srt_services.testing.jobs import run_recipe, start_srt
 from srt_services.testing.survivors import assert_no_survivors
 
-pytestmark = pytest.mark.skipif(shutil.which("etcd") is None, reason="needs etcd (apt-get install etcd-server)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("etcd") is None, reason="needs etcd (apt-get install etcd-server)"
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,7 +33,9 @@ def free_port() -> int:
 
 
 def srt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "srt_services", *args], capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "srt_services", *args], capture_output=True, text=True, check=False
+    )
 
 
 @pytest.fixture
@@ -55,11 +59,25 @@ def _etcd_pids(bundle_data: Path) -> list[int]:
     return found
 
 
-def test_exposed_etcd_passes_the_conformance_runner(etcd_bundle: tuple[Path, int], tmp_path: Path) -> None:
+def test_exposed_etcd_passes_the_conformance_runner(
+    etcd_bundle: tuple[Path, int], tmp_path: Path
+) -> None:
     bundle, _ = etcd_bundle
     junit = tmp_path / "junit.xml"
-    out = srt("oarbank", "check", "--bundle", str(bundle), "--data", str(tmp_path / "data"), "--service", "etcd",
-              "--junit", str(junit), "--tap", str(bundle / "bin" / "etcd"))
+    out = srt(
+        "oarbank",
+        "check",
+        "--bundle",
+        str(bundle),
+        "--data",
+        str(tmp_path / "data"),
+        "--service",
+        "etcd",
+        "--junit",
+        str(junit),
+        "--tap",
+        str(bundle / "bin" / "etcd"),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "not ok" not in out.stdout
     assert out.stdout.count("\nok ") + out.stdout.startswith("ok ") >= 20
@@ -67,17 +85,29 @@ def test_exposed_etcd_passes_the_conformance_runner(etcd_bundle: tuple[Path, int
     assert not [p for p in _etcd_pids(tmp_path / "data") if process.alive(p)]
 
 
-def test_exposed_ops_are_idempotent_and_label_what_they_own(etcd_bundle: tuple[Path, int], tmp_path: Path) -> None:
+def test_exposed_ops_are_idempotent_and_label_what_they_own(
+    etcd_bundle: tuple[Path, int], tmp_path: Path
+) -> None:
     bundle, client = etcd_bundle
     data = tmp_path / "data"
     data.mkdir()
     env = {
-        "PATH": os.environ["PATH"], "OARBANK_MODULE_DATA": str(data), "OARBANK_SERVICE": "etcd",
-        "OARBANK_NODE_ID": "node-a", "OARBANK_MODULE": "srt-etcd",
+        "PATH": os.environ["PATH"],
+        "OARBANK_MODULE_DATA": str(data),
+        "OARBANK_SERVICE": "etcd",
+        "OARBANK_NODE_ID": "node-a",
+        "OARBANK_MODULE": "srt-etcd",
     }
 
     def op(*args: str) -> tuple[int, dict[str, object]]:
-        p = subprocess.run([str(bundle / "bin" / "etcd"), *args], capture_output=True, text=True, env=env, cwd=bundle, check=False)
+        p = subprocess.run(
+            [str(bundle / "bin" / "etcd"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=bundle,
+            check=False,
+        )
         return p.returncode, json.loads(p.stdout)
 
     code, started = op("start")
@@ -98,7 +128,9 @@ def test_exposed_ops_are_idempotent_and_label_what_they_own(etcd_bundle: tuple[P
     assert client > 0
 
 
-def test_oarbank_kind_runs_etcd_through_the_protocol(etcd_bundle: tuple[Path, int], tmp_path: Path) -> None:
+def test_oarbank_kind_runs_etcd_through_the_protocol(
+    etcd_bundle: tuple[Path, int], tmp_path: Path
+) -> None:
     bundle, client = etcd_bundle
     check = (
         "import base64,json,urllib.request\n"
@@ -139,12 +171,14 @@ def test_oarbank_kind_runs_etcd_through_the_protocol(etcd_bundle: tuple[Path, in
     assert status["service"] == "etcd"
     pid = int(run.log("service_client").split("etcd pid ")[1].split()[0])
     assert not process.alive(pid), "the agent stopped etcd through the protocol"
-    stops = (job_dir / "work" / "service_kv" / "data")
+    stops = job_dir / "work" / "service_kv" / "data"
     assert stops.exists()
     assert_no_survivors(str(job_dir))
 
 
-def test_agent_killed_fails_a_critical_oarbank_service_and_nothing_leaks(etcd_bundle: tuple[Path, int], tmp_path: Path) -> None:
+def test_agent_killed_fails_a_critical_oarbank_service_and_nothing_leaks(
+    etcd_bundle: tuple[Path, int], tmp_path: Path
+) -> None:
     bundle, _ = etcd_bundle
     recipe = tmp_path / "job.yaml"
     recipe.write_text(
@@ -162,7 +196,9 @@ def test_agent_killed_fails_a_critical_oarbank_service_and_nothing_leaks(etcd_bu
     run.wait(60)
     assert run.code == 1
     assert run.result()["cause"]["unit"] == "kv"
-    assert not [p for p in etcd if process.alive(p)], "the orphaned service was still stopped at teardown"
+    assert not [p for p in etcd if process.alive(p)], (
+        "the orphaned service was still stopped at teardown"
+    )
     assert_no_survivors(str(job_dir))
 
 
@@ -171,7 +207,7 @@ def test_oarbank_probe_gates_a_service_on_a_module_probe(tmp_path: Path) -> None
     (bundle / "bin").mkdir(parents=True)
     for name, health in (("present", "healthy"), ("absent", "unhealthy")):
         exe = bundle / "bin" / name
-        exe.write_text(f"#!/bin/sh\necho '{{\"health\": \"{health}\"}}'\n")
+        exe.write_text(f'#!/bin/sh\necho \'{{"health": "{health}"}}\'\n')
         exe.chmod(0o755)
     (bundle / "oarbank-module.json").write_text(
         json.dumps(
@@ -179,7 +215,10 @@ def test_oarbank_probe_gates_a_service_on_a_module_probe(tmp_path: Path) -> None
                 "name": "tools",
                 "version": "1",
                 "protocol": 1,
-                "probes": [{"name": "present", "exec": ["bin/present"]}, {"name": "absent", "exec": ["bin/absent"]}],
+                "probes": [
+                    {"name": "present", "exec": ["bin/present"]},
+                    {"name": "absent", "exec": ["bin/absent"]},
+                ],
             }
         )
     )

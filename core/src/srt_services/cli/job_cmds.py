@@ -66,7 +66,9 @@ def run(
 @click.command()
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("-w", "--watch", is_flag=True, help="Keep the table live until the job ends (Ctrl-C to leave).")
+@click.option(
+    "-w", "--watch", is_flag=True, help="Keep the table live until the job ends (Ctrl-C to leave)."
+)
 def status(job_dir: str, as_json: bool, watch: bool) -> None:
     """Show every instance of a job (running or ended): state, PID, uptime, readiness, log."""
     from srt_services.supervise.status import render_status, status_rows, watch_status

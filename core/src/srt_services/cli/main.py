@@ -71,16 +71,18 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: map srt's exceptions to exit codes and one-line messages."""
+    from click.exceptions import Abort, Exit
+
     from srt_services.errors import JobFailed, RecipeInvalid, SrtError
 
     try:
         cli.main(args=argv, prog_name="srt", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except Abort:
         sys.stderr.write("aborted\n")
         sys.exit(130)
     except RecipeInvalid as exc:

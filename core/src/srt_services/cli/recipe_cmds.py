@@ -64,8 +64,20 @@ def validate(recipes: tuple[str, ...], quiet: bool) -> None:
 @click.option("--nodelist", help="Plan for these node names (comma-separated).")
 @click.option("--local", is_flag=True, help="Use the addresses `srt run` would (127.0.0.x).")
 @click.option("--json", "as_json", is_flag=True, help="Write the plan as JSON.")
-@click.option("--srun", "show_srun", is_flag=True, help="Also print the srun line of every instance (Slurm launcher).")
-def dry_run(recipe: str, nodes: int | None, nodelist: str | None, local: bool, as_json: bool, show_srun: bool) -> None:
+@click.option(
+    "--srun",
+    "show_srun",
+    is_flag=True,
+    help="Also print the srun line of every instance (Slurm launcher).",
+)
+def dry_run(
+    recipe: str,
+    nodes: int | None,
+    nodelist: str | None,
+    local: bool,
+    as_json: bool,
+    show_srun: bool,
+) -> None:
     """Show exactly what `srt run` would do: nodes, phases, argv, effective env, probes.
 
     Nothing is started and no network is used. Without --nodes, the plan uses as many
@@ -96,8 +108,13 @@ def dry_run(recipe: str, nodes: int | None, nodelist: str | None, local: bool, a
         sys.stdout.write("srun lines (job <job_id>):\n")
         for inst in plan.instances():
             argv = srun_argv(
-                inst, "<job_id>", f"{plan.job_dir}/{inst.log}", plan.job_dir,
-                site.container_aliases, site.container_mounts, site.slurm.srun_extra,
+                inst,
+                "<job_id>",
+                f"{plan.job_dir}/{inst.log}",
+                plan.job_dir,
+                site.container_aliases,
+                site.container_mounts,
+                site.slurm.srun_extra,
             )
             sys.stdout.write(f"  {inst.step}: {shlex.join(argv)}\n")
 
@@ -135,7 +152,16 @@ def kinds(as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(title="Service kinds", title_justify="left")
-    for col in ("type", "start", "critical", "placement", "readiness", "external", "dedicated", "plugin"):
+    for col in (
+        "type",
+        "start",
+        "critical",
+        "placement",
+        "readiness",
+        "external",
+        "dedicated",
+        "plugin",
+    ):
         table.add_column(col)
     for r in rows:
         table.add_row(

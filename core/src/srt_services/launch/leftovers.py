@@ -24,7 +24,7 @@ def is_stale_local(h: Holder) -> bool:
 
     try:
         view = JobView.read(h.job_dir)
-    except Exception:  # noqa: BLE001 - an unreadable job dir proves nothing
+    except Exception:
         return False
     return view.cookie == h.cookie and not view.orchestrator_alive()
 

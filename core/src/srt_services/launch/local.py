@@ -14,9 +14,9 @@ from typing import ClassVar
 
 from srt_services.extend.launcher import Launcher, Preflight
 from srt_services.launch import portcheck, process
-from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.children import CommandResult, run_command
 from srt_services.launch.handle import Handle
+from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.plan.model import PlannedInstance
 
 
@@ -56,7 +56,8 @@ class LocalLauncher(Launcher):
         # escaped daemons of this instance are our children carrying its step in the cookie
         watched = self.watcher.watched_pids() if self.watcher is not None else set()
         escaped = [
-            pid for pid in process.my_children()
+            pid
+            for pid in process.my_children()
             if pid not in watched and process.cookie_of(pid)[1] == handle.step
         ]
         return process.tree_listens(handle.pid, port, escaped)

@@ -20,7 +20,7 @@ import psutil
 
 from srt_services.launch import process
 
-WILDCARDS = {"0.0.0.0", "::", "::ffff:0.0.0.0"}
+WILDCARDS = {"0.0.0.0", "::", "::ffff:0.0.0.0"}  # noqa: S104 - matched, never bound
 
 
 @dataclass(slots=True)

@@ -368,7 +368,7 @@ def holders_of(port: int, address: str | None = None) -> list[str]:
     for c in conns:
         if c.status != psutil.CONN_LISTEN or not c.laddr or c.laddr.port != port:
             continue
-        if address and c.laddr.ip not in {address, "0.0.0.0", "::", "::ffff:0.0.0.0"}:
+        if address and c.laddr.ip not in {address, "0.0.0.0", "::", "::ffff:0.0.0.0"}:  # noqa: S104
             continue
         if c.pid is None:
             out.append(f"an unknown process on {c.laddr.ip}:{port}")

@@ -38,10 +38,7 @@ class AllocationRequest:
     def build(self, needed: int) -> Allocation:
         if self.kind == "local":
             return local(self.count or needed, self.job_id)
-        if self.nodelist:
-            names = self.nodelist
-        else:
-            names = tuple(f"node{i}" for i in range(self.count or needed))
+        names = self.nodelist or tuple(f"node{i}" for i in range(self.count or needed))
         return Allocation(
             "symbolic", tuple(Node(n, f"<{n}-ip>", i) for i, n in enumerate(names)), self.job_id
         )

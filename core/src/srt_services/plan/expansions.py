@@ -13,7 +13,11 @@ class PerNode(Expansion):
     summary: ClassVar[str] = "One instance per placed node (`service_<name>[_<node>]`)."
 
     def seeds(
-        self, service: str, nodes: tuple[Node, ...], layout: Layout, worker_roles: frozenset[str] | None
+        self,
+        service: str,
+        nodes: tuple[Node, ...],
+        layout: Layout,
+        worker_roles: frozenset[str] | None,
     ) -> list[InstanceSeed]:
         if len(nodes) == 1:
             return [InstanceSeed(node=nodes[0], step=f"service_{service}")]
@@ -29,7 +33,11 @@ class PerWorker(Expansion):
     needs_workers: ClassVar[bool] = True
 
     def seeds(
-        self, service: str, nodes: tuple[Node, ...], layout: Layout, worker_roles: frozenset[str] | None
+        self,
+        service: str,
+        nodes: tuple[Node, ...],
+        layout: Layout,
+        worker_roles: frozenset[str] | None,
     ) -> list[InstanceSeed]:
         placed = {n.name: n for n in nodes}
         found: list[tuple[int, int, int, InstanceSeed]] = []

@@ -80,7 +80,9 @@ class AllocationTooSmall(ValueError):
     pass
 
 
-def carve(nodes: list[Node], needs: NodeNeeds, gpus_per_node: int, ports: dict[str, int | None]) -> Layout:
+def carve(
+    nodes: list[Node], needs: NodeNeeds, gpus_per_node: int, ports: dict[str, int | None]
+) -> Layout:
     """Split ``nodes`` (allocation order) into the job's roles; ``ports`` is each role's base port."""
     if len(nodes) < needs.total:
         raise AllocationTooSmall(

@@ -97,5 +97,14 @@ class Pool(Placement):
 
 
 BUILTIN_PLACEMENTS: list[type[Placement]] = [
-    Head, Infra, Dedicated, Prefill, Decode, Agg, Workers, Compute, All, Pool,
+    Head,
+    Infra,
+    Dedicated,
+    Prefill,
+    Decode,
+    Agg,
+    Workers,
+    Compute,
+    All,
+    Pool,
 ]

@@ -109,7 +109,9 @@ def _resolve(
         lay = layout_mod.carve(list(allocation.nodes), needs, recipe.resources.gpus_per_node, ports)
     except layout_mod.AllocationTooSmall as exc:
         doc = loaded.document
-        raise RecipeError(doc.source, locate([Problem((), str(exc))], doc.source, doc.data, doc.mark_of)) from None
+        raise RecipeError(
+            doc.source, locate([Problem((), str(exc))], doc.source, doc.data, doc.mark_of)
+        ) from None
     paths = JobPaths(job_dir=job_dir, job_id=allocation.job_id)
     common = {
         "head_node": lay.head.name,
@@ -163,7 +165,7 @@ def _resolve(
         infra=lay.infra.name,
         client=lay.client.name,
         units=units,
-        phases={k: v for k, v in phases.items()},
+        phases=dict(phases),
         discovery_env=discovery,
         ports=ctx.ledger.entries(),
         scrape_targets=_scrape_targets(units),
@@ -505,7 +507,10 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         if static_argv is not None:
             argv = list(static_argv)
         else:
-            command = spec.command if spec.command is not None else kind.command(spec, options, ictx)  # type: ignore[arg-type]
+            assert spec.command is not None or ictx is not None
+            command = (
+                spec.command if spec.command is not None else kind.command(spec, options, ictx)  # type: ignore[arg-type]
+            )
             argv = _render_all(command, values) + _render_all(spec.args, values)
         if static_env is not None:
             env = static_env
@@ -539,8 +544,13 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
             default = kind.readiness(spec, options, ictx) if "readiness" in hooks else None
             if readiness_block is not None or default is not None:
                 readiness = _probe(
-                    ctx, readiness_block, default, ictx, None,
-                    kind.default_readiness_timeout, kind.default_readiness_interval,
+                    ctx,
+                    readiness_block,
+                    default,
+                    ictx,
+                    None,
+                    kind.default_readiness_timeout,
+                    kind.default_readiness_interval,
                 )
             if spec.liveness is not None:
                 liveness = _probe(
@@ -628,8 +638,17 @@ def _process_instance(
 ) -> PlannedInstance:
     values = _values(ctx, node, index, role, {}, step, worker, rank)
     ictx = InstanceContext(
-        service=unit, step=step, node=node, index=index, role=role, nodes=(node,),
-        layout=ctx.layout, paths=ctx.paths, worker=worker, worker_node_rank=rank, values=values,
+        service=unit,
+        step=step,
+        node=node,
+        index=index,
+        role=role,
+        nodes=(node,),
+        layout=ctx.layout,
+        paths=ctx.paths,
+        worker=worker,
+        worker_node_rank=rank,
+        values=values,
     )
     env = dict(env_base)
     env.update(_render_env(spec.env, values))
@@ -660,13 +679,29 @@ def _worker_unit(ctx: _Ctx, role: str, spec: Any, discovery: dict[str, str]) -> 
         if worker.role != role:
             continue
         for rank, node in enumerate(worker.nodes):
-            step = f"{role}_{worker.index}" if len(worker.nodes) == 1 else f"{role}_{worker.index}_{node.name}"
+            step = (
+                f"{role}_{worker.index}"
+                if len(worker.nodes) == 1
+                else f"{role}_{worker.index}_{node.name}"
+            )
             inst = _process_instance(
-                ctx, spec, role, step, node, len(instances), role, dict(discovery), worker, rank,
-                spec.readiness if rank == 0 else None, worker.port,
+                ctx,
+                spec,
+                role,
+                step,
+                node,
+                len(instances),
+                role,
+                dict(discovery),
+                worker,
+                rank,
+                spec.readiness if rank == 0 else None,
+                worker.port,
             )
             if worker.port is not None and rank == 0:
-                ctx.ledger.claim(node.name, worker.port, f"roles.{role}", step, ("roles", role, "port"))
+                ctx.ledger.claim(
+                    node.name, worker.port, f"roles.{role}", step, ("roles", role, "port")
+                )
                 inst.ports.append(worker.port)
             instances.append(inst)
     return PlannedUnit(
@@ -677,7 +712,9 @@ def _worker_unit(ctx: _Ctx, role: str, spec: Any, discovery: dict[str, str]) -> 
         tier=TIER_OF_PHASE["workers"],
         critical=True,
         terminal=False,
-        stop_grace=spec.stop_grace_seconds if spec.stop_grace_seconds is not None else GRACE["workers"],
+        stop_grace=spec.stop_grace_seconds
+        if spec.stop_grace_seconds is not None
+        else GRACE["workers"],
         instances=instances,
         placement=role,
         nodes=list(dict.fromkeys(i.node for i in instances)),
@@ -690,8 +727,16 @@ def _frontend_unit(ctx: _Ctx, discovery: dict[str, str]) -> PlannedUnit:
     assert spec is not None
     head = ctx.layout.head
     inst = _process_instance(
-        ctx, spec, "frontend", "frontend", head, 0, "head", dict(discovery),
-        readiness=spec.readiness, default_port=spec.port,
+        ctx,
+        spec,
+        "frontend",
+        "frontend",
+        head,
+        0,
+        "head",
+        dict(discovery),
+        readiness=spec.readiness,
+        default_port=spec.port,
     )
     ctx.ledger.claim(head.name, spec.port, "frontend", "frontend", ("frontend", "port"))
     inst.ports.append(spec.port)
@@ -703,7 +748,9 @@ def _frontend_unit(ctx: _Ctx, discovery: dict[str, str]) -> PlannedUnit:
         tier=TIER_OF_PHASE["frontend"],
         critical=True,
         terminal=False,
-        stop_grace=spec.stop_grace_seconds if spec.stop_grace_seconds is not None else GRACE["frontend"],
+        stop_grace=spec.stop_grace_seconds
+        if spec.stop_grace_seconds is not None
+        else GRACE["frontend"],
         instances=[inst],
         placement="head",
         nodes=[head.name],
@@ -739,7 +786,9 @@ def _benchmark_unit(ctx: _Ctx, units: list[PlannedUnit], discovery: dict[str, st
         tier=TIER_OF_PHASE["benchmark"],
         critical=False,
         terminal=True,
-        stop_grace=spec.stop_grace_seconds if spec.stop_grace_seconds is not None else GRACE["benchmark"],
+        stop_grace=spec.stop_grace_seconds
+        if spec.stop_grace_seconds is not None
+        else GRACE["benchmark"],
         instances=[inst],
         placement="client",
         nodes=[client.name],
@@ -776,4 +825,3 @@ def _scrape_targets(units: list[PlannedUnit]) -> list[ScrapeTarget]:
 
 def shell_preview(argv: list[str]) -> str:
     return shlex.join(argv)
-

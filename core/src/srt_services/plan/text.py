@@ -37,7 +37,9 @@ def _env_lines(env: dict[str, str], indent: str) -> Iterator[str]:
         yield f"{indent}  {key}={env[key]}"
 
 
-def _instance_lines(unit: PlannedUnit, inst: PlannedInstance, first: PlannedInstance, indent: str) -> Iterator[str]:
+def _instance_lines(
+    unit: PlannedUnit, inst: PlannedInstance, first: PlannedInstance, indent: str
+) -> Iterator[str]:
     where = f"{inst.step} on {inst.node} ({inst.node_ip})"
     if inst.worker:
         where += f" for worker {inst.worker} gpus {','.join(map(str, inst.gpus or []))}"
@@ -58,7 +60,11 @@ def _instance_lines(unit: PlannedUnit, inst: PlannedInstance, first: PlannedInst
             )
         yield from _env_lines(inst.env, sub)
     else:
-        if (inst.readiness and first.readiness and inst.readiness.describe != first.readiness.describe):
+        if (
+            inst.readiness
+            and first.readiness
+            and inst.readiness.describe != first.readiness.describe
+        ):
             yield f"{sub}readiness: {_probe(inst.readiness)}"
         diff = {k: v for k, v in inst.env.items() if first.env.get(k) != v}
         for key in sorted(diff):
@@ -101,7 +107,9 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
     yield f"    container: {unit.container or '<job container>'}"
     if unit.build:
         b = unit.build
-        yield f"    source: {b.git} @ {b.rev}" + (f" (commit {b.checkout})" if b.checkout != b.rev else "")
+        yield f"    source: {b.git} @ {b.rev}" + (
+            f" (commit {b.checkout})" if b.checkout != b.rev else ""
+        )
         if b.path:
             yield f"    source.path: {b.path}"
         if b.build_command:

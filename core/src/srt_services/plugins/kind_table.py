@@ -18,7 +18,11 @@ def kind_rows(plugins: PluginSet) -> list[dict[str, Any]]:
                 "start": kind.default_start,
                 "critical": kind.default_critical,
                 "placement": kind.default_placement
-                + (f" (only {', '.join(sorted(kind.allowed_placements))})" if kind.allowed_placements else ""),
+                + (
+                    f" (only {', '.join(sorted(kind.allowed_placements))})"
+                    if kind.allowed_placements
+                    else ""
+                ),
                 "per": kind.default_per,
                 "readiness_timeout": kind.default_readiness_timeout,
                 "readiness": getattr(kind, "readiness_summary", ""),

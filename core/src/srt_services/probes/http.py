@@ -122,5 +122,8 @@ async def http_status(host: str, port: int, url: str, timeout: float) -> tuple[i
     parts = line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
         text = line[:80].decode(errors="replace").strip()
-        return None, f"not an HTTP answer: {text!r}" if text else "connection closed without an answer"
+        return (
+            None,
+            f"not an HTTP answer: {text!r}" if text else "connection closed without an answer",
+        )
     return int(parts[1]), ""

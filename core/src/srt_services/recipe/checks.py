@@ -145,14 +145,18 @@ class _Checker:
             if r.frontend.command is None:
                 self.add(("frontend", "command"), f"is required for frontend.type {ftype}")
             self.process(("frontend",), r.frontend, allowed=ph.COMMON)
-            self.probe_block(("frontend", "readiness"), r.frontend.readiness, r.frontend.port, False)
+            self.probe_block(
+                ("frontend", "readiness"), r.frontend.readiness, r.frontend.port, False
+            )
         if ftype == "dynamo" and not self.plugins.has("kind", "etcd"):
             self.add(
                 ("frontend", "type"),
                 "frontend.type dynamo needs the etcd service kind (install srt-etcd)",
             )
         nats_planes = [
-            f"dynamo.{k}" for k in ("request_plane", "event_plane") if getattr(r.dynamo, k) == "nats"
+            f"dynamo.{k}"
+            for k in ("request_plane", "event_plane")
+            if getattr(r.dynamo, k) == "nats"
         ]
         if nats_planes and not self.plugins.has("kind", "nats"):
             verb = "needs" if len(nats_planes) == 1 else "need"
@@ -164,7 +168,10 @@ class _Checker:
         if b.type == "command" and b.command is None:
             self.add(("benchmark", "command"), "is required for benchmark.type command")
         if b.type == "manual" and b.command is not None:
-            self.add(("benchmark", "type"), "is manual, so benchmark.command would never run; set type: command")
+            self.add(
+                ("benchmark", "type"),
+                "is manual, so benchmark.command would never run; set type: command",
+            )
         self.process(("benchmark",), b, allowed=ph.COMMON)
         for role, spec in r.roles.items():
             self.role(role, spec)
@@ -231,7 +238,9 @@ class _Checker:
                     f" {{{{{name}}}}} for a literal {{{name}}}",
                 )
 
-    def strings(self, where: Path, key: str, values: list[str] | None, allowed: frozenset[str]) -> None:
+    def strings(
+        self, where: Path, key: str, values: list[str] | None, allowed: frozenset[str]
+    ) -> None:
         for i, value in enumerate(values or ()):
             if "{" in value:  # most arguments hold no placeholder at all
                 self.text((*where, key, i), value, allowed)
@@ -279,7 +288,7 @@ class _Checker:
             got = " and ".join(sorted(entries)) if entries else "none"
             self.add(path, f"give exactly one probe ({PROBE_WORDS}), got {got}")
             return
-        (name, raw), = entries.items()
+        ((name, raw),) = entries.items()
         key_path = (*path, "port") if block.port is not None else (*path, name)
         probe = self.plugins.probe(name)
         if not isinstance(raw, dict):
@@ -361,7 +370,10 @@ class _Checker:
             for p in problems_from(exc, kind.Options, (*at, "options")):
                 msg = p.message
                 if msg.startswith("unknown key"):
-                    msg = f"type {kind.name!r} does not understand this option" + msg[len("unknown key"):]
+                    msg = (
+                        f"type {kind.name!r} does not understand this option"
+                        + msg[len("unknown key") :]
+                    )
                 self.problems.append(Problem(p.path, msg))
             options = None
 
@@ -370,12 +382,18 @@ class _Checker:
         if start not in PHASES:
             self.add((*at, "start"), f"kind {kind.name} has an invalid default start {start!r}")
         critical = spec.critical if spec.critical is not None else kind.default_critical
-        grace = spec.stop_grace_seconds if spec.stop_grace_seconds is not None else kind.default_stop_grace
+        grace = (
+            spec.stop_grace_seconds
+            if spec.stop_grace_seconds is not None
+            else kind.default_stop_grace
+        )
 
         if kind.requires_command and spec.command is None and spec.external is None:
             self.add((*at, "command"), f"is required for type {kind.name!r}")
         if kind.forbids_command and spec.command is not None:
-            self.add((*at, "command"), f"type {kind.name!r} builds its own command; use args or options")
+            self.add(
+                (*at, "command"), f"type {kind.name!r} builds its own command; use args or options"
+            )
         if spec.external is not None:
             self.external(at, spec, kind)
         if spec.source is not None and spec.build_command is None:
@@ -398,7 +416,10 @@ class _Checker:
             self.text((*at, "container"), spec.container, allowed)
         for key, value in spec.srun_options.items():
             if not _SRUN_KEY.match(key):
-                self.add((*at, "srun_options", key), "srun option names are lower-case words with '-' (no leading dashes)")
+                self.add(
+                    (*at, "srun_options", key),
+                    "srun option names are lower-case words with '-' (no leading dashes)",
+                )
             self.text((*at, "srun_options", key), value, allowed)
         self.probe_block((*at, "readiness"), spec.readiness, None, per_worker)
         self.probe_block((*at, "liveness"), spec.liveness, None, per_worker)
@@ -410,7 +431,10 @@ class _Checker:
                     f"declares {len(names)} endpoints; give each a distinct name",
                 )
         if spec.terminal and spec.external is not None:
-            self.add((*at, "terminal"), "needs a process to wait for; an external service launches nothing")
+            self.add(
+                (*at, "terminal"),
+                "needs a process to wait for; an external service launches nothing",
+            )
         if spec.restart is not None and (critical or spec.terminal) and spec.restart.policy != "no":
             self.add(
                 (*at, "restart"),
@@ -432,15 +456,20 @@ class _Checker:
             stop_grace=grace,
         )
 
-    def placement(self, at: Path, spec: ServiceSpec, kind: ServiceKind) -> tuple[str, str | None, str]:
+    def placement(
+        self, at: Path, spec: ServiceSpec, kind: ServiceKind
+    ) -> tuple[str, str | None, str]:
         p = spec.placement
-        per = (p.per if p is not None and p.per is not None else kind.default_per)
+        per = p.per if p is not None and p.per is not None else kind.default_per
         pool: str | None = None
         if p is not None and p.pool is not None:
             placement = "pool"
             pool = p.pool
             if spec.nodes is not None:
-                self.add((*at, "placement", "pool"), "a service with nodes owns its own pool; drop placement.pool")
+                self.add(
+                    (*at, "placement", "pool"),
+                    "a service with nodes owns its own pool; drop placement.pool",
+                )
         elif spec.nodes is not None:
             placement = p.node if p is not None and p.node is not None else "workers"
             pool = spec.name
@@ -463,10 +492,17 @@ class _Checker:
             self.add(node_path, f"must be one of {known}; got {placement!r}")
         elif kind.allowed_placements is not None and placement not in kind.allowed_placements:
             allowed = ", ".join(sorted(kind.allowed_placements))
-            self.add(node_path, f"type {kind.name!r} must be placed on {allowed}; got {placement!r}")
+            self.add(
+                node_path, f"type {kind.name!r} must be placed on {allowed}; got {placement!r}"
+            )
         if placement == "dedicated" and not kind.supports_dedicated:
-            self.add(node_path, f"dedicated is only for the infra kinds that support it, not type {kind.name!r}")
-        per_path = (*at, "placement", "per") if p is not None and p.per is not None else (*at, "type")
+            self.add(
+                node_path,
+                f"dedicated is only for the infra kinds that support it, not type {kind.name!r}",
+            )
+        per_path = (
+            (*at, "placement", "per") if p is not None and p.per is not None else (*at, "type")
+        )
         if not self.plugins.has("expansion", per):
             known = ", ".join(sorted(self.plugins.expansions()))
             self.add(per_path, f"must be one of {known}; got {per!r}")
@@ -491,7 +527,9 @@ class _Checker:
             return
         url = spec.external or ""
         parts = urlsplit(url)
-        if kind.external_schemes and (parts.scheme not in kind.external_schemes or not parts.netloc):
+        if kind.external_schemes and (
+            parts.scheme not in kind.external_schemes or not parts.netloc
+        ):
             schemes = " or ".join(f"{s}://" for s in kind.external_schemes)
             self.add((*at, "external"), f"must be a {schemes}host:port URL, got {url!r}")
         for key in ("command", "args", "source", "build_command", "nodes", "readiness"):
@@ -499,7 +537,11 @@ class _Checker:
                 self.add((*at, key), "has no effect with external (nothing is launched); drop it")
 
     def cross(self, settled: list[Settled]) -> None:
-        infra = [s for s in settled if s.kind.shares_infra_node and s.spec.external is None and s.eff.path is not None]
+        infra = [
+            s
+            for s in settled
+            if s.kind.shares_infra_node and s.spec.external is None and s.eff.path is not None
+        ]
         flags = {s.placement == "dedicated" for s in infra}
         if len(flags) > 1:
             ded = [s.name for s in infra if s.placement == "dedicated"]

@@ -61,9 +61,7 @@ def merge(
                 override = override.model_copy(update={"type": spec.type})
             if override.enabled:
                 out.append(
-                    EffectiveService(
-                        override, ("services", idx), replaces_implied=item.reason
-                    )
+                    EffectiveService(override, ("services", idx), replaces_implied=item.reason)
                 )
             continue
         if any(t in declared_types for t in item.unless_type_declared):

@@ -41,7 +41,14 @@ def read_text(path: str) -> str:
     try:
         size = os.path.getsize(path)
         if size > MAX_RECIPE_BYTES:
-            raise RecipeError(path, [LocatedProblem("", f"recipe is {size} bytes; refusing more than {MAX_RECIPE_BYTES}")])
+            raise RecipeError(
+                path,
+                [
+                    LocatedProblem(
+                        "", f"recipe is {size} bytes; refusing more than {MAX_RECIPE_BYTES}"
+                    )
+                ],
+            )
         with open(path, "rb") as fh:
             raw = fh.read()
     except FileNotFoundError:
@@ -53,7 +60,9 @@ def read_text(path: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RecipeError(path, [LocatedProblem("", f"is not UTF-8 text (byte {exc.start})")]) from None
+        raise RecipeError(
+            path, [LocatedProblem("", f"is not UTF-8 text (byte {exc.start})")]
+        ) from None
 
 
 def load_recipe(path: str, plugins: PluginSet, text: str | None = None) -> LoadedRecipe:
@@ -90,7 +99,9 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
             ],
         )
     if data.get("schema") != 2:
-        raise _fail(doc, [Problem(("schema",), f"only schema 2 is supported, got {data.get('schema')!r}")])
+        raise _fail(
+            doc, [Problem(("schema",), f"only schema 2 is supported, got {data.get('schema')!r}")]
+        )
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:

@@ -40,15 +40,21 @@ def migrate_data(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 notes.append(f"dropped infra (no discovery plane under frontend.type {ftype})")
                 continue
             if dedicated:
-                services.insert(0, {"name": "etcd", "type": "etcd", "placement": {"node": "dedicated"}})
-                notes.append("infra.etcd_nats_dedicated_node -> services etcd placement.node: dedicated")
+                services.insert(
+                    0, {"name": "etcd", "type": "etcd", "placement": {"node": "dedicated"}}
+                )
+                notes.append(
+                    "infra.etcd_nats_dedicated_node -> services etcd placement.node: dedicated"
+                )
             if payload is not None or (dedicated and planes_nats):
                 entry: dict[str, Any] = {"name": "nats", "type": "nats"}
                 if dedicated:
                     entry["placement"] = {"node": "dedicated"}
                 if payload is not None:
                     entry["options"] = {"max_payload_mb": payload}
-                    notes.append("infra.nats_max_payload_mb -> services nats options.max_payload_mb")
+                    notes.append(
+                        "infra.nats_max_payload_mb -> services nats options.max_payload_mb"
+                    )
                 services.insert(1 if dedicated else 0, entry)
             continue
         if key == "backend" and isinstance(value, dict) and "mooncake_kv_store" in value:

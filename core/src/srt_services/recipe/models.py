@@ -125,7 +125,8 @@ class ProbeBlock(StrictModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     port: Port | None = Field(
-        None, description="Shorthand for `tcp: {port: N}`: ready when the port accepts a connection."
+        None,
+        description="Shorthand for `tcp: {port: N}`: ready when the port accepts a connection.",
     )
     timeout_seconds: Seconds | None = Field(
         None,
@@ -416,9 +417,7 @@ class ProcessSpec(StrictModel):
 class RoleSpec(ProcessSpec):
     """Engine workers of one role (prefill, decode or agg)."""
 
-    workers: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(
-        1, description="Number of workers."
-    )
+    workers: Annotated[int, Field(ge=1, le=MAX_NODES)] = Field(1, description="Number of workers.")
     gpus_per_worker: Count | None = Field(
         None, description="GPUs per worker (default: a whole node). May span nodes."
     )

@@ -35,18 +35,34 @@ class Pin:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "git": self.git, "rev": self.rev, "sha": self.sha, "error": self.error}
+        return {
+            "path": self.path,
+            "git": self.git,
+            "rev": self.rev,
+            "sha": self.sha,
+            "error": self.error,
+        }
 
 
 def ls_remote(git: str, patterns: list[str]) -> dict[str, str]:
-    env = {"GIT_TERMINAL_PROMPT": "0", "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+    env = {
+        "GIT_TERMINAL_PROMPT": "0",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
     try:
         out = subprocess.run(
-            ["git", "ls-remote", git, *patterns], capture_output=True, text=True, timeout=LS_REMOTE_TIMEOUT,
-            env=env, check=False,
+            ["git", "ls-remote", git, *patterns],
+            capture_output=True,
+            text=True,
+            timeout=LS_REMOTE_TIMEOUT,
+            env=env,
+            check=False,
         )
     except subprocess.TimeoutExpired:
-        raise PinError(f"git ls-remote {git} did not answer within {LS_REMOTE_TIMEOUT:g}s") from None
+        raise PinError(
+            f"git ls-remote {git} did not answer within {LS_REMOTE_TIMEOUT:g}s"
+        ) from None
     if out.returncode != 0:
         raise PinError(f"git ls-remote {git} failed: {out.stderr.strip() or out.returncode}")
     refs: dict[str, str] = {}

@@ -79,9 +79,7 @@ def model_at(root: type[BaseModel], path: Path) -> type[BaseModel] | None:
         if current is None:
             return None
         fields = current.model_fields
-        field = fields.get(str(item)) or next(
-            (f for f in fields.values() if f.alias == item), None
-        )
+        field = fields.get(str(item)) or next((f for f in fields.values() if f.alias == item), None)
         if field is None:
             return None
         candidates = _unwrap(field.annotation)
@@ -104,7 +102,10 @@ def field_names(model: type[BaseModel]) -> list[str]:
 
 
 def problems_from(
-    exc: ValidationError, root: type[BaseModel], prefix: Path = (), extra_known: list[str] | None = None
+    exc: ValidationError,
+    root: type[BaseModel],
+    prefix: Path = (),
+    extra_known: list[str] | None = None,
 ) -> list[Problem]:
     out: list[Problem] = []
     for err in exc.errors(include_url=False):

@@ -94,7 +94,11 @@ def _child(node: yaml.Node, item: str | int) -> tuple[yaml.Node | None, yaml.Nod
             if isinstance(key, yaml.ScalarNode) and _scalar_key_matches(key, item):
                 return key, value
         return None
-    if isinstance(node, yaml.SequenceNode) and isinstance(item, int) and 0 <= item < len(node.value):
+    if (
+        isinstance(node, yaml.SequenceNode)
+        and isinstance(item, int)
+        and 0 <= item < len(node.value)
+    ):
         return None, node.value[item]
     return None
 
@@ -155,7 +159,9 @@ def parse_text(text: str, source: str) -> Document:
 
 def _parse_text(text: str, source: str) -> Document:
     stripped = text.lstrip()
-    if stripped.startswith("{") and (source.endswith(".json") or not source.endswith((".yaml", ".yml"))):
+    if stripped.startswith("{") and (
+        source.endswith(".json") or not source.endswith((".yaml", ".yml"))
+    ):
         try:
             import orjson
 
@@ -195,7 +201,9 @@ def _parse_text(text: str, source: str) -> Document:
         line = col = None
         if fail.node is not None:
             line, col = _mark(fail.node)
-        raise RecipeError(source, [LocatedProblem("", fail.message, line=line, column=col)]) from None
+        raise RecipeError(
+            source, [LocatedProblem("", fail.message, line=line, column=col)]
+        ) from None
     except RecursionError:
         raise RecipeError(source, [LocatedProblem("", "recipe is nested too deeply")]) from None
     return doc

@@ -17,5 +17,5 @@ SLOWDOWN = 0.05
 
 def backoff_delay(attempt: int, elapsed: float, interval: float) -> float:
     if elapsed < FAST_WINDOW:
-        return min(FAST_START * 2 ** min(attempt, 20), FAST_CAP, interval)
-    return min(interval, FAST_CAP + SLOWDOWN * (elapsed - FAST_WINDOW))
+        return float(min(FAST_START * 2 ** min(attempt, 20), FAST_CAP, interval))
+    return float(min(interval, FAST_CAP + SLOWDOWN * (elapsed - FAST_WINDOW)))

@@ -114,7 +114,8 @@ def _is_sha(value: str) -> bool:
 async def build_source(orch: Orchestrator, unit_run: UnitRun) -> None:
     unit = unit_run.planned
     build = unit.build
-    assert build is not None and orch.launcher is not None
+    assert build is not None
+    assert orch.launcher is not None
     # Local virtual nodes share this filesystem: one checkout and one build serve them all.
     nodes = build.nodes[:1] if orch.launcher.local_processes else build.nodes
     for node in nodes:

@@ -12,7 +12,6 @@ from srt_services.launch import process
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.supervise.jobdir import JobDir, atomic_write, default_job_dir, new_cookie
 
-
 SUMMARY_TAIL = 8
 
 

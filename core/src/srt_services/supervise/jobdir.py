@@ -107,7 +107,7 @@ class EventLog:
         if self.on_event is not None:
             try:
                 self.on_event(record)
-            except Exception:  # noqa: BLE001 - a display problem must never stop supervision
+            except Exception:
                 self.on_event = None
         if not self._scheduled:
             try:
@@ -129,7 +129,7 @@ class EventLog:
         if flush is not None:
             try:
                 flush()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.on_event = None
 
     def close(self) -> None:

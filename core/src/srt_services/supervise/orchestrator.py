@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -237,7 +238,7 @@ class Orchestrator:
             self.request_stop(exc.cause, 1, str(exc))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any bug must still tear the job down
+        except Exception as exc:
             self.request_stop(
                 {"kind": "internal_error", "error": f"{type(exc).__name__}: {exc}"},
                 1,
@@ -296,7 +297,8 @@ class Orchestrator:
     # ------------------------------------------------------------------ launching
 
     def _launch(self, inst: InstanceRun) -> None:
-        assert self.launcher is not None and self.watcher is not None
+        assert self.launcher is not None
+        assert self.watcher is not None
         p = inst.planned
         # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
         log_path = os.path.join(self.job.path, p.log)
@@ -328,9 +330,7 @@ class Orchestrator:
         inst.handle = handle
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
-        self.watcher.watch(
-            handle.pid, lambda code, inst=inst: self._on_exit(inst, code), handle.popen
-        )
+        self.watcher.watch(handle.pid, functools.partial(self._on_exit, inst), handle.popen)
         self._emit(
             "launched",
             step=p.step,
@@ -385,7 +385,8 @@ class Orchestrator:
     async def _await_ready(self, inst: InstanceRun) -> None:
         """Wait for readiness, exit or timeout of the current attempt; raise PhaseFailed."""
         probe_spec = inst.planned.readiness
-        assert probe_spec is not None and inst.exit_fut is not None
+        assert probe_spec is not None
+        assert inst.exit_fut is not None
         p = inst.planned
         if inst.exit_fut.done():
             raise self._exited_before_ready(inst, inst.exit_fut.result(), probe_spec)
@@ -397,7 +398,7 @@ class Orchestrator:
         waiter = asyncio.ensure_future(
             probe.wait_ready(target, min(attempt_timeout, probe_spec.timeout))
         )
-        exit_fut = inst.exit_fut
+        exit_fut: asyncio.Future[Any] = inst.exit_fut
         self._emit("waiting", step=p.step, unit=p.unit, node=p.node, probe=probe_spec.describe)
         try:
             done, _ = await asyncio.wait(
@@ -688,7 +689,7 @@ class Orchestrator:
             fh.write(out.getvalue())
 
     def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -50,11 +50,20 @@ class PortPoller:
         self.attempts = 0
 
     def wait_open(
-        self, host: str, port: int, interval: float, started: float | None = None, attempt_timeout: float = 1.0
+        self,
+        host: str,
+        port: int,
+        interval: float,
+        started: float | None = None,
+        attempt_timeout: float = 1.0,
     ) -> _Wait:
         """Start waiting; ``await w.future`` returns once a connect succeeded."""
         w = _Wait(
-            host, port, interval, started if started is not None else time.monotonic(), attempt_timeout,
+            host,
+            port,
+            interval,
+            started if started is not None else time.monotonic(),
+            attempt_timeout,
             self.loop.create_future(),
         )
         self._push(w, self.loop.time())

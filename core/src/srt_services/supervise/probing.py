@@ -22,9 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from srt_services.supervise.portpoll import PortPoller
-
 from srt_services.supervise.backoff import FAST_CAP, FAST_START, FAST_WINDOW, backoff_delay
+from srt_services.supervise.portpoll import PortPoller
 
 __all__ = ["FAST_CAP", "FAST_START", "FAST_WINDOW", "InotifyHub", "Target", "backoff_delay"]
 
@@ -156,7 +155,9 @@ class Target:
                 self.last_error = failure
                 await self.next_attempt()
             return
-        waiter = self.poller.wait_open(host, port, self.interval, self.started_mono, attempt_timeout)
+        waiter = self.poller.wait_open(
+            host, port, self.interval, self.started_mono, attempt_timeout
+        )
         try:
             await waiter.future
         finally:

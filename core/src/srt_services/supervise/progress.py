@@ -76,7 +76,8 @@ class PlainProgress:
 
     def __call__(self, record: dict[str, Any]) -> None:
         if self.quiet and not (
-            record["event"] == "unkillable" or (record["event"] == "stop_requested" and record.get("code"))
+            record["event"] == "unkillable"
+            or (record["event"] == "stop_requested" and record.get("code"))
         ):
             return
         text = _text(record)

@@ -47,7 +47,9 @@ def _term_strays(pids: list[int]) -> None:
         process.signal_pid(pid, signal.SIGCONT)
 
 
-async def _wait_until(orch: Orchestrator, futures: set[asyncio.Future[int]], deadline: float) -> bool:
+async def _wait_until(
+    orch: Orchestrator, futures: set[asyncio.Future[int]], deadline: float
+) -> bool:
     """Wait for ``futures`` until ``deadline`` (loop time); True if an immediate kill was asked."""
     assert orch.kill_now is not None
     loop = asyncio.get_running_loop()
@@ -57,12 +59,16 @@ async def _wait_until(orch: Orchestrator, futures: set[asyncio.Future[int]], dea
     killer = asyncio.ensure_future(orch.kill_now.wait())
     try:
         await asyncio.wait(
-            pending | {killer}, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+            pending | {killer},
+            timeout=max(0.0, deadline - loop.time()),
+            return_when=asyncio.FIRST_COMPLETED,
         )
         while not killer.done() and any(not f.done() for f in pending) and loop.time() < deadline:
             pending = {f for f in pending if not f.done()}
             await asyncio.wait(
-                pending | {killer}, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+                pending | {killer},
+                timeout=max(0.0, deadline - loop.time()),
+                return_when=asyncio.FIRST_COMPLETED,
             )
     finally:
         if not killer.done():
@@ -73,7 +79,8 @@ async def _wait_until(orch: Orchestrator, futures: set[asyncio.Future[int]], dea
 async def _stop_tier(orch: Orchestrator, tier: int) -> None:
     """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
     batch per deadline (so 200 instances cost one wait, not 200 timers)."""
-    assert orch.launcher is not None and orch.kill_now is not None
+    assert orch.launcher is not None
+    assert orch.kill_now is not None
     loop = asyncio.get_running_loop()
     members = [i for i in orch.instances if i.unit.planned.tier == tier and i.running]
     handles = [i.handle for i in members if i.handle is not None]
@@ -105,10 +112,17 @@ async def _stop_tier(orch: Orchestrator, tier: int) -> None:
         immediate = await _wait_until(orch, futures, started + grace)
         late = [i for i in group if i.running]
         if late:
-            reason = "immediate stop requested" if immediate else f"did not exit {grace:g}s after SIGTERM"
+            reason = (
+                "immediate stop requested"
+                if immediate
+                else f"did not exit {grace:g}s after SIGTERM"
+            )
             for inst in late:
                 orch._emit(
-                    "escalated", step=inst.step, unit=inst.planned.unit, node=inst.planned.node,
+                    "escalated",
+                    step=inst.step,
+                    unit=inst.planned.unit,
+                    node=inst.planned.node,
                     detail=f"{reason}; sending SIGKILL",
                 )
             await orch.launcher.kill([i.handle for i in late if i.handle is not None])
@@ -133,7 +147,11 @@ async def _stop_tier(orch: Orchestrator, tier: int) -> None:
             await asyncio.sleep(STRAY_POLL)
         left = [p for p in more if process.alive(p)]
         if left:
-            orch._emit("escalated", pids=left, detail="escaped processes did not exit after SIGTERM; sending SIGKILL")
+            orch._emit(
+                "escalated",
+                pids=left,
+                detail="escaped processes did not exit after SIGTERM; sending SIGKILL",
+            )
             for pid in left:
                 process.signal_pid(pid, signal.SIGKILL)
 
@@ -166,14 +184,14 @@ async def _final_sweep(orch: Orchestrator) -> None:
             process.signal_pid(pid, signal.SIGKILL)
     deadline = time.monotonic() + KILL_WAIT
     while True:
-        running = [i for i in orch.instances if i.running]
+        busy = [i for i in orch.instances if i.running]
         remaining = [p for p in left if process.alive(p)]
-        if not running and not remaining:
+        if not busy and not remaining:
             return
         if time.monotonic() >= deadline:
             break
         await asyncio.sleep(STRAY_POLL)
-    stuck = []
+    stuck: list[tuple[int, str | None]] = []
     for i in orch.instances:
         if i.running and i.handle is not None:
             stuck.append((i.handle.pid, i.step))

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 #: Every ``srt run`` started through :func:`start_srt` in this process, so a test session can
 #: stop the ones a failed test left behind (see :func:`stop_leftover_runs`).
 STARTED: list[JobRun] = []
@@ -184,7 +183,10 @@ class Jobs:
             except AssertionError as exc:
                 left.append(str(exc))
         if still_running:
-            left.insert(0, f"{len(still_running)} srt run process(es) were still running at the end of the test")
+            left.insert(
+                0,
+                f"{len(still_running)} srt run process(es) were still running at the end of the test",
+            )
         return left
 
     def run(self, text: str, *args: str, timeout: float = 60.0, **kw: Any) -> JobRun:

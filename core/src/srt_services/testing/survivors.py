@@ -19,9 +19,10 @@ from srt_services.launch import process
 def cookie_of_job(job_dir: str) -> str | None:
     try:
         with open(os.path.join(job_dir, "state.json"), "rb") as fh:
-            return json.loads(fh.read()).get("cookie")
+            cookie = json.loads(fh.read()).get("cookie")
     except (OSError, ValueError):
         return None
+    return cookie if isinstance(cookie, str) else None
 
 
 def _kill_orchestrator(job_dir: str) -> None:

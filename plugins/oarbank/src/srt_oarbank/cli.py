@@ -15,8 +15,20 @@ def oarbank() -> None:
 @oarbank.command()
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
 @click.option("--service", required=True, help="The recipe's service to expose.")
-@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="Bundle directory to write.")
-@click.option("--address", default="127.0.0.1", show_default=True, help="Address the service binds ({node_ip}).")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Bundle directory to write.",
+)
+@click.option(
+    "--address",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the service binds ({node_ip}).",
+)
 @click.option("--module", help="Module name in the manifest (default srt-<service>).")
 def expose(recipe: str, service: str, out: str, address: str, module: str | None) -> None:
     """Write a module bundle whose executable runs SERVICE (any srt kind, e.g. etcd) and

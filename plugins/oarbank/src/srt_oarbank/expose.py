@@ -35,7 +35,9 @@ def plan_service(recipe: str, service: str, address: str) -> tuple[dict[str, Any
 
     plugins = default_plugins()
     loaded = load_recipe(recipe, plugins)
-    plan = resolve(loaded, plugins, Allocation("local", (Node("node0", address, 0),), "oarbank"), DATA_SENTINEL)
+    plan = resolve(
+        loaded, plugins, Allocation("local", (Node("node0", address, 0),), "oarbank"), DATA_SENTINEL
+    )
     try:
         unit = plan.unit(service)
     except KeyError:
@@ -44,20 +46,29 @@ def plan_service(recipe: str, service: str, address: str) -> tuple[dict[str, Any
     if unit.external or not unit.instances:
         raise ExposeError(f"service {service!r} launches nothing here (external or no instance)")
     if len(unit.instances) != 1:
-        raise ExposeError(f"service {service!r} has {len(unit.instances)} instances; a module service is one process")
+        raise ExposeError(
+            f"service {service!r} has {len(unit.instances)} instances; a module service is one process"
+        )
     inst = dataclasses.asdict(unit.instances[0])
     inst["service"] = service
     inst["type"] = unit.type
     inst["stop_grace"] = unit.stop_grace
-    facts = {"type": unit.type, "readiness_timeout": (inst["readiness"] or {}).get("timeout", 120.0)}
+    facts = {
+        "type": unit.type,
+        "readiness_timeout": (inst["readiness"] or {}).get("timeout", 120.0),
+    }
     return inst, facts
 
 
-def write_bundle(recipe: str, service: str, out: str, address: str = "127.0.0.1", module: str | None = None) -> Path:
+def write_bundle(
+    recipe: str, service: str, out: str, address: str = "127.0.0.1", module: str | None = None
+) -> Path:
     inst, facts = plan_service(recipe, service, address)
     root = Path(out)
     (root / "bin").mkdir(parents=True, exist_ok=True)
-    (root / "instance.json").write_text(json.dumps(inst, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (root / "instance.json").write_text(
+        json.dumps(inst, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     executable = root / "bin" / service
     executable.write_text(
         f"#!{sys.executable}\n"
@@ -68,7 +79,7 @@ def write_bundle(recipe: str, service: str, out: str, address: str = "127.0.0.1"
         "sys.exit(main(os.path.join(here, 'instance.json'), sys.argv[1:]))\n",
         encoding="utf-8",
     )
-    os.chmod(executable, 0o755)
+    os.chmod(executable, 0o755)  # noqa: S103 - the module executable
     manifest = {
         "name": module or f"srt-{service}",
         "version": "1",

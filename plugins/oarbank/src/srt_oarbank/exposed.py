@@ -92,7 +92,11 @@ class Exposed:
         if not st:
             return None
         pid = st.get("pid")
-        if isinstance(pid, int) and process.alive(pid) and process.start_ticks(pid) == st.get("start_ticks"):
+        if (
+            isinstance(pid, int)
+            and process.alive(pid)
+            and process.start_ticks(pid) == st.get("start_ticks")
+        ):
             return pid
         return None
 
@@ -105,7 +109,9 @@ class Exposed:
                     return value
             except (OSError, ValueError, AttributeError):
                 pass
-        return os.environ.get("OARBANK_ATTEMPT_ID") or f"srt-{self.node or 'node'}-{int(time.time())}"
+        return (
+            os.environ.get("OARBANK_ATTEMPT_ID") or f"srt-{self.node or 'node'}-{int(time.time())}"
+        )
 
     def labels(self, st: dict[str, Any]) -> dict[str, str]:
         return {
@@ -149,9 +155,15 @@ class Exposed:
         attempt = self._attempt_id()
         env = process.service_env(
             self.inst["env"],
-            {"OARBANK_ATTEMPT_ID": attempt, "OARBANK_SERVICE": self.service, "OARBANK_NODE_ID": self.node},
+            {
+                "OARBANK_ATTEMPT_ID": attempt,
+                "OARBANK_SERVICE": self.service,
+                "OARBANK_NODE_ID": self.node,
+            },
         )
-        argv = process.wrap_preamble(self.inst["argv"], self.inst.get("preamble"), f"srt:{self.inst['step']}")
+        argv = process.wrap_preamble(
+            self.inst["argv"], self.inst.get("preamble"), f"srt:{self.inst['step']}"
+        )
         cwd = self.inst.get("cwd")
         if cwd:
             Path(cwd).mkdir(parents=True, exist_ok=True)
@@ -235,7 +247,13 @@ class Exposed:
         busy = self.running_pid() is not None
         return {
             "objects": [
-                {"id": st["object_id"], "kind": "process", "labels": self.labels(st), "busy": busy, "uid": os.getuid()}
+                {
+                    "id": st["object_id"],
+                    "kind": "process",
+                    "labels": self.labels(st),
+                    "busy": busy,
+                    "uid": os.getuid(),
+                }
             ]
         }
 
@@ -254,7 +272,10 @@ class Exposed:
 def main(instance_file: str, argv: list[str]) -> int:
     if not argv or argv[0] not in OPS:
         op = argv[0] if argv else ""
-        json.dump({"code": 2, "msg": f"unknown operation {op!r}; expected one of {', '.join(OPS)}"}, sys.stdout)
+        json.dump(
+            {"code": 2, "msg": f"unknown operation {op!r}; expected one of {', '.join(OPS)}"},
+            sys.stdout,
+        )
         sys.stdout.write("\n")
         return 2
     op = argv[0]

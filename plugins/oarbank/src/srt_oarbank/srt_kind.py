@@ -58,27 +58,39 @@ class OarbankKind(ServiceKind):
         out: list[Problem] = []
         for op in options.timeouts:
             if op not in OPS:
-                out.append(Problem(("options", "timeouts", op), f"is not an operation ({', '.join(OPS)})"))
+                out.append(
+                    Problem(("options", "timeouts", op), f"is not an operation ({', '.join(OPS)})")
+                )
         path = Path(options.bundle)
         if not path.is_absolute():
-            out.append(Problem(("options", "bundle"), "must be an absolute path (every node must find it)"))
+            out.append(
+                Problem(("options", "bundle"), "must be an absolute path (every node must find it)")
+            )
             return out
         try:
             bundle = load_bundle(path)
             bundle.manifest.service(options.service)
-        except Exception as exc:  # noqa: BLE001 - ManifestError and I/O alike are the recipe's problem
+        except Exception as exc:
             out.append(Problem(("options",), f"cannot use module bundle {options.bundle}: {exc}"))
         return out
 
     def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         argv = [
-            sys.executable, "-m", "srt_oarbank.agent",
-            "--bundle", options.bundle,
-            "--service", options.service,
-            "--node-id", options.node_id,
-            "--data", "{work_dir}/data",
-            "--state", "{work_dir}/agent-state.json",
-            "--status-file", "{work_dir}/status.json",
+            sys.executable,
+            "-m",
+            "srt_oarbank.agent",
+            "--bundle",
+            options.bundle,
+            "--service",
+            options.service,
+            "--node-id",
+            options.node_id,
+            "--data",
+            "{work_dir}/data",
+            "--state",
+            "{work_dir}/agent-state.json",
+            "--status-file",
+            "{work_dir}/status.json",
         ]
         if options.settings:
             argv += ["--settings", "{work_dir}/settings.json"]
@@ -90,7 +102,11 @@ class OarbankKind(ServiceKind):
         if not options.settings:
             return {}
         # JSON braces are not placeholders; escape ours so none of the settings is rendered
-        return {"settings.json": json.dumps(options.settings, sort_keys=True).replace("{", "{{").replace("}", "}}")}
+        return {
+            "settings.json": json.dumps(options.settings, sort_keys=True)
+            .replace("{", "{{")
+            .replace("}", "}}")
+        }
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         return DefaultProbe(

@@ -34,7 +34,7 @@ class ProbeConfig(StrictModel):
 
 
 def _plan(config: Any, ctx: InstanceContext) -> dict[str, Any]:
-    data = config.model_dump(mode="json")
+    data: dict[str, Any] = config.model_dump(mode="json")
     for key in ("node_id", "data_dir"):
         data[key] = render(data[key], ctx.values)
     return data
@@ -58,8 +58,11 @@ class OarbankReadyProbe(Probe):
         cfg = target.config
         Path(cfg["data_dir"]).mkdir(parents=True, exist_ok=True)
         got = await service_ready(
-            Path(cfg["bundle"]), cfg["service"], node_id=cfg["node_id"],
-            data_dir=Path(cfg["data_dir"]), settings=cfg["settings"] or None,
+            Path(cfg["bundle"]),
+            cfg["service"],
+            node_id=cfg["node_id"],
+            data_dir=Path(cfg["data_dir"]),
+            settings=cfg["settings"] or None,
         )
         return ProbeResult(got.ready, got.detail)
 
@@ -82,7 +85,10 @@ class OarbankProbe(Probe):
         cfg = target.config
         Path(cfg["data_dir"]).mkdir(parents=True, exist_ok=True)
         got = await probe_ready(
-            Path(cfg["bundle"]), cfg["probe"], node_id=cfg["node_id"],
-            data_dir=Path(cfg["data_dir"]), settings=cfg["settings"] or None,
+            Path(cfg["bundle"]),
+            cfg["probe"],
+            node_id=cfg["node_id"],
+            data_dir=Path(cfg["data_dir"]),
+            settings=cfg["settings"] or None,
         )
         return ProbeResult(got.ready, got.detail)
