@@ -93,7 +93,13 @@ def job_dir(tmp_path: Path) -> Iterator[str]:
 
 
 def run_demo(demo: Demo, job_dir: str) -> JobRun:
-    return start_srt(["run", str(demo.recipe)], job_dir, cwd=str(ROOT))
+    # the copy lives in tmp_path; its programs stay next to the original ({recipe_dir})
+    return start_srt(
+        ["run", str(demo.recipe)],
+        job_dir,
+        cwd=str(ROOT),
+        env={"SRT_RECIPE_DIR": str(RECIPE.parent)},
+    )
 
 
 def _by_event(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

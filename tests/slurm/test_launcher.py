@@ -593,3 +593,69 @@ def test_render_writes_the_script_without_submitting(tmp_path: Path) -> None:
     assert "--launcher slurm" in script and script.splitlines()[-1].startswith("exec ")
     assert not (tmp_path / "job" / "job.json").exists()
     assert process.alive(os.getpid())
+
+
+# --------------------------------------------------------------------------- demo and builds
+
+
+def test_the_local_demo_runs_on_the_cluster(
+    cluster: Any, shell: Any, tmp_path: Path, wait_until: Any
+) -> None:
+    """examples/local-demo.yaml as is: prefill and decode on different nodes, reached by IP."""
+    demo = Path(__file__).resolve().parents[2] / "examples" / "local-demo.yaml"
+    job_dir = tmp_path / "demo"
+    out = srt("apply", str(demo), "-o", str(job_dir), "--json", env=cluster.env())
+    assert out.returncode == 0, out.stderr
+    job = SlurmJob(shell, json.loads(out.stdout)["job_id"], job_dir)
+    try:
+        assert job.wait_done() == "COMPLETED", job.sbatch_log()
+        assert job.result()["exit_code"] == 0
+        assert "all 64 answers correct" in job.log("benchmark")
+        nodes = {e["step"]: e["node"] for e in job.events("launched")}
+        assert nodes["prefill_0"] != nodes["decode_0"]
+    finally:
+        job.assert_nothing_left(wait_until)
+
+
+def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q"], cwd=work, check=True)
+    (work / "serve.sh").write_text("echo serving from $(pwd) on $(hostname): $(cat built)\n")
+    subprocess.run([*git, "add", "."], cwd=work, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=work, check=True)
+    subprocess.run([*git, "tag", "v1"], cwd=work, check=True)
+    bare = tmp_path / "repo.git"
+    subprocess.run([*git, "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    out = tmp_path / "served"
+    job = submit(
+        f"""
+        schema: 2
+        name: built
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: app
+            nodes: 2
+            source: {{git: "{bare}", rev: v1}}
+            build_command: [bash, -c, "echo ok-$(git rev-parse --short HEAD) > built"]
+            command: [bash, -c, "bash serve.sh >> {out}; sleep 1000"]
+          - name: end
+            terminal: true
+            command: [bash, -c, "while [ $(wc -l < {out} 2>/dev/null || echo 0) -lt 2 ]; do sleep 0.1; done"]
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    lines = sorted(out.read_text().splitlines())
+    assert len(lines) == 2
+    assert {line.split(" on ")[1].split(":")[0] for line in lines} == {"n1", "n2"}
+    assert all(
+        line.endswith(": ok-" + line.split("ok-")[1]) and "/src/app" in line for line in lines
+    )
+    assert len(job.events("build_started", unit="app")) == 1, (
+        "built once: the job directory is shared"
+    )
+    pins = json.loads((job.job_dir / "job.json").read_text())
+    assert pins["job_id"] == job.job_id
+    staged = (job.job_dir / "recipe.yaml").read_text()
+    assert "sha:" in staged, "srt apply pinned v1 to its commit"

@@ -119,8 +119,9 @@ def srt_implied_services(recipe: Recipe) -> list[ImpliedService]:
 
     Called once per recipe after it passed shape validation. A declared entry with the same
     name takes the implied one's place; ``enabled: false`` on it switches it off. Return
-    entries as raw mappings (the same shape a recipe would write): they are validated like
-    declared ones.
+    :class:`~srt_services.extend.implied.ImpliedService` objects whose ``entry`` is the raw
+    mapping a recipe would write (it is validated like a declared entry) and whose
+    ``reason`` says which part of the recipe implied it.
 
     .. versionadded:: 1.0
     """

@@ -61,6 +61,11 @@ class Launcher:
         """Stop every handle's process now (SIGKILL semantics), all at once."""
         raise NotImplementedError
 
+    async def sees_job_dir(self, node: str) -> bool:
+        """Whether ``node`` sees the job directory this process writes (a shared
+        filesystem): then one source checkout and one build serve every node."""
+        return True
+
     def stop_budget(self, wanted: float) -> float:
         """The grace this launcher can afford (Slurm: inside KillWait)."""
         return wanted

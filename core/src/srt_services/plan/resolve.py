@@ -6,6 +6,7 @@ Pure: no processes, no network, no clock. The same inputs give the same plan, wh
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from srt_services.plan.model import (
 )
 from srt_services.plan.ports import PortLedger
 from srt_services.recipe.checks import CachedPlugins
-from srt_services.recipe.models import MAX_NODES, ProbeBlock, ProcessSpec, RestartSpec
+from srt_services.recipe.models import MAX_NODES, ROLE_NAMES, ProbeBlock, ProcessSpec, RestartSpec
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Path, Problem, RecipeError, locate
 from srt_services.recipe.source import gc_paused
@@ -68,10 +69,14 @@ def resolve(
     plugins: PluginSet,
     request: AllocationRequest | Allocation | Callable[[int], Allocation],
     job_dir: str = "<job_dir>",
+    recipe_dir: str | None = None,
 ) -> Plan:
-    """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`."""
+    """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`.
+
+    ``recipe_dir`` is what ``{recipe_dir}`` renders to (default: the recipe file's
+    directory; ``srt apply`` keeps the original one for the staged copy)."""
     with gc_paused():
-        return _resolve(loaded, plugins, request, job_dir)
+        return _resolve(loaded, plugins, request, job_dir, recipe_dir)
 
 
 def _resolve(
@@ -79,6 +84,7 @@ def _resolve(
     plugins: PluginSet,
     request: AllocationRequest | Allocation | Callable[[int], Allocation],
     job_dir: str,
+    recipe_dir: str | None,
 ) -> Plan:
     recipe = loaded.recipe
     dedicated = any(
@@ -126,6 +132,8 @@ def _resolve(
         "job_id": paths.job_id,
         "job_name": recipe.name,
         "frontend_port": str(recipe.frontend.port) if recipe.frontend else "",
+        "recipe_dir": recipe_dir or os.path.dirname(os.path.abspath(loaded.source)),
+        **_role_values(lay),
     }
     ctx = _Ctx(loaded, CachedPlugins(plugins), lay, paths, common, PortLedger(), [], [])
     ctx.node_ids = {n.name: i for i, n in enumerate(lay.compute)}
@@ -174,6 +182,22 @@ def _resolve(
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _role_values(lay: Layout) -> dict[str, str]:
+    """``{<role>_nodes}``, ``{<role>_ips}`` and ``{<role>_endpoints}`` (ip:port of each
+    worker, for roles with a ``port``) for every role, empty for roles the recipe lacks."""
+    out: dict[str, str] = {}
+    for role in ROLE_NAMES:
+        nodes = lay.role_nodes.get(role, ())
+        out[f"{role}_nodes"] = ",".join(n.name for n in nodes)
+        out[f"{role}_ips"] = ",".join(n.ip for n in nodes)
+        out[f"{role}_endpoints"] = ",".join(
+            f"{w.nodes[0].ip}:{w.port}"
+            for w in lay.workers
+            if w.role == role and w.port is not None
+        )
+    return out
 
 
 def _planned_nodes(lay: Layout) -> list[PlannedNode]:

@@ -41,6 +41,13 @@ COMMON: frozenset[str] = frozenset(
         "job_id",
         "job_name",
         "frontend_port",
+        "recipe_dir",
+        # where each role's workers are, for a frontend or router that must find them
+        *(
+            f"{role}_{what}"
+            for role in ("prefill", "decode", "agg")
+            for what in ("nodes", "ips", "endpoints")
+        ),
     }
 )
 #: Names only instances attached to an engine worker see (workers, ``per: worker``).

@@ -116,8 +116,10 @@ async def build_source(orch: Orchestrator, unit_run: UnitRun) -> None:
     build = unit.build
     assert build is not None
     assert orch.launcher is not None
-    # Local virtual nodes share this filesystem: one checkout and one build serve them all.
-    nodes = build.nodes[:1] if orch.launcher.local_processes else build.nodes
+    # Nodes that see the job directory (all of them, locally) share one checkout and one
+    # build; a node with its own filesystem gets its own.
+    shared = [n for n in build.nodes if await orch.launcher.sees_job_dir(n)]
+    nodes = shared[:1] + [n for n in build.nodes if n not in shared]
     for node in nodes:
         started = time.monotonic()
         await checkout(orch, unit.name, build, node)

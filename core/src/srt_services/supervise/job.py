@@ -72,7 +72,11 @@ def run_job(req: RunRequest) -> int:
         kind="local", count=req.nodes, job_id=os.path.basename(job.path), job_dir=job.path
     )
     plan = resolve(
-        loaded, plugins, lambda needed: launcher_cls.allocation(request, needed), job.path
+        loaded,
+        plugins,
+        lambda needed: launcher_cls.allocation(request, needed),
+        job.path,
+        recipe_dir=os.environ.get("SRT_RECIPE_DIR") or os.path.dirname(os.path.abspath(req.recipe)),
     )
     for s in loaded.services:
         reason = s.kind.skip_reason(s.spec, s.options) if s.options is not None else None

@@ -56,6 +56,7 @@ class SlurmLauncher(Launcher):
         self.mounts: list[str] = []
         self.extra: list[str] = []
         self._ip_node: dict[str, str] = {}
+        self._shared: dict[str, bool] = {}
 
     @classmethod
     def allocation(cls, request: AllocationRequest, needed: int) -> Allocation:
@@ -236,6 +237,35 @@ class SlurmLauncher(Launcher):
 
             return h.slurm_job_id != self.job_id and job_state(h.slurm_job_id) not in ACTIVE
         return is_stale_local(h)
+
+    async def sees_job_dir(self, node: str) -> bool:
+        known = self._shared.get(node)
+        if known is not None:
+            return known
+        marker = os.path.join(self.job_dir, f".srt-shared-{os.getpid()}")
+        with open(marker, "w", encoding="utf-8") as fh:
+            fh.write(node)
+        try:
+            argv = [
+                "srun",
+                f"--jobid={self.job_id}",
+                "--overlap",
+                "--nodes=1",
+                "--ntasks=1",
+                f"--nodelist={node}",
+                "--job-name=srt-shared-fs",
+                "--export=ALL",
+                "test",
+                "-f",
+                marker,
+            ]
+            result = await run_command(
+                self.watcher, argv, 60.0, env=self._env(process.service_env({}, {}))
+            )
+        finally:
+            os.unlink(marker)
+        self._shared[node] = result.code == 0
+        return self._shared[node]
 
     def stop_budget(self, wanted: float) -> float:
         per_tier = max(0.5, (self.kill_wait_s - KILLWAIT_MARGIN) / TIERS)

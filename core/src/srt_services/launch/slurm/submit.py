@@ -67,6 +67,7 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
             spec=loaded.recipe.slurm,
             site=site.slurm,
             site_config=site.path,
+            recipe_dir=os.path.dirname(os.path.abspath(recipe_path)),
         )
     )
     script_path = job.file("sbatch.sh")
