@@ -125,7 +125,7 @@ def test_unknown_frontend_type(one) -> None:
 def test_dynamo_frontend_needs_the_etcd_kind(one) -> None:
     p = one("schema: 2\nname: t\nfrontend: {type: dynamo, command: [f]}\n")
     assert p.label == "frontend.type"
-    assert p.message == "frontend.type dynamo needs the etcd service kind (install srt-etcd)"
+    assert p.message == "frontend.type dynamo needs the etcd service kind: install srt-etcd"
 
 
 def test_nats_planes_need_the_nats_kind(one) -> None:
@@ -135,7 +135,7 @@ def test_nats_planes_need_the_nats_kind(one) -> None:
     )
     assert p.label == "dynamo"
     assert p.message == (
-        "dynamo.request_plane and dynamo.event_plane need the nats service kind (install srt-nats)"
+        "dynamo.request_plane and dynamo.event_plane need the nats service kind: install srt-nats"
     )
     assert (p.line, p.column) == (4, 1)
 

@@ -151,7 +151,7 @@ class _Checker:
         if ftype == "dynamo" and not self.plugins.has("kind", "etcd"):
             self.add(
                 ("frontend", "type"),
-                "frontend.type dynamo needs the etcd service kind (install srt-etcd)",
+                "frontend.type dynamo needs the etcd service kind: " + self._why_missing("etcd"),
             )
         nats_planes = [
             f"dynamo.{k}"
@@ -162,7 +162,8 @@ class _Checker:
             verb = "needs" if len(nats_planes) == 1 else "need"
             self.add(
                 ("dynamo",),
-                f"{' and '.join(nats_planes)} {verb} the nats service kind (install srt-nats)",
+                f"{' and '.join(nats_planes)} {verb} the nats service kind: "
+                + self._why_missing("nats"),
             )
         b = r.benchmark
         if b.type == "command" and b.command is None:
@@ -220,6 +221,17 @@ class _Checker:
             self.text((*where, "preamble"), spec.preamble, allowed)
         if spec.container:
             self.text((*where, "container"), spec.container, allowed)
+
+    def _why_missing(self, kind: str) -> str:
+        """Why ``kind`` is unavailable: not installed, or installed but blocked/incompatible
+        (the plugin set's own message names the plugin and the rule)."""
+        try:
+            self.plugins.kind(kind)
+        except PluginError as exc:
+            text = str(exc)
+            if "comes from plugin" in text:
+                return text
+        return f"install srt-{kind}"
 
     # ------------------------------------------------------------------ shared pieces
 

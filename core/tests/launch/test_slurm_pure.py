@@ -1,0 +1,42 @@
+"""The Slurm launcher's pure parts: address parsing, sbatch rendering, stop budgets."""
+
+from __future__ import annotations
+
+from srt_services.launch.slurm.allocation import pick_ipv4
+from srt_services.launch.slurm.sbatch import ScriptInputs, render_script
+from srt_services.recipe.models import SlurmSpec
+from srt_services.site_config import SlurmDefaults
+
+
+def test_addresses_survive_srun_chatter() -> None:
+    # what a node may print, srun's own lines included when stderr ends up merged
+    noisy = "srun: Step created for StepId=12.3\nsrun: job 12 queued\n127.0.0.1 10.0.0.7 fe80::1\n"
+    assert pick_ipv4(noisy) == "10.0.0.7"
+    assert pick_ipv4("inet 192.168.3.4/24 brd 192.168.3.255 scope global ib0") == "192.168.3.4"
+    assert pick_ipv4("srun: error: task 0: Exited with exit code 1") is None
+    assert pick_ipv4("999.1.1.1 10.1.2.3") == "10.1.2.3"
+
+
+def test_sbatch_script_takes_recipe_values_over_site_defaults() -> None:
+    script = render_script(
+        ScriptInputs(
+            job_name="j",
+            nodes=3,
+            job_dir="/jobs/j",
+            recipe="/jobs/j/recipe.yaml",
+            spec=SlurmSpec(partition="fast", signal_before_end_seconds=0, no_kill=False),
+            site=SlurmDefaults(partition="slow", account="acct", sbatch_extra=("--exclusive",)),
+            python="/venv/bin/python",
+            recipe_dir="/home/me/recipes",
+        )
+    )
+    lines = script.splitlines()
+    assert "#SBATCH --partition=fast" in lines
+    assert "#SBATCH --account=acct" in lines
+    assert "#SBATCH --exclusive" in lines
+    assert not any("--signal" in line or "--no-kill" in line for line in lines)
+    assert "export SRT_RECIPE_DIR=/home/me/recipes" in lines
+    assert lines[-1] == (
+        "exec /venv/bin/python -m srt_services run /jobs/j/recipe.yaml --job-dir /jobs/j"
+        " --launcher slurm --plain"
+    )
