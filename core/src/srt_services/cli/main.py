@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
-from typing import Any
 
 import rich_click as click
 
@@ -71,39 +70,55 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: map srt's exceptions to exit codes and one-line messages."""
+    code = _run(argv)
+    _quiet_stdio()
+    sys.exit(code)
+
+
+def _run(argv: list[str] | None) -> int:
     from click.exceptions import Abort, Exit
 
     from srt_services.errors import JobFailed, RecipeInvalid, SrtError
 
     try:
         cli.main(args=argv, prog_name="srt", standalone_mode=False)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exit as exc:
-        sys.exit(exc.exit_code)
+        return int(exc.exit_code or 0)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return int(exc.exit_code)
     except Abort:
         sys.stderr.write("aborted\n")
-        sys.exit(130)
+        return 130
     except RecipeInvalid as exc:
         sys.stderr.write(f"{exc}\n")
-        sys.exit(2)
+        return 2
     except JobFailed as exc:
         sys.stderr.write(f"srt: {exc}\n")
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except SrtError as exc:
         sys.stderr.write(f"srt: {exc}\n")
-        sys.exit(1)
+        return 1
     except KeyboardInterrupt:
-        sys.exit(130)
+        return 130
     except BrokenPipeError:
-        sys.exit(0)
-    sys.exit(0)
+        return 0
+    return 0
 
 
-def echo_err(message: str) -> None:
-    sys.stderr.write(message.rstrip("\n") + "\n")
+def _quiet_stdio() -> None:
+    """If stdout/stderr went away (a closed terminal or pipe), stop Python from failing its
+    final flush: that would turn the job's exit status into 120."""
+    import os
 
-
-def exit_with(code: int) -> Any:
-    sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):
+                pass

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
     shutil.which("etcd") is None, reason="needs etcd (apt-get install etcd-server)"
 )
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent  # cross-package: srt-oarbank with srt-etcd
 
 
 def free_port() -> int:
