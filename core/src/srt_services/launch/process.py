@@ -150,14 +150,6 @@ def alive(pid: int) -> bool:
     return state is not None and state != "Z"
 
 
-def boot_time() -> float:
-    return float(psutil.boot_time())
-
-
-def ticks_to_wall(ticks: int) -> float:
-    return boot_time() + ticks / _CLK_TCK
-
-
 def environ_of(pid: int) -> dict[str, str] | None:
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
@@ -327,23 +319,6 @@ def tree_listens(root: int, port: int, extra: Iterable[int] = ()) -> bool | None
     return None if unknown else False
 
 
-def listeners_of(pids: Iterable[int], port: int) -> bool | None:
-    """Whether any of ``pids`` has a listening TCP socket on ``port`` (``None``: unknown)."""
-    unknown = False
-    for pid in pids:
-        try:
-            conns = psutil.Process(pid).net_connections(kind="tcp")
-        except psutil.NoSuchProcess:
-            continue
-        except psutil.AccessDenied:
-            unknown = True
-            continue
-        for c in conns:
-            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
-                return True
-    return None if unknown else False
-
-
 def port_free(address: str, port: int) -> bool:
     """Whether ``address:port`` can be bound now (cheap: one bind, no /proc scan)."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -356,30 +331,6 @@ def port_free(address: str, port: int) -> bool:
     finally:
         sock.close()
     return True
-
-
-def holders_of(port: int, address: str | None = None) -> list[str]:
-    """Who listens on ``port`` (and ``address`` or a wildcard): ``pid 12 (uid 0): cmdline``."""
-    out: list[str] = []
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except psutil.AccessDenied:  # pragma: no cover - we run as the same user or root
-        return ["(cannot list sockets)"]
-    for c in conns:
-        if c.status != psutil.CONN_LISTEN or not c.laddr or c.laddr.port != port:
-            continue
-        if address and c.laddr.ip not in {address, "0.0.0.0", "::", "::ffff:0.0.0.0"}:  # noqa: S104
-            continue
-        if c.pid is None:
-            out.append(f"an unknown process on {c.laddr.ip}:{port}")
-            continue
-        try:
-            p = psutil.Process(c.pid)
-            cmd = " ".join(p.cmdline())[:120]
-            out.append(f"pid {c.pid} (uid {p.uids().real}): {cmd}")
-        except psutil.Error:
-            out.append(f"pid {c.pid}")
-    return out
 
 
 def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
