@@ -23,6 +23,7 @@ from srt_services.errors import RecipeInvalid
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
+from srt_services.recipe.checks import external_url_problems
 from srt_services.recipe.load import load_recipe
 from srt_services.recipe.problems import RecipeError
 
@@ -337,3 +338,22 @@ def test_random_bytes(raw: bytes) -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_seeds_themselves_resolve(seed: str) -> None:
     _check((EXAMPLES / f"{seed}.yaml").read_text(), "recipe.yaml", None)
+
+
+@settings(FUZZ, max_examples=300 * SCALE)
+@given(
+    url=st.one_of(
+        st.text(max_size=80),
+        st.lists(
+            st.from_regex(
+                r"(https?|nats|ftp)?(://)?[a-z0-9:.\[\]]{0,12}(/[a-z?#]*)?", fullmatch=True
+            ),
+            max_size=4,
+        ).map(",".join),
+    )
+)
+def test_external_urls(url: str) -> None:
+    """Every ``external`` value yields messages, never an exception (urlsplit raises on some
+    bracketed hosts and ports)."""
+    got = external_url_problems(url, ("http", "https"))
+    assert all(isinstance(m, str) and m for m in got)

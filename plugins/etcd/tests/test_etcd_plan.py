@@ -13,7 +13,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from srt_etcd.kind import EtcdKind, EtcdOptions, bracket
+from srt_etcd.kind import EtcdKind, EtcdOptions
+from srt_services.extend.servers import url_host
 from srt_services.plan.model import Plan, PlannedUnit
 from srt_services.recipe.models import ServiceSpec
 from srt_services.recipe.problems import RecipeError
@@ -230,7 +231,8 @@ def test_binary_lookup_order(
 
 def test_missing_binary_check_is_shell_that_explains() -> None:
     """The preamble itself: run it with an empty PATH and read what a user would read."""
-    from srt_etcd.kind import INSTALL_HINT, KIND, missing_binary_check
+    from srt_etcd.kind import INSTALL_HINT, KIND
+    from srt_services.extend.servers import missing_binary_check
 
     script = missing_binary_check("etcd-not-here", KIND, INSTALL_HINT)
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
@@ -249,7 +251,8 @@ def test_ipv6_addresses_are_bracketed() -> None:
     spec = ServiceSpec.model_validate({"name": "etcd", "type": "etcd"})
     env = kind.discovery_env(spec, EtcdOptions(), "fd00::7")
     assert env == {"ETCD_ENDPOINTS": "http://[fd00::7]:2379"}
-    assert bracket("10.0.0.1") == "10.0.0.1"
+    assert url_host("10.0.0.1") == "10.0.0.1"
+    assert url_host("[fd00::7]") == "[fd00::7]"
 
 
 def test_dry_run_shows_why_etcd_is_there(tmp_path: Path) -> None:

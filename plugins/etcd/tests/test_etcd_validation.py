@@ -132,6 +132,14 @@ def test_external_must_be_an_http_url(load: Load) -> None:
     ]
 
 
+def test_external_with_a_broken_ipv6_host_is_an_error_not_a_crash(load: Load) -> None:
+    got = errors(load, '  - name: etcd\n    type: etcd\n    external: "http://[fd00::1:2379"\n')
+    assert got == [
+        "recipe.yaml:7:5: services[etcd].external: must be a http:// or https://host:port URL,"
+        " got 'http://[fd00::1:2379'"
+    ]
+
+
 def test_external_endpoints_are_each_checked(load: Load) -> None:
     got = errors(
         load,

@@ -150,10 +150,10 @@ def test_external_servers_are_each_checked(load: Load) -> None:
         '  - name: nats\n    type: nats\n    external: "nats://a:4222,http://b:1,nats://c:4222/x"\n',
     )
     assert got == [
-        "recipe.yaml:7:5: services[nats].external: server 'http://b:1' must be a nats:// or"
+        "recipe.yaml:7:5: services[nats].external: endpoint 'http://b:1' must be a nats:// or"
         " tls://host:port URL",
-        "recipe.yaml:7:5: services[nats].external: server 'nats://c:4222/x' must be"
-        " scheme://host:port only",
+        "recipe.yaml:7:5: services[nats].external: endpoint 'nats://c:4222/x' must be"
+        " scheme://host:port only; clients add their own paths",
     ]
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from srt_services.extend.context import InstanceContext, JobPaths, Layout, Node, Worker
 from srt_services.extend.expansion import InstanceSeed
 from srt_services.extend.kind import ServiceKind
+from srt_services.extend.servers import url_host
 from srt_services.names import env_key
 from srt_services.plan import layout as layout_mod
 from srt_services.plan.allocation import Allocation, AllocationRequest
@@ -791,7 +792,7 @@ def _benchmark_unit(ctx: _Ctx, units: list[PlannedUnit], discovery: dict[str, st
     env["SRT_WORKER_NODES"] = ",".join(n.name for n in ctx.layout.worker_nodes)
     if recipe.frontend is not None and recipe.frontend.type != "none":
         head = ctx.layout.head
-        host = f"[{head.ip}]" if ":" in head.ip else head.ip
+        host = url_host(head.ip)
         env["SRT_FRONTEND_URL"] = f"http://{host}:{recipe.frontend.port}"
     for unit in units:
         if unit.category != "service" or not unit.instances:
@@ -835,7 +836,7 @@ def _scrape_targets(units: list[PlannedUnit]) -> list[ScrapeTarget]:
                 nodes = nodes[:1]
             name = m.get("name") or unit.name
             for node, ip in nodes:
-                host = f"[{ip}]" if ":" in ip else ip
+                host = url_host(ip)
                 targets.append(
                     ScrapeTarget(
                         name=f"{name}_{node}",

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 
 from srt_services.extend.context import InstanceContext
 from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
+from srt_services.extend.servers import url_host
 from srt_services.probes.tcp import connect_once, ownership_problem
 from srt_services.recipe.models import Port, StrictModel
 
@@ -55,7 +56,7 @@ class HttpProbe(Probe):
     def plan(self, config: Any, ctx: InstanceContext, default_port: int | None) -> dict[str, Any]:
         port = config.port or default_port
         host = ctx.node.ip
-        shown = f"[{host}]" if ":" in host else host
+        shown = url_host(host)
         return {
             "host": host,
             "port": port,
@@ -100,7 +101,7 @@ class HttpProbe(Probe):
 async def http_status(host: str, port: int, url: str, timeout: float) -> tuple[int | None, str]:
     """Status code of ``GET url`` (reading only the status line), or ``(None, reason)``."""
     path = url.split("/", 3)[3] if url.count("/") >= 3 else ""
-    shown = f"[{host}]" if ":" in host else host
+    shown = url_host(host)
     request = (
         f"GET /{path} HTTP/1.1\r\nHost: {shown}:{port}\r\nUser-Agent: srt-probe\r\n"
         "Accept: */*\r\nConnection: close\r\n\r\n"

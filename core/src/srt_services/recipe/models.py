@@ -302,8 +302,9 @@ class ServiceSpec(StrictModel):
     enabled: bool = Field(True, description="`false` drops it (and switches an implied one off).")
     external: NonBlank | None = Field(
         None,
-        description="Kinds that allow it: the address of an instance that already runs;"
-        " nothing launches and consumers get this address.",
+        description="Kinds that allow it: the address of an instance that already runs"
+        " (`scheme://host:port`, or several separated by commas); nothing launches and"
+        " consumers get this address.",
     )
     command: list[Arg] | None = Field(
         None, description="Argv, not shell-interpreted. Required for `generic`."

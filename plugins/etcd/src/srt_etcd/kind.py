@@ -9,14 +9,18 @@ The kind only *describes*; srt's planner renders the placeholders and the runtim
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit
 
 from pydantic import Field
 from srt_services.extend.implied import ImpliedService
 from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
+from srt_services.extend.servers import (
+    binary_option_problems,
+    missing_binary_check,
+    server_binary,
+    url_host,
+)
 from srt_services.recipe.models import Port
 from srt_services.recipe.problems import Problem
 
@@ -47,77 +51,6 @@ class EtcdOptions(KindOptions):
     peer_port: Port = Field(2380, description="Peer port (raft); bound, never advertised.")
 
 
-def bracket(ip: str) -> str:
-    """An IP as the host part of a URL (IPv6 needs brackets, or the port reads as a group)."""
-    return f"[{ip}]" if ":" in ip and not ip.startswith("[") else ip
-
-
-def resolve_binary(options: EtcdOptions) -> str:
-    """The recipe's choice, else the site admin's, else PATH at launch.
-
-    Looked up by name rather than resolved here: planning must not touch the machine (dry
-    runs happen on a login node), and the service's own node is where the binary must exist.
-    """
-    if options.binary:
-        return options.binary
-    from srt_services import site_config
-
-    return site_config.current().binaries.get(BINARY) or BINARY
-
-
-def binary_problem(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not value.strip():
-        return "must not be blank (omit it to use the default)"
-    if "/" in value and not value.startswith("/"):
-        return (
-            f"must be a command name looked up on PATH or an absolute path, got {value!r}"
-            " (a relative path would depend on the directory srt was started from)"
-        )
-    return None
-
-
-def missing_binary_check(binary: str, kind: str, hint: str) -> str:
-    """Shell that fails fast, with install advice, when the server binary is not there.
-
-    It runs on the service's node, in its environment (container included), right before the
-    server would start, so it checks the filesystem that matters; the infra phase then fails
-    with this line in the log tail, before any worker or frontend is launched.
-    """
-    text = f"srt-{kind}: cannot find the {kind} server binary {binary}; {hint}"
-    for ch in ("\\", '"', "`", "$"):  # literal inside double quotes
-        text = text.replace(ch, "\\" + ch)
-    if "/" not in binary:
-        text += " (PATH=$PATH)"  # a bare name: where it was looked for is the useful part
-    found = f"command -v -- {shlex.quote(binary)} >/dev/null 2>&1"
-    return f'{found} || {{ echo "{text}" >&2; exit 127; }}'
-
-
-def external_problems(url: str, schemes: tuple[str, ...]) -> list[str]:
-    """Checks core's scheme test leaves open: several endpoints, and stray paths."""
-    out: list[str] = []
-    for i, part in enumerate(url.split(",")):
-        endpoint = part.strip()
-        parts = urlsplit(endpoint)
-        if parts.scheme not in schemes or not parts.netloc:
-            if i == 0:
-                continue  # core's own check already reported the first one
-            wanted = " or ".join(f"{s}://" for s in schemes)
-            out.append(f"endpoint {endpoint!r} must be a {wanted}host:port URL")
-            continue
-        if parts.path not in ("", "/") or parts.query or parts.fragment:
-            out.append(
-                f"endpoint {endpoint!r} must be scheme://host:port only; clients add their own"
-                " paths"
-            )
-        try:
-            parts.port  # noqa: B018 - raises on a non-numeric or out-of-range port
-        except ValueError:
-            out.append(f"endpoint {endpoint!r} has an invalid port")
-    return out
-
-
 class EtcdKind(ServiceKind):
     name: ClassVar[str] = KIND
     summary: ClassVar[str] = "etcd for Dynamo discovery; fresh data dir per job, binds the node IP."
@@ -140,9 +73,7 @@ class EtcdKind(ServiceKind):
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         assert isinstance(options, EtcdOptions)
         out: list[Problem] = []
-        problem = binary_problem(options.binary)
-        if problem:
-            out.append(Problem(("options", "binary"), problem))
+        out.extend(binary_option_problems(spec, options.binary))
         if options.client_port == options.peer_port:
             out.append(
                 Problem(
@@ -150,33 +81,15 @@ class EtcdKind(ServiceKind):
                     f"must differ from client_port ({options.client_port}): etcd binds both",
                 )
             )
-        if spec.external is not None:
-            out.extend(Problem(("external",), m) for m in external_problems(spec.external, SCHEMES))
-            for key in sorted(spec.options):
-                out.append(
-                    Problem(
-                        ("options", key),
-                        "has no effect with external (nothing is launched); drop it",
-                        warning=True,
-                    )
-                )
-        elif spec.command is not None and options.binary is not None:
-            out.append(
-                Problem(
-                    ("options", "binary"),
-                    "has no effect: the recipe's command replaces the kind's command",
-                    warning=True,
-                )
-            )
         return out
 
     def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, EtcdOptions)
-        host = bracket(ctx.node.ip)
+        host = url_host(ctx.node.ip)
         client = f"http://{host}:{options.client_port}"
         peer = f"http://{host}:{options.peer_port}"
         return [
-            resolve_binary(options),
+            server_binary(options.binary, BINARY),
             "--name",
             spec.name,
             "--data-dir",
@@ -199,7 +112,7 @@ class EtcdKind(ServiceKind):
         if spec.command is not None:
             return None  # the recipe's own command: not ours to check
         assert isinstance(options, EtcdOptions)
-        return missing_binary_check(resolve_binary(options), KIND, INSTALL_HINT)
+        return missing_binary_check(server_binary(options.binary, BINARY), KIND, INSTALL_HINT)
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         # /health answers 200 only once this member has a leader and serves reads, which a
@@ -215,7 +128,7 @@ class EtcdKind(ServiceKind):
         if address is None:
             return {ENV_KEY: (spec.external or "").strip()}
         assert isinstance(options, EtcdOptions)
-        return {ENV_KEY: f"http://{bracket(address)}:{options.client_port}"}
+        return {ENV_KEY: f"http://{url_host(address)}:{options.client_port}"}
 
 
 # --------------------------------------------------------------------------- recipe-level

@@ -8,14 +8,18 @@ is configured through a file written into its work dir: a file is the only way t
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit
 
 from pydantic import Field
 from srt_services.extend.implied import ImpliedService
 from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
+from srt_services.extend.servers import (
+    binary_option_problems,
+    missing_binary_check,
+    server_binary,
+    url_host,
+)
 from srt_services.recipe.models import Port
 from srt_services.recipe.problems import Problem
 
@@ -62,78 +66,10 @@ class NatsOptions(KindOptions):
     )
 
 
-def bracket(ip: str) -> str:
-    """An IP as the host part of a URL or a ``listen`` address (IPv6 needs brackets)."""
-    return f"[{ip}]" if ":" in ip and not ip.startswith("[") else ip
-
-
-def resolve_binary(options: NatsOptions) -> str:
-    """The recipe's choice, else the site admin's, else PATH at launch.
-
-    Looked up by name rather than resolved here: planning must not touch the machine (dry
-    runs happen on a login node), and the service's own node is where the binary must exist.
-    """
-    if options.binary:
-        return options.binary
-    from srt_services import site_config
-
-    return site_config.current().binaries.get(BINARY) or BINARY
-
-
-def binary_problem(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not value.strip():
-        return "must not be blank (omit it to use the default)"
-    if "/" in value and not value.startswith("/"):
-        return (
-            f"must be a command name looked up on PATH or an absolute path, got {value!r}"
-            " (a relative path would depend on the directory srt was started from)"
-        )
-    return None
-
-
-def missing_binary_check(binary: str, kind: str, hint: str) -> str:
-    """Shell that fails fast, with install advice, when the server binary is not there.
-
-    It runs on the service's node, in its environment (container included), right before the
-    server would start, so it checks the filesystem that matters; the infra phase then fails
-    with this line in the log tail, before any worker or frontend is launched.
-    """
-    text = f"srt-{kind}: cannot find the {kind} server binary {binary}; {hint}"
-    for ch in ("\\", '"', "`", "$"):  # literal inside double quotes
-        text = text.replace(ch, "\\" + ch)
-    if "/" not in binary:
-        text += " (PATH=$PATH)"  # a bare name: where it was looked for is the useful part
-    found = f"command -v -- {shlex.quote(binary)} >/dev/null 2>&1"
-    return f'{found} || {{ echo "{text}" >&2; exit 127; }}'
-
-
-def external_problems(url: str, schemes: tuple[str, ...]) -> list[str]:
-    """Checks core's scheme test leaves open: several servers, and stray paths."""
-    out: list[str] = []
-    for i, part in enumerate(url.split(",")):
-        endpoint = part.strip()
-        parts = urlsplit(endpoint)
-        if parts.scheme not in schemes or not parts.netloc:
-            if i == 0:
-                continue  # core's own check already reported the first one
-            wanted = " or ".join(f"{s}://" for s in schemes)
-            out.append(f"server {endpoint!r} must be a {wanted}host:port URL")
-            continue
-        if parts.path not in ("", "/") or parts.query or parts.fragment:
-            out.append(f"server {endpoint!r} must be scheme://host:port only")
-        try:
-            parts.port  # noqa: B018 - raises on a non-numeric or out-of-range port
-        except ValueError:
-            out.append(f"server {endpoint!r} has an invalid port")
-    return out
-
-
 def config_text(options: NatsOptions, ip: str) -> str:
     """The server config. Quoted strings throughout: NATS's config parser reads an unquoted
     ``127.0.0.1:4222`` fine but mangles some paths and IPv6 forms."""
-    host = bracket(ip)
+    host = url_host(ip)
     lines = [
         "# Written by srt-nats for this job; regenerated on every launch.",
         f'listen: "{host}:{options.port}"',
@@ -173,9 +109,7 @@ class NatsKind(ServiceKind):
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         assert isinstance(options, NatsOptions)
         out: list[Problem] = []
-        problem = binary_problem(options.binary)
-        if problem:
-            out.append(Problem(("options", "binary"), problem))
+        out.extend(binary_option_problems(spec, options.binary))
         mb = options.max_payload_mb
         where = ("options", "max_payload_mb")
         if mb is not None:
@@ -207,36 +141,18 @@ class NatsKind(ServiceKind):
                     f"must differ from port ({options.port}): nats-server binds both",
                 )
             )
-        if spec.external is not None:
-            out.extend(Problem(("external",), m) for m in external_problems(spec.external, SCHEMES))
-            for key in sorted(spec.options):
-                out.append(
-                    Problem(
-                        ("options", key),
-                        "has no effect with external (nothing is launched); drop it",
-                        warning=True,
-                    )
-                )
-        elif spec.command is not None and options.binary is not None:
-            out.append(
-                Problem(
-                    ("options", "binary"),
-                    "has no effect: the recipe's command replaces the kind's command",
-                    warning=True,
-                )
-            )
         return out
 
     def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, NatsOptions)
         # -js on the command line too, so `ps` shows JetStream is on whatever the file says.
-        return [resolve_binary(options), "-c", f"{{work_dir}}/{CONFIG_FILE}", "-js"]
+        return [server_binary(options.binary, BINARY), "-c", f"{{work_dir}}/{CONFIG_FILE}", "-js"]
 
     def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
         if spec.command is not None:
             return None  # the recipe's own command: not ours to check
         assert isinstance(options, NatsOptions)
-        return missing_binary_check(resolve_binary(options), KIND, INSTALL_HINT)
+        return missing_binary_check(server_binary(options.binary, BINARY), KIND, INSTALL_HINT)
 
     def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
         assert isinstance(options, NatsOptions)
@@ -263,7 +179,7 @@ class NatsKind(ServiceKind):
         if address is None:
             return {ENV_KEY: (spec.external or "").strip()}
         assert isinstance(options, NatsOptions)
-        return {ENV_KEY: f"nats://{bracket(address)}:{options.port}"}
+        return {ENV_KEY: f"nats://{url_host(address)}:{options.port}"}
 
 
 # --------------------------------------------------------------------------- recipe-level
