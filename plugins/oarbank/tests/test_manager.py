@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,12 @@ from srt_oarbank.errors import (
     MemoryExhausted,
     UnknownCapability,
 )
+from srt_oarbank.events import ManagerEvent
 from srt_oarbank.lifecycle import AdmissionRequest, ModuleManager
 from srt_oarbank.manifest import ModuleManifest
 from srt_oarbank.probes import ProbeMonitor, check_probe
 from srt_oarbank.resources import NodeResources
+from srt_oarbank.state_store import StateStore
 from srt_oarbank.supervisor import ServiceState, SupervisorOptions
 
 pytestmark = pytest.mark.timeout(60)
@@ -252,3 +255,52 @@ def test_fingerprint_failure_at_recovery_never_starts_blind() -> None:
             await manager.shutdown(stop_services=False)
 
     run(main())
+
+
+def test_every_event_is_announced_after_the_state_file_says_the_same(tmp_path: Path) -> None:
+    """An agent killed right after it announced "ready" must find that fact on disk.
+
+    Event observers (the agent's status file, srt) act on an event at once; if the state
+    file lagged behind, a restarted agent would read an older record (no PID) and could not
+    guard against PID reuse.
+    """
+    svc = FakeOps()
+    store = StateStore(tmp_path / "state.json")
+    keys = ("state", "pid", "restart_count", "start_attempts")
+    seen: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    holder: list[ModuleManager] = []
+
+    def observe(event: ManagerEvent) -> None:
+        if not holder or event.kind not in ("ready", "stopped", "started"):
+            return
+        saved = store.load().services.get("svc", {})
+        live = holder[0].services["svc"].record()
+        seen.append((event.kind, {k: saved.get(k) for k in keys}, {k: live.get(k) for k in keys}))
+
+    async def main() -> None:
+        clock = FakeClock()
+        manifest = ModuleManifest.model_validate(
+            {"name": "m", "services": [service_entry(exec=["x"], lifecycle="always")]}
+        )
+        manager = ModuleManager(
+            manifest,
+            node_id=NODE,
+            ops_factory=lambda s: svc,
+            clock=clock,
+            store=store,
+            options=QUIET,
+            on_event=observe,
+        )
+        holder.append(manager)
+        await manager.start()
+        try:
+            await clock.advance(0.1)
+            assert manager.services["svc"].state == ServiceState.READY
+        finally:
+            await manager.shutdown(stop_services=True)
+
+    run(main())
+    kinds = [kind for kind, _, _ in seen]
+    assert "ready" in kinds and "stopped" in kinds, seen
+    for kind, saved, live in seen:
+        assert saved == live, f"{kind} announced before it was saved: {saved} != {live}"

@@ -599,6 +599,7 @@ class ServiceSupervisor:
                 self.pid = result.pid
                 self.pid_create_time = process_create_time(result.pid)
             self.adopted = False
+            self._persist()  # the PID guard must survive an agent killed before "ready"
             self._ready_deadline = self.clock.monotonic() + self.spec.ready_timeout_s
             self._emit("started", result.msg or "start returned", pid=result.pid)
             await self._finish_start(adopted=False)
@@ -937,12 +938,15 @@ class ServiceSupervisor:
         changed = state != self.state
         self.state = state
         self.reason = reason
+        self.update_capacity()
+        # Save before announcing: whoever reacts to the event (the status file, a test, srt)
+        # may act on it at once, and an agent killed right after must find the same facts
+        # in its state file.
+        self._persist()
         if kind is not None:
             self._emit(kind, reason, **data)
         elif changed:
             self._emit(f"state:{state}", reason, **data)
-        self.update_capacity()
-        self._persist()
         if changed:
             self._wake.set()
         event, self._changed = self._changed, asyncio.Event()
