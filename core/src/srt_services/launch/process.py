@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from srt_services.launch.sockdiag import listening_inodes
+
 COOKIE_VAR = "SRT_JOB_COOKIE"
 INSTANCE_VAR = "SRT_INSTANCE"
 
@@ -268,23 +270,6 @@ def descendants(pid: int) -> list[int]:
             out.extend(kids)
             todo.extend(kids)
     return out
-
-
-def listening_inodes(port: int) -> set[int]:
-    """Inodes of TCP sockets listening on ``port`` in our network namespace."""
-    found: set[int] = set()
-    want = f":{port:04X}"
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as fh:
-                next(fh, None)
-                for line in fh:
-                    fields = line.split()
-                    if len(fields) > 9 and fields[3] == "0A" and fields[1].endswith(want):
-                        found.add(int(fields[9]))
-        except OSError:
-            continue
-    return found
 
 
 def holds_socket(pid: int, inodes: set[int]) -> bool | None:
