@@ -7,16 +7,17 @@ Run from the repository root with the dev venv: ``.venv/bin/python bench/runtime
 Latency. Programs open their port (tcp), start an HTTP server (http) or write a line (log)
 at a known time and record ``time.time()`` right after ``listen()`` / before ``write()``;
 the delay is the ``ready`` event's ``t`` minus that time. The moments are stratified over
-one 100 ms period 0.3-0.4 s after start, so samples fall evenly between two attempts of the
-capped 5 ms -> 100 ms backoff (a perfect poller on that schedule has a ~50 ms median).
+one period of the backoff cap (srt's ``FAST_CAP``, 80 ms) 0.3 s after start, so samples
+fall evenly between two attempts of the capped 5 ms -> 80 ms backoff (a perfect poller on
+that schedule has a ~40 ms median).
 "one at a time": one service per sample, each gating the next; "N at once": one service
 with an instance on each of N virtual nodes, all probed together. The raw baseline runs the
 same programs without srt and detects them from this process with the same means (connect
 on the same schedule, a plain HTTP GET, inotify), in the same run.
 
 CPU. Jobs whose tcp probes never pass (the port never opens), with 1 and 100 waiting
-instances, and an idle job (no probe) as the floor: the orchestrator's user+system CPU time
-(psutil) over a window that starts when every probe is waiting. Raw baselines, in the same
+instances, and an idle job (no probe) as the floor: the orchestrator's CPU time (all
+threads, from ``schedstat``) over a window that starts when every probe is waiting. Raw baselines, in the same
 window: a bare asyncio loop probing 1 / 100 closed ports on the same schedule, with srt's
 attempt pattern (``wait_for`` + ``sock_connect``) and with a fast path (``connect_ex`` +
 ``SO_ERROR``).
@@ -40,9 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 from _jobs import PY, Events, Job, by_event, ms
 from srt_services.launch import process
+from srt_services.supervise.backoff import FAST_CAP, FAST_START
 
 # --------------------------------------------------------------------------- programs
 
@@ -52,9 +53,9 @@ PROGRAM = r"""
 import http.server, os, signal, socket, sys, time
 mode, sample, out_dir, host = sys.argv[1:5]
 port = int(sys.argv[5])
-# sample "K/N": stratified over one 100 ms period (the backoff cap), 0.3 s after start
+# sample "K/N": stratified over one period of the backoff cap, 0.3 s after start
 k, n = (int(x) for x in sample.split("/"))
-delay = 0.3 + 0.1 * (k + 0.5) / n
+delay = 0.3 + @CAP@ * (k + 0.5) / n
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
@@ -83,7 +84,7 @@ while True:
     signal.pause()
 """
 
-#: A bare asyncio loop probing N closed ports on the same 5 ms -> 100 ms schedule; prints
+#: A bare asyncio loop probing N closed ports on the same 5 ms -> 80 ms schedule; prints
 #: its own CPU use (% of a core) over the window. "waitfor" is the attempt pattern of srt's
 #: tcp probe (a task per attempt via wait_for, the connect completed through epoll); "fast"
 #: asks the kernel at once (connect_ex, then SO_ERROR: a refused loopback connect is known
@@ -129,7 +130,7 @@ async def probe(i, stop):
     host, attempt = "127.0.0.%d" % (i % 250 + 1), 0
     while time.monotonic() < stop:
         await check(host)
-        await asyncio.sleep(min(0.005 * 2 ** min(attempt, 20), 0.1))
+        await asyncio.sleep(min(@START@ * 2 ** min(attempt, 20), @CAP@))
         attempt += 1
 async def main():
     t0, c0 = time.monotonic(), ran()
@@ -137,6 +138,9 @@ async def main():
     print(100 * (ran() - c0) / (time.monotonic() - t0))
 asyncio.run(main())
 """
+
+PROGRAM = PROGRAM.replace("@CAP@", repr(FAST_CAP))
+RAW_CPU = RAW_CPU.replace("@START@", repr(FAST_START)).replace("@CAP@", repr(FAST_CAP))
 
 
 def free_port() -> int:
@@ -215,7 +219,7 @@ def srt_latency(root: Path, mode: str, samples: int, prog: Path, parallel: bool)
 
 
 def _raw_poll(mode: str, host: str, port: int, started: float) -> float:
-    """Connect (and GET) on the 5 ms -> 100 ms backoff until it works; return the time."""
+    """Connect (and GET) on srt's fast backoff until it works; return the time."""
     attempt = 0
     while True:
         try:
@@ -229,7 +233,7 @@ def _raw_poll(mode: str, host: str, port: int, started: float) -> float:
             pass
         if time.monotonic() - started > 30:
             raise RuntimeError(f"raw {mode} probe of {host}:{port} never passed")
-        time.sleep(min(0.005 * 2**attempt, 0.1))
+        time.sleep(min(FAST_START * 2 ** min(attempt, 20), FAST_CAP))
         attempt += 1
 
 
@@ -296,6 +300,16 @@ def raw_latency(root: Path, mode: str, samples: int, prog: Path) -> list[float]:
 # --------------------------------------------------------------------------- CPU
 
 
+def ran_seconds(pid: int) -> float:
+    """CPU time of every thread of ``pid`` from schedstat (ns; psutil's ticks are 10 ms, as
+    coarse as the 0.3 % target over a 10 s window)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+            total += int(fh.read().split()[0])
+    return total / 1e9
+
+
 def cpu_cost(root: Path, window: float) -> dict[str, float]:
     """% of one core used while 0, 1 and 100 probes wait (srt and raw, same window)."""
     port = free_port()
@@ -327,8 +341,8 @@ def cpu_cost(root: Path, window: float) -> dict[str, float]:
                 return bool(by_event(evs, "serving"))
 
             job.wait_for(up)
-        procs = {label: psutil.Process(job.pid) for label, (job, _) in jobs.items()}
-        before = {label: p.cpu_times() for label, p in procs.items()}
+        pids = {label: job.pid for label, (job, _) in jobs.items()}
+        before = {label: ran_seconds(pid) for label, pid in pids.items()}
         t0 = time.monotonic()
         for pattern in ("waitfor", "fast"):
             for n in (1, 100):
@@ -339,10 +353,8 @@ def cpu_cost(root: Path, window: float) -> dict[str, float]:
                 )
         time.sleep(window)
         elapsed = time.monotonic() - t0
-        for label, p in procs.items():
-            now = p.cpu_times()
-            used = (now.user - before[label].user) + (now.system - before[label].system)
-            out[label] = 100.0 * used / elapsed
+        for label, pid in pids.items():
+            out[label] = 100.0 * (ran_seconds(pid) - before[label]) / elapsed
         for label, raw in raws.items():
             stdout, _ = raw.communicate(timeout=60)
             out[label] = float(stdout.strip() or "nan")
@@ -393,7 +405,7 @@ def main() -> None:
             "srt, 100 waiting tcp probes": "  target <= 10 %",
         }
         for label, pct in got.items():
-            print(f"  {label:30} {pct:6.2f} %{targets.get(label, '')}")
+            print(f"  {label:30} {pct:6.3f} %{targets.get(label, '')}")
         for n, label in ((1, "srt, 1 waiting tcp probe"), (100, "srt, 100 waiting tcp probes")):
             base = got.get(f"raw waitfor, {n} probe(s)", 0.0)
             fast = got.get(f"raw fast, {n} probe(s)", 0.0)

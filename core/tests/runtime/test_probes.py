@@ -147,9 +147,9 @@ def test_F10_rerun_in_the_same_job_dir_ignores_the_old_ready_line(jobs: Jobs) ->
 def test_backoff_schedule() -> None:
     assert backoff_delay(0, 0.0, 2.0) == 0.005
     assert backoff_delay(3, 0.5, 2.0) == 0.04
-    assert backoff_delay(10, 2.0, 2.0) == 0.1
+    assert backoff_delay(10, 2.0, 2.0) == 0.08
     assert backoff_delay(10, 2.0, 0.02) == 0.02
-    assert backoff_delay(99, 13.0, 2.0) == pytest.approx(0.6)
+    assert backoff_delay(99, 13.0, 2.0) == pytest.approx(1.08)
     assert backoff_delay(99, 1000.0, 2.0) == 2.0
 
 

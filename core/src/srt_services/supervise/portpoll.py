@@ -112,6 +112,11 @@ class PortPoller:
             sock.close()
             w.future.set_result(None)
             return
+        if err == errno.EINPROGRESS:
+            # On loopback the kernel has usually settled a refused connect before connect()
+            # returns: reading SO_ERROR now saves the writer registration, its timer and an
+            # event-loop wake-up on every failed attempt (most attempts fail).
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) or errno.EINPROGRESS
         if err != errno.EINPROGRESS:
             sock.close()
             self._again(w, errno.errorcode.get(err, str(err)))

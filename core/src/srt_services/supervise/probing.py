@@ -1,7 +1,7 @@
 """Running probes: the backoff schedule, the shared inotify watcher, the probe target.
 
-Polling probes (tcp, http) attempt at once, then back off 5 ms, 10 ms, 20 ms... to 100 ms
-for the first ten seconds (quick services are seen within milliseconds), then more slowly
+Polling probes (tcp, http) attempt at once, then back off 5 ms, 10 ms, 20 ms... to 80 ms
+for the first three seconds (quick services are seen within milliseconds), then more slowly
 up to the recipe's ``interval_seconds``. Waiting for a port is done by one shared poller
 (:mod:`srt_services.supervise.portpoll`): one timer, one non-blocking connect per due
 attempt, and a probe is woken only when its port opened.
