@@ -126,6 +126,72 @@ def test_log_probe_is_event_driven(tmp_path: Path) -> None:
     assert asyncio.run(scenario()) < 0.5
 
 
+def test_a_line_written_between_the_first_read_and_the_watch_is_seen_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F10's flake: the ready line landed after the probe read the log but before inotify
+    watched its directory, so no event came and the probe slept until its fallback poll
+    (1 s), by which time the service had exited "before it was ready"."""
+    log = tmp_path / "x.out"
+    log.write_text("")
+    real_poll = LineScanner.poll
+    polls: list[bool | None] = []
+
+    def poll_then_write(self: LineScanner) -> bool | None:
+        found = real_poll(self)
+        polls.append(found)
+        if len(polls) == 1:
+            with log.open("a") as fh:  # the service writes right after our read
+                fh.write("READY\n")
+        return found
+
+    monkeypatch.setattr(LineScanner, "poll", poll_then_write)
+
+    async def scenario() -> float:
+        hub = InotifyHub(asyncio.get_running_loop())
+        try:
+            target = _target({"pattern": "READY", "path": None}, str(log), 0, hub)
+            target.interval = 30.0
+            t0 = time.monotonic()
+            await asyncio.wait_for(LogProbe().wait_ready(target, 1.0), 5)
+            return time.monotonic() - t0
+        finally:
+            hub.close()
+
+    assert asyncio.run(scenario()) < 0.5
+    assert polls[-1] is True
+
+
+def test_a_watch_outlives_its_waiter_so_the_next_wait_has_no_gap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from srt_services.supervise import probing
+
+    monkeypatch.setattr(probing, "WATCH_LINGER", 0.3)
+    log = tmp_path / "x.out"
+    log.write_text("")
+
+    async def scenario() -> None:
+        hub = InotifyHub(asyncio.get_running_loop())
+        try:
+            # the first wait only adds the watch and returns, so the caller reads again
+            await asyncio.wait_for(hub.wait(str(log), 10), 0.2)
+            assert str(tmp_path) in hub._dirs
+            await hub.wait(str(log), 0.05)  # times out: nobody waits any more...
+            assert str(tmp_path) in hub._dirs, "...but the watch is still there"
+            waiter = asyncio.ensure_future(hub.wait(str(log), 10))
+            await asyncio.sleep(0.02)
+            with log.open("a") as fh:
+                fh.write("x")
+            await asyncio.wait_for(waiter, 0.5)
+            await asyncio.sleep(0.6)
+            assert str(tmp_path) not in hub._dirs, "an unused watch is dropped after the linger"
+        finally:
+            hub.close()
+
+    asyncio.run(scenario())
+
+
 def test_F10_rerun_in_the_same_job_dir_ignores_the_old_ready_line(jobs: Jobs) -> None:
     text = """
         schema: 2

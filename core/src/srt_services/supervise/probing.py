@@ -28,6 +28,10 @@ from srt_services.supervise.portpoll import PortPoller
 __all__ = ["FAST_CAP", "FAST_START", "FAST_WINDOW", "InotifyHub", "Target", "backoff_delay"]
 
 
+#: How long a directory stays watched after its last waiter left (see ``InotifyHub.wait``).
+WATCH_LINGER = 2.0
+
+
 class InotifyHub:
     """One inotify descriptor for every file-based probe of the job."""
 
@@ -51,8 +55,10 @@ class InotifyHub:
         self._dir_users: dict[str, int] = defaultdict(int)
         loop.add_reader(self._inotify.fileno(), self._on_readable)
         self.events_seen = 0
+        self._closed = False
 
     def close(self) -> None:
+        self._closed = True
         with contextlib.suppress(Exception):
             self.loop.remove_reader(self._inotify.fileno())
         self._inotify.close()
@@ -92,19 +98,32 @@ class InotifyHub:
                     fut.set_result(None)
 
     async def wait(self, path: str, timeout: float) -> None:
-        """Return when ``path`` is created/changed/replaced, or after ``timeout`` seconds."""
+        """Return when ``path`` may have changed, or after ``timeout`` seconds.
+
+        Callers loop "read the file, then wait". A write that lands while no watch covers
+        the directory produces no event at all, so two rules keep that gap closed: a wait
+        that had to add the watch returns at once (the caller reads again, now covered),
+        and a watch outlives its last waiter by ``WATCH_LINGER`` seconds, so the next turn
+        of the loop finds it still in place.
+        """
         directory = os.path.dirname(path) or "."
+        known = directory in self._dirs
         watched = self._watch_dir(directory)
         if not watched:
             # the directory itself does not exist yet: watch the nearest existing parent
             parent = directory
             while parent and parent != "/" and not os.path.isdir(parent):
                 parent = os.path.dirname(parent)
+            known = parent in self._dirs
             if parent and self._watch_dir(parent):
                 path, directory = (
                     os.path.join(parent, os.path.relpath(path, parent).split(os.sep)[0]),
                     parent,
                 )
+                watched = True
+        if watched and not known:
+            self._release_later(directory)
+            return
         fut: asyncio.Future[None] = self.loop.create_future()
         self._waiters[path].add(fut)
         self._dir_users[directory] += 1
@@ -118,7 +137,14 @@ class InotifyHub:
             self._dir_users[directory] -= 1
             if self._dir_users[directory] <= 0:
                 del self._dir_users[directory]
+                self._release_later(directory)
+
+    def _release_later(self, directory: str) -> None:
+        def release() -> None:
+            if not self._closed and self._dir_users.get(directory, 0) <= 0:
                 self._unwatch_dir(directory)
+
+        self.loop.call_later(WATCH_LINGER, release)
 
 
 @dataclass(slots=True)
