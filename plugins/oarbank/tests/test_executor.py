@@ -177,3 +177,60 @@ def test_bare_command_names_are_looked_up_on_path(tmp_path: Path) -> None:
         ["sh", "-c", 'echo \'{"running": false, "ready": false}\'', "x"], context, service="s"
     )
     assert executor.call_sync("status", Status).document.ready is False
+
+
+def test_a_finished_descriptor_stays_open_until_the_driver_unregistered_it() -> None:
+    """Ops start and end on one loop all the time, so a closed descriptor number is reused
+    at once. An op that closed its pipe on EOF while the loop still had it registered left
+    a stale registration: the next op's pipe, given the same number, was never watched by
+    the kernel, and that op heard nothing until its timeout (in CI a destroy hung for the
+    whole 30 s reaping budget). Closing now waits for ``release``, after unregistering."""
+    import os
+    import subprocess
+
+    from srt_oarbank.executor import ExecLimits, _OpRun
+
+    proc = subprocess.Popen(
+        ["true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    run = _OpRun(proc, 5.0, ExecLimits(), 1024)
+    proc.wait()
+    out_fd = run.out_fd
+    run.on_readable(out_fd)  # EOF
+    assert out_fd not in run.watched(), "a finished pipe is no longer watched"
+    os.fstat(out_fd)  # ...but still open: its number cannot be handed to another op yet
+    run.poll(time.monotonic())  # notices the exit
+    assert run.pidfd is not None and run.pidfd not in run.watched()
+    os.fstat(run.pidfd)
+    pidfd = run.pidfd
+    run.release()
+    with pytest.raises(OSError):
+        os.fstat(out_fd)
+    with pytest.raises(OSError):
+        os.fstat(pidfd)
+    run.close()
+
+
+def test_many_overlapping_calls_on_one_loop_all_finish(
+    bundle_factory: Callable[..., FakeBundle],
+) -> None:
+    """Ops end and start on the same loop all the time, so descriptor numbers are reused at
+    once. An op that closed its pipes before unregistering them used to unregister the next
+    op's pipe (same number) instead: that op heard nothing until its timeout (CI: a destroy
+    hung for the whole 30 s reaping budget)."""
+    fake = bundle_factory(services=[service_entry()])
+
+    async def main() -> list[float]:
+        executor = fake.executor()
+        gate = asyncio.Semaphore(6)
+
+        async def one() -> float:
+            async with gate:
+                began = time.monotonic()
+                await executor.call("status", Status, timeout_s=20)
+                return time.monotonic() - began
+
+        return await asyncio.gather(*(one() for _ in range(90)))
+
+    durations = asyncio.run(main())
+    assert max(durations) < 10, f"an op waited {max(durations):.1f} s for events it missed"

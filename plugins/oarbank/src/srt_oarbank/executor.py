@@ -137,6 +137,10 @@ class _OpRun:
         os.set_blocking(self.err_fd, False)
         self.inodes = {i for i in (pipe_inode(self.out_fd), pipe_inode(self.err_fd)) if i}
         self.open_fds: set[int] = {self.out_fd, self.err_fd}
+        #: Finished with, but not closed yet: a driver closes them (``release``) only after
+        #: unregistering them, because a closed descriptor number is reused at once by the
+        #: next op of the same loop, and unregistering it then would silence that other op.
+        self.finished_fds: set[int] = set()
         self.pidfd: int | None = None
         with contextlib.suppress(OSError, AttributeError):
             self.pidfd = os.pidfd_open(proc.pid)
@@ -228,6 +232,7 @@ class _OpRun:
     def close(self) -> None:
         for fd in list(self.open_fds):
             self._close_fd(fd)
+        self.release()
         if self.pidfd is not None:
             with contextlib.suppress(OSError):
                 os.close(self.pidfd)
@@ -248,18 +253,25 @@ class _OpRun:
 
     def _check_exit(self) -> None:
         if self.exited_at is None and self.proc.poll() is not None:
-            self.exited_at = time.monotonic()
-            if self.pidfd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(self.pidfd)
-                self.pidfd = None
+            self.exited_at = time.monotonic()  # the pidfd leaves watched(); release closes it
 
     def _close_fd(self, fd: int) -> None:
-        self.open_fds.discard(fd)
-        stream = self.proc.stdout if fd == self.out_fd else self.proc.stderr
-        if stream is not None:
+        if fd in self.open_fds:
+            self.open_fds.discard(fd)
+            self.finished_fds.add(fd)
+
+    def release(self) -> None:
+        """Close what the driver no longer watches (call only after unregistering it)."""
+        for fd in self.finished_fds:
+            stream = self.proc.stdout if fd == self.out_fd else self.proc.stderr
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self.finished_fds.clear()
+        if self.exited_at is not None and self.pidfd is not None:
             with contextlib.suppress(OSError):
-                stream.close()
+                os.close(self.pidfd)
+            self.pidfd = None
 
 
 def _drive_sync(run: _OpRun) -> None:
@@ -270,6 +282,7 @@ def _drive_sync(run: _OpRun) -> None:
             wanted = run.watched()
             for fd in registered - wanted:
                 selector.unregister(fd)
+            run.release()
             for fd in wanted - registered:
                 selector.register(fd, selectors.EVENT_READ)
             registered = wanted
@@ -301,13 +314,15 @@ async def _drive_async(run: _OpRun) -> None:
             wanted = run.watched()
             for fd in registered - wanted:
                 loop.remove_reader(fd)
+            run.release()
             for fd in wanted - registered:
                 loop.add_reader(fd, readable, fd)
             registered = wanted
             timeout = max(0.0, run.wake_at() - time.monotonic())
             if not wake.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await wake.wait()
             wake.clear()
             run.poll(time.monotonic())
     except asyncio.CancelledError:
