@@ -268,8 +268,14 @@ def test_rerun_on_a_job_dir_of_a_killed_orchestrator_stops_leftovers_first(
           - name: a
             command: [bash, -c, "echo $$ >> {pids}; exec sleep 1000"]
         """
+
+    def written() -> int:
+        # "serving" means launched: bash may not have written its PID yet
+        return len(pids.read_text().split()) if pids.exists() else 0
+
     first = jobs.start(text)
     first.wait_event("serving")
+    wait_for(lambda: written() == 1)
     os.kill(first.proc.pid, signal.SIGKILL)
     first.wait(10)
     old = int(pids.read_text().split()[0])
@@ -277,7 +283,9 @@ def test_rerun_on_a_job_dir_of_a_killed_orchestrator_stops_leftovers_first(
     second = jobs.start(text, job_dir=first.job_dir)
     second.wait_event("serving")
     assert not process.alive(old), "the leftover of the dead orchestrator was stopped"
-    assert len(pids.read_text().split()) == 2, "and exactly one new instance started"
+    wait_for(lambda: written() >= 2)
+    assert written() == 2, "and exactly one new instance started"
+    assert len(events_of(second, "launched", step="service_a")) == 1
     second.signal(signal.SIGTERM)
     second.wait(30)
 
