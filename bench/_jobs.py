@@ -8,6 +8,7 @@ Imported by the ``runtime_*`` scripts of this folder (they run with ``bench/`` o
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import statistics
 import subprocess
@@ -135,3 +136,13 @@ def ms(values: list[float]) -> str:
         f"median {statistics.median(values) * 1000:7.2f} ms  p90 {p90 * 1000:7.2f} ms"
         f"  max {max(values) * 1000:7.2f} ms  (n={len(values)})"
     )
+
+
+def drop_scratch(path: Path | None, keep: bool) -> None:
+    """Remove a benchmark's scratch directory, or say where it is when ``--keep`` asked."""
+    if path is None:
+        return
+    if keep:
+        print(f"job directories kept in {path}")
+    else:
+        shutil.rmtree(path, ignore_errors=True)

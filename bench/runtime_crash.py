@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import select
-import shutil
 import signal
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _jobs import PY, Job, by_event, ms
+from _jobs import PY, Job, by_event, drop_scratch, ms
 from srt_services.launch import process
 
 # --------------------------------------------------------------------------- programs
@@ -252,10 +251,7 @@ def main() -> None:
             f" (target <= 50 ms), {srt_last / raw_last:.1f}x the raw kill loop"
         )
     finally:
-        if args.keep:
-            print(f"job directories kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        drop_scratch(root, args.keep)
 
 
 if __name__ == "__main__":

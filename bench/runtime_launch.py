@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _jobs import Job, by_event
+from _jobs import Job, by_event, drop_scratch
 from srt_services.launch import process
 from srt_services.testing.survivors import survivors
 
@@ -183,12 +182,7 @@ def main() -> None:
         print(f"  processes left after each run: {left}")
     finally:
         for path in (root, shm):
-            if path is None:
-                continue
-            if args.keep:
-                print(f"job directories kept in {path}")
-            else:
-                shutil.rmtree(path, ignore_errors=True)
+            drop_scratch(path, args.keep)
 
 
 def fs_of(path: Path) -> str:

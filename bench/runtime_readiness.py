@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import socket
 import statistics
@@ -41,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _jobs import PY, Events, Job, by_event, ms
+from _jobs import PY, Events, Job, by_event, drop_scratch, ms
 from srt_services.launch import process
 from srt_services.supervise.backoff import FAST_CAP, FAST_START
 
@@ -415,10 +414,7 @@ def main() -> None:
                     f" srt/raw fast: {got[label] / fast:.2f}x"
                 )
     finally:
-        if args.keep:
-            print(f"job directories kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        drop_scratch(root, args.keep)
 
 
 if __name__ == "__main__":

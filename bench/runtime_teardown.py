@@ -22,7 +22,6 @@ grace + 3x the raw SIGKILL loop; zero leaked processes.
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import statistics
 import subprocess
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _jobs import Job, by_event
+from _jobs import Job, by_event, drop_scratch
 from srt_services.launch import process
 from srt_services.testing.survivors import survivors
 
@@ -166,10 +165,7 @@ def main() -> None:
             codes = sorted({r["code"] for r in srt}, key=str)
             print(f"  srt exit codes {codes}; processes left behind: {leaked}")
     finally:
-        if args.keep:
-            print(f"job directories kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        drop_scratch(root, args.keep)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ def build(
     platform: str | None = None,
     probes: list[dict[str, Any]] | None = None,
     probe_ops: dict[str, FakeOps] | None = None,
+    options: SupervisorOptions = QUIET,
+    store: StateStore | None = None,
+    on_event: Callable[[ManagerEvent], None] | None = None,
 ) -> ModuleManager:
     manifest = ModuleManifest.model_validate(
         {"name": "m", "services": services, "probes": probes or []}
@@ -50,8 +54,10 @@ def build(
         probe_factory=(lambda spec: (probe_ops or {})[spec.name]),
         clock=clock,
         resources=resources,
-        options=QUIET,
+        options=options,
         platform=platform,
+        store=store,
+        on_event=on_event,
     )
 
 
@@ -229,13 +235,9 @@ def test_fingerprint_failure_at_recovery_never_starts_blind() -> None:
 
     async def main() -> None:
         clock = FakeClock()
-        manifest = ModuleManifest.model_validate(
-            {"name": "m", "services": [service_entry(exec=["x"], lifecycle="always")]}
-        )
-        manager = ModuleManager(
-            manifest,
-            node_id=NODE,
-            ops_factory=lambda s: svc,
+        manager = build(
+            [service_entry(exec=["x"], lifecycle="always")],
+            {"svc": svc},
             clock=clock,
             options=SupervisorOptions(refingerprint_initial_s=1, reap_period_s=3600),
         )
@@ -279,16 +281,11 @@ def test_every_event_is_announced_after_the_state_file_says_the_same(tmp_path: P
 
     async def main() -> None:
         clock = FakeClock()
-        manifest = ModuleManifest.model_validate(
-            {"name": "m", "services": [service_entry(exec=["x"], lifecycle="always")]}
-        )
-        manager = ModuleManager(
-            manifest,
-            node_id=NODE,
-            ops_factory=lambda s: svc,
+        manager = build(
+            [service_entry(exec=["x"], lifecycle="always")],
+            {"svc": svc},
             clock=clock,
             store=store,
-            options=QUIET,
             on_event=observe,
         )
         holder.append(manager)
