@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 
 NAME_MAX = 63
-# \Z, not $: ``$`` also matches before a final newline, which would let "a\n" through
+#: The same rules as patterns for pydantic-core's regex engine, where ``$`` is the end of
+#: the text (in Python's ``re`` it also matches before a final newline, hence ``\Z`` below).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from srt_services.recipe import placeholders as ph
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n  - name: a\n"
@@ -172,3 +175,27 @@ def test_unit_render_and_names() -> None:
         ph.render("{zzz}", {})
     assert ph.suggestion("head_nod", ph.COMMON) == " (did you mean {head_node}?)"
     assert ph.suggestion("qqqq", ph.COMMON) == ""
+
+
+def _reference_render(text: str, values: dict[str, str]) -> str:
+    """The rule as a regex substitution: what the compiled ``format_map`` form must equal."""
+
+    def sub(m: re.Match[str]) -> str:
+        return "{" + m.group(1) + "}" if m.group(1) is not None else values[m.group(2)]
+
+    return ph.PLACEHOLDER_RE.sub(sub, text)
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            ["{", "}", "{{", "}}", "{a}", "{{a}}", "${a}", "{b}", "x", " ", "{1}", "{a.b}", ":"]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_render_matches_the_regex_rule(text: str) -> None:
+    # literal braces, format specs, attribute syntax and shell ${VAR} must all come out
+    # exactly as the one-pass regex rule says, whatever str.format would make of them
+    values = {"a": "{b}", "b": "B"}
+    assert ph.render(text, values) == _reference_render(text, values)

@@ -8,9 +8,13 @@ from typing import ClassVar
 from srt_services.extend.context import Layout, Node, Worker
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InstanceSeed:
-    """Where one instance goes, before commands and env are rendered."""
+    """Where one instance goes, before commands and env are rendered.
+
+    Not frozen (one is built per instance, and a frozen dataclass pays
+    ``object.__setattr__`` for each field); treat it as read-only.
+    """
 
     node: Node
     step: str

@@ -34,7 +34,14 @@ from srt_services.plan.model import (
 )
 from srt_services.plan.ports import PortLedger
 from srt_services.recipe.checks import CachedPlugins
-from srt_services.recipe.models import MAX_NODES, ROLE_NAMES, ProbeBlock, ProcessSpec, RestartSpec
+from srt_services.recipe.models import (
+    MAX_NODES,
+    ROLE_NAMES,
+    MetricsSpec,
+    ProbeBlock,
+    ProcessSpec,
+    RestartSpec,
+)
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Path, Problem, RecipeError, locate
 from srt_services.recipe.source import gc_paused
@@ -63,6 +70,8 @@ class _Ctx:
     warnings: list[str]
     #: node name -> position in ``layout.compute`` (``{node_id}``), computed once
     node_ids: dict[str, int] = field(default_factory=dict)
+    #: id(RestartSpec or None) -> its plan record (see :func:`_planned_restart`)
+    restarts: dict[int, PlannedRestart | None] = field(default_factory=dict)
 
 
 def resolve(
@@ -88,12 +97,11 @@ def _resolve(
     recipe_dir: str | None,
 ) -> Plan:
     recipe = loaded.recipe
+    # each distinct placement asked once, not once per service
+    placed = {s.placement for s in loaded.services if s.spec.external is None} - {"pool"}
     dedicated = any(
-        s.spec.external is None
-        and s.placement != "pool"
-        and plugins.has("placement", s.placement)
-        and plugins.placement(s.placement).reserves_infra_node
-        for s in loaded.services
+        plugins.has("placement", p) and plugins.placement(p).reserves_infra_node
+        for p in sorted(placed)
     )
     pools = [(s.name, s.spec.nodes) for s in loaded.services if s.spec.nodes is not None]
     needs = layout_mod.needs_of(recipe, dedicated, pools)
@@ -242,18 +250,35 @@ def _service_nodes(ctx: _Ctx, s: Settled) -> tuple[Node, ...]:
     return placement.nodes(ctx.layout, s.pool)
 
 
-def _own_values(own: tuple[Node, ...]) -> dict[str, str]:
-    """The ``{pool_*}`` values of a service's node set: computed once per service, not per
-    instance (a pool of N nodes would otherwise cost N joins of N names)."""
-    if not own:
-        return {}
-    return {
-        "pool_node": own[0].name,
-        "pool_ip": own[0].ip,
-        "pool_nodes": ",".join(n.name for n in own),
-        "pool_ips": ",".join(n.ip for n in own),
-        "pool_node_count": str(len(own)),
-    }
+class _Own:
+    """The ``{pool_*}`` values of a service's node set, joined on first use and once per
+    service, not per instance (a pool of N nodes would otherwise cost N joins of N names;
+    most services never name them at all)."""
+
+    __slots__ = ("_data", "nodes")
+
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self.nodes = nodes
+        self._data: dict[str, str] | None = None
+
+    def get(self) -> dict[str, str]:
+        if self._data is None:
+            own = self.nodes
+            self._data = (
+                {
+                    "pool_node": own[0].name,
+                    "pool_ip": own[0].ip,
+                    "pool_nodes": ",".join([n.name for n in own]),
+                    "pool_ips": ",".join([n.ip for n in own]),
+                    "pool_node_count": str(len(own)),
+                }
+                if own
+                else {}
+            )
+        return self._data
+
+
+_NO_OWN = _Own(())
 
 
 def _values(
@@ -261,33 +286,35 @@ def _values(
     node: Node,
     index: int,
     role: str,
-    own: dict[str, str],
+    own: _Own,
     step: str,
     worker: Worker | None,
     rank: int,
 ) -> dict[str, str]:
-    """Placeholder values of one instance; ``own`` comes from :func:`_own_values`."""
-    values = dict(ctx.common)
-    values.update(
-        node=node.name,
-        node_ip=node.ip,
-        node_id=str(ctx.node_ids.get(node.name, index)),
-        index=str(index),
-        role=role,
-        pool_node=node.name,
-        pool_ip=node.ip,
-        pool_nodes=node.name,
-        pool_ips=node.ip,
-        pool_node_count="1",
-        work_dir=ctx.paths.work_dir(step),
-    )
-    values.update(own)
+    """Placeholder values of one instance: the job's, the instance's, then the pool's."""
+    name = node.name
+    ip = node.ip
+    values = {
+        **ctx.common,
+        "node": name,
+        "node_ip": ip,
+        "node_id": str(ctx.node_ids.get(name, index)),
+        "index": str(index),
+        "role": role,
+        "pool_node": name,
+        "pool_ip": ip,
+        "pool_nodes": name,
+        "pool_ips": ip,
+        "pool_node_count": "1",
+        "work_dir": ctx.paths.work_dir(step),
+        **own.get(),
+    }
     if worker is not None:
         values.update(
             worker_role=worker.role,
             worker_index=str(worker.index),
             worker_node_rank=str(rank),
-            worker_gpus=",".join(str(g) for g in worker.gpus),
+            worker_gpus=",".join([str(g) for g in worker.gpus]),
             worker_gpu_count=str(len(worker.gpus)),
             worker_port=str(worker.port) if worker.port is not None else "",
         )
@@ -310,7 +337,10 @@ class _LazyValues(Mapping[str, str]):
         return self._data
 
     def __getitem__(self, key: str) -> str:
-        return self._get()[key]
+        data = self._data
+        if data is None:
+            data = self._data = _values(*self._args)
+        return data[key]
 
     def __iter__(self) -> Any:
         return iter(self._get())
@@ -328,15 +358,28 @@ def _render_env(env: Mapping[str, str], values: Mapping[str, str]) -> dict[str, 
     return {k: render(v, values) if "{" in v else v for k, v in env.items()}
 
 
-_DEFAULT_RESTART: RestartSpec | None = None
-
-
-def _default_restart() -> RestartSpec:
-    """``RestartSpec()`` built once (a pydantic model costs microseconds per instance)."""
-    global _DEFAULT_RESTART
-    if _DEFAULT_RESTART is None:
-        _DEFAULT_RESTART = RestartSpec()
-    return _DEFAULT_RESTART
+def _planned_restart(ctx: _Ctx, r: RestartSpec | None) -> PlannedRestart | None:
+    """The plan's restart record of a spec, made once per distinct spec: most services use
+    the default, and one shared record (never mutated) costs nothing per service."""
+    key = id(r)
+    found = ctx.restarts.get(key)
+    if found is None:
+        spec = r or RestartSpec()
+        found = (
+            PlannedRestart(
+                policy=spec.policy,
+                backoff_initial=spec.backoff_initial_seconds,
+                backoff_max=spec.backoff_max_seconds,
+                max_failures=spec.max_failures,
+                window=spec.failure_window_seconds,
+                reset_after=spec.reset_after,
+                jitter=spec.jitter,
+            )
+            if spec.policy != "no"
+            else None
+        )
+        ctx.restarts[key] = found
+    return found
 
 
 def _probe(
@@ -350,11 +393,10 @@ def _probe(
     liveness: bool = False,
 ) -> PlannedProbe | None:
     binding = ctx.loaded.probes.get(id(block)) if block is not None else None
-    if block is not None and binding is not None:
-        probe = ctx.plugins.probe(binding[0])
-        config = binding[1]
-        timeout = block.timeout_seconds or DEFAULT_TIMEOUT
-        interval = block.interval_seconds or DEFAULT_INTERVAL
+    if binding is not None:
+        probe, config = binding
+        timeout = block.timeout_seconds or DEFAULT_TIMEOUT  # type: ignore[union-attr]
+        interval = block.interval_seconds or DEFAULT_INTERVAL  # type: ignore[union-attr]
     elif default is not None:
         probe = ctx.plugins.probe(default.name)
         config = probe.Config.model_validate(default.config)
@@ -363,17 +405,10 @@ def _probe(
     else:
         return None
     planned = probe.plan(config, ictx, default_port)
-    for key in ("path",):
-        value = planned.get(key)
-        if isinstance(value, str):
-            planned[key] = render(value, ictx.values)
-    result = PlannedProbe(
-        probe=probe.name,
-        config=planned,
-        timeout=timeout,
-        interval=interval,
-        describe=probe.describe(planned),
-    )
+    path = planned.get("path")
+    if isinstance(path, str) and "{" in path:
+        planned["path"] = render(path, ictx.values)
+    result = PlannedProbe(probe.name, planned, timeout, interval, probe.describe(planned))
     if liveness and block is not None:
         result.period = getattr(block, "period_seconds", None)
         result.failure_threshold = getattr(block, "failure_threshold", None)
@@ -384,13 +419,6 @@ def _probe(
     if port is not None:
         result.config.setdefault("port", port)
     return result
-
-
-def _probe_port(probe: PlannedProbe | None) -> int | None:
-    if probe is None:
-        return None
-    port = probe.config.get("port")
-    return port if isinstance(port, int) else None
 
 
 def _preamble(*parts: str | None) -> str | None:
@@ -415,16 +443,19 @@ def _overridden(kind: ServiceKind) -> frozenset[str]:
     return found
 
 
-def _has_braces(*texts: str | None) -> bool:
-    return any(t is not None and "{" in t for t in texts)
+def _metric_record(m: MetricsSpec) -> dict[str, Any]:
+    """``m.model_dump()``, written out: a tenth of the cost, same keys in the same order."""
+    return {"port": m.port, "path": m.path, "nodes": m.nodes, "name": m.name}
 
 
 def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUnit | None:
     spec = s.spec
     kind = s.kind
     phase = s.start
+    name = s.name
+    placement = s.placement
     base = PlannedUnit(
-        name=s.name,
+        name=name,
         category="service",
         type=spec.type,
         phase=phase,
@@ -433,9 +464,9 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         terminal=spec.terminal,
         stop_grace=s.stop_grace,
         instances=[],
-        placement=s.placement,
+        placement=placement,
         per=s.per,
-        pool=s.pool if s.placement == "pool" or spec.nodes else None,
+        pool=s.pool if placement == "pool" or spec.nodes else None,
         implied_by=s.eff.implied_by,
         replaces_implied=s.eff.replaces_implied,
         external=spec.external,
@@ -445,86 +476,96 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
     if spec.external is not None:
         return base
     nodes = _service_nodes(ctx, s)
-    worker_roles = (
-        ctx.plugins.placement(s.placement).worker_roles if s.placement != "pool" else None
-    )
+    worker_roles = ctx.plugins.placement(placement).worker_roles if placement != "pool" else None
     seeds: list[InstanceSeed] = (
-        ctx.plugins.expansion(s.per).seeds(s.name, nodes, ctx.layout, worker_roles) if nodes else []
+        ctx.plugins.expansion(s.per).seeds(name, nodes, ctx.layout, worker_roles) if nodes else []
     )
     if not seeds:
         what = "workers" if s.per == "worker" else "nodes"
-        message = f"placement {s.placement} selects no {what} in this job"
+        message = f"placement {placement} selects no {what} in this job"
         if s.eff.path is None:
             ctx.warnings.append(
-                f"services[{s.name}] (implied by {s.eff.implied_by}): {message}; skipped"
+                f"services[{name}] (implied by {s.eff.implied_by}): {message}; skipped"
             )
             return None
         ctx.problems.append(Problem((*s.eff.label_path, "placement"), message))
         return None
-    base.nodes = list(dict.fromkeys(seed.node.name for seed in seeds))
-    restart = None
+    base.nodes = (
+        [seeds[0].node.name]
+        if len(seeds) == 1
+        else list(dict.fromkeys([seed.node.name for seed in seeds]))
+    )
     if not s.critical and not spec.terminal:
-        r = spec.restart or _default_restart()
-        if r.policy != "no":
-            restart = PlannedRestart(
-                policy=r.policy,
-                backoff_initial=r.backoff_initial_seconds,
-                backoff_max=r.backoff_max_seconds,
-                max_failures=r.max_failures,
-                window=r.failure_window_seconds,
-                reset_after=r.reset_after,
-                jitter=r.jitter,
-            )
-    base.restart = restart
+        base.restart = _planned_restart(ctx, spec.restart)
     options = s.options
     metrics = spec.metrics or kind.metrics(spec, options)
-    base.metrics = [m.model_dump() for m in metrics]
-    src_dir = f"{ctx.paths.job_dir}/src/{s.name}"
+    if metrics:
+        base.metrics = [_metric_record(m) for m in metrics]
     cwd = None
     if spec.source is not None:
+        src_dir = f"{ctx.paths.job_dir}/src/{name}"
         cwd = f"{src_dir}/{spec.source.path}" if spec.source.path else src_dir
-    kind_ports = list(kind.listen_ports(spec, options))
+    kind_ports = tuple(kind.listen_ports(spec, options))
     hooks = _overridden(kind)
-    own = _own_values(nodes)
+    own = _Own(nodes) if len(nodes) > 1 else _NO_OWN
     at = s.eff.label_path
-    owner = f"services[{s.name}]"
+    owner = f"services[{name}]"
     # What does not change from one instance to the next is rendered once: the common case
     # (no placeholder in the recipe's strings, a kind that adds none) then costs a copy.
+    # ``"{" in "".join(...)`` is one C-level scan instead of a generator per word.
     static_argv: list[str] | None = None
     if "command" not in hooks or spec.command is not None:
         words = [*(spec.command or ()), *spec.args]
-        if not any("{" in w for w in words):
+        if "{" not in "".join(words):
             static_argv = words
-    env_base: dict[str, str] = dict(discovery) if base.inherit_discovery_env else {}
-    recipe_env_static = not any("{" in v for v in spec.env.values())
+    env_base: dict[str, str] = discovery if base.inherit_discovery_env else {}
+    recipe_env_static = "{" not in "".join(spec.env.values())
     static_env: dict[str, str] | None = None
     if recipe_env_static and not hooks & {"default_env", "forced_env"}:
         static_env = {**env_base, **spec.env}
-    static_preamble = "preamble" not in hooks and not _has_braces(spec.preamble)
+    preamble_hook = "preamble" in hooks
+    static_preamble = not preamble_hook and (spec.preamble is None or "{" not in spec.preamble)
     readiness_block = spec.readiness
-    needs_ctx = bool(hooks) or readiness_block is not None or spec.liveness is not None
-    first_values: Mapping[str, str] | None = None
+    liveness_block = spec.liveness
+    needs_ctx = bool(hooks) or readiness_block is not None or liveness_block is not None
     warned: set[str] = set()
+    instances = base.instances
+    paths = ctx.paths
+    stop_signal = kind.stop_signal
+    container = spec.container
+    srun_options = spec.srun_options
+    # Values are built lazily when only a hook or a probe might read them, and at once when
+    # a recipe string will (a plain dict keeps ``format_map`` lookups in C).
+    eager = (
+        static_argv is None
+        or static_env is None
+        or not static_preamble
+        or bool(container)
+        or bool(srun_options)
+    )
+    ledger_claim = ctx.ledger.claim
     for index, seed in enumerate(seeds):
         worker = seed.worker
-        values: Mapping[str, str] = _LazyValues(
-            ctx, seed.node, index, s.placement, own, seed.step, worker, seed.worker_node_rank
+        step = seed.step
+        node = seed.node
+        values: Mapping[str, str] = (
+            _values(ctx, node, index, placement, own, step, worker, seed.worker_node_rank)
+            if eager
+            else _LazyValues(ctx, node, index, placement, own, step, worker, seed.worker_node_rank)
         )
-        if first_values is None:
-            first_values = values
         ictx = (
             InstanceContext(
-                service=s.name,
-                step=seed.step,
-                node=seed.node,
-                index=index,
-                role=s.placement,
-                nodes=nodes,
-                layout=ctx.layout,
-                paths=ctx.paths,
-                worker=worker,
-                worker_node_rank=seed.worker_node_rank,
-                values=values,
+                name,
+                step,
+                node,
+                index,
+                placement,
+                nodes,
+                ctx.layout,
+                paths,
+                worker,
+                seed.worker_node_rank,
+                values,
             )
             if needs_ctx
             else None
@@ -554,11 +595,11 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
                         )
                 env.update(forced)
         if worker is not None and not worker.whole_node:
-            env = {**env, "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in worker.gpus)}
+            env = {**env, "CUDA_VISIBLE_DEVICES": ",".join([str(g) for g in worker.gpus])}
         if static_preamble:
-            preamble = _preamble(spec.preamble)
+            preamble = _preamble(spec.preamble) if spec.preamble else None
         else:
-            kpre = kind.preamble(spec, options, ictx) if "preamble" in hooks else None  # type: ignore[arg-type]
+            kpre = kind.preamble(spec, options, ictx) if preamble_hook else None  # type: ignore[arg-type]
             preamble = _preamble(
                 render(kpre, values) if kpre else None,
                 render(spec.preamble, values) if spec.preamble else None,
@@ -577,59 +618,58 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
                     kind.default_readiness_timeout,
                     kind.default_readiness_interval,
                 )
-            if spec.liveness is not None:
+            if liveness_block is not None:
                 liveness = _probe(
-                    ctx, spec.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True
+                    ctx, liveness_block, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True
                 )
         # port -> where the recipe says it (the first claim of a port wins the path)
-        claims: dict[int, Path] = dict.fromkeys(kind_ports, at)
-        rport = _probe_port(readiness)
-        if rport is not None:
-            claims.setdefault(rport, (*at, "readiness"))
+        claims: dict[int, Path] = dict.fromkeys(kind_ports, at) if kind_ports else {}
+        if readiness is not None:
+            rport = readiness.config.get("port")
+            if isinstance(rport, int) and rport not in claims:
+                claims[rport] = (*at, "readiness")
         for i, m in enumerate(metrics):
-            if m.nodes == "all" or index == 0:
-                claims.setdefault(m.port, (*at, "metrics", i) if spec.metrics else at)
-        node_name = seed.node.name
+            if (m.nodes == "all" or index == 0) and m.port not in claims:
+                claims[m.port] = (*at, "metrics", i) if spec.metrics else at
+        node_name = node.name
         for port, where in claims.items():
-            ctx.ledger.claim(node_name, port, owner, seed.step, where)
-        files = (
-            {k: render(v, values) for k, v in kind.files(spec, options, ictx).items()}  # type: ignore[arg-type]
-            if "files" in hooks
-            else {}
-        )
-        base.instances.append(
+            ledger_claim(node_name, port, owner, step, where)
+        instances.append(
             PlannedInstance(
-                step=seed.step,
-                unit=s.name,
-                node=node_name,
-                node_ip=seed.node.ip,
-                index=index,
-                argv=argv,
-                env=env,
-                log=f"logs/{seed.step}.out",
-                work_dir=ctx.paths.work_dir(seed.step),
-                preamble=preamble,
-                cwd=cwd,
-                readiness=readiness,
-                liveness=liveness,
-                ports=list(claims),
-                files=files,
-                worker=worker.key if worker else None,
-                gpus=list(worker.gpus) if worker else None,
-                container=render(spec.container, values) if spec.container else None,
-                cpus_per_task=spec.cpus_per_task,
-                cpu_bind=spec.cpu_bind,
-                srun_options=(
-                    {k: render(v, values) for k, v in spec.srun_options.items()}
-                    if spec.srun_options
+                step,
+                name,
+                node_name,
+                node.ip,
+                index,
+                argv,
+                env,
+                f"logs/{step}.out",
+                paths.work_dir(step),
+                preamble,
+                cwd,
+                readiness,
+                liveness,
+                list(claims),
+                (
+                    {k: render(v, values) for k, v in kind.files(spec, options, ictx).items()}  # type: ignore[arg-type]
+                    if "files" in hooks
                     else {}
                 ),
-                stop_signal=kind.stop_signal,
+                worker.key if worker else None,
+                list(worker.gpus) if worker else None,
+                render(container, values) if container else None,
+                spec.cpus_per_task,
+                spec.cpu_bind,
+                {k: render(v, values) for k, v in srun_options.items()} if srun_options else {},
+                stop_signal,
             )
         )
-    base.container = base.instances[0].container
+    base.container = instances[0].container
     if spec.source is not None:
-        assert first_values is not None
+        first = seeds[0]
+        first_values = _values(
+            ctx, first.node, 0, placement, own, first.step, first.worker, first.worker_node_rank
+        )
         base.build = PlannedBuild(
             git=spec.source.git,
             checkout=spec.source.checkout,
@@ -639,7 +679,7 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
             build_command=_render_all(spec.build_command, first_values) or None,
             timeout=spec.build_timeout_seconds,
             nodes=list(base.nodes),
-            env=dict(base.instances[0].env),
+            env=dict(instances[0].env),
         )
     return base
 
@@ -661,7 +701,7 @@ def _process_instance(
     readiness: ProbeBlock | None = None,
     default_port: int | None = None,
 ) -> PlannedInstance:
-    values = _values(ctx, node, index, role, {}, step, worker, rank)
+    values = _values(ctx, node, index, role, _NO_OWN, step, worker, rank)
     ictx = InstanceContext(
         service=unit,
         step=step,

@@ -56,14 +56,9 @@ class Settled:
     start: str
     critical: bool
     stop_grace: float
-
-    @property
-    def spec(self) -> ServiceSpec:
-        return self.eff.spec
-
-    @property
-    def name(self) -> str:
-        return self.eff.spec.name
+    #: ``eff.spec`` and its name, as fields: the planner reads them a dozen times per service
+    spec: ServiceSpec
+    name: str
 
 
 class CachedPlugins:
@@ -77,7 +72,10 @@ class CachedPlugins:
     def __init__(self, plugins: PluginSet) -> None:
         self.plugins = plugins
         self._has: dict[tuple[str, str], bool] = {}
-        self._got: dict[tuple[str, str], Any] = {}
+        self._kinds: dict[str, Any] = {}
+        self._probes: dict[str, Any] = {}
+        self._placements: dict[str, Any] = {}
+        self._expansions: dict[str, Any] = {}
 
     def has(self, capability: str, name: str) -> bool:
         key = (capability, name)
@@ -86,25 +84,32 @@ class CachedPlugins:
             found = self._has[key] = self.plugins.has(capability, name)
         return found
 
-    def _get(self, capability: str, name: str) -> Any:
-        key = (capability, name)
-        found = self._got.get(key)
-        if found is None:
-            found = getattr(self.plugins, capability)(name)  # raises for an unknown name
-            self._got[key] = found
-        return found
+    # One dict per capability and a hit returned straight from it: these run several times
+    # per service, so each level of indirection shows in a large recipe's check time.
 
     def kind(self, name: str) -> ServiceKind:
-        return self._get("kind", name)  # type: ignore[no-any-return]
+        found = self._kinds.get(name)
+        if found is None:
+            found = self._kinds[name] = self.plugins.kind(name)  # raises for an unknown name
+        return found
 
     def probe(self, name: str) -> Probe:
-        return self._get("probe", name)  # type: ignore[no-any-return]
+        found = self._probes.get(name)
+        if found is None:
+            found = self._probes[name] = self.plugins.probe(name)
+        return found
 
     def placement(self, name: str) -> Placement:
-        return self._get("placement", name)  # type: ignore[no-any-return]
+        found = self._placements.get(name)
+        if found is None:
+            found = self._placements[name] = self.plugins.placement(name)
+        return found
 
     def expansion(self, name: str) -> Expansion:
-        return self._get("expansion", name)  # type: ignore[no-any-return]
+        found = self._expansions.get(name)
+        if found is None:
+            found = self._expansions[name] = self.plugins.expansion(name)
+        return found
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.plugins, attr)
@@ -114,9 +119,9 @@ class CachedPlugins:
 class CheckResult:
     services: list[Settled] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
-    #: id(readiness/liveness block) -> (probe name, validated config). A side table rather
+    #: id(readiness/liveness block) -> (probe, validated config). A side table rather
     #: than pydantic private attributes, which cost microseconds on every model instance.
-    probes: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    probes: dict[int, tuple[Probe, Any]] = field(default_factory=dict)
 
 
 class _Checker:
@@ -124,7 +129,10 @@ class _Checker:
         self.recipe = recipe
         self.plugins: Any = CachedPlugins(plugins)
         self.problems: list[Problem] = []
-        self.probes: dict[int, tuple[str, Any]] = {}
+        self.probes: dict[int, tuple[Probe, Any]] = {}
+        self._configs: dict[Any, Any] = {}
+        self._default_options: dict[str, Any] = {}
+        self._placed: dict[Any, tuple[str, str]] = {}
 
     def add(self, path: Path, message: str, warning: bool = False) -> None:
         self.problems.append(Problem(tuple(path), message, warning))
@@ -253,30 +261,33 @@ class _Checker:
     def strings(
         self, where: Path, key: str, values: list[str] | None, allowed: frozenset[str]
     ) -> None:
-        for i, value in enumerate(values or ()):
-            if "{" in value:  # most arguments hold no placeholder at all
+        if not values or "{" not in "".join(values):  # most words hold no placeholder
+            return
+        unknown_in = ph.unknown_in
+        for i, value in enumerate(values):
+            if "{" in value and unknown_in(value, allowed):  # cached per distinct text
                 self.text((*where, key, i), value, allowed)
 
     def env(self, where: Path, env: dict[str, str], allowed: frozenset[str]) -> None:
+        unknown_in = ph.unknown_in
         for key, value in env.items():
-            path = (*where, "env", key)
             if key.startswith("SRT_"):
-                self.add(path, "names starting with SRT_ are reserved for srt")
+                self.add((*where, "env", key), "names starting with SRT_ are reserved for srt")
             elif key in DANGEROUS_ENV:
                 self.add(
-                    path,
+                    (*where, "env", key),
                     f"{key} changes how every program of the service is loaded, so srt refuses"
                     " it in env; export it in `preamble` if you really mean it",
                 )
-            if "{" in value:
-                self.text(path, value, allowed)
+            if unknown_in(value, allowed):
+                self.text((*where, "env", key), value, allowed)
 
     def probe_block(
         self, path: Path, block: ProbeBlock | None, default_port: int | None, per_worker: bool
     ) -> None:
         if block is None:
             return
-        written = dict(block.__pydantic_extra__ or {})
+        written = block.__pydantic_extra__ or {}
         unknown = [n for n in written if not self.plugins.has("probe", n)]
         if unknown:
             probes = sorted(self.plugins.probes())
@@ -295,7 +306,8 @@ class _Checker:
         if block.port is not None and "tcp" in written:
             self.add(path, "give either port (shorthand) or tcp, not both")
             return
-        entries = block.probe_entries
+        # the usual block names one probe and no ``port`` shorthand: no dict to build
+        entries = written if block.port is None else block.probe_entries
         if len(entries) != 1:
             got = " and ".join(sorted(entries)) if entries else "none"
             self.add(path, f"give exactly one probe ({PROBE_WORDS}), got {got}")
@@ -306,10 +318,8 @@ class _Checker:
         if not isinstance(raw, dict):
             self.add(key_path, f"must be a mapping of {name} settings, got {type(raw).__name__}")
             return
-        try:
-            config = probe.Config.model_validate(raw)
-        except ValidationError as exc:
-            self.problems.extend(problems_from(exc, probe.Config, (*path, name)))
+        config = self._probe_config(probe, name, raw, path)
+        if config is None:
             return
         for rel, message in probe.problems(config, default_port):
             self.add((*key_path, *rel) if block.port is None else key_path, message)
@@ -319,11 +329,33 @@ class _Checker:
                 "per-worker instances share their node's ports, so readiness must be a probe"
                 f" of the instance itself (log or file), not {name}",
             )
-        for key in ("path",):
-            value = getattr(config, key) if key in type(config).model_fields else None
-            if isinstance(value, str):
-                self.text((*path, name, key), value, ph.ALL if per_worker else ph.COMMON)
-        self.probes[id(block)] = (name, config)
+        value = getattr(config, "path", None)  # the one probe setting placeholders reach
+        if isinstance(value, str) and "{" in value:
+            self.text((*path, name, "path"), value, ph.ALL if per_worker else ph.COMMON)
+        self.probes[id(block)] = (probe, config)
+
+    def _probe_config(self, probe: Probe, name: str, raw: dict[str, Any], path: Path) -> Any:
+        """The probe's validated config, or ``None`` after reporting why it is invalid.
+
+        Generated recipes repeat the same probe settings (``{port: 8080}``) across thousands
+        of services, so a valid config is validated once and shared; configs are never
+        mutated (planning copies what it needs into the plan).
+        """
+        try:
+            key: Any = (name, *raw.items())
+            found = self._configs.get(key)
+        except TypeError:  # an unhashable value (a list): validate it every time
+            key, found = None, None
+        if found is not None:
+            return found
+        try:
+            config = probe.Config.model_validate(raw)
+        except ValidationError as exc:
+            self.problems.extend(problems_from(exc, probe.Config, (*path, name)))
+            return None
+        if key is not None:
+            self._configs[key] = config
+        return config
 
     # ------------------------------------------------------------------ services
 
@@ -377,7 +409,7 @@ class _Checker:
             self.add((*at, "type"), str(exc))
             return None
         try:
-            options = kind.Options.model_validate(spec.options)
+            options = self._options(kind, spec.options)
         except ValidationError as exc:
             for p in problems_from(exc, kind.Options, (*at, "options")):
                 msg = p.message
@@ -466,9 +498,50 @@ class _Checker:
             start=start,
             critical=critical,
             stop_grace=grace,
+            spec=spec,
+            name=spec.name,
         )
 
+    def _options(self, kind: ServiceKind, written: dict[str, Any]) -> Any:
+        """The kind's options model; the all-defaults one is built once per kind and shared
+        (most services of a large recipe write no options)."""
+        if written:
+            return kind.Options.model_validate(written)
+        found = self._default_options.get(kind.name)
+        if found is None:
+            found = self._default_options[kind.name] = kind.Options.model_validate({})
+        return found
+
     def placement(
+        self, at: Path, spec: ServiceSpec, kind: ServiceKind
+    ) -> tuple[str, str | None, str]:
+        """(placement, pool, per) of a service, after checking the combination.
+
+        The answer depends only on the written node/per, whether a pool or ``nodes`` is
+        given, and the kind; a combination that passed is remembered, so the thousands of
+        services of a generated recipe that share one pay a dictionary lookup.
+        """
+        p = spec.placement
+        key = (
+            kind.name,
+            p.node if p is not None else None,
+            p.per if p is not None else None,
+            p is not None and p.pool is not None,
+            spec.nodes is not None,
+        )
+        found = self._placed.get(key)
+        if found is not None:
+            placement, per = found
+            if placement == "pool":
+                return placement, p.pool, per  # type: ignore[union-attr]
+            return placement, spec.name if spec.nodes is not None else None, per
+        before = len(self.problems)
+        result = self._placement(at, spec, kind)
+        if len(self.problems) == before:
+            self._placed[key] = (result[0], result[2])
+        return result
+
+    def _placement(
         self, at: Path, spec: ServiceSpec, kind: ServiceKind
     ) -> tuple[str, str | None, str]:
         p = spec.placement

@@ -15,6 +15,7 @@ from srt_services.recipe.pydantic_errors import problems_from
 from srt_services.recipe.source import Document, gc_paused, parse_text
 
 if TYPE_CHECKING:
+    from srt_services.extend.probe import Probe
     from srt_services.plugins.manager import PluginSet
 
 #: Recipes are small; a 200 MB file is a mistake (or an attack on the parser).
@@ -29,8 +30,8 @@ class LoadedRecipe:
     services: list[Settled]
     document: Document
     warnings: list[LocatedProblem] = field(default_factory=list)
-    #: id(readiness/liveness block) -> (probe name, validated config), from the checks
-    probes: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    #: id(readiness/liveness block) -> (probe, validated config), from the checks
+    probes: dict[int, tuple[Probe, Any]] = field(default_factory=dict)
 
     @property
     def source(self) -> str:

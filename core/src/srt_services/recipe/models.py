@@ -15,80 +15,41 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
     field_validator,
     model_validator,
 )
 
-from srt_services.names import env_name_problem, name_problem
+from srt_services.names import ENV_NAME_PATTERN, NAME_PATTERN
 
 # --------------------------------------------------------------------------- scalar types
+#
+# The scalar rules are pydantic-core constraints (a regex, lax string mode), not Python
+# validators: a 10,000-service recipe holds some 200,000 scalars, and a Python call for each
+# cost more than the rest of its validation. The patterns are only the fast accept test;
+# :mod:`srt_services.recipe.pydantic_errors` turns a mismatch into the message of the rule
+# (``name_problem`` and friends), so the wording lives in one place.
 
+#: At least one character that is not white space.
+NON_BLANK = r"\S"
+#: No NUL byte (an environment value cannot carry one).
+NO_NUL = r"^[^\x00]*$"
 
-def _to_text(value: Any) -> Any:
-    """Numbers written without quotes are accepted where text is expected (``--port, 9000``).
+#: Numbers written without quotes are accepted where text is expected (``--port, 9000``).
+#: Booleans and nulls are not: ``yes`` silently becoming ``True`` is YAML's best-known trap
+#: (the error for them says to quote the word).
+_NUMBERS_AS_TEXT = Field(strict=False, coerce_numbers_to_str=True)
 
-    Booleans and nulls are not: ``yes`` silently becoming ``True`` is YAML's best-known trap.
-    """
-    if isinstance(value, bool) or value is None:
-        raise ValueError(
-            f"must be text, got {'null' if value is None else str(value).lower()};"
-            " quote it if you mean the word"
-        )
-    if isinstance(value, (int, float)):
-        return str(value)
-    return value
-
-
-def _non_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or blank")
-    return value
-
-
-def _arg(value: Any) -> Any:
-    """``_to_text`` and ``_non_blank`` in one call: argv lists are the recipe's longest, and
-    two Python validators per word cost more than the rest of their validation."""
-    if type(value) is str:
-        if not value or value.isspace():
-            raise ValueError("must not be empty or blank")
-        return value
-    value = _to_text(value)
-    if isinstance(value, str) and not value.strip():
-        raise ValueError("must not be empty or blank")
-    return value
-
-
-def _safe_name(value: str) -> str:
-    problem = name_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-def _env_name(value: str) -> str:
-    problem = env_name_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-def _env_value(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("environment values must not contain NUL")
-    return value
-
-
-Text = Annotated[str, BeforeValidator(_to_text)]
-Arg = Annotated[str, BeforeValidator(_arg)]
-NonBlank = Annotated[str, AfterValidator(_non_blank)]
-SafeName = Annotated[str, AfterValidator(_safe_name)]
-EnvName = Annotated[str, AfterValidator(_env_name)]
-EnvValue = Annotated[str, BeforeValidator(_to_text), AfterValidator(_env_value)]
+Text = Annotated[str, _NUMBERS_AS_TEXT]
+Arg = Annotated[str, _NUMBERS_AS_TEXT, StringConstraints(pattern=NON_BLANK)]
+NonBlank = Annotated[str, StringConstraints(pattern=NON_BLANK)]
+SafeName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_PATTERN)]
+EnvValue = Annotated[str, _NUMBERS_AS_TEXT, StringConstraints(pattern=NO_NUL)]
 Env = dict[EnvName, EnvValue]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
