@@ -198,4 +198,10 @@ def test_render_matches_the_regex_rule(text: str) -> None:
     # literal braces, format specs, attribute syntax and shell ${VAR} must all come out
     # exactly as the one-pass regex rule says, whatever str.format would make of them
     values = {"a": "{b}", "b": "B"}
+    unknown = [n for n in ph.names_in(text) if n not in values]
+    if unknown:  # the pieces can spell an unknown name, such as {x} or {ab}
+        with pytest.raises(ph.UnknownPlaceholder) as raised:
+            ph.render(text, values)
+        assert raised.value.args[0] == unknown[0]
+        return
     assert ph.render(text, values) == _reference_render(text, values)

@@ -329,7 +329,9 @@ class _Checker:
                 "per-worker instances share their node's ports, so readiness must be a probe"
                 f" of the instance itself (log or file), not {name}",
             )
-        value = getattr(config, "path", None)  # the one probe setting placeholders reach
+        # the one probe setting placeholders reach (``vars``: a missing attribute on a
+        # pydantic model goes through its slow ``__getattr__``)
+        value = vars(config).get("path")
         if isinstance(value, str) and "{" in value:
             self.text((*path, name, "path"), value, ph.ALL if per_worker else ph.COMMON)
         self.probes[id(block)] = (probe, config)
@@ -451,9 +453,12 @@ class _Checker:
         per_worker = per == "worker"
         allowed = ph.ALL if per_worker else ph.COMMON
         self.strings(at, "command", spec.command, allowed)
-        self.strings(at, "args", spec.args, allowed)
-        self.strings(at, "build_command", spec.build_command, allowed)
-        self.env(at, spec.env, allowed)
+        if spec.args:
+            self.strings(at, "args", spec.args, allowed)
+        if spec.build_command:
+            self.strings(at, "build_command", spec.build_command, allowed)
+        if spec.env:
+            self.env(at, spec.env, allowed)
         if spec.preamble:
             self.text((*at, "preamble"), spec.preamble, allowed)
         if spec.container:
@@ -465,8 +470,10 @@ class _Checker:
                     "srun option names are lower-case words with '-' (no leading dashes)",
                 )
             self.text((*at, "srun_options", key), value, allowed)
-        self.probe_block((*at, "readiness"), spec.readiness, None, per_worker)
-        self.probe_block((*at, "liveness"), spec.liveness, None, per_worker)
+        if spec.readiness is not None:
+            self.probe_block((*at, "readiness"), spec.readiness, None, per_worker)
+        if spec.liveness is not None:
+            self.probe_block((*at, "liveness"), spec.liveness, None, per_worker)
         if len(spec.metrics) > 1:
             names = [m.name for m in spec.metrics]
             if None in names or len(set(names)) != len(names):
