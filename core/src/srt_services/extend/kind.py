@@ -65,7 +65,8 @@ class ServiceKind:
     summary: ClassVar[str] = ""
     #: How the kind's default readiness reads in ``srt kinds`` (``http /health on 2379``).
     readiness_summary: ClassVar[str] = ""
-    #: Model for ``options``; unknown keys are refused naming the kind.
+    #: Model for ``options``; unknown keys are refused naming the kind. The validated
+    #: instance the hooks receive is read-only: services that write no options share one.
     Options: ClassVar[type[BaseModel]] = NoOptions
 
     default_start: ClassVar[str] = "after_frontend"

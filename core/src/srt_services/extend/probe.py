@@ -64,6 +64,8 @@ class Probe:
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
+    #: Model of the probe's settings. A validated config is read-only: entries that write
+    #: the same settings share one instance (``plan`` returns a fresh dict per instance).
     Config: ClassVar[type[BaseModel]]
     #: Safe for several instances sharing a node's network namespace (per-worker services).
     instance_scoped: ClassVar[bool] = False
