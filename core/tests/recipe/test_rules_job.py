@@ -470,3 +470,13 @@ def test_broken_json_is_reported_by_the_yaml_parser(plugins, tmp_path: Path) -> 
     (p,) = info.value.errors
     assert p.message.startswith("YAML syntax error")
     assert p.line == 2
+
+
+@pytest.mark.parametrize("where", ["command: [x, {n}]", "nodes: {n}"])
+def test_a_number_too_long_for_python_is_a_located_error(one, where: str) -> None:
+    # int() raises a bare ValueError past 4,300 digits; the parser must report it instead
+    digits = "9" * 5000
+    text = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n  - name: a\n    "
+    p = one(text + where.format(n=digits) + "\n")
+    assert p.message == "a number of 5000 digits is too long (at most 4300)"
+    assert p.line == 6

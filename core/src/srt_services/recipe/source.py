@@ -10,6 +10,7 @@ orjson; on error they are re-read as YAML (JSON is YAML) to find the position.
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -317,7 +318,14 @@ class _Builder:
         if tag == _STR:
             return value
         if tag == _INT and value.isascii() and value.isdigit() and value[0] != "0":
-            return int(value)
+            try:
+                return int(value)
+            except ValueError:  # longer than sys.get_int_max_str_digits() allows
+                raise _Fail(
+                    f"a number of {len(value)} digits is too long"
+                    f" (at most {sys.get_int_max_str_digits()})",
+                    node,
+                ) from None
         if tag == _NULL:
             return None
         if tag == _BOOL:
