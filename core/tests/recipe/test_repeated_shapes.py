@@ -75,3 +75,19 @@ def test_a_remembered_placement_keeps_each_service_s_own_pool(plan) -> None:
     assert p.unit("r1").pool == "own-a"
     assert p.unit("r2").pool == "own-b"
     assert p.unit("r1").nodes != p.unit("r2").nodes
+
+
+def test_equal_but_differently_typed_settings_are_not_shared(problems) -> None:
+    # 8080 == 8080.0 == hash-equal: a memo keyed on values alone would let the float through
+    found = problems(
+        services("""
+        - {name: a, command: [a], readiness: {tcp: {port: 8080}}}
+        - {name: b, command: [b], readiness: {tcp: {port: 8080.0}}}
+        - {name: c, command: [c], readiness: {tcp: {port: 1}}}
+        - {name: d, command: [d], readiness: {tcp: {port: true}}}
+        """)
+    )
+    assert [p.label for p in found] == [
+        "services[b].readiness.tcp.port",
+        "services[d].readiness.tcp.port",
+    ]

@@ -344,7 +344,8 @@ class _Checker:
         mutated (planning copies what it needs into the plan).
         """
         try:
-            key: Any = (name, *raw.items())
+            # types in the key: 8080.0 and True equal 8080 and 1, but strict mode refuses them
+            key: Any = (name, *((k, type(v), v) for k, v in raw.items()))
             found = self._configs.get(key)
         except TypeError:  # an unhashable value (a list): validate it every time
             key, found = None, None
