@@ -15,8 +15,8 @@ NAME_MAX = 63
 #: the text (in Python's ``re`` it also matches before a final newline, hence ``\Z`` below).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+NAME_RE = re.compile(NAME_PATTERN.removesuffix("$") + r"\Z")
+ENV_NAME_RE = re.compile(ENV_NAME_PATTERN.removesuffix("$") + r"\Z")
 
 #: Loader variables that change what every process executes. A recipe must opt in to set
 #: them (``allow_loader_env: true`` on the entry) because a typo here breaks every binary.

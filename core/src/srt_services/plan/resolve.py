@@ -392,11 +392,10 @@ def _probe(
     default_interval: float,
     liveness: bool = False,
 ) -> PlannedProbe | None:
-    binding = ctx.loaded.probes.get(id(block)) if block is not None else None
-    if binding is not None:
+    if block is not None and (binding := ctx.loaded.probes.get(id(block))) is not None:
         probe, config = binding
-        timeout = block.timeout_seconds or DEFAULT_TIMEOUT  # type: ignore[union-attr]
-        interval = block.interval_seconds or DEFAULT_INTERVAL  # type: ignore[union-attr]
+        timeout = block.timeout_seconds or DEFAULT_TIMEOUT
+        interval = block.interval_seconds or DEFAULT_INTERVAL
     elif default is not None:
         probe = ctx.plugins.probe(default.name)
         config = probe.Config.model_validate(default.config)
@@ -408,7 +407,13 @@ def _probe(
     path = planned.get("path")
     if isinstance(path, str) and "{" in path:
         planned["path"] = render(path, ictx.values)
-    result = PlannedProbe(probe.name, planned, timeout, interval, probe.describe(planned))
+    result = PlannedProbe(
+        probe=probe.name,
+        config=planned,
+        timeout=timeout,
+        interval=interval,
+        describe=probe.describe(planned),
+    )
     if liveness and block is not None:
         result.period = getattr(block, "period_seconds", None)
         result.failure_threshold = getattr(block, "failure_threshold", None)
@@ -555,17 +560,17 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         )
         ictx = (
             InstanceContext(
-                name,
-                step,
-                node,
-                index,
-                placement,
-                nodes,
-                ctx.layout,
-                paths,
-                worker,
-                seed.worker_node_rank,
-                values,
+                service=name,
+                step=step,
+                node=node,
+                index=index,
+                role=placement,
+                nodes=nodes,
+                layout=ctx.layout,
+                paths=paths,
+                worker=worker,
+                worker_node_rank=seed.worker_node_rank,
+                values=values,
             )
             if needs_ctx
             else None
@@ -636,32 +641,34 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
             ledger_claim(node_name, port, owner, step, where)
         instances.append(
             PlannedInstance(
-                step,
-                name,
-                node_name,
-                node.ip,
-                index,
-                argv,
-                env,
-                f"logs/{step}.out",
-                paths.work_dir(step),
-                preamble,
-                cwd,
-                readiness,
-                liveness,
-                list(claims),
-                (
+                step=step,
+                unit=name,
+                node=node_name,
+                node_ip=node.ip,
+                index=index,
+                argv=argv,
+                env=env,
+                log=f"logs/{step}.out",
+                work_dir=paths.work_dir(step),
+                preamble=preamble,
+                cwd=cwd,
+                readiness=readiness,
+                liveness=liveness,
+                ports=list(claims),
+                files=(
                     {k: render(v, values) for k, v in kind.files(spec, options, ictx).items()}  # type: ignore[arg-type]
                     if "files" in hooks
                     else {}
                 ),
-                worker.key if worker else None,
-                list(worker.gpus) if worker else None,
-                render(container, values) if container else None,
-                spec.cpus_per_task,
-                spec.cpu_bind,
-                {k: render(v, values) for k, v in srun_options.items()} if srun_options else {},
-                stop_signal,
+                worker=worker.key if worker else None,
+                gpus=list(worker.gpus) if worker else None,
+                container=render(container, values) if container else None,
+                cpus_per_task=spec.cpus_per_task,
+                cpu_bind=spec.cpu_bind,
+                srun_options=(
+                    {k: render(v, values) for k, v in srun_options.items()} if srun_options else {}
+                ),
+                stop_signal=stop_signal,
             )
         )
     base.container = instances[0].container

@@ -12,7 +12,8 @@ them.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -24,20 +25,39 @@ from pydantic import (
     model_validator,
 )
 
-from srt_services.names import ENV_NAME_PATTERN, NAME_PATTERN
+from srt_services.names import ENV_NAME_PATTERN, NAME_PATTERN, env_name_problem, name_problem
 
 # --------------------------------------------------------------------------- scalar types
 #
 # The scalar rules are pydantic-core constraints (a regex, lax string mode), not Python
 # validators: a 10,000-service recipe holds some 200,000 scalars, and a Python call for each
-# cost more than the rest of its validation. The patterns are only the fast accept test;
-# :mod:`srt_services.recipe.pydantic_errors` turns a mismatch into the message of the rule
-# (``name_problem`` and friends), so the wording lives in one place.
+# cost more than the rest of its validation. The patterns are only the fast accept test:
+# ``SCALAR_RULES`` below gives each one its word for the recipe reference and the message
+# :mod:`srt_services.recipe.pydantic_errors` shows for a mismatch (``name_problem`` and
+# friends, so the wording lives in one place).
 
 #: At least one character that is not white space.
 NON_BLANK = r"\S"
 #: No NUL byte (an environment value cannot carry one).
 NO_NUL = r"^[^\x00]*$"
+
+
+class ScalarRule(NamedTuple):
+    """What a pattern means: its word in the recipe reference, and why a value breaks it."""
+
+    word: str
+    problem: Callable[[str], str]
+
+
+#: Every pattern the scalar types use; the docs and the error messages both read this.
+SCALAR_RULES: dict[str, ScalarRule] = {
+    NAME_PATTERN: ScalarRule("name", lambda v: name_problem(v) or "is not a valid name"),
+    NON_BLANK: ScalarRule("non-blank text", lambda v: "must not be empty or blank"),
+    ENV_NAME_PATTERN: ScalarRule(
+        "variable name", lambda v: env_name_problem(v) or "is not a variable name"
+    ),
+    NO_NUL: ScalarRule("text", lambda v: "environment values must not contain NUL"),
+}
 
 #: Numbers written without quotes are accepted where text is expected (``--port, 9000``).
 #: Booleans and nulls are not: ``yes`` silently becoming ``True`` is YAML's best-known trap

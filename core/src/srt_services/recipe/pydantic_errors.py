@@ -14,20 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from srt_services.names import ENV_NAME_PATTERN, NAME_PATTERN, env_name_problem, name_problem
+from srt_services.recipe.models import SCALAR_RULES
 from srt_services.recipe.problems import Path, PathItem, Problem
-
-
-def _pattern_messages() -> dict[str, Any]:
-    from srt_services.recipe.models import NO_NUL, NON_BLANK
-
-    return {
-        NON_BLANK: lambda value: "must not be empty or blank",
-        NO_NUL: lambda value: "environment values must not contain NUL",
-        NAME_PATTERN: lambda value: name_problem(value) or "is not a valid name",
-        ENV_NAME_PATTERN: lambda value: env_name_problem(value) or "is not a variable name",
-    }
-
 
 _TYPE_WORDS = {
     "int_type": "a whole number",
@@ -166,9 +154,9 @@ def _message(
     if kind in _TYPE_WORDS:
         return f"must be {_TYPE_WORDS[kind]}, got {_shown(value)}"
     if kind == "string_pattern_mismatch":
-        explain = _pattern_messages().get(str(ctx.get("pattern")))
-        if explain is not None:
-            return str(explain(value))
+        rule = SCALAR_RULES.get(str(ctx.get("pattern")))
+        if rule is not None:
+            return rule.problem(value)
     if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
         bound = next(iter(ctx.values()), "?")
         if isinstance(bound, float) and bound.is_integer():
