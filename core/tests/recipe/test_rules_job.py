@@ -294,6 +294,85 @@ def test_several_shape_errors_are_reported_together(problems) -> None:
     assert [p.line for p in found] == [2, 3, 4, 7, 8]
 
 
+def test_checks_of_sound_entries_come_with_the_shape_errors_of_others(load) -> None:
+    text = """\
+schema: 2
+name: t
+frontend: {type: none}
+services:
+  - name: a
+    command: [a, "{nod}"]
+  - name: b
+    commnd: [b]
+  - name: c
+    command: [c]
+    env: {SRT_X: "1"}
+"""
+    with pytest.raises(RecipeError) as info:
+        load(text)
+    assert [p.render("recipe.yaml") for p in info.value.errors] == [
+        "recipe.yaml:6:18: services[a].command[1]: unknown placeholder {nod} (did you mean"
+        " {node}?); write {{nod}} for a literal {nod}",
+        "recipe.yaml:8:5: services[b].commnd: unknown key; did you mean 'command'?",
+        "recipe.yaml:11:11: services[c].env.SRT_X: names starting with SRT_ are reserved for srt",
+    ]
+
+
+def test_an_entry_left_out_for_its_shape_makes_no_false_problem_in_others(problems) -> None:
+    # the pool owner fails its shape; the rider's pool rule waits instead of calling it unknown
+    found = problems(
+        """
+        schema: 2
+        name: t
+        frontend: {type: none}
+        services:
+          - name: owner
+            nodes: 1
+            command: [p]
+            bogus: 1
+          - name: rider
+            command: [r]
+            placement: {pool: owner}
+        """
+    )
+    assert [p.label for p in found] == ["services[owner].bogus"]
+    assert found[0].message.startswith("unknown key")
+
+
+def test_beside_shape_errors_a_duplicate_name_gives_the_document_position(problems) -> None:
+    found = problems(
+        """
+        schema: 2
+        name: t
+        frontend: {type: none}
+        services:
+          - name: x
+            bogus: 1
+          - name: a
+            command: [a]
+          - name: a
+            command: [a]
+        """
+    )
+    assert [(p.label, p.line) for p in found] == [("services[x].bogus", 6), ("services[a].name", 9)]
+    assert found[1].message == "duplicate service name 'a' (also services[1])"
+
+
+def test_a_shape_error_outside_the_services_holds_back_the_checks(problems) -> None:
+    found = problems(
+        """
+        schema: 2
+        name: t
+        frontend: {type: none}
+        resources: {gpus_per_node: 0}
+        services:
+          - name: a
+            command: [a, "{nod}"]
+        """
+    )
+    assert [p.label for p in found] == ["resources.gpus_per_node"]
+
+
 # --------------------------------------------------------------------------- the file itself
 
 

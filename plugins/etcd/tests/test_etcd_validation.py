@@ -228,3 +228,27 @@ def test_all_problems_are_reported_together(load: Load) -> None:
         "recipe.yaml:8:31: services[etcd].options.peer_port: must differ from client_port"
         " (2379): etcd binds both",
     ]
+
+
+def test_beside_a_shape_error_a_declared_etcd_keeps_the_implied_type(load: Load) -> None:
+    # checked without the broken entry, `etcd` still takes the implied type (no "command is
+    # required for type generic"), and the implied services themselves are not reported
+    got = errors(
+        load, "  - name: etcd\n    placement: {node: dedicated}\n  - name: x\n    bogus: 1\n"
+    )
+    assert len(got) == 1
+    assert got[0].startswith("recipe.yaml:8:5: services[x].bogus: unknown key")
+
+
+def test_beside_a_shape_error_the_kinds_own_rules_wait(load: Load) -> None:
+    # the core's rules of the sound entry are reported; the kind's `validate` (which may
+    # look at other entries) runs once the recipe's shape is whole
+    got = errors(
+        load,
+        "  - name: etcd\n    type: etcd\n    placement: {node: decode}\n"
+        "    options: {client_port: 2400, peer_port: 2400}\n  - name: x\n    bogus: 1\n",
+    )
+    assert [line.split(": ")[:2] for line in got] == [
+        ["recipe.yaml:7:17", "services[etcd].placement.node"],
+        ["recipe.yaml:10:5", "services[x].bogus"],
+    ]

@@ -100,6 +100,8 @@ class ServiceKind:
         """Problems with this entry beyond its options model (paths relative to the entry).
 
         Return paths like ``("placement", "node")``; the caller prefixes the entry's path.
+        Called only when every entry of the recipe has a valid shape, so ``recipe`` is whole
+        and other entries may be looked at.
         """
         return ()
 

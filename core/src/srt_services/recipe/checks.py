@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -125,8 +125,11 @@ class CheckResult:
 
 
 class _Checker:
-    def __init__(self, recipe: Recipe, plugins: PluginSet) -> None:
+    def __init__(self, recipe: Recipe, plugins: PluginSet, origin: list[int] | None = None) -> None:
         self.recipe = recipe
+        #: Set for a check beside shape errors (see :func:`check`): the position in the
+        #: document of each entry of ``recipe.services``, the others having been left out.
+        self.origin = origin
         self.plugins: Any = CachedPlugins(plugins)
         self.problems: list[Problem] = []
         self.probes: dict[int, tuple[Probe, Any]] = {}
@@ -364,23 +367,33 @@ class _Checker:
 
     def services(self) -> list[Settled]:
         declared = self.recipe.services
+        origin = self.origin
         seen: dict[str, int] = {}
         for i, spec in enumerate(declared):
+            at = origin[i] if origin is not None else i
             if spec.name in seen:
                 self.add(
-                    ("services", i, "name"),
+                    ("services", at, "name"),
                     f"duplicate service name {spec.name!r} (also services[{seen[spec.name]}])",
                 )
             else:
-                seen[spec.name] = i
+                seen[spec.name] = at
         implied = self.implied()
         effective = merge(declared, implied)
+        if origin is not None:
+            # only the written entries, at their place in the document: an implied service
+            # may differ once the left-out entries (which can override it) are fixed
+            effective = [e for e in effective if e.path is not None]
+            for e in effective:
+                _, index = cast("tuple[str, int]", e.path)
+                e.path = ("services", origin[index])
         settled: list[Settled] = []
         for eff in effective:
             s = self.service(eff)
             if s is not None:
                 settled.append(s)
-        self.cross(settled)
+        if origin is None:  # cross-service rules need every entry
+            self.cross(settled)
         return settled
 
     def implied(self) -> list[tuple[str, Any, ServiceSpec]]:
@@ -493,7 +506,7 @@ class _Checker:
                 "critical and terminal services are never restarted (a critical exit ends the job);"
                 " drop restart or set critical: false",
             )
-        if options is not None:
+        if options is not None and self.origin is None:  # a kind may look at other entries
             for p in kind.validate(spec, options, self.recipe) or ():
                 self.problems.append(Problem((*at, *p.path), p.message, p.warning))
         return Settled(
@@ -671,8 +684,16 @@ class _Checker:
             self.add(("services",), str(exc))
 
 
-def check(recipe: Recipe, plugins: PluginSet) -> CheckResult:
-    checker = _Checker(recipe, plugins)
+def check(recipe: Recipe, plugins: PluginSet, origin: list[int] | None = None) -> CheckResult:
+    """Every plugin-aware rule of a recipe whose shape is valid.
+
+    With ``origin``, ``recipe`` holds only the service entries whose shape passed, and
+    ``origin[i]`` is where its entry ``i`` sits in the document: the rules of each entry
+    then run, so that their problems are reported together with the shape errors of the
+    others. Rules that need every entry (cross-service ones, a kind's ``validate``) wait
+    for the full check, where a left-out entry could not make them report a false problem.
+    """
+    checker = _Checker(recipe, plugins, origin)
     checker.job()
     services = checker.services()
     return CheckResult(services=services, problems=checker.problems, probes=checker.probes)

@@ -77,6 +77,33 @@ def _fail(doc: Document, problems: list[Problem]) -> RecipeError:
     return RecipeError(doc.source, locate(problems, doc.source, doc.data, doc.mark_of))
 
 
+def _checks_beside(data: dict[str, Any], shape: list[Problem], plugins: PluginSet) -> list[Problem]:
+    """The plugin-aware problems of the service entries whose shape is valid.
+
+    When every shape error lies inside service entries, the rest of the recipe is sound, so
+    the checks run on it without those entries, and a user fixing a recipe sees all of its
+    problems in one pass rather than a second list after the first is fixed. With a shape
+    error anywhere else (a role, the frontend, the job), the later checks would work from
+    a half-read job, so they wait.
+    """
+    entries = data.get("services")
+    if not isinstance(entries, list):
+        return []
+    broken: set[int] = set()
+    for p in shape:
+        if len(p.path) < 2 or p.path[0] != "services" or not isinstance(p.path[1], int):
+            return []
+        broken.add(p.path[1])
+    kept = [i for i in range(len(entries)) if i not in broken]
+    try:
+        recipe = Recipe.model_validate({**data, "services": [entries[i] for i in kept]})
+    except ValidationError:  # pragma: no cover - the shape errors were all in left-out entries
+        return []
+    found = check(recipe, plugins, origin=kept).problems
+    # only problems of the written entries: the job-wide ones come with the full check
+    return [p for p in found if len(p.path) > 1 and isinstance(p.path[1], int)]
+
+
 def check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
     """Validate parsed recipe data: the models, then every plugin-aware rule."""
     with gc_paused():
@@ -106,7 +133,8 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
-        raise _fail(doc, problems_from(exc, Recipe)) from None
+        shape = problems_from(exc, Recipe)
+        raise _fail(doc, shape + _checks_beside(data, shape, plugins)) from None
     result = check(recipe, plugins)
     located = locate(result.problems, doc.source, data, doc.mark_of)
     errors = [p for p in located if not p.warning]
