@@ -117,6 +117,76 @@ def test_validate_prints_warnings(srt, tmp_path: Path) -> None:
     )
 
 
+def test_validate_json_reports_every_recipe(srt, tmp_path: Path) -> None:
+    good = write(tmp_path, "good.yaml", GOOD)
+    bad = write(tmp_path, "bad.yaml", BAD)
+    missing = str(tmp_path / "missing.yaml")
+    r = srt("validate", "--format", "json", good, bad, missing)
+    assert (r.code, r.err) == (2, "")
+    reports = json.loads(r.out)
+    assert [(x["recipe"], x["valid"], x["services"]) for x in reports] == [
+        (good, True, 2),
+        (bad, False, None),
+        (missing, False, None),
+    ]
+    assert reports[0]["problems"] == []
+    assert reports[1]["problems"][0] == {
+        "severity": "error",
+        "line": 4,
+        "column": 5,
+        "field": "services[a].command",
+        "message": "is required for type 'generic'",
+    }
+    assert len(reports[1]["problems"]) == 3
+    assert reports[2]["problems"] == [
+        {
+            "severity": "error",
+            "line": None,
+            "column": None,
+            "field": None,
+            "message": "no such file",
+        }
+    ]
+
+
+def test_validate_json_carries_warnings_of_valid_recipes(srt, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "w.yaml",
+        "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n"
+        "    source: {git: https://example.invalid/r, rev: v1}\n",
+    )
+    r = srt("validate", "--format", "json", path)
+    assert r.code == 0
+    (report,) = json.loads(r.out)
+    assert report["valid"] is True
+    assert [(p["severity"], p["line"], p["field"]) for p in report["problems"]] == [
+        ("warning", 6, "services[a].source")
+    ]
+
+
+def test_validate_github_annotates_the_lines(srt, tmp_path: Path) -> None:
+    bad = write(tmp_path, "bad.yaml", BAD)
+    r = srt("validate", "--format", "github", bad, write(tmp_path, "good.yaml", GOOD))
+    assert (r.code, r.err) == (2, "")
+    lines = r.out.splitlines()
+    assert len(lines) == 3
+    assert lines[0] == (
+        f"::error file={bad},line=4,col=5,title=srt validate::services[a].command: is required"
+        " for type 'generic'"
+    )
+
+
+def test_github_annotations_escape_what_the_runner_parses() -> None:
+    from srt_services.cli.recipe_cmds import _github_annotation
+
+    line = _github_annotation(
+        "a,b:c.yaml",
+        {"severity": "warning", "line": None, "column": None, "field": None, "message": "50%\nx"},
+    )
+    assert line == "::warning file=a%2Cb%3Ac.yaml,title=srt validate::50%25%0Ax"
+
+
 def test_validate_every_example(srt, repo: Path) -> None:
     paths = [str(repo / "examples" / f"{e}.yaml") for e in EXAMPLES]
     r = srt("validate", *paths)

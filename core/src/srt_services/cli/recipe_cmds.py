@@ -33,29 +33,90 @@ def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
 @click.command()
 @click.argument("recipes", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
-def validate(recipes: tuple[str, ...], quiet: bool) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="`json`: one report per recipe on stdout, for tools. `github`: workflow commands"
+    " that annotate the recipe's lines in a GitHub Actions run.",
+)
+def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     """Check recipes without running anything; every problem is reported with its line.
 
     Exit status 2 when any recipe is invalid.
     """
     from srt_services.errors import RecipeInvalid
     from srt_services.recipe.load import load_recipe
+    from srt_services.recipe.problems import LocatedProblem, RecipeError
 
     plugins = _plugins()
     failed = 0
+    reports: list[dict[str, Any]] = []
     for path in recipes:
+        problems: list[LocatedProblem]
         try:
             loaded = load_recipe(path, plugins)
         except RecipeInvalid as exc:
             failed += 1
-            sys.stderr.write(f"{exc}\n")
+            if fmt == "text":
+                sys.stderr.write(f"{exc}\n")
+            problems = (
+                exc.problems if isinstance(exc, RecipeError) else [LocatedProblem("", str(exc))]
+            )
+            reports.append(_report(path, None, problems))
             continue
-        for w in loaded.warnings:
-            sys.stderr.write("warning: " + w.render(path) + "\n")
-        if not quiet:
-            click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
+        if fmt == "text":
+            for w in loaded.warnings:
+                sys.stderr.write("warning: " + w.render(path) + "\n")
+            if not quiet:
+                click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
+        reports.append(_report(path, len(loaded.services), loaded.warnings))
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(reports, indent=2))
+    elif fmt == "github":
+        for report in reports:
+            for p in report["problems"]:
+                click.echo(_github_annotation(report["recipe"], p))
     if failed:
         raise SystemExit(2)
+
+
+def _report(path: str, services: int | None, problems: list[Any]) -> dict[str, Any]:
+    return {
+        "recipe": path,
+        "valid": services is not None,
+        "services": services,
+        "problems": [
+            {
+                "severity": "warning" if p.warning else "error",
+                "line": p.line,
+                "column": p.column,
+                "field": p.label or None,
+                "message": p.message,
+            }
+            for p in problems
+        ],
+    }
+
+
+def _github_annotation(path: str, problem: dict[str, Any]) -> str:
+    """One ``::error``/``::warning`` workflow command, escaped as the runner expects."""
+
+    def data(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(text: str) -> str:
+        return data(text).replace(":", "%3A").replace(",", "%2C")
+
+    where = [f"file={prop(path)}"]
+    if problem["line"] is not None:
+        where += [f"line={problem['line']}", f"col={problem['column'] or 1}"]
+    text = f"{problem['field']}: {problem['message']}" if problem["field"] else problem["message"]
+    return f"::{problem['severity']} {','.join(where)},title=srt validate::{data(text)}"
 
 
 @click.command("dry-run")
