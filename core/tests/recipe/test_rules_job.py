@@ -59,6 +59,16 @@ def test_role_without_command(one) -> None:
     assert (p.line, p.column) == (5, 3)
 
 
+def test_role_with_an_empty_command(one) -> None:
+    p = one(
+        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n"
+        "  agg: {workers: 1, command: []}\n"
+    )
+    assert p.label == "roles.agg.command"
+    assert p.message == "if set, must not be empty"
+    assert (p.line, p.column) == (5, 21)
+
+
 def test_unknown_role(one) -> None:
     p = one(
         "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"

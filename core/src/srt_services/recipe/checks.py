@@ -9,7 +9,6 @@ the planner never re-derives them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any, cast
@@ -697,10 +696,6 @@ def check(recipe: Recipe, plugins: PluginSet, origin: list[int] | None = None) -
     checker.job()
     services = checker.services()
     return CheckResult(services=services, problems=checker.problems, probes=checker.probes)
-
-
-def iter_errors(problems: Iterable[Problem]) -> list[Problem]:
-    return [p for p in problems if not p.warning]
 
 
 def external_url_problems(url: str, schemes: tuple[str, ...]) -> list[str]:
