@@ -240,6 +240,30 @@ def test_restart_defaults(plan) -> None:
     assert planned.unit("c").restart is None
 
 
+def test_liveness_is_planned_with_its_settings_and_defaults(plan) -> None:
+    planned = plan(
+        job(
+            "- name: a\n  command: [a]\n  readiness: {port: 7000}\n"
+            "  liveness: {http: {port: 7000, path: /alive}, period_seconds: 5,"
+            " failure_threshold: 2}\n"
+            "- {name: b, command: [b], liveness: {log: {pattern: beat}}}\n"
+        )
+    )
+    (a,) = planned.unit("a").instances
+    assert a.liveness is not None and a.readiness is not None
+    assert (a.liveness.probe, a.liveness.config["url"]) == ("http", "http://<node0-ip>:7000/alive")
+    assert (a.liveness.period, a.liveness.failure_threshold, a.liveness.attempt_timeout) == (
+        5.0,
+        2,
+        1.0,
+    )
+    (b,) = planned.unit("b").instances
+    assert b.readiness is None and b.liveness is not None
+    assert (b.liveness.probe, b.liveness.period, b.liveness.failure_threshold) == ("log", 10.0, 3)
+    # a port used by both probes of one instance is one claim, not a clash
+    assert a.ports == [7000]
+
+
 def test_benchmark_learns_where_services_run(plan) -> None:
     planned = plan(
         job("- {name: my-side, command: [a], placement: {node: agg}}\n")
