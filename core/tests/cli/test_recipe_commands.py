@@ -225,6 +225,34 @@ def test_dry_run_json_round_trip(srt, repo: Path, example: str) -> None:
     assert plan.job_name == golden["job_name"]
 
 
+def test_dry_run_unit_shows_only_the_named_units(srt, repo: Path, monkeypatch) -> None:
+    monkeypatch.chdir(repo)
+    r = srt("dry-run", "examples/disagg-services.yaml", "--unit", "kv-router", "--srun")
+    assert r.code == 0, r.err
+    full = (repo / "core" / "tests" / "golden" / "disagg-services.txt").read_text()
+    # the unit's own block is exactly the one of the full plan
+    block = r.out.split("Phase before_workers:\n", 1)[1].split("Metrics targets:", 1)[0]
+    assert block in full
+    assert r.out.startswith("Job disagg-demo: ")
+    assert "Start order:" not in r.out and "  frontend  type=" not in r.out
+    assert "service=kv-router" in r.out
+    srun = r.out.split("srun lines (job <job_id>):\n", 1)[1].splitlines()
+    assert [line.split(":")[0].strip() for line in srun] == ["service_kv-router"]
+
+
+def test_dry_run_unknown_unit_suggests_a_close_name(srt, repo: Path) -> None:
+    r = srt("dry-run", str(repo / "examples" / "disagg-services.yaml"), "--unit", "router")
+    assert r.code == 2
+    assert "--unit router: the plan has no unit of that name; did you mean kv-router?" in r.err
+
+
+def test_dry_run_unit_is_for_the_text(srt, repo: Path) -> None:
+    path = str(repo / "examples" / "disagg-services.yaml")
+    r = srt("dry-run", path, "--unit", "kv-router", "--json")
+    assert r.code == 2
+    assert "filter --json with jq" in r.err
+
+
 def test_dry_run_allocation_too_small(srt, repo: Path) -> None:
     path = str(repo / "examples" / "disagg-services.yaml")
     r = srt("dry-run", path, "--nodes", "2")

@@ -126,6 +126,14 @@ def _github_annotation(path: str, problem: dict[str, Any]) -> str:
 @click.option("--local", is_flag=True, help="Use the addresses `srt run` would (127.0.0.x).")
 @click.option("--json", "as_json", is_flag=True, help="Write the plan as JSON.")
 @click.option(
+    "--unit",
+    "units",
+    multiple=True,
+    metavar="NAME",
+    help="Show only this unit (a service, a role's workers, the frontend or the benchmark);"
+    " repeatable. For the text output; filter --json with jq.",
+)
+@click.option(
     "--srun",
     "show_srun",
     is_flag=True,
@@ -137,6 +145,7 @@ def dry_run(
     nodelist: str | None,
     local: bool,
     as_json: bool,
+    units: tuple[str, ...],
     show_srun: bool,
 ) -> None:
     """Show exactly what `srt run` would do: nodes, phases, argv, effective env, probes.
@@ -147,10 +156,13 @@ def dry_run(
     from srt_services.plan.resolve import resolve
     from srt_services.recipe.load import load_recipe
 
+    if units and as_json:
+        raise click.UsageError("--unit filters the text output; filter --json with jq")
     plugins = _plugins()
     request = _allocation(nodes, nodelist, local)
     loaded = load_recipe(recipe, plugins)
     plan = resolve(loaded, plugins, request)
+    only = _known_units(plan, units) if units else None
     if as_json:
         sys.stdout.buffer.write(plan.to_json(indent=False))
         return
@@ -158,7 +170,7 @@ def dry_run(
 
     for w in loaded.warnings:
         sys.stderr.write("warning: " + w.render(recipe) + "\n")
-    sys.stdout.write(render_plan(plan))
+    sys.stdout.write(render_plan(plan, only))
     if show_srun:
         import shlex
 
@@ -168,6 +180,8 @@ def dry_run(
         site = current()
         sys.stdout.write("srun lines (job <job_id>):\n")
         for inst in plan.instances():
+            if only is not None and inst.unit not in only:
+                continue
             argv = srun_argv(
                 inst,
                 "<job_id>",
@@ -178,6 +192,18 @@ def dry_run(
                 site.slurm.srun_extra,
             )
             sys.stdout.write(f"  {inst.step}: {shlex.join(argv)}\n")
+
+
+def _known_units(plan: Any, names: tuple[str, ...]) -> frozenset[str]:
+    from difflib import get_close_matches
+
+    known = [u.name for u in plan.units]
+    for name in names:
+        if name not in known:
+            close = get_close_matches(name, known, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise click.UsageError(f"--unit {name}: the plan has no unit of that name{hint}")
+    return frozenset(names)
 
 
 @click.command()

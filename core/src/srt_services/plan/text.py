@@ -135,35 +135,40 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
         yield from _instance_lines(unit, inst, first, "    ")
 
 
-def render_plan(plan: Plan) -> str:
+def render_plan(plan: Plan, only: frozenset[str] | None = None) -> str:
+    """The whole plan, or with ``only`` the named units (and their metrics targets) under
+    the job line: a reviewer of a 10,000-service recipe wants one service, not 130k lines."""
     lines = [
         f"Job {plan.job_name}: {len(plan.nodes)} node(s), {plan.allocation} allocation;"
         f" head {plan.head}, infra {plan.infra}, client {plan.client}",
-        "Nodes:",
     ]
-    width = max((len(n.name) for n in plan.nodes), default=4)
-    for n in plan.nodes:
-        lines.append(f"  {n.name.ljust(width)}  {n.ip}  {', '.join(n.roles)}")
-    if plan.discovery_env:
-        lines.append("Discovery:")
-        for key in sorted(plan.discovery_env):
-            lines.append(f"  {key}={plan.discovery_env[key]}")
-    lines.append("Start order:")
-    for phase in PHASE_ORDER:
-        names = plan.phases.get(phase, [])
-        lines.append(f"  {PHASE_TITLES[phase]}: {', '.join(names) if names else '-'}")
+    if only is None:
+        lines.append("Nodes:")
+        width = max((len(n.name) for n in plan.nodes), default=4)
+        for n in plan.nodes:
+            lines.append(f"  {n.name.ljust(width)}  {n.ip}  {', '.join(n.roles)}")
+        if plan.discovery_env:
+            lines.append("Discovery:")
+            for key in sorted(plan.discovery_env):
+                lines.append(f"  {key}={plan.discovery_env[key]}")
+        lines.append("Start order:")
+        for phase in PHASE_ORDER:
+            names = plan.phases.get(phase, [])
+            lines.append(f"  {PHASE_TITLES[phase]}: {', '.join(names) if names else '-'}")
     by_name = {u.name: u for u in plan.units}
     for phase in PHASE_ORDER:
-        names = plan.phases.get(phase, [])
+        names = [n for n in plan.phases.get(phase, []) if only is None or n in only]
         if not names:
             continue
         lines.append(f"Phase {phase}:")
         for name in names:
             lines.extend(_unit_lines(by_name[name]))
-    if plan.scrape_targets:
+    targets = [t for t in plan.scrape_targets if only is None or t.service in only]
+    if targets:
         lines.append("Metrics targets:")
-        for t in plan.scrape_targets:
+        for t in targets:
             lines.append(f"  {t.name}  {t.url}  service={t.service}")
-    for w in plan.warnings:
-        lines.append(f"warning: {w}")
+    if only is None:
+        for w in plan.warnings:
+            lines.append(f"warning: {w}")
     return "\n".join(lines) + "\n"
