@@ -7,6 +7,7 @@ installed entry point behaves the same.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 from collections.abc import Iterator
@@ -185,6 +186,52 @@ def test_github_annotations_escape_what_the_runner_parses() -> None:
         {"severity": "warning", "line": None, "column": None, "field": None, "message": "50%\nx"},
     )
     assert line == "::warning file=a%2Cb%3Ac.yaml,title=srt validate::50%25%0Ax"
+
+
+def stdin(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+
+
+def test_validate_reads_stdin_as_dash(srt, monkeypatch) -> None:
+    stdin(monkeypatch, BAD)
+    r = srt("validate", "-")
+    assert r.code == 2
+    assert (
+        r.err.splitlines()[0] == "<stdin>:4:5: services[a].command: is required for type 'generic'"
+    )
+    stdin(monkeypatch, GOOD)
+    r = srt("validate", "--format", "json", "-")
+    assert r.code == 0
+    assert [(x["recipe"], x["valid"]) for x in json.loads(r.out)] == [("<stdin>", True)]
+
+
+def test_dry_run_reads_a_generated_json_recipe_from_stdin(srt, monkeypatch, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    recipe = {
+        "schema": 2,
+        "name": "g",
+        "services": [{"name": "a", "command": ["a", "{recipe_dir}"]}],
+    }
+    stdin(monkeypatch, json.dumps(recipe))
+    r = srt("dry-run", "-", "--json")
+    assert r.code == 0, r.err
+    (unit,) = json.loads(r.out)["units"]
+    assert unit["instances"][0]["argv"] == ["a", str(tmp_path)]  # {recipe_dir}: the cwd
+
+
+def test_stdin_is_held_to_the_recipe_size_limit(srt, monkeypatch) -> None:
+    monkeypatch.setattr("srt_services.recipe.load.MAX_RECIPE_BYTES", 10)
+    stdin(monkeypatch, GOOD)
+    r = srt("validate", "-")
+    assert r.code == 2
+    assert r.err == "<stdin>: recipe is more than 10 bytes; refusing it\n"
+
+
+def test_commands_that_keep_the_recipe_refuse_stdin(srt) -> None:
+    for command in ("run", "render", "migrate"):
+        r = srt(command, "-")
+        assert r.code == 2, command
+        assert "'-' does not exist" in r.err
 
 
 def test_validate_every_example(srt, repo: Path) -> None:

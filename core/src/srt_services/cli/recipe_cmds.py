@@ -45,19 +45,21 @@ def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
 def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     """Check recipes without running anything; every problem is reported with its line.
 
-    Exit status 2 when any recipe is invalid.
+    `-` reads a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe
+    is invalid.
     """
     from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.load import load_recipe
+    from srt_services.recipe.load import STDIN, load_recipe
     from srt_services.recipe.problems import LocatedProblem, RecipeError
 
     plugins = _plugins()
     failed = 0
     reports: list[dict[str, Any]] = []
-    for path in recipes:
+    for given in recipes:
+        path = STDIN if given == "-" else given
         problems: list[LocatedProblem]
         try:
-            loaded = load_recipe(path, plugins)
+            loaded = load_recipe(given, plugins)
         except RecipeInvalid as exc:
             failed += 1
             if fmt == "text":
@@ -151,7 +153,7 @@ def dry_run(
     """Show exactly what `srt run` would do: nodes, phases, argv, effective env, probes.
 
     Nothing is started and no network is used. Without --nodes, the plan uses as many
-    symbolic nodes as the recipe needs.
+    symbolic nodes as the recipe needs. `-` reads the recipe from standard input.
     """
     from srt_services.plan.resolve import resolve
     from srt_services.recipe.load import load_recipe
@@ -169,7 +171,7 @@ def dry_run(
     from srt_services.plan.text import render_plan
 
     for w in loaded.warnings:
-        sys.stderr.write("warning: " + w.render(recipe) + "\n")
+        sys.stderr.write("warning: " + w.render(loaded.source) + "\n")
     sys.stdout.write(render_plan(plan, only))
     if show_srun:
         import shlex

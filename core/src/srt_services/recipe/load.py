@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 #: Recipes are small; a 200 MB file is a mistake (or an attack on the parser).
 MAX_RECIPE_BYTES = 256 * 1024 * 1024
+#: How a recipe read from standard input (``-``) is named in messages.
+STDIN = "<stdin>"
 
 
 @dataclass(slots=True)
@@ -39,17 +42,13 @@ class LoadedRecipe:
 
 
 def read_text(path: str) -> str:
+    """The recipe file's text; ``-`` reads standard input (shown as ``<stdin>``)."""
+    if path == "-":
+        return _decoded(STDIN, sys.stdin.buffer.read(MAX_RECIPE_BYTES + 1))
     try:
         size = os.path.getsize(path)
         if size > MAX_RECIPE_BYTES:
-            raise RecipeError(
-                path,
-                [
-                    LocatedProblem(
-                        "", f"recipe is {size} bytes; refusing more than {MAX_RECIPE_BYTES}"
-                    )
-                ],
-            )
+            raise _too_big(path, f"is {size} bytes; refusing more than {MAX_RECIPE_BYTES}")
         with open(path, "rb") as fh:
             raw = fh.read()
     except FileNotFoundError:
@@ -58,17 +57,27 @@ def read_text(path: str) -> str:
         raise RecipeError(path, [LocatedProblem("", "is a directory, not a recipe file")]) from None
     except OSError as exc:
         raise RecipeError(path, [LocatedProblem("", f"cannot read: {exc.strerror}")]) from None
+    return _decoded(path, raw)
+
+
+def _too_big(source: str, what: str) -> RecipeError:
+    return RecipeError(source, [LocatedProblem("", f"recipe {what}")])
+
+
+def _decoded(source: str, raw: bytes) -> str:
+    if len(raw) > MAX_RECIPE_BYTES:  # only stdin gets here: a file's size is known first
+        raise _too_big(source, f"is more than {MAX_RECIPE_BYTES} bytes; refusing it")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecipeError(
-            path, [LocatedProblem("", f"is not UTF-8 text (byte {exc.start})")]
+            source, [LocatedProblem("", f"is not UTF-8 text (byte {exc.start})")]
         ) from None
 
 
 def load_recipe(path: str, plugins: PluginSet, text: str | None = None) -> LoadedRecipe:
-    """Load and check a recipe file (or ``text`` shown as ``path``)."""
-    source = path
+    """Load and check a recipe file (or ``text`` shown as ``path``; ``-`` is stdin)."""
+    source = STDIN if path == "-" and text is None else path
     doc = parse_text(read_text(path) if text is None else text, source)
     return check_document(doc, plugins)
 
