@@ -120,8 +120,8 @@ def srt_implied_services(recipe: Recipe) -> list[ImpliedService]:
     Called once per recipe after it passed shape validation; when only some service entries
     fail it, also once on the recipe without them, so that the other entries are checked in
     the same run (what it returns then is used only to settle those entries' types). A
-    declared entry with the same name takes the implied one's place; ``enabled: false`` on it switches it off. Return
-    :class:`~srt_services.extend.implied.ImpliedService` objects whose ``entry`` is the raw
+    declared entry with the same name takes the implied one's place; ``enabled: false`` on
+    it switches it off. Return :class:`~srt_services.extend.implied.ImpliedService` objects whose ``entry`` is the raw
     mapping a recipe would write (it is validated like a declared entry) and whose
     ``reason`` says which part of the recipe implied it.
 

@@ -57,6 +57,11 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 
 GOOD = "schema: 2\nname: t\nservices:\n  - {name: a, command: [a]}\n  - {name: b, command: [b]}\n"
+#: Valid, with one warning (a source nothing builds) on line 6.
+WARNS = (
+    "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n"
+    "    source: {git: https://example.invalid/r, rev: v1}\n"
+)
 BAD = (
     "schema: 2\nname: t\nservices:\n  - {name: a}\n"
     "  - {name: a, command: [a], placement: {node: later}}\n"
@@ -105,12 +110,7 @@ def test_validate_quiet(srt, tmp_path: Path) -> None:
 
 
 def test_validate_prints_warnings(srt, tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
-        "w.yaml",
-        "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n"
-        "    source: {git: https://example.invalid/r, rev: v1}\n",
-    )
+    path = write(tmp_path, "w.yaml", WARNS)
     r = srt("validate", path)
     assert r.code == 0
     assert r.err.startswith(
@@ -151,12 +151,7 @@ def test_validate_json_reports_every_recipe(srt, tmp_path: Path) -> None:
 
 
 def test_validate_json_carries_warnings_of_valid_recipes(srt, tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
-        "w.yaml",
-        "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n"
-        "    source: {git: https://example.invalid/r, rev: v1}\n",
-    )
+    path = write(tmp_path, "w.yaml", WARNS)
     r = srt("validate", "--format", "json", path)
     assert r.code == 0
     (report,) = json.loads(r.out)

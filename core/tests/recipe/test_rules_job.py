@@ -9,6 +9,9 @@ import pytest
 from srt_services.recipe.load import load_recipe
 from srt_services.recipe.problems import RecipeError
 
+#: A job with a vllm frontend, up to the ``roles:`` key (roles start on line 5).
+ROLES_HEAD = "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n"
+
 
 def role(spec: str, gpus_per_node: int = 8) -> str:
     return (
@@ -51,29 +54,21 @@ def test_more_nodes_than_workers(one) -> None:
 
 
 def test_role_without_command(one) -> None:
-    p = one(
-        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n  agg: {workers: 1}\n"
-    )
+    p = one(ROLES_HEAD + "  agg: {workers: 1}\n")
     assert p.label == "roles.agg.command"
     assert p.message == "is required"
     assert (p.line, p.column) == (5, 3)
 
 
 def test_role_with_an_empty_command(one) -> None:
-    p = one(
-        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\nroles:\n"
-        "  agg: {workers: 1, command: []}\n"
-    )
+    p = one(ROLES_HEAD + "  agg: {workers: 1, command: []}\n")
     assert p.label == "roles.agg.command"
     assert p.message == "if set, must not be empty"
     assert (p.line, p.column) == (5, 21)
 
 
 def test_unknown_role(one) -> None:
-    p = one(
-        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"
-        "roles:\n  prefil: {command: [w]}\n"
-    )
+    p = one(ROLES_HEAD + "  prefil: {command: [w]}\n")
     assert p.label == "roles.prefil"
     assert p.message == "must be one of prefill, decode, agg; got 'prefil' as a key"
     assert (p.line, p.column) == (5, 3)
@@ -326,6 +321,21 @@ services:
         "recipe.yaml:8:5: services[b].commnd: unknown key; did you mean 'command'?",
         "recipe.yaml:11:11: services[c].env.SRT_X: names starting with SRT_ are reserved for srt",
     ]
+
+
+def test_the_jobs_own_problems_come_with_the_shape_errors_of_entries(problems) -> None:
+    found = problems(
+        """
+        schema: 2
+        name: t
+        frontend: {type: sglang}
+        services:
+          - name: x
+            bogus: 1
+        """
+    )
+    assert [p.label for p in found] == ["frontend.command", "services[x].bogus"]
+    assert found[0].message == "is required for frontend.type sglang"
 
 
 def test_an_entry_left_out_for_its_shape_makes_no_false_problem_in_others(problems) -> None:

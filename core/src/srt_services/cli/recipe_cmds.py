@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich_click as click
+
+if TYPE_CHECKING:
+    from srt_services.recipe.problems import LocatedProblem
 
 
 def _plugins() -> Any:
@@ -49,14 +52,14 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     is invalid.
     """
     from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.load import STDIN, load_recipe
+    from srt_services.recipe.load import load_recipe, source_name
     from srt_services.recipe.problems import LocatedProblem, RecipeError
 
     plugins = _plugins()
     failed = 0
     reports: list[dict[str, Any]] = []
     for given in recipes:
-        path = STDIN if given == "-" else given
+        path = source_name(given)
         problems: list[LocatedProblem]
         try:
             loaded = load_recipe(given, plugins)
@@ -87,7 +90,7 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         raise SystemExit(2)
 
 
-def _report(path: str, services: int | None, problems: list[Any]) -> dict[str, Any]:
+def _report(path: str, services: int | None, problems: list[LocatedProblem]) -> dict[str, Any]:
     return {
         "recipe": path,
         "valid": services is not None,

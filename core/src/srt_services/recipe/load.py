@@ -41,6 +41,11 @@ class LoadedRecipe:
         return self.document.source
 
 
+def source_name(path: str) -> str:
+    """How the recipe at ``path`` is named in messages (``-`` is standard input)."""
+    return STDIN if path == "-" else path
+
+
 def read_text(path: str) -> str:
     """The recipe file's text; ``-`` reads standard input (shown as ``<stdin>``)."""
     if path == "-":
@@ -77,7 +82,7 @@ def _decoded(source: str, raw: bytes) -> str:
 
 def load_recipe(path: str, plugins: PluginSet, text: str | None = None) -> LoadedRecipe:
     """Load and check a recipe file (or ``text`` shown as ``path``; ``-`` is stdin)."""
-    source = STDIN if path == "-" and text is None else path
+    source = source_name(path) if text is None else path
     doc = parse_text(read_text(path) if text is None else text, source)
     return check_document(doc, plugins)
 
@@ -109,8 +114,13 @@ def _checks_beside(data: dict[str, Any], shape: list[Problem], plugins: PluginSe
     except ValidationError:  # pragma: no cover - the shape errors were all in left-out entries
         return []
     found = check(recipe, plugins, origin=kept).problems
-    # only problems of the written entries: the job-wide ones come with the full check
-    return [p for p in found if len(p.path) > 1 and isinstance(p.path[1], int)]
+    # the job's own problems and those of written entries; not ones about the services as
+    # a whole or an implied entry, which a left-out entry may have caused
+    return [
+        p
+        for p in found
+        if p.path[:1] != ("services",) or (len(p.path) > 1 and isinstance(p.path[1], int))
+    ]
 
 
 def check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
