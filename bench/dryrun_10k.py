@@ -13,6 +13,11 @@ Measured in one run, against the bare parse of the same file as the baseline:
     timed after the end-to-end runs, the same code reads about 1.5x higher, because of the
     fragmented heap those runs leave behind. The best of --runs further passes is printed
     too: what the code itself costs once the process's memory has settled.
+(d) the floor under (c), in a fresh process that has parsed the same text: only C and Rust
+    code, no srt logic: pydantic-core validating the recipe into its models, orjson building
+    the plan's objects from the plan's own JSON, and orjson writing them back. No Python
+    implementation of (c) can cost less, since it has to build the same models and an
+    object graph holding the same plan. Printed with (c) as a multiple of it.
 
 The JSON form of the same recipe (what generators should write) is measured too.
 
@@ -171,6 +176,34 @@ def _dry_run_subprocess(path: str, env: dict[str, str]) -> None:
         raise SystemExit(f"srt dry-run failed: {out.stderr.decode()[-2000:]}")
 
 
+_FLOOR = """
+import sys, time
+import orjson
+from srt_services.recipe.models import Recipe
+from srt_services.recipe.source import parse_text
+recipe, plan = sys.argv[1:3]
+doc = parse_text(open(recipe, encoding="utf-8").read(), recipe)
+blob = open(plan, "rb").read()
+started = time.perf_counter()
+Recipe.model_validate(doc.data)
+orjson.dumps(orjson.loads(blob))
+print(time.perf_counter() - started)
+"""
+
+
+def _floor(recipe: Path, plan: Path, env: dict[str, str]) -> float:
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", _FLOOR, str(recipe), str(plan)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"floor run failed: {out.stderr[-2000:]}")
+    return float(out.stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--services", type=int, default=10_000)
@@ -231,6 +264,9 @@ def main() -> None:
     t_e2e_json, _ = _timed(lambda: _dry_run_in_process(str(json_path)), args.runs)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     t_sub, _ = _timed(lambda: _dry_run_subprocess(str(yaml_path), env), max(1, args.runs - 1))
+    plan_path = tmp / "plan.json"
+    plan_path.write_bytes(blob)
+    t_floor = statistics.median(_floor(yaml_path, plan_path, env) for _ in range(args.runs))
 
     after = t_check + t_resolve + t_dump
     instances = sum(len(u.instances) for u in plan.units)
@@ -254,6 +290,9 @@ def main() -> None:
     per_service(f"    Plan.to_json ({len(blob) / 1e6:.1f} MB)", t_dump)
     per_service("    after parsing, total", after, "   target <= 50 us")
     per_service("    after parsing, best once settled", t_settled)
+    per_service(
+        "(d) floor: models + plan objects, C only", t_floor, f"   (c) = {after / t_floor:.2f}x"
+    )
 
     if args.profile:
         import cProfile
@@ -267,7 +306,7 @@ def main() -> None:
         prof.disable()
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
 
-    for p in (yaml_path, json_path):
+    for p in (yaml_path, json_path, plan_path):
         p.unlink()
     tmp.rmdir()
 
