@@ -197,6 +197,39 @@ def test_phases_and_tiers(plan) -> None:
     assert tiers == {"first": 2, "early": 1, "agg": 0, "frontend": 0, "late": 0, "benchmark": 0}
 
 
+def test_after_is_planned_shown_and_turned_into_waits(plan) -> None:
+    from srt_services.plan.text import render_plan
+    from srt_services.plan.waits import is_chain, phase_waits
+
+    planned = plan(
+        job("""
+        - {name: store, command: [a], start: infra}
+        - {name: slow, command: [b]}
+        - {name: quick, command: [c], after: []}
+        - {name: late, command: [d], after: [tail, store]}
+        - {name: tail, command: [e]}
+        """)
+    )
+    names = planned.phases["after_frontend"]
+    units = {u.name: u for u in planned.units}
+    assert [units[n].after for n in names] == [None, [], ["tail", "store"], None]
+    # the chain skips the units that left it; a unit of an earlier phase is no wait
+    assert phase_waits(names, units) == {
+        "slow": [],
+        "quick": [],
+        "late": ["tail"],
+        "tail": ["slow"],
+    }
+    assert not is_chain(names, units)
+    assert is_chain(planned.phases["infra"], units)
+    text = render_plan(planned)
+    assert "after: - (starts with its phase, not after the service declared before it)" in text
+    assert "after: tail, store (not the service declared before it)" in text
+    assert text.count("    after:") == 2
+    again = plan_from_dict(json.loads(planned.to_json()))
+    assert again.unit("late").after == ["tail", "store"] and again.unit("slow").after is None
+
+
 def test_step_and_log_names(plan) -> None:
     planned = plan(
         job("""

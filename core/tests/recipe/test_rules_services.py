@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from srt_services.recipe.ordering import find_cycles
 from srt_services.recipe.problems import LocatedProblem
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
@@ -761,3 +762,180 @@ def test_equal_but_differently_typed_settings_are_not_shared(problems) -> None:
         "services[b].readiness.tcp.port",
         "services[d].readiness.tcp.port",
     ]
+
+
+# --------------------------------------------------------------------------- after
+# Each rule stands for a job that would otherwise hang in a phase at run time.
+
+
+def test_unknown_name_suggests_a_close_one(one) -> None:
+    p = one(
+        services("""
+        - name: store
+          command: [a]
+        - name: router
+          command: [b]
+          after: [stor]
+        """)
+    )
+    assert p.label == "services[router].after[0]"
+    assert p.message == "'stor' names no service of this job; did you mean 'store'?"
+    assert where(p) == (9, 11)
+
+
+def test_waiting_for_itself(one) -> None:
+    p = one(
+        services("""
+        - name: router
+          command: [b]
+          after: [router]
+        """)
+    )
+    assert p.label == "services[router].after[0]"
+    assert p.message == "a service cannot wait for itself"
+
+
+def test_listed_twice(one) -> None:
+    p = one(
+        services("""
+        - name: store
+          command: [a]
+        - name: router
+          command: [b]
+          after: [store, store]
+        """)
+    )
+    assert p.label == "services[router].after[1]"
+    assert p.message == "lists 'store' twice"
+    assert where(p) == (9, 18)
+
+
+def test_a_service_of_a_later_phase(one) -> None:
+    p = one(
+        services("""
+        - name: exporter
+          command: [a]
+        - name: store
+          command: [b]
+          start: before_workers
+          after: [exporter]
+        """)
+    )
+    assert p.label == "services[store].after[0]"
+    assert p.message == (
+        "'exporter' starts in phase after_frontend, after this service's phase before_workers,"
+        " so it cannot be ready first: start this service in after_frontend or 'exporter'"
+        " earlier"
+    )
+    assert where(p) == (10, 11)
+
+
+def test_services_of_earlier_phases_are_accepted(load) -> None:
+    loaded = load(
+        services("""
+        - name: store
+          command: [a]
+          start: infra
+        - name: router
+          command: [b]
+          after: [store]
+        """)
+    )
+    assert [s.spec.after for s in loaded.services] == [None, ["store"]]
+
+
+def test_a_switched_off_service(one) -> None:
+    p = one(
+        services("""
+        - name: store
+          enabled: false
+          command: [a]
+        - name: router
+          command: [b]
+          after: [store]
+        """)
+    )
+    assert p.message == "'store' is switched off (enabled: false)"
+
+
+def test_the_jobs_own_processes_are_not_services(one) -> None:
+    p = one(
+        """
+        schema: 2
+        name: t
+        frontend: {type: sglang, command: [router]}
+        services:
+          - name: probe
+            command: [b]
+            after: [frontend]
+        """
+    )
+    assert p.label == "services[probe].after[0]"
+    assert p.message.startswith("'frontend' is one of the job's own processes, not a service")
+    assert "start: after_frontend" in p.message
+
+
+def test_a_cycle_is_named_once_from_its_first_member(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          after: [c]
+        - name: b
+          command: [b]
+          after: [a]
+        - name: c
+          command: [c]
+          after: [b]
+        """)
+    )
+    assert p.label == "services[a].after"
+    assert p.message == (
+        "these services wait for each other, so none of them would start: a -> c -> b -> a"
+    )
+    assert where(p) == (7, 3)
+
+
+def test_the_chain_cannot_close_a_cycle(load) -> None:
+    """A service without `after` waits only for its predecessor, never for one that left the
+    chain, so naming a service declared later is no cycle."""
+    loaded = load(
+        services("""
+        - name: early
+          command: [a]
+          after: [late]
+        - name: late
+          command: [b]
+        """)
+    )
+    assert [s.name for s in loaded.services] == ["early", "late"]
+
+
+def test_every_problem_at_once(problems) -> None:
+    found = problems(
+        services("""
+        - name: a
+          command: [a]
+          after: [b, nope, a]
+        - name: b
+          command: [b]
+          after: [a]
+        """)
+    )
+    cycle = "these services wait for each other, so none of them would start: a -> b -> a"
+    assert sorted((p.label, p.message) for p in found) == [
+        ("services[a].after", cycle),
+        ("services[a].after[1]", "'nope' names no service of this job"),
+        ("services[a].after[2]", "a service cannot wait for itself"),
+    ]
+
+
+def test_find_cycles_reports_disjoint_cycles_and_survives_long_chains() -> None:
+    edges = {"a": ["b"], "b": ["a"], "c": ["d"], "d": ["e"], "e": ["c", "a"]}
+    assert find_cycles(edges) == [["a", "b"], ["c", "d", "e"]]
+    # a chain of 20,000 waits: no recursion limit, no cycle
+    chain = {f"s{i}": [f"s{i + 1}"] for i in range(20_000)}
+    assert find_cycles(chain) == []
+    chain["s20000"] = ["s0"]
+    (cycle,) = find_cycles(chain)
+    assert len(cycle) == 20_001 and cycle[0] == "s0"

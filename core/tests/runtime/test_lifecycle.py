@@ -349,3 +349,65 @@ def test_srt_stop_from_another_shell(jobs: Jobs) -> None:
     assert run.code == 143
     assert time.monotonic() - t0 < 20
     wait_for(lambda: run.result()["status"] == "failed")
+
+
+def test_after_starts_a_service_once_what_it_names_is_ready(jobs: Jobs) -> None:
+    """`quick` leaves the chain and starts with its phase; `late`, declared before `tail`,
+    starts once `tail` is ready; `tail` still waits for `slow`, the service before it."""
+    run = jobs.run(
+        """
+        schema: 2
+        name: after
+        services:
+          - name: slow
+            command: [bash, -c, "sleep 1; echo up; exec sleep 1000"]
+            readiness: {log: {pattern: up}, interval_seconds: 0.1}
+          - name: quick
+            command: [sleep, "1000"]
+            after: []
+          - name: late
+            command: [sleep, "1000"]
+            after: [tail]
+          - name: tail
+            command: [bash, -c, "sleep 0.3; echo up; exec sleep 1000"]
+            readiness: {log: {pattern: up}, interval_seconds: 0.1}
+          - name: end
+            terminal: true
+            command: [bash, -c, "exit 0"]
+        """,
+        timeout=60,
+    )
+    assert run.code == 0
+
+    def at(event: str, unit: str) -> float:
+        (found,) = events_of(run, event, unit=unit)
+        return float(found["mono"])
+
+    assert at("launched", "quick") < at("ready", "slow"), "after: [] does not wait"
+    assert at("launched", "tail") >= at("ready", "slow"), "the chain is kept"
+    assert at("launched", "late") >= at("ready", "tail"), "late waits for what it names"
+    assert at("launched", "end") >= max(at("ready", "late"), at("ready", "tail"))
+
+
+def test_after_a_service_that_fails_never_starts_the_waiting_one(jobs: Jobs) -> None:
+    run = jobs.run(
+        """
+        schema: 2
+        name: after-fail
+        services:
+          - name: waiter
+            command: [sleep, "1000"]
+            after: [store]
+          - name: other
+            command: [sleep, "1000"]
+            after: []
+          - name: store
+            command: [bash, -c, "sleep 0.3; exit 3"]
+            readiness: {log: {pattern: never}}
+        """,
+        timeout=60,
+    )
+    assert run.code == 1
+    assert run.result()["cause"]["unit"] == "store"
+    assert not events_of(run, "launched", unit="waiter")
+    assert events_of(run, "launched", unit="other")

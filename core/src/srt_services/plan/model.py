@@ -120,6 +120,8 @@ class PlannedUnit:
     pool: str | None = None
     implied_by: str | None = None
     replaces_implied: str | None = None
+    #: ``services[].after`` as written: ``None`` waits for the unit before it in its phase
+    after: list[str] | None = None
     external: str | None = None
     container: str | None = None
     build: PlannedBuild | None = None

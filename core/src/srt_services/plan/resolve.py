@@ -474,6 +474,7 @@ def _service_unit(ctx: _Ctx, s: Settled, discovery: dict[str, str]) -> PlannedUn
         pool=s.pool if placement == "pool" or spec.nodes else None,
         implied_by=s.eff.implied_by,
         replaces_implied=s.eff.replaces_implied,
+        after=spec.after,
         external=spec.external,
         options=spec.options,
         inherit_discovery_env=spec.inherit_discovery_env and not kind.is_discovery_plane,

@@ -103,6 +103,11 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
     if unit.external:
         yield f"    external: {unit.external} (not launched)"
         return
+    if unit.after is not None:
+        if unit.after:
+            yield f"    after: {', '.join(unit.after)} (not the service declared before it)"
+        else:
+            yield "    after: - (starts with its phase, not after the service declared before it)"
     yield f"    nodes: {', '.join(unit.nodes)}"
     yield f"    container: {unit.container or '<job container>'}"
     if unit.build:

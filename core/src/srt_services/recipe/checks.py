@@ -28,6 +28,7 @@ from srt_services.recipe.models import (
     RoleSpec,
     ServiceSpec,
 )
+from srt_services.recipe.ordering import after_problems
 from srt_services.recipe.problems import Path, Problem
 from srt_services.recipe.pydantic_errors import problems_from
 
@@ -677,6 +678,7 @@ class _Checker:
                     "ends the job when the service exits, so the job cannot also run"
                     f" benchmark.type: {self.recipe.benchmark.type}; drop one of them",
                 )
+        self.problems.extend(after_problems(self.recipe, settled))
         try:
             self.problems.extend(self.plugins.validate_recipe(self.recipe))
         except PluginError as exc:

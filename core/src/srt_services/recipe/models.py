@@ -303,6 +303,12 @@ class ServiceSpec(StrictModel):
     start: Phase | None = Field(
         None, description="infra | before_workers | after_frontend (default: the kind's)."
     )
+    after: list[SafeName] | None = Field(
+        None,
+        description="Start once these services are ready, instead of after the ones declared"
+        " before it in its phase; `[]` starts it with its phase. Services of earlier phases"
+        " are always ready first.",
+    )
     readiness: ReadinessSpec | None = Field(None, description="Probe gating the next launches.")
     liveness: LivenessSpec | None = Field(None, description="Probe checked after readiness.")
     restart: RestartSpec | None = Field(

@@ -3,7 +3,8 @@
 Phases run in order (infra, before_workers, workers, frontend, after_frontend, benchmark).
 Within a phase units launch in plan order; all instances of a unit start together and are
 gated together: a unit with readiness blocks the units after it until every instance
-passed, failed, or timed out. Exits arrive as SIGCHLD events and are acted on at once:
+passed, failed, or timed out. A service with ``after`` waits for the services it names
+instead (:mod:`srt_services.plan.waits`). Exits arrive as SIGCHLD events and are acted on at once:
 
 * before readiness: the phase fails, whatever the code (0 included), with the log tail;
 * a critical unit after readiness: the job fails and teardown starts;
@@ -32,6 +33,7 @@ from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
 from srt_services.launch.handle import Handle
 from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe, PlannedUnit
+from srt_services.plan.waits import is_chain, phase_waits
 from srt_services.supervise.jobdir import EventLog, JobDir, atomic_write, orchestrator_identity
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub, Target
@@ -228,8 +230,7 @@ class Orchestrator:
                     continue
                 self.phase = phase
                 self._emit("phase_started", phase=phase, units=names)
-                for name in names:
-                    await self._start_unit(self.units[name])
+                await self._start_phase(names)
                 self._flush_state()  # milestones are announced after the state file has them
                 self._emit("phase_ready", phase=phase)
             self.phase = "serving"
@@ -245,6 +246,39 @@ class Orchestrator:
                 f"internal error: {exc}",
             )
             raise
+
+    async def _start_phase(self, names: list[str]) -> None:
+        """Start a phase's units, each once the units it waits for are ready.
+
+        Without any ``after`` that is one unit after another, in plan order. With it, every
+        unit gets a task that waits for its own predecessors, so a unit that left the chain
+        starts as soon as what it names is ready; the first failure cancels the rest.
+        """
+        planned = {n: self.units[n].planned for n in names}
+        if is_chain(names, planned):
+            for name in names:
+                await self._start_unit(self.units[name])
+            return
+        waits = phase_waits(names, planned)
+        ready = {n: asyncio.Event() for n in names}
+
+        async def start(name: str) -> None:
+            for dep in waits[name]:
+                await ready[dep].wait()
+            await self._start_unit(self.units[name])
+            ready[name].set()
+
+        tasks = [asyncio.ensure_future(start(n)) for n in names]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                failure = None if task.cancelled() else task.exception()
+                if failure is not None:
+                    raise failure
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _serve(self) -> None:
         terminal = [u for u in self.units.values() if u.planned.terminal and u.instances]

@@ -1,0 +1,137 @@
+"""The rules of ``services[].after``: start-up dependencies that the phases cannot express.
+
+Phases order whole groups and, inside a phase, each service waits for the one declared
+before it. ``after`` takes a service out of that chain: it waits for exactly the services it
+names. Every mistake here would show up at run time as a job that hangs in a phase, so each
+is refused at load time instead: a name that is not a running service, a service of a later
+phase (it cannot be ready before this phase ends), and a cycle.
+
+Only services that declare ``after`` can form a cycle: a service of the chain waits for its
+predecessor in the chain alone, never for a service that left it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from difflib import get_close_matches
+from typing import TYPE_CHECKING
+
+from srt_services.recipe.models import PHASES
+from srt_services.recipe.problems import Problem
+
+if TYPE_CHECKING:
+    from srt_services.recipe.checks import Settled
+    from srt_services.recipe.models import Recipe
+
+
+def after_problems(recipe: Recipe, settled: Sequence[Settled]) -> list[Problem]:
+    """Every problem of every ``after`` list, given the services the job really runs."""
+    phase_of = {s.name: s.start for s in settled}
+    switched_off = {s.name for s in recipe.services if not s.enabled}
+    job_units: set[str] = set(recipe.roles)
+    if recipe.frontend is not None and recipe.frontend.type != "none":
+        job_units.add("frontend")
+    if recipe.benchmark.type == "command":
+        job_units.add("benchmark")
+    out: list[Problem] = []
+    for s in settled:
+        after = s.spec.after
+        if not after:
+            continue
+        at = (*s.eff.label_path, "after")
+        seen: set[str] = set()
+        for i, dep in enumerate(after):
+            where = (*at, i)
+            if dep in seen:
+                out.append(Problem(where, f"lists {dep!r} twice"))
+                continue
+            seen.add(dep)
+            if dep == s.name:
+                out.append(Problem(where, "a service cannot wait for itself"))
+            elif dep in phase_of:
+                mine, theirs = PHASES.index(s.start), PHASES.index(phase_of[dep])
+                if theirs > mine:
+                    out.append(
+                        Problem(
+                            where,
+                            f"{dep!r} starts in phase {phase_of[dep]}, after this service's"
+                            f" phase {s.start}, so it cannot be ready first: start this"
+                            f" service in {phase_of[dep]} or {dep!r} earlier",
+                        )
+                    )
+            elif dep in switched_off:
+                out.append(Problem(where, f"{dep!r} is switched off (enabled: false)"))
+            elif dep in job_units:
+                out.append(
+                    Problem(
+                        where,
+                        f"{dep!r} is one of the job's own processes, not a service: use"
+                        " `start: after_frontend` to start once the workers and the frontend"
+                        " are ready",
+                    )
+                )
+            else:
+                close = get_close_matches(dep, sorted(phase_of), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                out.append(Problem(where, f"{dep!r} names no service of this job{hint}"))
+    out.extend(_cycle_problems(settled))
+    return out
+
+
+def _cycle_problems(settled: Sequence[Settled]) -> list[Problem]:
+    phase_of = {s.name: s.start for s in settled}
+    waits = {
+        s.name: [d for d in s.spec.after if d != s.name and phase_of.get(d) == s.start]
+        for s in settled
+        if s.spec.after
+    }
+    where = {s.name: s.eff.label_path for s in settled}
+    return [
+        Problem(
+            (*where[cycle[0]], "after"),
+            "these services wait for each other, so none of them would start: "
+            + " -> ".join([*cycle, cycle[0]]),
+        )
+        for cycle in find_cycles(waits)
+    ]
+
+
+def find_cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Cycles of ``edges`` (node -> what it waits for), none sharing a node with another.
+
+    One cycle is enough to show the user what to break; after the fix the next load finds
+    the next one. Iterative, so that a chain of ten thousand services cannot exhaust
+    Python's stack. Each cycle starts from its member that comes first in ``edges``' order.
+    """
+    order = {name: i for i, name in enumerate(edges)}
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    found: list[list[str]] = []
+    reported: set[str] = set()
+    for root in edges:
+        if root in state:
+            continue
+        path: list[str] = []
+        stack: list[tuple[str, Iterable[str]]] = [(root, iter(edges.get(root, ())))]
+        state[root] = 1
+        path.append(root)
+        while stack:
+            node, todo = stack[-1]
+            for nxt in todo:
+                if nxt not in edges:
+                    continue
+                if state.get(nxt) == 1:
+                    cycle = path[path.index(nxt) :]
+                    if reported.isdisjoint(cycle):
+                        reported.update(cycle)
+                        first = min(range(len(cycle)), key=lambda i: order[cycle[i]])
+                        found.append(cycle[first:] + cycle[:first])
+                elif nxt not in state:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    stack.append((nxt, iter(edges[nxt])))
+                    break
+            else:
+                state[node] = 2
+                path.pop()
+                stack.pop()
+    return found
