@@ -319,6 +319,31 @@ def test_dry_run_local_addresses(srt, repo: Path) -> None:
     assert [n["ip"] for n in data["nodes"]] == ["127.0.0.1", "127.0.0.2"]
 
 
+def test_dry_run_local_names_the_srun_settings_srt_run_will_not_apply(srt, tmp_path) -> None:
+    path = write(
+        tmp_path,
+        "r.yaml",
+        "schema: 2\nname: t\nservices:\n"
+        "  - {name: a, command: [a], container: img:1, cpu_bind: cores}\n"
+        "  - {name: b, command: [b], cpus_per_task: 2}\n"
+        "  - {name: c, command: [c]}\n",
+    )
+    expected = [
+        "services[a]: the local launcher does not apply container, cpu_bind;"
+        " it runs the process without them",
+        "services[b]: the local launcher does not apply cpus_per_task;"
+        " it runs the process without them",
+    ]
+    r = srt("dry-run", path, "--local", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["warnings"] == expected
+    assert [
+        line for line in srt("dry-run", path, "--local").out.splitlines() if "launcher" in line
+    ] == [f"warning: {w}" for w in expected]
+    # planned for a cluster, the settings are applied: nothing to say
+    assert json.loads(srt("dry-run", path, "--json").out)["warnings"] == []
+
+
 def test_dry_run_nodes_and_nodelist_together(srt, repo: Path) -> None:
     r = srt("dry-run", str(repo / "examples" / "pools.yaml"), "--nodes", "2", "--nodelist", "a,b")
     assert r.code == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -411,3 +412,30 @@ def test_after_a_service_that_fails_never_starts_the_waiting_one(jobs: Jobs) -> 
     assert run.result()["cause"]["unit"] == "store"
     assert not events_of(run, "launched", unit="waiter")
     assert events_of(run, "launched", unit="other")
+
+
+def test_srun_settings_the_local_launcher_cannot_apply_are_named_before_the_start(
+    jobs: Jobs,
+) -> None:
+    run = jobs.run(
+        """
+        schema: 2
+        name: srun-only
+        services:
+          - name: pinned
+            terminal: true
+            command: [bash, -c, "exit 0"]
+            cpu_bind: map_cpu:0
+            srun_options: {mpi: pmix}
+        """
+    )
+    assert run.code == 0
+    warning = (
+        "services[pinned]: the local launcher does not apply cpu_bind, srun_options;"
+        " it runs the process without them"
+    )
+    output = run.stdout + run.stderr
+    assert f"warning: {warning}" in output
+    assert output.index("warning: ") < output.index("job srun-only started")
+    with open(os.path.join(run.job_dir, "plan.json")) as fh:
+        assert json.load(fh)["warnings"] == [warning]

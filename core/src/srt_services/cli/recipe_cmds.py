@@ -167,6 +167,8 @@ def dry_run(
     request = _allocation(nodes, nodelist, local)
     loaded = load_recipe(recipe, plugins)
     plan = resolve(loaded, plugins, request)
+    if local:  # what `srt run` will say before it starts
+        plan.warnings.extend(plugins.launcher_class("local").unapplied(plan))
     only = _known_units(plan, units) if units else None
     if as_json:
         sys.stdout.buffer.write(plan.to_json(indent=False))

@@ -25,6 +25,10 @@ class Preflight:
     reaped: list[str] = field(default_factory=list)
 
 
+#: The instance settings that only some launchers can apply (all of them are srun's).
+LAUNCH_SETTINGS: tuple[str, ...] = ("container", "cpus_per_task", "cpu_bind", "srun_options")
+
+
 class Launcher:
     """Base class of launchers. Subclass it and set ``name``."""
 
@@ -32,6 +36,28 @@ class Launcher:
     summary: ClassVar[str] = ""
     #: Whether the launched processes are on this machine (and can be inspected by PID).
     local_processes: ClassVar[bool] = True
+    #: Which of :data:`LAUNCH_SETTINGS` this launcher applies. A recipe written for a
+    #: cluster may set the others; the run says so before it starts, instead of starting
+    #: the process without its image or its CPU binding and saying nothing.
+    applies: ClassVar[frozenset[str]] = frozenset(LAUNCH_SETTINGS)
+
+    @classmethod
+    def unapplied(cls, plan: Plan) -> list[str]:
+        """One warning per unit that sets a launch setting this launcher does not apply."""
+        out = []
+        for unit in plan.units:
+            found = [
+                key
+                for key in LAUNCH_SETTINGS
+                if key not in cls.applies and any(getattr(i, key) for i in unit.instances)
+            ]
+            if found:
+                label = f"services[{unit.name}]" if unit.category == "service" else unit.name
+                out.append(
+                    f"{label}: the {cls.name} launcher does not apply {', '.join(found)};"
+                    " it runs the process without them"
+                )
+        return out
 
     def __init__(
         self, plan: Plan, job_dir: str, watcher: ChildWatcher, options: dict[str, Any] | None = None

@@ -23,6 +23,8 @@ from srt_services.plan.model import PlannedInstance
 class LocalLauncher(Launcher):
     name: ClassVar[str] = "local"
     summary: ClassVar[str] = "Processes on this machine; virtual nodes on 127.0.0.x."
+    #: images, CPU binding and srun options are srun's; here a process is just a process
+    applies: ClassVar[frozenset[str]] = frozenset()
 
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
         argv = process.wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")

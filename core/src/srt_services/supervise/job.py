@@ -86,6 +86,9 @@ def run_job(req: RunRequest) -> int:
             raise SrtError(f"services[{s.name}] cannot run on this machine: {reason}")
         plan.drop_unit(s.name, reason)
         note(f"services[{s.name}] skipped: {reason}")
+    for message in launcher_cls.unapplied(plan):
+        plan.warnings.append(message)
+        note("warning: " + message)
     atomic_write(job.file("plan.json"), plan.to_json(indent=True))
     copy = job.file("recipe" + (os.path.splitext(req.recipe)[1] or ".yaml"))
     if not os.path.exists(copy) or not os.path.samefile(req.recipe, copy):
