@@ -585,3 +585,160 @@ def test_migrate_backend_mooncake(srt, tmp_path: Path) -> None:
             "options": {"store_config": {"a": 1}},
         },
     ]
+
+
+COMMENTED_V1 = """\
+# Disaggregated demo, v1 layout.
+name: old   # job name
+frontend: {type: dynamo, command: [f]}
+dynamo:
+  request_plane: nats
+# the discovery plane on its own node
+infra:
+  etcd_nats_dedicated_node: true
+roles:
+  agg:
+    workers: 1
+    command: ["python3", '-m', server]   # quoted on purpose
+    env: {MC_X: "0", KEEP: "yes"}
+backend:
+  type: sglang
+  mooncake_kv_store:
+    container: mc
+    env: {MC_X: "1"}
+"""
+
+
+def test_migrate_keeps_comments_order_and_quoting(srt, tmp_path: Path) -> None:
+    r = srt("migrate", write(tmp_path, "v1.yaml", COMMENTED_V1))
+    assert r.code == 0, r.err
+    assert r.out == (
+        "# Disaggregated demo, v1 layout.\n"
+        "schema: 2\n"
+        "name: old   # job name\n"
+        "frontend: {type: dynamo, command: [f]}\n"
+        "dynamo:\n"
+        "  request_plane: nats\n"
+        "# the discovery plane on its own node\n"
+        "services:\n"
+        "  - name: etcd\n"
+        "    type: etcd\n"
+        "    placement:\n"
+        "      node: dedicated\n"
+        "  - name: nats\n"
+        "    type: nats\n"
+        "    placement:\n"
+        "      node: dedicated\n"
+        "  - name: mooncake-master\n"
+        "    type: mooncake-master\n"
+        "    container: mc\n"
+        "roles:\n"
+        "  agg:\n"
+        "    workers: 1\n"
+        "    command: [\"python3\", '-m', server]   # quoted on purpose\n"
+        '    env: {MC_X: "1", KEEP: "yes"}\n'
+        "backend:\n"
+        "  type: sglang\n"
+    )
+    assert "backend.mooncake_kv_store.env -> roles.agg.env" in r.err
+
+
+def test_migrate_follows_the_files_own_indentation(srt, tmp_path: Path) -> None:
+    text = (
+        "name: old\ninfra:\n    nats_max_payload_mb: 8\nservices:\n- name: side\n  command: [s]\n"
+    )
+    r = srt("migrate", write(tmp_path, "v1.yaml", text))
+    assert r.out == (
+        "schema: 2\nname: old\nservices:\n- name: nats\n  type: nats\n  options:\n"
+        "      max_payload_mb: 8\n- name: side\n  command: [s]\n"
+    )
+
+
+def test_migrate_drops_the_default_false_with_a_note(srt, tmp_path: Path) -> None:
+    path = write(tmp_path, "v1.yaml", "name: old\ninfra: {etcd_nats_dedicated_node: false}\n")
+    r = srt("migrate", path)
+    assert r.out == "schema: 2\nname: old\n"
+    assert "dropped infra.etcd_nats_dedicated_node: false (the default)" in r.err
+
+
+def test_migrate_a_json_recipe_stays_json(srt, tmp_path: Path) -> None:
+    r = srt(
+        "migrate",
+        write(tmp_path, "v1.json", '{"name": "old", "infra": {"nats_max_payload_mb": 4}}'),
+    )
+    assert json.loads(r.out) == {
+        "schema": 2,
+        "name": "old",
+        "services": [{"name": "nats", "type": "nats", "options": {"max_payload_mb": 4}}],
+    }
+
+
+def test_migrate_a_directory_in_place_goes_past_a_bad_file(srt, tmp_path: Path) -> None:
+    tree = tmp_path / "recipes"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.yaml").write_text(V1)
+    (tree / "sub" / "b.yml").write_text("name: b\nbroken: [\n")
+    (tree / "sub" / "c.yaml").write_text(GOOD)
+    (tree / "notes.txt").write_text("not a recipe")
+    r = srt("migrate", "--in-place", str(tree))
+    assert r.code == 2
+    assert f"{tree / 'sub' / 'b.yml'}: not migrated" in r.err
+    assert "2 migrated, 1 not migrated" in r.err
+    assert yaml.safe_load((tree / "a.yaml").read_text())["schema"] == 2
+    assert (tree / "a.yaml.v1").read_text() == V1
+    # already schema 2: untouched, and no backup
+    assert (tree / "sub" / "c.yaml").read_text() == GOOD
+    assert not (tree / "sub" / "c.yaml.v1").exists()
+    assert (tree / "sub" / "b.yml").read_text() == "name: b\nbroken: [\n"
+
+
+def test_migrate_several_recipes_need_in_place(srt, tmp_path: Path) -> None:
+    a, b = write(tmp_path, "a.yaml", V1), write(tmp_path, "b.yaml", V1)
+    r = srt("migrate", a, b)
+    assert r.code == 2
+    assert "2 recipes: rewrite them with --in-place" in r.err
+    assert (tmp_path / "a.yaml").read_text() == V1
+
+
+def test_migrate_verify_writes_only_results_that_load(srt, tmp_path: Path) -> None:
+    good = write(
+        tmp_path,
+        "good.yaml",
+        "name: ok\nfrontend: {type: none}\ninfra: {etcd_nats_dedicated_node: false}\nservices:\n  - {name: s, command: [s]}\n",
+    )
+    # the mooncake-master kind is not installed here, so the result would not load
+    bad = write(
+        tmp_path,
+        "bad.yaml",
+        "name: mc\nfrontend: {type: none}\nbackend: {mooncake_kv_store: {container: mc}}\n",
+    )
+    r = srt("migrate", "--in-place", "--verify", good, bad)
+    assert r.code == 2
+    assert f"{bad}: the migrated recipe does not load" in r.err
+    assert "services[mooncake-master].type: service type 'mooncake-master' is not known" in r.err
+    assert f"{bad}: not migrated" in r.err
+    assert yaml.safe_load(Path(good).read_text())["schema"] == 2
+    assert "schema" not in yaml.safe_load(Path(bad).read_text())
+
+
+def test_migrate_text_ruamel_cannot_read_is_migrated_without_its_layout(srt, tmp_path) -> None:
+    # libyaml (srt's loader) accepts a tab after a value; ruamel's scanner refuses it
+    r = srt(
+        "migrate", write(tmp_path, "v1.yaml", "# c\nname: old\t\ninfra: {nats_max_payload_mb: 4}\n")
+    )
+    assert r.code == 0, r.err
+    assert yaml.safe_load(r.out) == {
+        "schema": 2,
+        "name": "old",
+        "services": [{"name": "nats", "type": "nats", "options": {"max_payload_mb": 4}}],
+    }
+    assert "comments and layout not kept: ruamel.yaml cannot read this text" in r.err
+
+
+def test_migrate_reads_yaml_1_1_booleans_as_srt_does(srt, tmp_path: Path) -> None:
+    # ruamel reads YAML 1.2, where `no` is a string; srt (and v1) read it as false
+    r = srt(
+        "migrate", write(tmp_path, "v1.yaml", "name: old\ninfra:\n  etcd_nats_dedicated_node: no\n")
+    )
+    assert r.out == "schema: 2\nname: old\n"
+    assert "dropped infra.etcd_nats_dedicated_node: false (the default)" in r.err

@@ -217,18 +217,26 @@ def _check_error(exc: RecipeInvalid) -> None:
             assert "\n" not in p.label
 
 
-@settings(FUZZ, max_examples=400 * SCALE)
-@given(data=st.data())
-def test_mutated_examples(data: st.DataObject) -> None:
-    seed = data.draw(st.sampled_from(SEEDS), label="seed")
-    root = copy.deepcopy(SEED_DATA[seed])
+def _mutated_text(data: st.DataObject, seed: Any) -> tuple[str, bool] | None:
+    """``seed`` mutated 1-4 times, as JSON or YAML text (and which); None if unwritable."""
+    root = copy.deepcopy(seed)
     for _ in range(data.draw(st.integers(1, 4), label="mutations")):
         root = _mutate(data, root)
     as_json = data.draw(st.booleans(), label="json")
     try:
-        text = json.dumps(root) if as_json else yaml.safe_dump(root, allow_unicode=True)
+        return (json.dumps(root) if as_json else yaml.safe_dump(root, allow_unicode=True)), as_json
     except (ValueError, TypeError):
-        return  # not representable (e.g. NaN keys): nothing a user could write either
+        return None  # not representable (e.g. NaN keys): nothing a user could write either
+
+
+@settings(FUZZ, max_examples=400 * SCALE)
+@given(data=st.data())
+def test_mutated_examples(data: st.DataObject) -> None:
+    seed = data.draw(st.sampled_from(SEEDS), label="seed")
+    mutated = _mutated_text(data, SEED_DATA[seed])
+    if mutated is None:
+        return
+    text, as_json = mutated
     nodes = data.draw(st.one_of(st.none(), st.integers(1, 8)), label="nodes")
     _check(text, "recipe.json" if as_json else "recipe.yaml", nodes)
 
@@ -357,3 +365,61 @@ def test_external_urls(url: str) -> None:
     bracketed hosts and ports)."""
     got = external_url_problems(url, ("http", "https"))
     assert all(isinstance(m, str) and m for m in got)
+
+
+# --------------------------------------------------------------------------- srt migrate
+
+V1_SEED: dict[str, Any] = {
+    "name": "old",
+    "frontend": {"type": "dynamo", "command": ["f"]},
+    "dynamo": {"request_plane": "nats"},
+    "infra": {"etcd_nats_dedicated_node": True, "nats_max_payload_mb": 24},
+    "roles": {"agg": {"workers": 1, "command": ["w"], "env": {"A": "1"}}},
+    "backend": {
+        "type": "sglang",
+        "mooncake_kv_store": {
+            "container": "mc",
+            "master_extra_args": ["--x"],
+            "store_config": {"a": 1},
+            "env": {"MC": "1"},
+        },
+    },
+    "services": [{"name": "side", "command": ["s"]}],
+}
+
+
+def _check_migrate(text: str) -> None:
+    """Only our error may escape; a migrated text is schema 2 and migrates to itself."""
+    from srt_services.recipe.migrate import migrate_text
+    from srt_services.recipe.source import parse_text
+
+    try:
+        out, notes = migrate_text(text, "v1.yaml")
+    except RecipeInvalid as exc:
+        _check_error(exc)
+        return
+    if notes == ["already schema 2; nothing to do"]:
+        assert out == text
+        return
+    data = parse_text(out, "v1.yaml").data
+    assert isinstance(data, dict) and data["schema"] == 2
+    assert "infra" not in data
+    again, notes = migrate_text(out, "v1.yaml")
+    assert (again, notes) == (out, ["already schema 2; nothing to do"])
+
+
+@settings(FUZZ, max_examples=300 * SCALE)
+@given(data=st.data())
+def test_migrate_mutated_v1(data: st.DataObject) -> None:
+    mutated = _mutated_text(data, V1_SEED)
+    if mutated is not None:
+        _check_migrate(mutated[0])
+
+
+@settings(FUZZ, max_examples=200 * SCALE)
+@given(
+    head=st.sampled_from(["", "name: t\ninfra:\n  ", "name: t\nbackend:\n  mooncake_kv_store: "]),
+    parts=st.lists(FRAGMENTS, max_size=25),
+)
+def test_migrate_random_fragments(head: str, parts: list[str]) -> None:
+    _check_migrate(head + "".join(parts))

@@ -272,24 +272,78 @@ def kinds(as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result here.")
-@click.option("--in-place", is_flag=True, help="Rewrite the file (a .v1 backup is kept).")
-def migrate(recipe: str, output: str | None, in_place: bool) -> None:
-    """Rewrite a v1 recipe (`infra:`, `backend.mooncake_kv_store`) as schema 2 services."""
+@click.option("--in-place", is_flag=True, help="Rewrite each file (a .v1 backup is kept).")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Also validate each result with the installed plugins; an invalid one is not written.",
+)
+def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: bool) -> None:
+    """Rewrite v1 recipes (`infra:`, `backend.mooncake_kv_store`) as schema 2 services.
+
+    Comments, key order and quoting are kept. A directory stands for its *.yaml and *.yml
+    files, recursively. One recipe is printed unless -o or --in-place is given; several
+    need --in-place. A recipe that cannot be migrated is reported and the others go on;
+    the exit status is then 2.
+    """
+    from pathlib import Path
+
+    from srt_services.errors import RecipeInvalid
     from srt_services.recipe.migrate import migrate_file
 
-    text, notes = migrate_file(recipe)
-    for note in notes:
-        sys.stderr.write(f"{recipe}: {note}\n")
-    if in_place:
-        import shutil
+    if output and in_place:
+        raise click.UsageError("give either --output or --in-place")
+    files: list[str] = []
+    for given in paths:
+        if Path(given).is_dir():
+            found = sorted(str(f) for f in Path(given).rglob("*") if f.suffix in (".yaml", ".yml"))
+            files.extend(f for f in found if Path(f).is_file())
+        else:
+            files.append(given)
+    if not files:
+        raise click.UsageError("no *.yaml or *.yml file in " + ", ".join(paths))
+    if len(files) > 1 and not in_place:
+        raise click.UsageError(f"{len(files)} recipes: rewrite them with --in-place")
+    plugins = _plugins() if verify else None
+    failed = 0
+    for recipe in files:
+        try:
+            text, notes = migrate_file(recipe)
+        except RecipeInvalid as exc:
+            failed += 1
+            sys.stderr.write(f"{exc}\n{recipe}: not migrated\n")
+            continue
+        if plugins is not None and notes != ["already schema 2; nothing to do"]:
+            from srt_services.recipe.load import load_recipe
 
-        shutil.copyfile(recipe, recipe + ".v1")
-        with open(recipe, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    elif output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
+            try:
+                load_recipe(recipe, plugins, text=text)
+            except RecipeInvalid as exc:
+                failed += 1
+                sys.stderr.write(
+                    f"{recipe}: the migrated recipe does not load (lines are the migrated"
+                    f" text's; see it with `srt migrate {recipe}`):\n{exc}\n"
+                    f"{recipe}: not migrated\n"
+                )
+                continue
+        for note in notes:
+            sys.stderr.write(f"{recipe}: {note}\n")
+        if in_place:
+            if notes == ["already schema 2; nothing to do"]:
+                continue
+            import shutil
+
+            shutil.copyfile(recipe, recipe + ".v1")
+            with open(recipe, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        elif output:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
+    if len(files) > 1:
+        sys.stderr.write(f"{len(files) - failed} migrated, {failed} not migrated\n")
+    if failed:
+        raise SystemExit(2)

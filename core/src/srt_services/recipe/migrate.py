@@ -1,90 +1,258 @@
 """``srt migrate``: the v1 layout (``infra:``, ``backend.mooncake_kv_store``) to schema 2.
 
 v1 recipes configured the discovery plane and the Mooncake master through dedicated keys;
-schema 2 says the same with ``services:`` entries. The rewrite is mechanical and idempotent.
-Comments are not preserved (PyYAML drops them); the original is kept as ``<file>.v1`` with
-``--in-place``.
+schema 2 says the same with ``services:`` entries. The rewrite is mechanical and
+idempotent, and it goes through ruamel.yaml's round-trip mode: the comments, key order,
+quoting and flow style of everything it does not rewrite survive. A reviewer then diffs the
+migrated recipe against the original and sees only the lines that changed meaning.
+
+The text is first parsed by srt's own loader, which refuses duplicate keys and alias bombs
+with their line, so ruamel only ever sees a document srt would accept.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import yaml
+import copy
+import io
+import json
+import re
+from typing import TYPE_CHECKING, Any
 
 from srt_services.recipe.load import read_text
-from srt_services.recipe.problems import LocatedProblem, RecipeError
+from srt_services.recipe.problems import LocatedProblem, Problem, RecipeError, locate
+from srt_services.recipe.source import parse_text
+
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
+
+_KEY_LINE = re.compile(r"^( *)[^\s#-][^#]*:\s*(#.*)?$")
+_NESTED_KEY = re.compile(r"^( *)[^\s#-]")
+_DASH = re.compile(r"^( *)- ")
 
 
-def migrate_data(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def migrate_document(tree: Any, plain: dict[str, Any]) -> list[str]:
+    """Rewrite ``tree`` (ruamel's ``CommentedMap`` of the text) in place; return the notes.
+
+    Every value is read from ``plain``, the same text as srt's own loader reads it (YAML
+    1.1, where ``no`` is false), and ``tree`` is only edited: ruamel reads YAML 1.2, where
+    ``etcd_nats_dedicated_node: no`` would be the true-looking string "no".
+    """
+    if plain.get("schema") == 2:
+        return ["already schema 2; nothing to do"]
     notes: list[str] = []
-    if data.get("schema") == 2:
-        return data, ["already schema 2; nothing to do"]
-    out: dict[str, Any] = {"schema": 2}
-    services: list[dict[str, Any]] = list(data.get("services") or [])
-    frontend = data.get("frontend") or {}
+    frontend = plain.get("frontend") or {}
     ftype = frontend.get("type", "dynamo") if isinstance(frontend, dict) else "dynamo"
-    dynamo = data.get("dynamo") or {}
+    dynamo = plain.get("dynamo") or {}
     planes_nats = isinstance(dynamo, dict) and "nats" in (
         dynamo.get("request_plane"),
         dynamo.get("event_plane"),
     )
-    for key, value in data.items():
-        if key == "schema":
-            continue
-        if key == "infra":
-            infra = value or {}
-            dedicated = bool(infra.get("etcd_nats_dedicated_node"))
-            payload = infra.get("nats_max_payload_mb")
-            if ftype != "dynamo":
-                notes.append(f"dropped infra (no discovery plane under frontend.type {ftype})")
+    front: list[dict[str, Any]] = []
+    back: list[dict[str, Any]] = []
+    where = None
+    if "infra" in tree:
+        where = list(tree).index("infra")
+        del tree["infra"]
+        front = _infra_entries(plain.get("infra") or {}, ftype, planes_nats, notes)
+    backend = plain.get("backend")
+    if isinstance(backend, dict) and "mooncake_kv_store" in backend:
+        kept = tree["backend"]
+        del kept["mooncake_kv_store"]
+        back = [_mooncake_master(tree, backend["mooncake_kv_store"] or {}, kept, notes)]
+        if not kept:
+            del tree["backend"]
+    if front or back:
+        _add_services(tree, front, back, where)
+    _insert(tree, 0, "schema", 2)
+    return notes
+
+
+def _infra_entries(
+    infra: dict[str, Any], ftype: str, planes_nats: bool, notes: list[str]
+) -> list[dict[str, Any]]:
+    dedicated_flag = infra.get("etcd_nats_dedicated_node")
+    placement = infra.get("placement")
+    if isinstance(placement, dict) and placement.get("node") == "dedicated":
+        dedicated_flag = True  # the 2.0 draft spelling, `infra.placement.node`
+        notes.append("infra.placement.node: dedicated read as infra.etcd_nats_dedicated_node")
+    payload = infra.get("nats_max_payload_mb")
+    for key in infra:
+        if key not in ("etcd_nats_dedicated_node", "nats_max_payload_mb", "placement"):
+            notes.append(f"dropped infra.{key} (not a v1 setting)")
+    if dedicated_flag is False:
+        notes.append("dropped infra.etcd_nats_dedicated_node: false (the default)")
+    dedicated = bool(dedicated_flag)
+    if ftype != "dynamo":
+        if dedicated or payload is not None:
+            notes.append(f"dropped infra (no discovery plane under frontend.type {ftype})")
+        return []
+    entries: list[dict[str, Any]] = []
+    if dedicated:
+        entries.append({"name": "etcd", "type": "etcd", "placement": {"node": "dedicated"}})
+        notes.append("infra.etcd_nats_dedicated_node -> services etcd placement.node: dedicated")
+    if payload is not None or (dedicated and planes_nats):
+        entry: dict[str, Any] = {"name": "nats", "type": "nats"}
+        if dedicated:
+            entry["placement"] = {"node": "dedicated"}
+        if payload is not None:
+            entry["options"] = {"max_payload_mb": payload}
+            notes.append("infra.nats_max_payload_mb -> services nats options.max_payload_mb")
+        entries.append(entry)
+    return entries
+
+
+def _mooncake_master(tree: Any, kv: dict[str, Any], kept: Any, notes: list[str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": "mooncake-master", "type": "mooncake-master"}
+    if kv.get("container"):
+        entry["container"] = kv["container"]
+    if kv.get("master_extra_args"):
+        entry["args"] = list(kv["master_extra_args"])
+    if kv.get("store_config"):
+        entry["options"] = {"store_config": kv["store_config"]}
+    notes.append("backend.mooncake_kv_store -> services mooncake-master")
+    env = kv.get("env") or {}
+    roles = tree.get("roles")
+    carried = False
+    if env and isinstance(roles, dict):
+        for name, role in roles.items():
+            if not isinstance(role, dict):
                 continue
-            if dedicated:
-                services.insert(
-                    0, {"name": "etcd", "type": "etcd", "placement": {"node": "dedicated"}}
-                )
-                notes.append(
-                    "infra.etcd_nats_dedicated_node -> services etcd placement.node: dedicated"
-                )
-            if payload is not None or (dedicated and planes_nats):
-                entry: dict[str, Any] = {"name": "nats", "type": "nats"}
-                if dedicated:
-                    entry["placement"] = {"node": "dedicated"}
-                if payload is not None:
-                    entry["options"] = {"max_payload_mb": payload}
-                    notes.append(
-                        "infra.nats_max_payload_mb -> services nats options.max_payload_mb"
-                    )
-                services.insert(1 if dedicated else 0, entry)
+            if role.get("env") is None:
+                role["env"] = dict(env)
+            elif isinstance(role["env"], dict):
+                role["env"].update(env)  # the Mooncake values win, as in v1
+            else:
+                notes.append(f"roles.{name}.env is not a mapping: the Mooncake env is not in it")
+                continue
+            carried = True
+            notes.append(f"backend.mooncake_kv_store.env -> roles.{name}.env")
+    if env and not carried:
+        kept["mooncake_kv_store"] = {"env": env}
+        notes.append(
+            "kept backend.mooncake_kv_store.env: no role to carry it (move it by hand; the"
+            " recipe does not load until then)"
+        )
+    return entry
+
+
+def _add_services(
+    data: dict[str, Any], front: list[dict[str, Any]], back: list[dict[str, Any]], where: int | None
+) -> None:
+    from ruamel.yaml.comments import CommentedSeq
+
+    services = data.get("services")
+    if isinstance(services, list):
+        for i, entry in enumerate(front):
+            services.insert(i, entry)
+        services.extend(back)
+        return
+    seq = CommentedSeq([*front, *back])
+    if "services" in data:  # `services:` with nothing under it
+        data["services"] = seq
+        return
+    # where `infra` was, so the discovery plane stays where the reader expects it
+    _insert(data, where if where is not None else len(data), "services", seq)
+
+
+def _insert(data: Any, pos: int, key: str, value: Any) -> None:
+    data.insert(pos, key, value)  # CommentedMap.insert: a key at a position, comments kept
+
+
+def _round_trip(text: str) -> YAML:
+    """A ruamel round-trip instance that writes with the document's own indentation."""
+    from ruamel.yaml import YAML
+
+    mapping, offset = _indents(text)
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=mapping, sequence=offset + 2, offset=offset)
+    return yaml
+
+
+def _indents(text: str) -> tuple[int, int]:
+    """(mapping indent, block-sequence dash offset) as the file writes them; (2, 2) if unsure."""
+    mapping: int | None = None
+    offset: int | None = None
+    parent: int | None = None
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
-        if key == "backend" and isinstance(value, dict) and "mooncake_kv_store" in value:
-            store = dict(value)
-            kv = store.pop("mooncake_kv_store") or {}
-            entry = {"name": "mooncake-master", "type": "mooncake-master"}
-            if kv.get("container"):
-                entry["container"] = kv["container"]
-            if kv.get("master_extra_args"):
-                entry["args"] = list(kv["master_extra_args"])
-            if kv.get("store_config"):
-                entry["options"] = {"store_config": kv["store_config"]}
-            services.append(entry)
-            notes.append("backend.mooncake_kv_store -> services mooncake-master")
-            if store:
-                out[key] = store
-            continue
-        out[key] = value
-    if services:
-        out["services"] = services
-    return out, notes
+        here = len(line) - len(line.lstrip(" "))
+        if parent is not None:
+            dash = _DASH.match(line)
+            if dash and offset is None:
+                offset = len(dash.group(1)) - parent
+            elif not dash and mapping is None and here > parent and _NESTED_KEY.match(line):
+                mapping = here - parent
+        parent = here if _KEY_LINE.match(line) else None
+        if mapping is not None and offset is not None:
+            break
+    return (mapping or 2), (offset if offset is not None and offset >= 0 else 2)
+
+
+def _shape_problems(data: dict[str, Any]) -> list[Problem]:
+    """What would make the rewrite guess: the v1 keys it reads must have their v1 shape."""
+    out: list[Problem] = []
+    if data.get("schema") == 2:
+        return out
+    mapping = "must be a mapping"
+    if data.get("infra") is not None and not isinstance(data["infra"], dict):
+        out.append(
+            Problem(("infra",), f"{mapping} (etcd_nats_dedicated_node, nats_max_payload_mb)")
+        )
+    if data.get("services") is not None and not isinstance(data["services"], list):
+        out.append(Problem(("services",), "must be a list (the migrated entries go into it)"))
+    backend = data.get("backend")
+    kv = backend.get("mooncake_kv_store") if isinstance(backend, dict) else None
+    at = ("backend", "mooncake_kv_store")
+    if kv is not None and not isinstance(kv, dict):
+        out.append(Problem(at, mapping))
+    elif isinstance(kv, dict):
+        if kv.get("env") is not None and not isinstance(kv["env"], dict):
+            out.append(Problem((*at, "env"), mapping))
+        if kv.get("master_extra_args") is not None and not isinstance(
+            kv["master_extra_args"], list
+        ):
+            out.append(Problem((*at, "master_extra_args"), "must be a list of arguments"))
+    return out
+
+
+def migrate_text(text: str, source: str) -> tuple[str, list[str]]:
+    """The migrated recipe text and the notes; a RecipeError for text srt cannot read."""
+    doc = parse_text(text, source)
+    if not isinstance(doc.data, dict):
+        raise RecipeError(source, [LocatedProblem("", "a recipe is a mapping of settings")])
+    problems = _shape_problems(doc.data)
+    if problems:
+        raise RecipeError(source, locate(problems, source, doc.data, doc.mark_of))
+    from ruamel.yaml.error import YAMLError
+
+    yaml = _round_trip(text)
+    kept = ""
+    try:
+        tree = yaml.load(text)
+    except YAMLError as exc:
+        # srt's loader (libyaml, YAML 1.1) accepts a few texts that ruamel refuses, such as
+        # a tab after a key; the recipe is migrated all the same, from srt's reading of it
+        from ruamel.yaml.comments import CommentedMap
+
+        tree = CommentedMap(copy.deepcopy(doc.data))
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        kept = f"comments and layout not kept: ruamel.yaml cannot read this text ({problem})"
+    notes = migrate_document(tree, doc.data)
+    if kept and notes != ["already schema 2; nothing to do"]:
+        notes.append(kept)
+    if notes == ["already schema 2; nothing to do"]:
+        return text, notes
+    if text.lstrip().startswith("{"):  # a JSON recipe stays JSON
+        return json.dumps(tree, indent=2) + "\n", notes
+    out = io.StringIO()
+    yaml.dump(tree, out)
+    written = out.getvalue()
+    # a deleted last key can take the document's final newline with it
+    return (written if written.endswith("\n") else written + "\n"), notes
 
 
 def migrate_file(path: str) -> tuple[str, list[str]]:
-    text = read_text(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise RecipeError(path, [LocatedProblem("", f"YAML syntax error: {exc}")]) from None
-    if not isinstance(data, dict):
-        raise RecipeError(path, [LocatedProblem("", "a recipe is a mapping of settings")])
-    migrated, notes = migrate_data(data)
-    return yaml.safe_dump(migrated, sort_keys=False, default_flow_style=False), notes
+    return migrate_text(read_text(path), path)
