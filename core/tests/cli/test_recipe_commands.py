@@ -683,7 +683,7 @@ def test_migrate_a_directory_in_place_goes_past_a_bad_file(srt, tmp_path: Path) 
     r = srt("migrate", "--in-place", str(tree))
     assert r.code == 2
     assert f"{tree / 'sub' / 'b.yml'}: not migrated" in r.err
-    assert "2 migrated, 1 not migrated" in r.err
+    assert "1 migrated, 1 already schema 2, 1 not migrated" in r.err
     assert yaml.safe_load((tree / "a.yaml").read_text())["schema"] == 2
     assert (tree / "a.yaml.v1").read_text() == V1
     # already schema 2: untouched, and no backup

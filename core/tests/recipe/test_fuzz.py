@@ -390,7 +390,7 @@ V1_SEED: dict[str, Any] = {
 
 def _check_migrate(text: str) -> None:
     """Only our error may escape; a migrated text is schema 2 and migrates to itself."""
-    from srt_services.recipe.migrate import migrate_text
+    from srt_services.recipe.migrate import UNCHANGED, migrate_text
     from srt_services.recipe.source import parse_text
 
     try:
@@ -398,14 +398,14 @@ def _check_migrate(text: str) -> None:
     except RecipeInvalid as exc:
         _check_error(exc)
         return
-    if notes == ["already schema 2; nothing to do"]:
+    if notes == [UNCHANGED]:
         assert out == text
         return
     data = parse_text(out, "v1.yaml").data
     assert isinstance(data, dict) and data["schema"] == 2
     assert "infra" not in data
     again, notes = migrate_text(out, "v1.yaml")
-    assert (again, notes) == (out, ["already schema 2; nothing to do"])
+    assert (again, notes) == (out, [UNCHANGED])
 
 
 @settings(FUZZ, max_examples=300 * SCALE)

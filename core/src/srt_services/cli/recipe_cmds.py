@@ -288,51 +288,41 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
     need --in-place. A recipe that cannot be migrated is reported and the others go on;
     the exit status is then 2.
     """
-    from pathlib import Path
-
     from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.migrate import migrate_file
+    from srt_services.recipe.migrate import UNCHANGED, migrate_file
 
     if output and in_place:
         raise click.UsageError("give either --output or --in-place")
-    files: list[str] = []
-    for given in paths:
-        if Path(given).is_dir():
-            found = sorted(str(f) for f in Path(given).rglob("*") if f.suffix in (".yaml", ".yml"))
-            files.extend(f for f in found if Path(f).is_file())
-        else:
-            files.append(given)
-    if not files:
-        raise click.UsageError("no *.yaml or *.yml file in " + ", ".join(paths))
+    files = _recipe_files(paths)
     if len(files) > 1 and not in_place:
         raise click.UsageError(f"{len(files)} recipes: rewrite them with --in-place")
     plugins = _plugins() if verify else None
-    failed = 0
+    failed = unchanged = 0
     for recipe in files:
         try:
             text, notes = migrate_file(recipe)
+            if plugins is not None and notes != [UNCHANGED]:
+                from srt_services.recipe.load import load_recipe
+
+                try:
+                    load_recipe(recipe, plugins, text=text)
+                except RecipeInvalid:
+                    sys.stderr.write(
+                        f"{recipe}: the migrated recipe does not load (lines are the migrated"
+                        f" text's; see it with `srt migrate {recipe}`):\n"
+                    )
+                    raise
         except RecipeInvalid as exc:
             failed += 1
             sys.stderr.write(f"{exc}\n{recipe}: not migrated\n")
             continue
-        if plugins is not None and notes != ["already schema 2; nothing to do"]:
-            from srt_services.recipe.load import load_recipe
-
-            try:
-                load_recipe(recipe, plugins, text=text)
-            except RecipeInvalid as exc:
-                failed += 1
-                sys.stderr.write(
-                    f"{recipe}: the migrated recipe does not load (lines are the migrated"
-                    f" text's; see it with `srt migrate {recipe}`):\n{exc}\n"
-                    f"{recipe}: not migrated\n"
-                )
-                continue
         for note in notes:
             sys.stderr.write(f"{recipe}: {note}\n")
+        if notes == [UNCHANGED]:
+            unchanged += 1
+            if in_place:
+                continue  # no rewrite, no backup
         if in_place:
-            if notes == ["already schema 2; nothing to do"]:
-                continue
             import shutil
 
             shutil.copyfile(recipe, recipe + ".v1")
@@ -344,6 +334,23 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
         else:
             sys.stdout.write(text)
     if len(files) > 1:
-        sys.stderr.write(f"{len(files) - failed} migrated, {failed} not migrated\n")
+        done = len(files) - failed - unchanged
+        sys.stderr.write(f"{done} migrated, {unchanged} already schema 2, {failed} not migrated\n")
     if failed:
         raise SystemExit(2)
+
+
+def _recipe_files(paths: tuple[str, ...]) -> list[str]:
+    """The files named, with each directory replaced by its *.yaml and *.yml files."""
+    from pathlib import Path
+
+    files: list[str] = []
+    for given in paths:
+        if Path(given).is_dir():
+            found = sorted(p for p in Path(given).rglob("*") if p.suffix in (".yaml", ".yml"))
+            files.extend(str(p) for p in found if p.is_file())
+        else:
+            files.append(given)
+    if not files:
+        raise click.UsageError("no *.yaml or *.yml file in " + ", ".join(paths))
+    return files

@@ -1,8 +1,8 @@
 """Who waits for whom when a phase starts: the declared-order chain and ``after`` lists.
 
-The runtime and ``srt dry-run`` both read this, so that the order a reviewer is shown is
-the order the orchestrator follows. The recipe checks (``recipe.ordering``) have already
-refused every ``after`` that could make a phase hang.
+The orchestrator asks this at the start of each phase. It is a pure function of the plan,
+so the start order can be tested without starting anything. The recipe checks
+(``recipe.ordering``) have already refused every ``after`` that could make a phase hang.
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ from srt_services.recipe.source import parse_text
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
 
+#: The one note of a recipe that needed no rewrite.
+UNCHANGED = "already schema 2; nothing to do"
+
 _KEY_LINE = re.compile(r"^( *)[^\s#-][^#]*:\s*(#.*)?$")
 _NESTED_KEY = re.compile(r"^( *)[^\s#-]")
 _DASH = re.compile(r"^( *)- ")
@@ -38,7 +41,7 @@ def migrate_document(tree: Any, plain: dict[str, Any]) -> list[str]:
     ``etcd_nats_dedicated_node: no`` would be the true-looking string "no".
     """
     if plain.get("schema") == 2:
-        return ["already schema 2; nothing to do"]
+        return [UNCHANGED]
     notes: list[str] = []
     frontend = plain.get("frontend") or {}
     ftype = frontend.get("type", "dynamo") if isinstance(frontend, dict) else "dynamo"
@@ -241,9 +244,9 @@ def migrate_text(text: str, source: str) -> tuple[str, list[str]]:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         kept = f"comments and layout not kept: ruamel.yaml cannot read this text ({problem})"
     notes = migrate_document(tree, doc.data)
-    if kept and notes != ["already schema 2; nothing to do"]:
+    if kept and notes != [UNCHANGED]:
         notes.append(kept)
-    if notes == ["already schema 2; nothing to do"]:
+    if notes == [UNCHANGED]:
         return text, notes
     if text.lstrip().startswith("{"):  # a JSON recipe stays JSON
         return json.dumps(tree, indent=2) + "\n", notes

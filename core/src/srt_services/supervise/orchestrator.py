@@ -4,7 +4,8 @@ Phases run in order (infra, before_workers, workers, frontend, after_frontend, b
 Within a phase units launch in plan order; all instances of a unit start together and are
 gated together: a unit with readiness blocks the units after it until every instance
 passed, failed, or timed out. A service with ``after`` waits for the services it names
-instead (:mod:`srt_services.plan.waits`). Exits arrive as SIGCHLD events and are acted on at once:
+instead (:mod:`srt_services.plan.waits`). Exits arrive as SIGCHLD events and are acted on
+at once:
 
 * before readiness: the phase fails, whatever the code (0 included), with the log tail;
 * a critical unit after readiness: the job fails and teardown starts;
