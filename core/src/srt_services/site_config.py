@@ -53,6 +53,10 @@ class SiteConfig:
     container_mounts: tuple[str, ...] = ()
     binaries: dict[str, str] = field(default_factory=dict)
     env_passthrough: tuple[str, ...] = ()
+    #: The least readiness budget a probe gets when the recipe does not give its own: on a
+    #: cluster where a cold container image takes minutes to import, the 120 s default (or
+    #: a kind's) fails jobs that would have come up.
+    readiness_timeout: float | None = None
 
 
 _TABLES: dict[str, set[str]] = {
@@ -69,6 +73,7 @@ _TABLES: dict[str, set[str]] = {
     "containers": {"aliases", "mounts"},
     "binaries": None,  # type: ignore[dict-item]  # free-form name -> path
     "env": {"passthrough"},
+    "readiness": {"timeout_seconds"},
 }
 
 
@@ -149,6 +154,13 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
     if not all(isinstance(v, str) for v in binaries.values()):
         raise SiteConfigError(f"{where}: [binaries] values must be paths")
     env = data.get("env", {})
+    timeout = data.get("readiness", {}).get("timeout_seconds")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout < float("inf")
+    ):
+        raise SiteConfigError(f"{where}: readiness.timeout_seconds must be a positive number")
     return SiteConfig(
         path=path,
         plugins=policy,
@@ -157,6 +169,7 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         container_mounts=_str_list(f"{where}: containers.mounts", c.get("mounts", [])),
         binaries=dict(binaries),
         env_passthrough=_str_list(f"{where}: env.passthrough", env.get("passthrough", [])),
+        readiness_timeout=float(timeout) if timeout is not None else None,
     )
 
 

@@ -742,3 +742,30 @@ def test_migrate_reads_yaml_1_1_booleans_as_srt_does(srt, tmp_path: Path) -> Non
     )
     assert r.out == "schema: 2\nname: old\n"
     assert "dropped infra.etcd_nats_dedicated_node: false (the default)" in r.err
+
+
+def test_dry_run_applies_the_sites_readiness_timeout(srt, tmp_path: Path, monkeypatch) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text("[readiness]\ntimeout_seconds = 600\n")
+    monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
+    recipe = write(
+        tmp_path,
+        "r.yaml",
+        "schema: 2\nname: t\nservices:\n  - {name: a, command: [a], readiness: {port: 7001}}\n",
+    )
+    r = srt("dry-run", recipe)
+    assert r.code == 0, r.err
+    (line,) = [x for x in r.out.splitlines() if "readiness:" in x]
+    assert line.endswith(", timeout 600s, interval 2s"), line
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "inf", "true", '"600"'])
+def test_site_readiness_timeout_must_be_a_positive_number(value: str) -> None:
+    import tomllib
+
+    from srt_services.site_config import SiteConfigError, parse
+
+    with pytest.raises(
+        SiteConfigError, match=r"readiness\.timeout_seconds must be a positive number"
+    ):
+        parse(tomllib.loads(f"[readiness]\ntimeout_seconds = {value}\n"), "site.toml")

@@ -230,6 +230,45 @@ def test_after_is_planned_shown_and_turned_into_waits(plan) -> None:
     assert again.unit("late").after == ["tail", "store"] and again.unit("slow").after is None
 
 
+def test_site_readiness_timeout_raises_the_defaults_only(plugins: PluginSet) -> None:
+    text = job("""
+    - {name: quiet, command: [a], readiness: {port: 7001}}
+    - {name: stated, command: [b], readiness: {port: 7002, timeout_seconds: 30}}
+    - name: live
+      command: [c]
+      readiness: {port: 7003}
+      liveness: {port: 7003}
+    """).replace("command: [w]}", "command: [w], readiness: {port: 9000}}")
+    loaded = load_recipe("recipe.yaml", plugins, text=textwrap.dedent(text))
+
+    def timeouts(floor: float | None) -> dict[str, float]:
+        planned = resolve(loaded, plugins, AllocationRequest(), readiness_timeout=floor)
+        out = {}
+        for inst in planned.instances():
+            if inst.readiness is not None:
+                out[inst.unit] = inst.readiness.timeout
+        out["live.liveness"] = planned.unit("live").instances[0].liveness.timeout  # type: ignore[union-attr]
+        return out
+
+    assert timeouts(None) == {
+        "quiet": 120.0,
+        "stated": 30.0,
+        "live": 120.0,
+        "live.liveness": 120.0,
+        "agg": 120.0,
+    }
+    # a cold-image cluster: every default budget is raised, what the recipe wrote is kept
+    assert timeouts(600) == {
+        "quiet": 600.0,
+        "stated": 30.0,
+        "live": 600.0,
+        "live.liveness": 120.0,
+        "agg": 600.0,
+    }
+    # never lowered
+    assert timeouts(60)["quiet"] == 120.0
+
+
 def test_step_and_log_names(plan) -> None:
     planned = plan(
         job("""

@@ -166,7 +166,10 @@ def dry_run(
     plugins = _plugins()
     request = _allocation(nodes, nodelist, local)
     loaded = load_recipe(recipe, plugins)
-    plan = resolve(loaded, plugins, request)
+    from srt_services.site_config import current
+
+    site = current()
+    plan = resolve(loaded, plugins, request, readiness_timeout=site.readiness_timeout)
     if local:  # what `srt run` will say before it starts
         plan.warnings.extend(plugins.launcher_class("local").unapplied(plan))
     only = _known_units(plan, units) if units else None
@@ -182,9 +185,7 @@ def dry_run(
         import shlex
 
         from srt_services.launch.slurm.commands import srun_argv
-        from srt_services.site_config import current
 
-        site = current()
         sys.stdout.write("srun lines (job <job_id>):\n")
         for inst in plan.instances():
             if only is not None and inst.unit not in only:

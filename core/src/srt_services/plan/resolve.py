@@ -72,6 +72,8 @@ class _Ctx:
     node_ids: dict[str, int] = field(default_factory=dict)
     #: id(RestartSpec or None) -> its plan record (see :func:`_planned_restart`)
     restarts: dict[int, PlannedRestart | None] = field(default_factory=dict)
+    #: the site's least readiness budget for probes whose recipe gives none (0: none)
+    readiness_floor: float = 0.0
 
 
 def resolve(
@@ -80,13 +82,16 @@ def resolve(
     request: AllocationRequest | Allocation | Callable[[int], Allocation],
     job_dir: str = "<job_dir>",
     recipe_dir: str | None = None,
+    readiness_timeout: float | None = None,
 ) -> Plan:
     """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`.
 
     ``recipe_dir`` is what ``{recipe_dir}`` renders to (default: the recipe file's
-    directory; ``srt apply`` keeps the original one for the staged copy)."""
+    directory; ``srt apply`` keeps the original one for the staged copy).
+    ``readiness_timeout`` is the site's ``readiness.timeout_seconds``: a default readiness
+    budget below it is raised to it (a value the recipe writes is kept as written)."""
     with gc_paused():
-        return _resolve(loaded, plugins, request, job_dir, recipe_dir)
+        return _resolve(loaded, plugins, request, job_dir, recipe_dir, readiness_timeout or 0.0)
 
 
 def _resolve(
@@ -95,6 +100,7 @@ def _resolve(
     request: AllocationRequest | Allocation | Callable[[int], Allocation],
     job_dir: str,
     recipe_dir: str | None,
+    readiness_floor: float,
 ) -> Plan:
     recipe = loaded.recipe
     # each distinct placement asked once, not once per service
@@ -146,6 +152,7 @@ def _resolve(
     }
     ctx = _Ctx(loaded, CachedPlugins(plugins), lay, paths, common, PortLedger(), [], [])
     ctx.node_ids = {n.name: i for i, n in enumerate(lay.compute)}
+    ctx.readiness_floor = readiness_floor
     discovery = _discovery_env(ctx)
     units: list[PlannedUnit] = []
     phases: dict[str, list[str]] = {p: [] for p in PHASE_ORDER}
@@ -394,12 +401,12 @@ def _probe(
 ) -> PlannedProbe | None:
     if block is not None and (binding := ctx.loaded.probes.get(id(block))) is not None:
         probe, config = binding
-        timeout = block.timeout_seconds or DEFAULT_TIMEOUT
+        timeout = block.timeout_seconds or _least(ctx, DEFAULT_TIMEOUT, liveness)
         interval = block.interval_seconds or DEFAULT_INTERVAL
     elif default is not None:
         probe = ctx.plugins.probe(default.name)
         config = probe.Config.model_validate(default.config)
-        timeout = default.timeout or default_timeout
+        timeout = _least(ctx, default.timeout or default_timeout, liveness)
         interval = default.interval or default_interval
     else:
         return None
@@ -424,6 +431,11 @@ def _probe(
     if port is not None:
         result.config.setdefault("port", port)
     return result
+
+
+def _least(ctx: _Ctx, default: float, liveness: bool) -> float:
+    """A default readiness budget, raised to the site's least one (liveness has none)."""
+    return default if liveness else max(default, ctx.readiness_floor)
 
 
 def _preamble(*parts: str | None) -> str | None:

@@ -77,6 +77,7 @@ def run_job(req: RunRequest) -> int:
         lambda needed: launcher_cls.allocation(request, needed),
         job.path,
         recipe_dir=os.environ.get("SRT_RECIPE_DIR") or os.path.dirname(os.path.abspath(req.recipe)),
+        readiness_timeout=site().readiness_timeout,
     )
     for s in loaded.services:
         reason = s.kind.skip_reason(s.spec, s.options) if s.options is not None else None

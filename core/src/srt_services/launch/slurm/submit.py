@@ -46,7 +46,12 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
 
     plugins = default_plugins()
     loaded = load_recipe(recipe_path, plugins)
-    plan = resolve(loaded, plugins, AllocationRequest("symbolic"))
+    plan = resolve(
+        loaded,
+        plugins,
+        AllocationRequest("symbolic"),
+        readiness_timeout=current().readiness_timeout,
+    )
     job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
     if os.path.exists(job.file("state.json")) or os.path.exists(job.file("job.json")):
         raise SlurmError(f"{job.path} already holds a job; choose another -o directory")
