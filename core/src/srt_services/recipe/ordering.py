@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 def after_problems(recipe: Recipe, settled: Sequence[Settled]) -> list[Problem]:
     """Every problem of every ``after`` list, given the services the job really runs."""
+    declaring = [s for s in settled if s.spec.after]
+    if not declaring:  # the common recipe: one pass, nothing built
+        return []
     phase_of = {s.name: s.start for s in settled}
     switched_off = {s.name for s in recipe.services if not s.enabled}
     job_units: set[str] = set(recipe.roles)
@@ -34,10 +37,8 @@ def after_problems(recipe: Recipe, settled: Sequence[Settled]) -> list[Problem]:
     if recipe.benchmark.type == "command":
         job_units.add("benchmark")
     out: list[Problem] = []
-    for s in settled:
-        after = s.spec.after
-        if not after:
-            continue
+    for s in declaring:
+        after = s.spec.after or []
         at = (*s.eff.label_path, "after")
         seen: set[str] = set()
         for i, dep in enumerate(after):
@@ -74,21 +75,19 @@ def after_problems(recipe: Recipe, settled: Sequence[Settled]) -> list[Problem]:
                 close = get_close_matches(dep, sorted(phase_of), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 out.append(Problem(where, f"{dep!r} names no service of this job{hint}"))
-    out.extend(_cycle_problems(settled))
+    out.extend(_cycle_problems(declaring, phase_of))
     return out
 
 
-def _cycle_problems(settled: Sequence[Settled]) -> list[Problem]:
-    phase_of = {s.name: s.start for s in settled}
+def _cycle_problems(declaring: Sequence[Settled], phase_of: Mapping[str, str]) -> list[Problem]:
+    by_name = {s.name: s for s in declaring}
     waits = {
-        s.name: [d for d in s.spec.after if d != s.name and phase_of.get(d) == s.start]
-        for s in settled
-        if s.spec.after
+        name: [d for d in s.spec.after or () if d != name and phase_of.get(d) == s.start]
+        for name, s in by_name.items()
     }
-    where = {s.name: s.eff.label_path for s in settled}
     return [
         Problem(
-            (*where[cycle[0]], "after"),
+            (*by_name[cycle[0]].eff.label_path, "after"),
             "these services wait for each other, so none of them would start: "
             + " -> ".join([*cycle, cycle[0]]),
         )
