@@ -19,6 +19,7 @@ FORBIDDEN_PREFIXES = (
     "orjson",
     "httpx",
     "psutil",
+    "ruamel",
     "srt_services.recipe",
     "srt_services.plan",
     "srt_services.plugins",
