@@ -769,3 +769,15 @@ def test_site_readiness_timeout_must_be_a_positive_number(value: str) -> None:
         SiteConfigError, match=r"readiness\.timeout_seconds must be a positive number"
     ):
         parse(tomllib.loads(f"[readiness]\ntimeout_seconds = {value}\n"), "site.toml")
+
+
+def test_migrate_a_flow_style_yaml_recipe_stays_yaml(srt, tmp_path: Path) -> None:
+    # JSON or YAML is the loader's decision (the file's name counts), not a leading brace
+    r = srt("migrate", write(tmp_path, "v1.yaml", "{name: old, infra: {nats_max_payload_mb: 4}}\n"))
+    assert r.code == 0, r.err
+    assert not r.out.lstrip().startswith('{"')
+    assert yaml.safe_load(r.out) == {
+        "schema": 2,
+        "name": "old",
+        "services": [{"name": "nats", "type": "nats", "options": {"max_payload_mb": 4}}],
+    }

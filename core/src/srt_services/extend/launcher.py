@@ -52,9 +52,8 @@ class Launcher:
                 if key not in cls.applies and any(getattr(i, key) for i in unit.instances)
             ]
             if found:
-                label = f"services[{unit.name}]" if unit.category == "service" else unit.name
                 out.append(
-                    f"{label}: the {cls.name} launcher does not apply {', '.join(found)};"
+                    f"{unit.label}: the {cls.name} launcher does not apply {', '.join(found)};"
                     " it runs the process without them"
                 )
         return out

@@ -133,6 +133,11 @@ class PlannedUnit:
     timeout: float | None = None
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def label(self) -> str:
+        """How messages name it: ``services[x]`` like the recipe, or the unit's own name."""
+        return f"services[{self.name}]" if self.category == "service" else self.name
+
 
 @dataclass
 class PlannedNode:

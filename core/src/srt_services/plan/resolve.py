@@ -150,9 +150,18 @@ def _resolve(
         "recipe_dir": recipe_dir or os.path.dirname(os.path.abspath(loaded.source)),
         **_role_values(lay),
     }
-    ctx = _Ctx(loaded, CachedPlugins(plugins), lay, paths, common, PortLedger(), [], [])
-    ctx.node_ids = {n.name: i for i, n in enumerate(lay.compute)}
-    ctx.readiness_floor = readiness_floor
+    ctx = _Ctx(
+        loaded,
+        CachedPlugins(plugins),
+        lay,
+        paths,
+        common,
+        PortLedger(),
+        [],
+        [],
+        node_ids={n.name: i for i, n in enumerate(lay.compute)},
+        readiness_floor=readiness_floor,
+    )
     discovery = _discovery_env(ctx)
     units: list[PlannedUnit] = []
     phases: dict[str, list[str]] = {p: [] for p in PHASE_ORDER}

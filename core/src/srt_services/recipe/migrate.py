@@ -174,7 +174,11 @@ def _round_trip(text: str) -> YAML:
 
 
 def _indents(text: str) -> tuple[int, int]:
-    """(mapping indent, block-sequence dash offset) as the file writes them; (2, 2) if unsure."""
+    """(mapping indent, block-sequence dash offset) as the file writes them; (2, 2) if unsure.
+
+    Not ruamel's ``load_yaml_guess_indent``: it takes a block sequence's indent for the
+    mappings' own, and so turns a file indented by 2 with ``  - item`` lists into 4.
+    """
     mapping: int | None = None
     offset: int | None = None
     parent: int | None = None
@@ -248,7 +252,7 @@ def migrate_text(text: str, source: str) -> tuple[str, list[str]]:
         notes.append(kept)
     if notes == [UNCHANGED]:
         return text, notes
-    if text.lstrip().startswith("{"):  # a JSON recipe stays JSON
+    if doc.from_json:  # a JSON recipe stays JSON
         return json.dumps(tree, indent=2) + "\n", notes
     out = io.StringIO()
     yaml.dump(tree, out)

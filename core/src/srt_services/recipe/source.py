@@ -55,6 +55,8 @@ class Document:
     source: str
     data: Any
     text: str
+    #: parsed by the JSON fast path (a generated recipe), not as YAML
+    from_json: bool = False
     _root: yaml.Node | None = None
     _root_ready: bool = False
 
@@ -169,7 +171,7 @@ def _parse_text(text: str, source: str) -> Document:
         try:
             import orjson
 
-            return Document(source=source, data=orjson.loads(text), text=text)
+            return Document(source=source, data=orjson.loads(text), text=text, from_json=True)
         except ValueError:
             pass  # not valid JSON: the YAML parser gives a better positioned message
     try:

@@ -308,7 +308,7 @@ class Orchestrator:
             self._emit("reaped_leftover", unit=u.name, detail=what)
         if checked.problems:
             raise PhaseFailed(
-                "cannot start " + _unit_label(u) + ": " + "; ".join(checked.problems),
+                "cannot start " + u.label + ": " + "; ".join(checked.problems),
                 {"kind": "port_in_use", "unit": u.name, "detail": checked.problems},
             )
         for inst in unit.instances:
@@ -820,10 +820,6 @@ def _needs_work_dir(p: PlannedInstance) -> bool:
         or (p.cwd is not None and p.cwd.startswith(w))
         or any(w in v for v in p.env.values())
     )
-
-
-def _unit_label(u: PlannedUnit) -> str:
-    return f"services[{u.name}]" if u.category == "service" else u.name
 
 
 def _code_fields(code: int) -> dict[str, Any]:
