@@ -101,6 +101,79 @@ class CommandResult:
         return self.code == 0 and not self.timed_out
 
 
+def _popen(
+    argv: list[str],
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    stdout_path: str | None,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session, output appended to ``stdout_path`` or piped."""
+    out_fd = None
+    if stdout_path is not None:
+        out_fd = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        return subprocess.Popen(
+            argv,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out_fd if out_fd is not None else subprocess.PIPE,
+            stderr=subprocess.STDOUT if out_fd is not None else subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        if out_fd is not None:
+            os.close(out_fd)
+
+
+class _Capture:
+    """Reads a child's pipes on the event loop (no thread), keeping at most ``limit`` bytes
+    of each."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], limit: int) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.limit = limit
+        self.streams = [s for s in (popen.stdout, popen.stderr) if s is not None]
+        self.chunks: dict[int, list[bytes]] = {}
+        self.finished: list[asyncio.Future[None]] = []
+        for stream in self.streams:
+            fd = stream.fileno()
+            os.set_blocking(fd, False)
+            self.chunks[fd] = []
+            done: asyncio.Future[None] = self.loop.create_future()
+            self.finished.append(done)
+            self.loop.add_reader(fd, self._readable, fd, done)
+
+    def _readable(self, fd: int, done: asyncio.Future[None]) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            if sum(len(c) for c in self.chunks[fd]) < self.limit:
+                self.chunks[fd].append(data)
+            return
+        self.loop.remove_reader(fd)
+        if not done.done():
+            done.set_result(None)
+
+    async def close(self, popen: subprocess.Popen[bytes]) -> tuple[str, str]:
+        """Wait briefly for the pipes to end, close them; return (stdout, stderr)."""
+        # a grandchild may still hold the pipe; never wait on it for long
+        if self.finished:
+            await asyncio.wait(self.finished, timeout=1.0)
+        out = b"".join(self.chunks.get(popen.stdout.fileno(), [])) if popen.stdout else b""
+        err = b"".join(self.chunks.get(popen.stderr.fileno(), [])) if popen.stderr else b""
+        for stream in self.streams:
+            with contextlib.suppress(Exception):
+                self.loop.remove_reader(stream.fileno())
+            stream.close()
+        return out.decode(errors="replace"), err.decode(errors="replace")
+
+
 async def run_command(
     watcher: ChildWatcher,
     argv: list[str],
@@ -115,61 +188,18 @@ async def run_command(
     Output goes to ``stdout_path`` (appended, stderr merged) or is captured (capped). On
     timeout the command's whole process group is killed.
     """
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[int] = loop.create_future()
-    out_fd = None
-    if stdout_path is not None:
-        out_fd = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
     try:
-        popen = subprocess.Popen(
-            argv,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=out_fd if out_fd is not None else subprocess.PIPE,
-            stderr=subprocess.STDOUT if out_fd is not None else subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
+        popen = _popen(argv, env, cwd, stdout_path)
     except OSError as exc:
-        if out_fd is not None:
-            os.close(out_fd)
         return CommandResult(127, "", f"{argv[0]}: {exc.strerror}")
-    if out_fd is not None:
-        os.close(out_fd)
+    done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     def on_exit(code: int) -> None:
         if not done.done():
             done.set_result(code)
 
     watcher.watch(popen.pid, on_exit, popen)
-    chunks: dict[int, list[bytes]] = {}
-    readers: list[asyncio.Future[None]] = []
-    for stream in (popen.stdout, popen.stderr):
-        if stream is None:
-            continue
-        fd = stream.fileno()
-        os.set_blocking(fd, False)
-        chunks[fd] = []
-        finished: asyncio.Future[None] = loop.create_future()
-        readers.append(finished)
-
-        def readable(fd: int = fd, finished: asyncio.Future[None] = finished) -> None:
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if data:
-                if sum(len(c) for c in chunks[fd]) < max_output:
-                    chunks[fd].append(data)
-                return
-            loop.remove_reader(fd)
-            if not finished.done():
-                finished.set_result(None)
-
-        loop.add_reader(fd, readable)
+    capture = _Capture(popen, max_output)
     timed_out = False
     try:
         async with asyncio.timeout(timeout):
@@ -179,17 +209,5 @@ async def run_command(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(popen.pid, signal.SIGKILL)
         code = await done
-    # a grandchild may still hold the pipe; never wait on it for long
-    if readers:
-        await asyncio.wait(readers, timeout=1.0)
-    out_chunks = chunks.get(popen.stdout.fileno(), []) if popen.stdout else []
-    err_chunks = chunks.get(popen.stderr.fileno(), []) if popen.stderr else []
-    for stream in (popen.stdout, popen.stderr):
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                loop.remove_reader(stream.fileno())
-            stream.close()
-    out, err = b"".join(out_chunks), b"".join(err_chunks)
-    return CommandResult(
-        code, out.decode(errors="replace"), err.decode(errors="replace"), timed_out
-    )
+    out, err = await capture.close(popen)
+    return CommandResult(code, out, err, timed_out)

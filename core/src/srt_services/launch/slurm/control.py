@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 
 from srt_services.launch.slurm.allocation import slurm_env
 
@@ -42,7 +43,9 @@ def steps(job_id: str) -> dict[str, str]:
     return found
 
 
-def stop(job_id: str, timeout: float, now: bool = False, log: object = print) -> bool:
+def stop(
+    job_id: str, timeout: float, now: bool = False, log: Callable[[str], object] = print
+) -> bool:
     """Ask the orchestrator (the batch shell) to stop the job in order; cancel it if it does
     not end in time. Returns True when the job is gone."""
     state = job_state(job_id)
@@ -58,7 +61,7 @@ def stop(job_id: str, timeout: float, now: bool = False, log: object = print) ->
         if state is None or state not in ACTIVE or state == "COMPLETING":
             return True
         time.sleep(0.2)
-    log(f"job {job_id} did not end within {timeout:g}s; cancelling it")  # type: ignore[operator]
+    log(f"job {job_id} did not end within {timeout:g}s; cancelling it")
     _out(["scancel", job_id])
     deadline = time.monotonic() + 30.0
     while time.monotonic() < deadline:

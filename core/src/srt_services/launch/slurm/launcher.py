@@ -133,24 +133,30 @@ class SlurmLauncher(Launcher):
                 found.setdefault(parts[1].strip(), parts[0])
         return found
 
+    async def _live_step_ids(self, live: list[Handle]) -> dict[str, str]:
+        """``<job>.<step>`` of each handle's step, retrying briefly for steps Slurm has not
+        registered yet (one just launched); each found id is kept in the handle."""
+        ids: dict[str, str] = {}
+        for attempt in range(STEP_LOOKUP_TRIES):
+            ids.update(await self._step_ids({h.step for h in live} - set(ids)))
+            missing = [h for h in live if h.step not in ids and h.returncode is None]
+            if not missing or attempt == STEP_LOOKUP_TRIES - 1:
+                break
+            await asyncio.sleep(0.05)
+        for h in live:
+            if h.step in ids:
+                h.extra["step_id"] = ids[h.step]
+        return ids
+
     async def _signal(self, handles: list[Handle], sig: str) -> None:
         live = [h for h in handles if h.returncode is None]
         if not live:
             return
-        wanted = {h.step for h in live}
-        ids: dict[str, str] = {}
-        for attempt in range(STEP_LOOKUP_TRIES):
-            ids.update(await self._step_ids(wanted - set(ids)))
-            missing = [h for h in live if h.step not in ids and h.returncode is None]
-            if not missing or attempt == STEP_LOOKUP_TRIES - 1:
-                break
-            await asyncio.sleep(0.05)  # a step just launched may not be registered yet
-        for h in live:
-            if h.step in ids:
-                h.extra["step_id"] = ids[h.step]
+        ids = await self._live_step_ids(live)
         by_signal: dict[str, list[str]] = {}
         for h in live:
             if h.step in ids:
+                # a TERM is each step's own stop signal; a KILL is a KILL
                 chosen = h.extra.get("stop_signal", "TERM") if sig == "TERM" else sig
                 by_signal.setdefault(chosen, []).append(ids[h.step])
         # One scancel per signal for the whole tier. It may report "Invalid job id" for a
