@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from srt_services.supervise.jobdir import read_events
+from srt_services.jobdir.events import read_events
 from srt_services.testing.survivors import survivors
 
 pytestmark = [pytest.mark.slurm, pytest.mark.component]

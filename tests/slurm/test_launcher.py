@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from srt_services.jobdir.events import read_events
 from srt_services.launch import process
-from srt_services.supervise.jobdir import read_events
 from srt_services.testing.survivors import survivors
 
 pytestmark = pytest.mark.slurm

@@ -29,6 +29,7 @@ FORBIDDEN_PREFIXES = (
     "srt_services.probes",
     "srt_services.launch",
     "srt_services.supervise",
+    "srt_services.jobdir",
     "srt_etcd",
     "srt_nats",
     "srt_oarbank",

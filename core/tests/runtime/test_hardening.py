@@ -57,10 +57,11 @@ class _Plugin:
 
 
 def test_V03_nothing_is_written_outside_the_job_dir(tmp_path: Path) -> None:
+    from srt_services.jobdir.identity import new_cookie
+    from srt_services.jobdir.layout import JobDir
     from srt_services.launch.local import LocalLauncher
     from srt_services.plan.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
-    from srt_services.supervise.jobdir import JobDir, new_cookie
     from srt_services.supervise.orchestrator import Orchestrator, RunOptions
 
     plugins = PluginSet(autoload=False)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from srt_services.plan.model import PlannedRestart
-from srt_services.supervise.restart import RestartTracker
+from srt_services.supervise.restart import Action, RestartTracker
 from srt_services.testing.jobs import Jobs, events_of, wait_for
 
 
@@ -47,7 +47,8 @@ def test_F05_delays_double_up_to_max_with_jitter_then_give_up() -> None:
         clock.now += d.delay
     assert delays == [1.25, 2.5, 5.0, 10.0, 10.0]  # min(initial*2^n, max) * (1 + jitter)
     final = tracker.on_exit(1, ran_for=0.1)
-    assert not final.restart and "giving up" in final.reason
+    assert final.action is Action.GIVE_UP and not final.restart
+    assert "giving up" in final.reason
 
 
 def test_F05_jitter_bounds() -> None:

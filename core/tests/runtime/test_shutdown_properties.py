@@ -9,12 +9,14 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from srt_services.jobdir.events import read_events
+from srt_services.jobdir.identity import new_cookie
+from srt_services.jobdir.layout import JobDir
 from srt_services.launch.local import LocalLauncher
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe
-from srt_services.supervise.jobdir import JobDir, new_cookie, read_events
 from srt_services.supervise.orchestrator import Orchestrator, RunOptions
 from srt_services.testing.survivors import assert_no_survivors
 
@@ -65,7 +67,7 @@ def test_teardown_properties(services: list[dict[str, object]]) -> None:
             [int(line.split()[0]) for line in log.read_text().splitlines()] if log.exists() else []
         )
         assert order == sorted(order), f"tiers stopped out of order: {order}"
-        events = read_events(job.file("events.jsonl"))
+        events = read_events(job.events_file)
         escalated = {e["step"] for e in events if e["event"] == "escalated" and "step" in e}
         expected = {f"service_s{i}" for i, s in enumerate(services) if not s["obeys"]}
         assert escalated == expected

@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from srt_services.extend.launcher import Preflight
+from srt_services.jobdir.layout import JobDirError
+from srt_services.jobdir.view import JobView
 from srt_services.launch.portcheck import Holder, PortReport
 
 #: How long a reaped leftover may take to release its port.
@@ -20,12 +22,10 @@ def is_stale_local(h: Holder) -> bool:
     """A holder from an srt job whose directory says its orchestrator is gone."""
     if not h.cookie or not h.job_dir:
         return False
-    from srt_services.supervise.recovery import JobView
-
     try:
         view = JobView.read(h.job_dir)
-    except Exception:
-        return False
+    except (JobDirError, OSError):
+        return False  # not provably over: left alone, and reported as a port problem
     return view.cookie == h.cookie and not view.orchestrator_alive()
 
 

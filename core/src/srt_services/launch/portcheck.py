@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 
+from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.launch import process
 
 WILDCARDS = {"0.0.0.0", "::", "::ffff:0.0.0.0"}  # noqa: S104 - matched, never bound
@@ -64,8 +65,8 @@ def _holder(pid: int | None, address: str) -> Holder:
         pass
     h.start_ticks = process.start_ticks(pid)
     env = process.environ_of(pid) or {}
-    h.cookie = env.get(process.COOKIE_VAR)
-    h.instance = env.get(process.INSTANCE_VAR)
+    h.cookie = env.get(COOKIE_VAR)
+    h.instance = env.get(INSTANCE_VAR)
     h.job_dir = env.get("SRT_JOB_DIR")
     h.slurm_job_id = env.get("SLURM_JOB_ID")
     return h

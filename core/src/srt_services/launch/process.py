@@ -1,10 +1,9 @@
 """Processes on this machine: spawning, the environment allow-list, trees and cookies.
 
-Every process srt starts carries ``SRT_JOB_COOKIE`` (a random token per job) and
-``SRT_INSTANCE`` (its step) in its environment. Whatever a service does afterwards (double
-fork, ``setsid``, ``nohup … &``), its descendants keep that environment, so srt can find
-them by cookie, and confirm them by start time, even after the orchestrator itself died.
-Nothing is ever signalled by PID alone or by name.
+Every process srt starts carries the job's cookie in its environment
+(:mod:`srt_services.jobdir.identity` says why), so srt can find them by cookie, and
+confirm them by start time (:mod:`srt_services.procfs`), even after the orchestrator
+itself died. Nothing is ever signalled by PID alone or by name.
 """
 
 from __future__ import annotations
@@ -20,10 +19,15 @@ from dataclasses import dataclass
 
 import psutil
 
+from srt_services import procfs
+from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.launch.sockdiag import listening_inodes
 
-COOKIE_VAR = "SRT_JOB_COOKIE"
-INSTANCE_VAR = "SRT_INSTANCE"
+# The /proc readers live below the launch layer (the job directory's view needs them too);
+# the launchers, the runtime and plugins know them by these names.
+alive = procfs.alive
+proc_state = procfs.proc_state
+start_ticks = procfs.start_ticks
 
 #: What a service inherits from the orchestrator's environment; everything else it gets
 #: comes from the plan. (Inherited ``SLURM_*``, ``ETCD_*``, ``NATS_*``, ``DYN_*``, loader
@@ -121,35 +125,6 @@ def spawn(
     # The supervisor reads the start time later, in a batch: the child is its own
     # unreaped child until then, so its PID cannot be reused meanwhile.
     return Spawned(popen, popen.pid, start_ticks(popen.pid) if read_ticks else None, offset)
-
-
-def start_ticks(pid: int) -> int | None:
-    """Process start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    rest = data[data.rfind(b")") + 2 :].split()
-    try:
-        return int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def proc_state(pid: int) -> str | None:
-    """One-letter state (R, S, D, T, Z...) or ``None`` when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    return data[data.rfind(b")") + 2 : data.rfind(b")") + 3].decode()
-
-
-def alive(pid: int) -> bool:
-    state = proc_state(pid)
-    return state is not None and state != "Z"
 
 
 def environ_of(pid: int) -> dict[str, str] | None:

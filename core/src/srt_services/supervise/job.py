@@ -5,12 +5,18 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from srt_services.errors import SrtError
+from srt_services.jobdir.identity import new_cookie
+from srt_services.jobdir.layout import RESULT, STATE, JobDir, atomic_write, default_job_dir
+from srt_services.jobdir.view import JobView
 from srt_services.launch import process
 from srt_services.plan.allocation import AllocationRequest
-from srt_services.supervise.jobdir import JobDir, atomic_write, default_job_dir, new_cookie
+from srt_services.supervise.recovery import Log, stop_leftovers
+
+if TYPE_CHECKING:
+    from srt_services.supervise.orchestrator import Orchestrator
 
 SUMMARY_TAIL = 8
 
@@ -26,15 +32,13 @@ class RunRequest:
     grace: float | None = None
 
 
-def prepare_job_dir(path: str, log: Any) -> JobDir:
+def prepare_job_dir(path: str, log: Log) -> JobDir:
     """Create the job directory; clean up after a dead orchestrator that used it before."""
-    from srt_services.supervise.recovery import JobView, stop_leftovers
-
     job = JobDir(os.path.abspath(path))
-    if os.path.exists(job.file("state.json")):
+    if os.path.exists(job.state_file):
         view = JobView.read(job.path)
         if view.orchestrator_alive():
-            pid = view.state["orchestrator"]["pid"]  # type: ignore[index]
+            pid = view.orchestrator_pid
             raise SrtError(
                 f"{job.path} belongs to a running job (orchestrator pid {pid}); use `srt stop {path}` first"
             )
@@ -43,7 +47,7 @@ def prepare_job_dir(path: str, log: Any) -> JobDir:
             raise SrtError(
                 f"leftovers of the previous run in {job.path} could not be stopped: {', '.join(survivors)}"
             )
-        for name in ("state.json", "result.json"):
+        for name in (STATE, RESULT):
             if os.path.exists(job.file(name)):
                 os.replace(job.file(name), job.file(name + ".previous"))
     job.create()
@@ -90,7 +94,7 @@ def run_job(req: RunRequest) -> int:
     for message in launcher_cls.unapplied(plan):
         plan.warnings.append(message)
         note("warning: " + message)
-    atomic_write(job.file("plan.json"), plan.to_json(indent=True))
+    atomic_write(job.plan_file, plan.to_json(indent=True))
     copy = job.file("recipe" + (os.path.splitext(req.recipe)[1] or ".yaml"))
     if not os.path.exists(copy) or not os.path.samefile(req.recipe, copy):
         shutil.copyfile(req.recipe, copy)
@@ -116,7 +120,7 @@ def run_job(req: RunRequest) -> int:
     return code
 
 
-def summary(orch: Any, job: JobDir, code: int) -> None:
+def summary(orch: Orchestrator, job: JobDir, code: int) -> None:
     """Print how the job ended; a closed terminal must not change the exit status."""
     try:
         _summary(orch, job, code)
@@ -124,11 +128,10 @@ def summary(orch: Any, job: JobDir, code: int) -> None:
         pass
 
 
-def _summary(orch: Any, job: JobDir, code: int) -> None:
+def _summary(orch: Orchestrator, job: JobDir, code: int) -> None:
     import sys
 
-    cause = orch.stop_cause or {}
-    message = cause.get("message", "")
+    message = orch.stop_cause.message if orch.stop_cause is not None else ""
     out = sys.stderr if code else sys.stdout
     if code:
         out.write(f"srt: job {orch.plan.job_name} failed (exit {code}): {message}\n")

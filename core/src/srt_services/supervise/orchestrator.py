@@ -13,9 +13,12 @@ at once:
 * a terminal service: the job ends when all its instances have exited (worst code wins);
 * the benchmark: the job ends with its code.
 
-Every path that ends the job goes through :meth:`Orchestrator.request_stop`, and the one
-shutdown coordinator (:mod:`srt_services.supervise.shutdown`) stops tiers in reverse
-dependency order.
+Every path that ends the job goes through :meth:`Orchestrator.request_stop` with a typed
+:class:`~srt_services.jobdir.cause.StopCause` (the first one wins), and the one shutdown
+coordinator (:mod:`srt_services.supervise.shutdown`) stops tiers in reverse dependency
+order. The records this module keeps per unit and instance live in
+:mod:`srt_services.supervise.runs`, so the builds and the shutdown, which it calls, never
+import it.
 """
 
 from __future__ import annotations
@@ -26,88 +29,51 @@ import functools
 import os
 import signal
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from srt_services.jobdir.cause import StopCause, StopKind, death_signal
+from srt_services.jobdir.events import EventLog
+from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
+from srt_services.jobdir.layout import JobDir
+from srt_services.jobdir.result import JobResult, write_result
+from srt_services.jobdir.state import (
+    VERSION,
+    InstanceState,
+    JobState,
+    JobStatus,
+    OrchestratorInfo,
+    write_state,
+)
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
-from srt_services.launch.handle import Handle
-from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe, PlannedUnit
+from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe
 from srt_services.plan.waits import is_chain, phase_waits
-from srt_services.supervise.jobdir import EventLog, JobDir, atomic_write, orchestrator_identity
+from srt_services.supervise.builds import Builder
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub, Target
-from srt_services.supervise.restart import RestartTracker
+from srt_services.supervise.restart import Action, RestartTracker
+from srt_services.supervise.runs import (
+    InstanceRun,
+    PhaseFailed,
+    RunOptions,
+    UnitRun,
+    describe_code,
+)
+from srt_services.supervise.shutdown import Shutdown
 
 if TYPE_CHECKING:
     from srt_services.extend.launcher import Launcher
     from srt_services.plugins.manager import PluginSet
 
+__all__ = ["Orchestrator", "RunOptions"]
+
 LOG_TAIL_LINES = 20
 STATE_FLUSH_DELAY = 0.02
 TCP_ATTEMPT_TIMEOUT = 1.0
 HTTP_ATTEMPT_TIMEOUT = 5.0
-
-
-class PhaseFailed(Exception):
-    def __init__(self, message: str, cause: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.cause = cause
-
-
-@dataclass(slots=True)
-class RunOptions:
-    cookie: str
-    site_passthrough: tuple[str, ...] = ()
-    grace_override: float | None = None
-    on_event: Callable[[dict[str, Any]], None] | None = None
-
-
-@dataclass(eq=False, slots=True)
-class InstanceRun:
-    planned: PlannedInstance
-    unit: UnitRun
-    handle: Handle | None = None
-    state: str = "pending"
-    attempt: int = 0
-    restarts: int = 0
-    exit_code: int | None = None
-    exit_fut: asyncio.Future[int] | None = None
-    ready_at: float | None = None
-    waiting_since: float | None = None
-    detail: str = ""
-    liveness: asyncio.Task[None] | None = None
-    killed_for: str | None = None
-
-    @property
-    def step(self) -> str:
-        return self.planned.step
-
-    @property
-    def running(self) -> bool:
-        return self.handle is not None and self.handle.returncode is None
-
-
-@dataclass(eq=False, slots=True)
-class UnitRun:
-    planned: PlannedUnit
-    instances: list[InstanceRun] = field(default_factory=list)
-    tracker: RestartTracker | None = None
-    unhealthy: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.planned.name
-
-
-def describe_code(code: int) -> str:
-    if code > 128 and code - 128 < 65:
-        try:
-            return f"killed by signal {code - 128} ({signal.Signals(code - 128).name})"
-        except ValueError:
-            return f"killed by signal {code - 128}"
-    return f"exit code {code}"
+#: Signals that stop the job (a second one while stopping: kill at once).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Orchestrator:
@@ -132,9 +98,8 @@ class Orchestrator:
             run.instances = [InstanceRun(i, run) for i in u.instances]
             self.units[u.name] = run
         self.instances = [i for u in self.units.values() for i in u.instances]
-        self.by_step = {i.step: i for i in self.instances}
         self.stopping = False
-        self.stop_cause: dict[str, Any] | None = None
+        self.stop_cause: StopCause | None = None
         self.exit_code: int | None = None
         self.kill_now: asyncio.Event | None = None
         self._stop_requested: asyncio.Event | None = None
@@ -147,6 +112,7 @@ class Orchestrator:
         self.poller: PortPoller | None = None
         self._base_env: dict[str, str] = {}
         self.started_wall = time.time()
+        self._identity = OrchestratorInfo.this_process(self.started_wall)
         self.phase: str | None = None
         self.unkillable: list[str] = []
         self._signals = 0
@@ -159,14 +125,29 @@ class Orchestrator:
 
     async def _run(self) -> int:
         loop = asyncio.get_running_loop()
+        stop_requested = self._open(loop)
+        driver = asyncio.create_task(self._drive())
+        try:
+            await stop_requested.wait()
+            if not driver.done():
+                driver.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await driver
+            await self._teardown()
+        finally:
+            code = self._close(loop)
+        return code
+
+    def _open(self, loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+        """Everything the job needs before its first launch; returns the stop event."""
         process.become_subreaper()
         self.kill_now = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self.watcher = ChildWatcher(loop)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
         loop.add_signal_handler(signal.SIGUSR1, self._dump_tasks)
-        self.events = EventLog(self.job.file("events.jsonl"), self.options.on_event)
+        self.events = EventLog(self.job.events_file, self.options.on_event)
         try:
             self.hub = InotifyHub(loop)
         except OSError:
@@ -176,7 +157,7 @@ class Orchestrator:
         self._base_env = process.service_env(
             {},
             {
-                process.COOKIE_VAR: self.options.cookie,
+                COOKIE_VAR: self.options.cookie,
                 "SRT_JOB_DIR": self.job.path,
                 "SRT_JOB_ID": self.plan.job_id,
             },
@@ -192,31 +173,49 @@ class Orchestrator:
             launcher=self.launcher_cls.name,
         )
         self._write_state(status="running")
-        driver = asyncio.create_task(self._drive())
-        try:
-            await self._stop_requested.wait()
-            if not driver.done():
-                driver.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await driver
-            from srt_services.supervise.shutdown import teardown
+        return self._stop_requested
 
-            await teardown(self)
-        finally:
-            for task in list(self._tasks):
-                task.cancel()
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
-                with contextlib.suppress(Exception):
-                    loop.remove_signal_handler(sig)
-            code = self.exit_code if self.exit_code is not None else 1
-            self._write_state(status="finished" if code == 0 else "failed")
-            self._write_result(code)
-            self.events.emit("job_finished", code=code, cause=self.stop_cause)
-            if self.hub is not None:
-                self.hub.close()
-            self.watcher.close()
-            self.events.close()
-            process.become_subreaper(False)
+    async def _teardown(self) -> None:
+        assert self.launcher is not None
+        assert self.kill_now is not None
+        self.stopping = True
+        for inst in self.instances:
+            if inst.liveness is not None:
+                inst.liveness.cancel()
+        shutdown = Shutdown(
+            self.instances,
+            self.launcher,
+            self.options.cookie,
+            self.kill_now,
+            self._emit,
+            grace_override=self.options.grace_override,
+            unkillable=self.unkillable,
+        )
+        await shutdown.run()
+        self._write_state(status="stopping")
+
+    def _close(self, loop: asyncio.AbstractEventLoop) -> int:
+        """Write how the job ended and release what :meth:`_open` took; return the code."""
+        for task in list(self._tasks):
+            task.cancel()
+        for sig in (*STOP_SIGNALS, signal.SIGUSR1):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        code = self.exit_code if self.exit_code is not None else 1
+        self._write_state(status="finished" if code == 0 else "failed")
+        self._write_result(code)
+        assert self.events is not None
+        assert self.watcher is not None
+        self.events.emit(
+            "job_finished",
+            code=code,
+            cause=self.stop_cause.as_json() if self.stop_cause is not None else None,
+        )
+        if self.hub is not None:
+            self.hub.close()
+        self.watcher.close()
+        self.events.close()
+        process.become_subreaper(False)
         return code
 
     # ------------------------------------------------------------------ the job
@@ -237,14 +236,17 @@ class Orchestrator:
             self.phase = "serving"
             await self._serve()
         except PhaseFailed as exc:
-            self.request_stop(exc.cause, 1, str(exc))
+            self.request_stop(exc.cause, 1)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self.request_stop(
-                {"kind": "internal_error", "error": f"{type(exc).__name__}: {exc}"},
+                StopCause(
+                    StopKind.INTERNAL_ERROR,
+                    f"internal error: {exc}",
+                    error=f"{type(exc).__name__}: {exc}",
+                ),
                 1,
-                f"internal error: {exc}",
             )
             raise
 
@@ -299,35 +301,49 @@ class Orchestrator:
         if u.restart is not None:
             unit.tracker = RestartTracker(u.restart, clock=time.monotonic)
         if u.build is not None:
-            from srt_services.supervise.builds import build_source
+            await self._builder().build_source(u)
+        await self._preflight(unit)
+        for inst in unit.instances:
+            self._launch(inst)
+        await self._unit_ready(unit)
+        if u.timeout and u.category == "benchmark":
+            self._spawn_task(self._benchmark_timeout(unit, u.timeout))
 
-            await build_source(self, unit)
+    def _builder(self) -> Builder:
         assert self.launcher is not None
+        assert self.watcher is not None
+        return Builder(self.launcher, self.watcher, self.job, self.options.cookie, self._emit)
+
+    async def _preflight(self, unit: UnitRun) -> None:
+        """Reap provable leftovers on the unit's ports; fail if anything else holds one."""
+        assert self.launcher is not None
+        u = unit.planned
         checked = await self.launcher.preflight([i.planned for i in unit.instances])
         for what in checked.reaped:
             self._emit("reaped_leftover", unit=u.name, detail=what)
         if checked.problems:
             raise PhaseFailed(
-                "cannot start " + u.label + ": " + "; ".join(checked.problems),
-                {"kind": "port_in_use", "unit": u.name, "detail": checked.problems},
+                StopCause(
+                    StopKind.PORT_IN_USE,
+                    "cannot start " + u.label + ": " + "; ".join(checked.problems),
+                    unit=u.name,
+                    detail=tuple(checked.problems),
+                )
             )
-        for inst in unit.instances:
-            self._launch(inst)
+
+    async def _unit_ready(self, unit: UnitRun) -> None:
+        """Wait until every instance with readiness is ready; the first failure raises."""
         gated = [i for i in unit.instances if i.planned.readiness is not None]
         if gated:
             results = await asyncio.gather(
                 *(self._await_ready(i) for i in gated), return_exceptions=True
             )
             for r in results:
-                if isinstance(r, PhaseFailed):
-                    raise r
                 if isinstance(r, BaseException):
                     raise r
         for inst in unit.instances:
             if inst.planned.readiness is None and inst.state == "starting":
                 self._mark_ready(inst)
-        if u.timeout and u.category == "benchmark":
-            self._spawn_task(self._benchmark_timeout(unit, u.timeout))
 
     # ------------------------------------------------------------------ launching
 
@@ -338,29 +354,20 @@ class Orchestrator:
         # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
         log_path = os.path.join(self.job.path, p.log)
         if _needs_work_dir(p):
-            self._write_files(p)
+            _write_files(p)
         env = dict(self._base_env)
         env.update(p.env)
-        env[process.INSTANCE_VAR] = p.step
+        env[INSTANCE_VAR] = p.step
         env["SRT_NODE"] = p.node
         env["SRT_NODE_IP"] = p.node_ip
         inst.attempt += 1
-        loop = asyncio.get_running_loop()
-        inst.exit_fut = loop.create_future()
+        inst.exit_fut = asyncio.get_running_loop().create_future()
         inst.exit_code = None
         inst.killed_for = None
         try:
             handle = self.launcher.launch(p, env, log_path)
         except OSError as exc:
-            # The command could not be executed at all: the log says why, and the instance
-            # takes the ordinary exit path with code 127 (what a shell reports).
-            with open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {exc.strerror}\n")
-            inst.handle = None
-            inst.state = "starting"
-            inst.waiting_since = time.monotonic()
-            self._emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=exc.strerror)
-            loop.call_soon(self._on_exit, inst, 127)
+            self._cannot_execute(inst, log_path, exc)
             return
         inst.handle = handle
         inst.state = "starting"
@@ -377,21 +384,17 @@ class Orchestrator:
         )
         self._mark_state_dirty()
 
-    def _write_files(self, p: PlannedInstance) -> None:
-        work = p.work_dir
-        os.makedirs(work, exist_ok=True)
-        if not p.files:
-            return
-        root = os.path.realpath(work) + os.sep
-        for name, content in p.files.items():
-            target = os.path.realpath(os.path.join(work, name))
-            if not target.startswith(root):
-                raise PhaseFailed(
-                    f"{p.step}: file {name!r} would be outside its work dir", {"kind": "bad_plan"}
-                )
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "w", encoding="utf-8") as fh:
-                fh.write(content)
+    def _cannot_execute(self, inst: InstanceRun, log_path: str, exc: OSError) -> None:
+        """The command could not be executed at all: the log says why, and the instance
+        takes the ordinary exit path with code 127 (what a shell reports)."""
+        p = inst.planned
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {exc.strerror}\n")
+        inst.handle = None
+        inst.state = "starting"
+        inst.waiting_since = time.monotonic()
+        self._emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=exc.strerror)
+        asyncio.get_running_loop().call_soon(self._on_exit, inst, 127)
 
     # ------------------------------------------------------------------ readiness
 
@@ -423,8 +426,9 @@ class Orchestrator:
         assert probe_spec is not None
         assert inst.exit_fut is not None
         p = inst.planned
-        if inst.exit_fut.done():
-            raise self._exited_before_ready(inst, inst.exit_fut.result(), probe_spec)
+        exit_fut: asyncio.Future[Any] = inst.exit_fut
+        if exit_fut.done():
+            raise self._exited_before_ready(inst, exit_fut.result(), probe_spec)
         probe = self.plugins.probe(probe_spec.probe)
         target = self._target(inst, probe_spec)
         attempt_timeout = (
@@ -433,7 +437,6 @@ class Orchestrator:
         waiter = asyncio.ensure_future(
             probe.wait_ready(target, min(attempt_timeout, probe_spec.timeout))
         )
-        exit_fut: asyncio.Future[Any] = inst.exit_fut
         self._emit("waiting", step=p.step, unit=p.unit, node=p.node, probe=probe_spec.describe)
         try:
             done, _ = await asyncio.wait(
@@ -452,27 +455,33 @@ class Orchestrator:
         if waiter in done and waiter.exception() is not None:
             err = waiter.exception()
             target.last_error = f"probe error: {type(err).__name__}: {err}"
-        # timed out: stop this instance now (the job is failing anyway)
+        raise await self._not_ready_in_time(inst, probe_spec, target.last_error)
+
+    async def _not_ready_in_time(
+        self, inst: InstanceRun, probe: PlannedProbe, last_error: str
+    ) -> PhaseFailed:
+        """Stop the instance now (the job is failing anyway) and say why it failed."""
+        p = inst.planned
         inst.state = "failed"
         inst.killed_for = "readiness timeout"
         if inst.handle is not None and self.launcher is not None:
             await self.launcher.kill([inst.handle])
-        last = f"; last probe error: {target.last_error}" if target.last_error else ""
+        last = f"; last probe error: {last_error}" if last_error else ""
         message = (
-            f"{_label(inst)} on {p.node} was not ready within {probe_spec.timeout:g}s"
-            f" ({probe_spec.describe}){last}; see {self.job.inside(p.log)}"
+            f"{inst.label} on {p.node} was not ready within {probe.timeout:g}s"
+            f" ({probe.describe}){last}; see {self.job.inside(p.log)}"
         )
         inst.detail = message
-        self._emit("ready_timeout", step=p.step, unit=p.unit, node=p.node, error=target.last_error)
-        raise PhaseFailed(
-            message,
-            {
-                "kind": "readiness_timeout",
-                "unit": p.unit,
-                "step": p.step,
-                "node": p.node,
-                "timeout": probe_spec.timeout,
-            },
+        self._emit("ready_timeout", step=p.step, unit=p.unit, node=p.node, error=last_error)
+        return PhaseFailed(
+            StopCause(
+                StopKind.READINESS_TIMEOUT,
+                message,
+                unit=p.unit,
+                step=p.step,
+                node=p.node,
+                timeout=probe.timeout,
+            )
         )
 
     def _exited_before_ready(
@@ -483,19 +492,14 @@ class Orchestrator:
         lines = process.tail(self.job.inside(p.log), LOG_TAIL_LINES)
         shown = "\n".join(f"    {line}" for line in lines) if lines else "    (the log is empty)"
         message = (
-            f"{_label(inst)} on {p.node} exited before it was ready ({describe_code(code)};"
+            f"{inst.label} on {p.node} exited before it was ready ({describe_code(code)};"
             f" probe {probe.describe}). Last {len(lines)} log lines of {self.job.inside(p.log)}:\n{shown}"
         )
         inst.detail = message
         return PhaseFailed(
-            message,
-            {
-                "kind": "exited_before_ready",
-                "unit": p.unit,
-                "step": p.step,
-                "node": p.node,
-                **_code_fields(code),
-            },
+            StopCause.process_exit(
+                StopKind.EXITED_BEFORE_READY, code, message, unit=p.unit, step=p.step, node=p.node
+            )
         )
 
     def _mark_ready(self, inst: InstanceRun) -> None:
@@ -518,6 +522,25 @@ class Orchestrator:
     # ------------------------------------------------------------------ supervision
 
     def _on_exit(self, inst: InstanceRun, code: int) -> None:
+        self._record_exit(inst, code)
+        if self.stopping:
+            inst.state = "stopped"
+            return
+        was = inst.state
+        inst.state = "exited" if code == 0 else "failed"
+        if was == "starting" and inst.planned.readiness is not None:
+            return  # the readiness wait reports it
+        u = inst.unit.planned
+        if u.category == "benchmark":
+            self._benchmark_exited(inst, code)
+        elif u.terminal:
+            self._terminal_exited(inst, code)
+        elif u.critical:
+            self._critical_exited(inst, code)
+        else:
+            self._after_noncritical_exit(inst, code)
+
+    def _record_exit(self, inst: InstanceRun, code: int) -> None:
         if inst.handle is not None:
             inst.handle.returncode = code
         inst.exit_code = code
@@ -527,66 +550,63 @@ class Orchestrator:
             inst.liveness.cancel()
             inst.liveness = None
         p = inst.planned
-        unit = inst.unit
         self._emit(
             "exited",
             step=p.step,
             unit=p.unit,
             node=p.node,
-            **_code_fields(code),
+            code=code,
+            signal=death_signal(code),
             attempt=inst.attempt,
         )
         self._mark_state_dirty()
-        if self.stopping:
-            inst.state = "stopped"
-            return
-        was = inst.state
-        inst.state = "exited" if code == 0 else "failed"
-        if was == "starting" and inst.planned.readiness is not None:
-            return  # the readiness wait reports it
-        u = unit.planned
-        if u.category == "benchmark":
-            reason = (
-                "benchmark finished" if code == 0 else f"benchmark failed ({describe_code(code)})"
-            )
+
+    def _benchmark_exited(self, inst: InstanceRun, code: int) -> None:
+        """The benchmark's exit ends the job with its code."""
+        reason = "benchmark finished" if code == 0 else f"benchmark failed ({describe_code(code)})"
+        cause = StopCause.process_exit(
+            StopKind.BENCHMARK_EXIT, code, reason, unit=inst.unit.name, node=inst.planned.node
+        )
+        self.request_stop(cause, code)
+
+    def _terminal_exited(self, inst: InstanceRun, code: int) -> None:
+        """A terminal critical service that failed ends the job; otherwise the job ends
+        when every terminal instance has exited."""
+        if inst.unit.planned.critical and code != 0:
+            p = inst.planned
+            message = f"terminal critical {inst.label} failed on {p.node} ({describe_code(code)})"
             self.request_stop(
-                {"kind": "benchmark_exit", "unit": u.name, "node": p.node, **_code_fields(code)},
-                code,
-                reason,
-            )
-            return
-        if u.terminal:
-            if u.critical and code != 0:
-                self.request_stop(
-                    {
-                        "kind": "critical_service_exit",
-                        "unit": u.name,
-                        "step": p.step,
-                        "node": p.node,
-                        **_code_fields(code),
-                    },
+                StopCause.process_exit(
+                    StopKind.CRITICAL_SERVICE_EXIT,
                     code,
-                    f"terminal critical {_label(inst)} failed on {p.node} ({describe_code(code)})",
-                )
-                return
-            self._check_terminal_done()
-            return
-        if u.critical:
-            why = f" ({inst.killed_for})" if inst.killed_for else ""
-            self.request_stop(
-                {
-                    "kind": "critical_service_exit",
-                    "unit": u.name,
-                    "step": p.step,
-                    "node": p.node,
-                    **_code_fields(code),
-                    **({"reason": inst.killed_for} if inst.killed_for else {}),
-                },
-                1,
-                f"critical {_label(inst)} exited on {p.node} after it was ready ({describe_code(code)}){why}",
+                    message,
+                    unit=inst.unit.name,
+                    step=p.step,
+                    node=p.node,
+                ),
+                code,
             )
             return
-        self._after_noncritical_exit(inst, code)
+        self._check_terminal_done()
+
+    def _critical_exited(self, inst: InstanceRun, code: int) -> None:
+        """A critical unit exited after it was ready: the job fails."""
+        p = inst.planned
+        why = f" ({inst.killed_for})" if inst.killed_for else ""
+        message = (
+            f"critical {inst.label} exited on {p.node} after it was ready"
+            f" ({describe_code(code)}){why}"
+        )
+        cause = StopCause.process_exit(
+            StopKind.CRITICAL_SERVICE_EXIT,
+            code,
+            message,
+            unit=inst.unit.name,
+            step=p.step,
+            node=p.node,
+            reason=inst.killed_for,
+        )
+        self.request_stop(cause, 1)
 
     def _after_noncritical_exit(self, inst: InstanceRun, code: int) -> None:
         unit = inst.unit
@@ -595,13 +615,11 @@ class Orchestrator:
             return
         ran_for = time.monotonic() - (inst.handle.started_mono if inst.handle else time.monotonic())
         decision = unit.tracker.on_exit(code, ran_for)
-        if not decision.restart:
-            if "giving up" in decision.reason:
-                inst.state = "unhealthy"
-                unit.unhealthy = True
-                self._emit(
-                    "unhealthy", step=p.step, unit=p.unit, node=p.node, detail=decision.reason
-                )
+        if decision.action is Action.GIVE_UP:
+            inst.state = "unhealthy"
+            self._emit("unhealthy", step=p.step, unit=p.unit, node=p.node, detail=decision.reason)
+            return
+        if decision.action is not Action.RESTART:
             return
         inst.state = "backoff"
         self._emit(
@@ -674,7 +692,7 @@ class Orchestrator:
             if worst == 0
             else f"terminal services failed (worst {describe_code(worst)})"
         )
-        self.request_stop({"kind": "terminal_exit", "code": worst}, worst, detail)
+        self.request_stop(StopCause(StopKind.TERMINAL_EXIT, detail, code=worst), worst)
 
     async def _benchmark_timeout(self, unit: UnitRun, timeout: float) -> None:
         await asyncio.sleep(timeout)
@@ -683,17 +701,22 @@ class Orchestrator:
             inst.killed_for = f"benchmark timeout after {timeout:g}s"
             self._emit("timeout", step=inst.step, timeout=timeout)
             self.request_stop(
-                {"kind": "benchmark_timeout", "timeout": timeout}, 124, inst.killed_for
+                StopCause(StopKind.BENCHMARK_TIMEOUT, inst.killed_for, timeout=timeout), 124
             )
 
     # ------------------------------------------------------------------ stopping
 
-    def request_stop(self, cause: dict[str, Any], code: int, message: str) -> None:
-        """The one entry to ending the job; the first cause wins."""
+    def request_stop(self, cause: StopCause, code: int) -> None:
+        """The one entry to ending the job; the first cause wins and ``code`` with it."""
         if self.stop_cause is None:
-            self.stop_cause = {**cause, "message": message}
+            self.stop_cause = cause
             self.exit_code = code
-            self._emit("stop_requested", cause=cause, code=code, detail=message)
+            self._emit(
+                "stop_requested",
+                cause=cause.as_json(with_message=False),
+                code=code,
+                detail=cause.message,
+            )
         self.stopping = True
         if self._stop_requested is not None:
             self._stop_requested.set()
@@ -707,7 +730,7 @@ class Orchestrator:
             self.kill_now.set()
             self._emit("signal", signal=name, detail="second signal: killing everything now")
             return
-        self.request_stop({"kind": "signal", "signal": name}, 128 + sig, f"received {name}")
+        self.request_stop(StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig)
         self._emit("signal", signal=name)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -723,13 +746,13 @@ class Orchestrator:
         with open(self.job.file("debug-tasks.txt"), "w", encoding="utf-8") as fh:
             fh.write(out.getvalue())
 
-    def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+    def _spawn_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: str, /, **fields: Any) -> None:
         if self.events is not None:
             self.events.emit(event, **fields)
 
@@ -745,68 +768,58 @@ class Orchestrator:
         self._state_dirty = False
         self._write_state(status="stopping" if self.stopping else "running")
 
-    def _write_state(self, status: str) -> None:
-        import orjson
-
-        instances = {}
-        for inst in self.instances:
-            h = inst.handle
-            if h is not None and h.start_ticks is None and h.returncode is None:
-                h.start_ticks = process.start_ticks(h.pid)
-            instances[inst.step] = {
-                "unit": inst.planned.unit,
-                "node": inst.planned.node,
-                "state": inst.state,
-                "pid": h.pid if h else None,
-                "pgid": h.pgid if h else None,
-                "start_ticks": h.start_ticks if h else None,
-                "started": h.started_wall if h else None,
-                "ready_at_mono": inst.ready_at,
-                "attempt": inst.attempt,
-                "restarts": inst.restarts,
-                "exit_code": inst.exit_code,
-                "log": inst.planned.log,
-                "readiness": inst.planned.readiness.describe if inst.planned.readiness else None,
-                "extra": h.extra if h else {},
-            }
-        state = {
-            "version": 1,
-            "job_name": self.plan.job_name,
-            "job_id": self.plan.job_id,
-            "cookie": self.options.cookie,
-            "launcher": self.launcher_cls.name,
-            "status": status,
-            "phase": self.phase,
-            "orchestrator": {**orchestrator_identity(), "started": self.started_wall},
-            "instances": instances,
-            "cause": self.stop_cause,
-            "unkillable": self.unkillable,
-        }
-        atomic_write(self.job.file("state.json"), orjson.dumps(state, option=orjson.OPT_INDENT_2))
+    def _write_state(self, status: JobStatus) -> None:
+        state = JobState(
+            version=VERSION,
+            job_name=self.plan.job_name,
+            job_id=self.plan.job_id,
+            cookie=self.options.cookie,
+            launcher=self.launcher_cls.name,
+            status=status,
+            phase=self.phase,
+            orchestrator=self._identity,
+            instances={inst.step: _instance_state(inst) for inst in self.instances},
+            cause=self.stop_cause,
+            unkillable=self.unkillable,
+        )
+        write_state(self.job, state)
 
     def _write_result(self, code: int) -> None:
-        import orjson
-
-        result = {
-            "job_name": self.plan.job_name,
-            "job_id": self.plan.job_id,
-            "exit_code": code,
-            "status": "succeeded" if code == 0 else "failed",
-            "cause": self.stop_cause,
-            "started": self.started_wall,
-            "ended": time.time(),
-            "unkillable": self.unkillable,
-        }
-        atomic_write(self.job.file("result.json"), orjson.dumps(result, option=orjson.OPT_INDENT_2))
+        result = JobResult(
+            job_name=self.plan.job_name,
+            job_id=self.plan.job_id,
+            exit_code=code,
+            status="succeeded" if code == 0 else "failed",
+            cause=self.stop_cause,
+            started=self.started_wall,
+            ended=time.time(),
+            unkillable=self.unkillable,
+        )
+        write_result(self.job, result)
 
 
-def _label(inst: InstanceRun) -> str:
-    u = inst.unit.planned
-    if u.category == "service":
-        return f"services[{u.name}] ({inst.step})"
-    if u.category == "workers":
-        return f"worker {inst.step}"
-    return u.category
+def _instance_state(inst: InstanceRun) -> InstanceState:
+    p = inst.planned
+    h = inst.handle
+    if h is not None and h.start_ticks is None and h.returncode is None:
+        # read once, in the first write after the launch (see ``process.spawn``)
+        h.start_ticks = process.start_ticks(h.pid)
+    return InstanceState(
+        unit=p.unit,
+        node=p.node,
+        state=inst.state,
+        pid=h.pid if h else None,
+        pgid=h.pgid if h else None,
+        start_ticks=h.start_ticks if h else None,
+        started=h.started_wall if h else None,
+        ready_at_mono=inst.ready_at,
+        attempt=inst.attempt,
+        restarts=inst.restarts,
+        exit_code=inst.exit_code,
+        log=p.log,
+        readiness=p.readiness.describe if p.readiness else None,
+        extra=h.extra if h else {},
+    )
 
 
 def _needs_work_dir(p: PlannedInstance) -> bool:
@@ -822,7 +835,21 @@ def _needs_work_dir(p: PlannedInstance) -> bool:
     )
 
 
-def _code_fields(code: int) -> dict[str, Any]:
-    if code > 128 and code - 128 < 65:
-        return {"code": code, "signal": code - 128}
-    return {"code": code}
+def _write_files(p: PlannedInstance) -> None:
+    """Write the files a kind asked for into the instance's work directory (never outside)."""
+    work = p.work_dir
+    os.makedirs(work, exist_ok=True)
+    if not p.files:
+        return
+    root = os.path.realpath(work) + os.sep
+    for name, content in p.files.items():
+        target = os.path.realpath(os.path.join(work, name))
+        if not target.startswith(root):
+            raise PhaseFailed(
+                StopCause(
+                    StopKind.BAD_PLAN, f"{p.step}: file {name!r} would be outside its work dir"
+                )
+            )
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(content)

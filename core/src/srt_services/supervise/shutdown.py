@@ -9,6 +9,11 @@ cookie among our re-parented children and stopped with their tier. A second Ctrl
 ``srt stop --now``) skips the graces. At the end a sweep of every process carrying the job
 cookie guarantees nothing is left, and anything that survives SIGKILL (uninterruptible
 sleep) is reported, not waited for forever.
+
+The coordinator is handed what it acts on (:class:`Shutdown`): the instances, the
+launcher, the cookie, the "kill now" event and the event writer. It never sees the
+orchestrator, so the orchestrator can call it without either importing the other's
+internals.
 """
 
 from __future__ import annotations
@@ -18,24 +23,22 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from srt_services.launch import process
+from srt_services.supervise.runs import Emit, InstanceRun
 
 if TYPE_CHECKING:
-    from srt_services.supervise.orchestrator import InstanceRun, Orchestrator
+    from srt_services.extend.launcher import Launcher
 
 #: How long SIGKILLed processes may take to disappear before they are reported.
 KILL_WAIT = 5.0
 #: Polling step for processes we cannot wait on (not our children).
 STRAY_POLL = 0.02
-
-
-def _tier_of_step(orch: Orchestrator, step: str | None) -> int | None:
-    if step is None:
-        return None
-    inst = orch.by_step.get(step)
-    return inst.unit.planned.tier if inst else None
+#: Rescans for escaped processes per tier (more may appear as process groups die).
+STRAY_ROUNDS = 5
 
 
 def _term_strays(pids: list[int]) -> None:
@@ -48,15 +51,14 @@ def _term_strays(pids: list[int]) -> None:
 
 
 async def _wait_until(
-    orch: Orchestrator, futures: set[asyncio.Future[int]], deadline: float
+    futures: set[asyncio.Future[int]], deadline: float, kill_now: asyncio.Event
 ) -> bool:
     """Wait for ``futures`` until ``deadline`` (loop time); True if an immediate kill was asked."""
-    assert orch.kill_now is not None
     loop = asyncio.get_running_loop()
     pending = {f for f in futures if not f.done()}
     if not pending:
-        return orch.kill_now.is_set()
-    killer = asyncio.ensure_future(orch.kill_now.wait())
+        return kill_now.is_set()
+    killer = asyncio.ensure_future(kill_now.wait())
     try:
         await asyncio.wait(
             pending | {killer},
@@ -73,136 +75,173 @@ async def _wait_until(
     finally:
         if not killer.done():
             killer.cancel()
-    return orch.kill_now.is_set()
+    return kill_now.is_set()
 
 
-async def _stop_tier(orch: Orchestrator, tier: int) -> None:
-    """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
-    batch per deadline (so 200 instances cost one wait, not 200 timers)."""
-    assert orch.launcher is not None
-    assert orch.kill_now is not None
-    loop = asyncio.get_running_loop()
-    members = [i for i in orch.instances if i.unit.planned.tier == tier and i.running]
-    handles = [i.handle for i in members if i.handle is not None]
-    if handles:
-        await orch.launcher.terminate(handles)
-    member_pids = {h.pid for h in handles}
-    cookie = orch.options.cookie
-    strays = [
-        pid
-        for pid, step in orch.launcher.stray_processes(cookie).items()
-        if pid not in member_pids and _tier_of_step(orch, step) == tier
-    ]
-    _term_strays(strays)
-    if not members and not strays:
-        return
-    orch._emit("stopping_tier", tier=tier, steps=[i.step for i in members], strays=strays or None)
-    for inst in members:
-        inst.state = "stopping"
-    override = orch.options.grace_override
-    started = loop.time()
-    by_grace: dict[float, list[InstanceRun]] = {}
-    for inst in members:
-        wanted = override if override is not None else inst.unit.planned.stop_grace
-        by_grace.setdefault(orch.launcher.stop_budget(wanted), []).append(inst)
-    longest = max(by_grace, default=0.0)
-    for grace in sorted(by_grace):
-        group = by_grace[grace]
-        futures = {i.exit_fut for i in group if i.exit_fut is not None}
-        immediate = await _wait_until(orch, futures, started + grace)
-        late = [i for i in group if i.running]
-        if late:
+def _exits(members: Sequence[InstanceRun]) -> set[asyncio.Future[int]]:
+    return {i.exit_fut for i in members if i.exit_fut is not None}
+
+
+@dataclass
+class Shutdown:
+    """Stops every instance of a job, tier by tier; :meth:`run` is the whole teardown."""
+
+    instances: Sequence[InstanceRun]
+    launcher: Launcher
+    cookie: str
+    #: set by a second signal (or ``srt stop --now``): skip what is left of the graces
+    kill_now: asyncio.Event
+    emit: Emit
+    #: ``srt run --grace``: one grace for every instance instead of the plan's
+    grace_override: float | None = None
+    #: what survived SIGKILL, one sentence per process (filled by :meth:`run`)
+    unkillable: list[str] = field(default_factory=list)
+    _tier_of: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._tier_of = {i.step: i.unit.planned.tier for i in self.instances}
+
+    async def run(self) -> list[str]:
+        """Stop every tier, then sweep; return what could not be killed."""
+        for tier in sorted(set(self._tier_of.values())):
+            await self._stop_tier(tier)
+        await self._final_sweep()
+        return self.unkillable
+
+    # ------------------------------------------------------------------ one tier
+
+    def _strays_of(self, tier: int, skip: set[int] | None = None) -> list[int]:
+        """Escaped processes attributed (by their cookie's step) to ``tier``."""
+        return [
+            pid
+            for pid, step in self.launcher.stray_processes(self.cookie).items()
+            if (skip is None or pid not in skip)
+            and step is not None
+            and self._tier_of.get(step) == tier
+        ]
+
+    async def _stop_tier(self, tier: int) -> None:
+        """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
+        batch per deadline (so 200 instances cost one wait, not 200 timers)."""
+        loop = asyncio.get_running_loop()
+        members = [i for i in self.instances if i.unit.planned.tier == tier and i.running]
+        handles = [i.handle for i in members if i.handle is not None]
+        if handles:
+            await self.launcher.terminate(handles)
+        strays = self._strays_of(tier, skip={h.pid for h in handles})
+        _term_strays(strays)
+        if not members and not strays:
+            return
+        self.emit(
+            "stopping_tier", tier=tier, steps=[i.step for i in members], strays=strays or None
+        )
+        for inst in members:
+            inst.state = "stopping"
+        started = loop.time()
+        longest = await self._escalate_per_grace(members, started)
+        # Wait for the SIGKILLed, and for escaped processes (more may appear as groups die).
+        await _wait_until(_exits(members), loop.time() + KILL_WAIT, self.kill_now)
+        await self._chase_strays(tier, strays, started + longest)
+
+    def _by_grace(self, members: list[InstanceRun]) -> dict[float, list[InstanceRun]]:
+        out: dict[float, list[InstanceRun]] = {}
+        for inst in members:
+            wanted = self.grace_override
+            if wanted is None:
+                wanted = inst.unit.planned.stop_grace
+            out.setdefault(self.launcher.stop_budget(wanted), []).append(inst)
+        return out
+
+    async def _escalate_per_grace(self, members: list[InstanceRun], started: float) -> float:
+        """SIGKILL each member still running at its grace's end; return the longest grace."""
+        by_grace = self._by_grace(members)
+        for grace in sorted(by_grace):
+            group = by_grace[grace]
+            immediate = await _wait_until(_exits(group), started + grace, self.kill_now)
+            late = [i for i in group if i.running]
+            if not late:
+                continue
             reason = (
                 "immediate stop requested"
                 if immediate
                 else f"did not exit {grace:g}s after SIGTERM"
             )
             for inst in late:
-                orch._emit(
+                self.emit(
                     "escalated",
                     step=inst.step,
                     unit=inst.planned.unit,
                     node=inst.planned.node,
                     detail=f"{reason}; sending SIGKILL",
                 )
-            await orch.launcher.kill([i.handle for i in late if i.handle is not None])
-    # Wait for the SIGKILLed, and for escaped processes (more may appear as groups die).
-    await _wait_until(
-        orch, {i.exit_fut for i in members if i.exit_fut is not None}, loop.time() + KILL_WAIT
-    )
-    for _ in range(5):
-        more = [
-            pid
-            for pid, step in orch.launcher.stray_processes(cookie).items()
-            if _tier_of_step(orch, step) == tier
-        ]
-        if not more:
-            return
-        _term_strays([p for p in more if p not in strays])
-        strays = list(dict.fromkeys([*strays, *more]))
-        deadline = max(started + longest, loop.time())
-        while loop.time() < deadline and not orch.kill_now.is_set():
-            if not any(process.alive(p) for p in more):
-                break
-            await asyncio.sleep(STRAY_POLL)
-        left = [p for p in more if process.alive(p)]
+            await self.launcher.kill([i.handle for i in late if i.handle is not None])
+        return max(by_grace, default=0.0)
+
+    async def _chase_strays(self, tier: int, strays: list[int], not_before: float) -> None:
+        """Rescan for the tier's escaped processes until none is left: each new one gets
+        SIGTERM, and whatever is still alive after the tier's longest grace gets SIGKILL."""
+        loop = asyncio.get_running_loop()
+        for _ in range(STRAY_ROUNDS):
+            more = self._strays_of(tier)
+            if not more:
+                return
+            _term_strays([p for p in more if p not in strays])
+            strays = list(dict.fromkeys([*strays, *more]))
+            deadline = max(not_before, loop.time())
+            while loop.time() < deadline and not self.kill_now.is_set():
+                if not any(process.alive(p) for p in more):
+                    break
+                await asyncio.sleep(STRAY_POLL)
+            left = [p for p in more if process.alive(p)]
+            if left:
+                self.emit(
+                    "escalated",
+                    pids=left,
+                    detail="escaped processes did not exit after SIGTERM; sending SIGKILL",
+                )
+                for pid in left:
+                    process.signal_pid(pid, signal.SIGKILL)
+
+    # ------------------------------------------------------------------ the last sweep
+
+    async def _final_sweep(self) -> None:
+        """Whatever of the job is still around (unattributed strays, late forks) dies now."""
+        running = {i.handle.pid for i in self.instances if i.running and i.handle is not None}
+        # As a child subreaper every process the job started is our descendant: our children
+        # are the complete list (srt stop's recovery path scans /proc by cookie instead).
+        left = [pid for pid in self.launcher.stray_processes(self.cookie) if pid not in running]
         if left:
-            orch._emit(
-                "escalated",
-                pids=left,
-                detail="escaped processes did not exit after SIGTERM; sending SIGKILL",
+            self.emit(
+                "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"
             )
             for pid in left:
                 process.signal_pid(pid, signal.SIGKILL)
+        if not await self._gone_within(left, KILL_WAIT):
+            self._report_stuck(left)
 
+    async def _gone_within(self, pids: list[int], timeout: float) -> bool:
+        """Whether every instance and every one of ``pids`` is gone within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            busy = [i for i in self.instances if i.running]
+            remaining = [p for p in pids if process.alive(p)]
+            if not busy and not remaining:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(STRAY_POLL)
 
-async def teardown(orch: Orchestrator) -> None:
-    orch.stopping = True
-    for inst in orch.instances:
-        if inst.liveness is not None:
-            inst.liveness.cancel()
-    tiers = sorted({u.planned.tier for u in orch.units.values()})
-    for tier in tiers:
-        await _stop_tier(orch, tier)
-    await _final_sweep(orch)
-    orch._write_state(status="stopping")
-
-
-async def _final_sweep(orch: Orchestrator) -> None:
-    """Whatever of the job is still around (unattributed strays, late forks) dies now."""
-    assert orch.launcher is not None
-    cookie = orch.options.cookie
-    running = {i.handle.pid for i in orch.instances if i.running and i.handle is not None}
-    # As a child subreaper every process the job started is our descendant: our children
-    # are the complete list (srt stop's recovery path scans /proc by cookie instead).
-    left = [pid for pid in orch.launcher.stray_processes(cookie) if pid not in running]
-    if left:
-        orch._emit(
-            "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"
-        )
-        for pid in left:
-            process.signal_pid(pid, signal.SIGKILL)
-    deadline = time.monotonic() + KILL_WAIT
-    while True:
-        busy = [i for i in orch.instances if i.running]
-        remaining = [p for p in left if process.alive(p)]
-        if not busy and not remaining:
-            return
-        if time.monotonic() >= deadline:
-            break
-        await asyncio.sleep(STRAY_POLL)
-    stuck: list[tuple[int, str | None]] = []
-    for i in orch.instances:
-        if i.running and i.handle is not None:
-            stuck.append((i.handle.pid, i.step))
-    stuck += [(p, None) for p in left if process.alive(p)]
-    for pid, step in stuck:
-        state = process.proc_state(pid) or "?"
-        what = (
-            "unkillable (D state: uninterruptible sleep)"
-            if state == "D"
-            else f"still alive (state {state})"
-        )
-        entry = f"pid {pid}" + (f" ({step})" if step else "") + f": {what}"
-        orch.unkillable.append(entry)
-        orch._emit("unkillable", pid=pid, step=step, state=state)
+    def _report_stuck(self, swept: list[int]) -> None:
+        stuck: list[tuple[int, str | None]] = [
+            (i.handle.pid, i.step) for i in self.instances if i.running and i.handle is not None
+        ]
+        stuck += [(p, None) for p in swept if process.alive(p)]
+        for pid, step in stuck:
+            state = process.proc_state(pid) or "?"
+            what = (
+                "unkillable (D state: uninterruptible sleep)"
+                if state == "D"
+                else f"still alive (state {state})"
+            )
+            self.unkillable.append(f"pid {pid}" + (f" ({step})" if step else "") + f": {what}")
+            self.emit("unkillable", pid=pid, step=step, state=state)

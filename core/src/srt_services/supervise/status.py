@@ -6,68 +6,79 @@ import os
 import time
 from typing import Any
 
-from srt_services.launch import process
-from srt_services.supervise.recovery import JobView
+from srt_services import procfs
+from srt_services.jobdir.state import InstanceState
+from srt_services.jobdir.view import JobView
+
+#: Instance states that mean "should be running": shown as such only while it is.
+LIVE_STATES = {"starting", "ready", "stopping"}
 
 
 def status_rows(path: str) -> dict[str, Any]:
+    """The status of the job in ``path`` as plain data (``srt status --json`` prints it)."""
     view = JobView.read(path)
-    state = view.state or {}
-    result = view.result or {}
+    state = view.state
+    result = view.result
     alive_orch = view.orchestrator_alive()
     now = time.time()
-    rows = []
-    for step, inst in (state.get("instances") or {}).items():
-        pid = inst.get("pid")
-        running = False
-        if isinstance(pid, int) and inst.get("start_ticks") is not None:
-            running = process.alive(pid) and process.start_ticks(pid) == inst.get("start_ticks")
-        started = inst.get("started")
-        uptime = now - started if running and isinstance(started, (int, float)) else None
-        state_name = inst.get("state", "?")
-        if not running and state_name in {"starting", "ready", "stopping"} and not alive_orch:
-            state_name = f"{state_name} (orchestrator gone)" if pid else state_name
-        rows.append(
-            {
-                "step": step,
-                "unit": inst.get("unit"),
-                "node": inst.get("node"),
-                "state": state_name,
-                "pid": pid,
-                "running": running,
-                "uptime": uptime,
-                "attempt": inst.get("attempt"),
-                "restarts": inst.get("restarts"),
-                "exit_code": inst.get("exit_code"),
-                "readiness": inst.get("readiness"),
-                "log": os.path.join(view.job.path, inst.get("log", "")),
-            }
-        )
+    instances = state.instances if state is not None else {}
+    rows = [_row(view, step, inst, alive_orch, now) for step, inst in instances.items()]
     slurm: dict[str, Any] | None = None
     if view.slurm_job_id is not None:
-        from srt_services.launch.slurm import control
-
-        live = control.steps(view.slurm_job_id)
-        slurm = {
-            "job_id": view.slurm_job_id,
-            "state": control.job_state(view.slurm_job_id),
-            "steps": live,
-        }
-        for row in rows:
-            row["slurm_step"] = live.get(row["step"])
-            row["running"] = row["slurm_step"] is not None
+        slurm = _slurm_status(view.slurm_job_id, rows)
         alive_orch = slurm["state"] == "RUNNING"
+    cause = result.cause if result is not None and result.cause is not None else None
+    if cause is None and state is not None:
+        cause = state.cause
     return {
         "slurm": slurm,
-        "job": state.get("job_name") or (view.plan or {}).get("job_name"),
+        "job": (state.job_name if state else None) or (view.plan.job_name if view.plan else None),
         "job_dir": view.job.path,
-        "status": result.get("status") or state.get("status") or "planned",
-        "exit_code": result.get("exit_code"),
+        "status": (result.status if result else None)
+        or (state.status if state else None)
+        or "planned",
+        "exit_code": result.exit_code if result else None,
         "orchestrator_alive": alive_orch,
-        "orchestrator_pid": (state.get("orchestrator") or {}).get("pid"),
-        "cause": (result.get("cause") or state.get("cause") or {}).get("message"),
+        "orchestrator_pid": view.orchestrator_pid,
+        "cause": cause.message if cause is not None else None,
         "instances": rows,
     }
+
+
+def _row(
+    view: JobView, step: str, inst: InstanceState, alive_orch: bool, now: float
+) -> dict[str, Any]:
+    pid = inst.pid
+    running = pid is not None and procfs.same_process(pid, inst.start_ticks)
+    uptime = now - inst.started if running and inst.started is not None else None
+    state_name: str = inst.state
+    if not running and state_name in LIVE_STATES and not alive_orch and pid:
+        state_name = f"{state_name} (orchestrator gone)"
+    return {
+        "step": step,
+        "unit": inst.unit,
+        "node": inst.node,
+        "state": state_name,
+        "pid": pid,
+        "running": running,
+        "uptime": uptime,
+        "attempt": inst.attempt,
+        "restarts": inst.restarts,
+        "exit_code": inst.exit_code,
+        "readiness": inst.readiness,
+        "log": os.path.join(view.job.path, inst.log),
+    }
+
+
+def _slurm_status(job_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Slurm job's state and live steps; a row runs while its step is listed."""
+    from srt_services.launch.slurm import control
+
+    live = control.steps(job_id)
+    for row in rows:
+        row["slurm_step"] = live.get(row["step"])
+        row["running"] = row["slurm_step"] is not None
+    return {"job_id": job_id, "state": control.job_state(job_id), "steps": live}
 
 
 def _age(seconds: float | None) -> str:

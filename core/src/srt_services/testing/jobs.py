@@ -72,7 +72,7 @@ class JobRun:
         self.proc.send_signal(sig)
 
     def events(self) -> list[dict[str, Any]]:
-        from srt_services.supervise.jobdir import read_events
+        from srt_services.jobdir.events import read_events
 
         return read_events(os.path.join(self.job_dir, "events.jsonl"))[self.event_offset :]
 
@@ -108,7 +108,7 @@ def start_srt(
     args: list[str], job_dir: str, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> JobRun:
     """Start ``srt <args> --job-dir job_dir --plain`` without waiting."""
-    from srt_services.supervise.jobdir import read_events
+    from srt_services.jobdir.events import read_events
 
     offset = len(read_events(os.path.join(job_dir, "events.jsonl")))
     full_env = dict(os.environ)

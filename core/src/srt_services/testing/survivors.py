@@ -8,32 +8,34 @@ Zombies are not survivors (they hold no resources and their parent reaps them).
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import time
 
+from srt_services import procfs
+from srt_services.jobdir.layout import JobDir, JobDirError
+from srt_services.jobdir.state import JobState, read_state
 from srt_services.launch import process
 
 
-def cookie_of_job(job_dir: str) -> str | None:
+def _state(job_dir: str) -> JobState | None:
     try:
-        with open(os.path.join(job_dir, "state.json"), "rb") as fh:
-            cookie = json.loads(fh.read()).get("cookie")
-    except (OSError, ValueError):
+        return read_state(JobDir(job_dir))
+    except JobDirError:
         return None
-    return cookie if isinstance(cookie, str) else None
+
+
+def cookie_of_job(job_dir: str) -> str | None:
+    state = _state(job_dir)
+    return state.cookie if state is not None else None
 
 
 def _kill_orchestrator(job_dir: str) -> None:
-    try:
-        with open(os.path.join(job_dir, "state.json"), "rb") as fh:
-            orch = json.loads(fh.read()).get("orchestrator") or {}
-    except (OSError, ValueError):
+    state = _state(job_dir)
+    if state is None:
         return
-    pid, ticks = orch.get("pid"), orch.get("start_ticks")
-    if isinstance(pid, int) and process.alive(pid) and process.start_ticks(pid) == ticks:
-        process.signal_pid(pid, signal.SIGKILL)
+    orch = state.orchestrator
+    if procfs.same_process(orch.pid, orch.start_ticks):
+        process.signal_pid(orch.pid, signal.SIGKILL)
 
 
 def survivors(job_dir: str) -> list[str]:

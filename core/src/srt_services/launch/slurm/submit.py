@@ -3,7 +3,6 @@ write the sbatch script, and (apply) submit it."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -11,10 +10,11 @@ from typing import Any
 
 import yaml
 
+from srt_services.jobdir.layout import SCRIPT, JobDir, default_job_dir
+from srt_services.jobdir.result import SubmittedJob, write_submitted
 from srt_services.launch.slurm.allocation import SlurmError, run
 from srt_services.launch.slurm.sbatch import ScriptInputs, render_script, write_script
 from srt_services.recipe.pinning import Pin, pin_sources
-from srt_services.supervise.jobdir import JobDir, default_job_dir
 
 
 @dataclass(slots=True)
@@ -53,7 +53,7 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
         readiness_timeout=current().readiness_timeout,
     )
     job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
-    if os.path.exists(job.file("state.json")) or os.path.exists(job.file("job.json")):
+    if os.path.exists(job.state_file) or os.path.exists(job.submission_file):
         raise SlurmError(f"{job.path} already holds a job; choose another -o directory")
     job.create()
     data = loaded.document.data
@@ -75,7 +75,7 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
             recipe_dir=os.path.dirname(os.path.abspath(recipe_path)),
         )
     )
-    script_path = job.file("sbatch.sh")
+    script_path = job.file(SCRIPT)
     write_script(script_path, script)
     return Submission(
         job_dir=job.path, script=script_path, recipe=staged, nodes=len(plan.nodes), pins=pins
@@ -88,10 +88,5 @@ def submit(sub: Submission) -> str:
     if not job_id.isdigit():
         raise SlurmError(f"sbatch answered {out!r}, not a job id")
     sub.job_id = job_id
-    with open(os.path.join(sub.job_dir, "job.json"), "w", encoding="utf-8") as fh:
-        json.dump(
-            {"job_id": job_id, "submitted": time.time(), "script": sub.script, "launcher": "slurm"},
-            fh,
-            indent=2,
-        )
+    write_submitted(JobDir(sub.job_dir), SubmittedJob(job_id, time.time(), sub.script))
     return job_id

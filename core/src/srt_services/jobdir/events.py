@@ -1,0 +1,79 @@
+"""``events.jsonl``: one JSON object per line, each with wall and monotonic timestamps.
+
+Events are open-ended (a new event or field needs no change here): the file is a log for
+people, ``srt run``'s display and tests, never a source of decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class EventLog:
+    """``events.jsonl`` writer: one line per event.
+
+    Lines are buffered and written once per event-loop turn (a burst of 200 launches is one
+    write), and immediately when no loop runs; ``close`` writes what is left. Observers (the
+    progress display) see each event at once and flush with the file.
+    """
+
+    def __init__(self, path: str, on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the job
+        self._pending: list[bytes] = []
+        self._scheduled = False
+        self.on_event = on_event
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        record = {"t": round(time.time(), 6), "mono": round(time.monotonic(), 6), "event": event}
+        record.update({k: v for k, v in fields.items() if v is not None})
+        self._pending.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        if self.on_event is not None:
+            try:
+                self.on_event(record)
+            except Exception:
+                self.on_event = None
+        if not self._scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+            else:
+                self._scheduled = True
+                loop.call_soon(self.flush)
+        return record
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._fh.write(data)
+        flush = getattr(self.on_event, "flush", None)
+        if flush is not None:
+            try:
+                flush()
+            except Exception:
+                self.on_event = None
+
+    def close(self) -> None:
+        self.flush()
+        self._fh.close()
+
+
+def read_events(path: str) -> list[dict[str, Any]]:
+    """Every complete event of ``path`` (none when it does not exist)."""
+    out = []
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a line cut by a crash
+    except FileNotFoundError:
+        pass
+    return out

@@ -1,0 +1,82 @@
+"""Paths inside a job directory, and how its files are written.
+
+Writes are atomic (temporary file + rename) so that ``srt status`` never reads half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass
+
+from srt_services.errors import SrtError
+
+PLAN = "plan.json"
+STATE = "state.json"
+RESULT = "result.json"
+EVENTS = "events.jsonl"
+#: The Slurm submission record that ``srt apply`` leaves (see :mod:`.result`).
+SUBMISSION = "job.json"
+SCRIPT = "sbatch.sh"
+
+
+class JobDirError(SrtError):
+    """A job directory (or one of its files) cannot be used; the message says which."""
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def default_job_dir(name: str, root: str | None = None) -> str:
+    base = root or os.environ.get("SRT_JOB_ROOT") or os.path.join(os.getcwd(), "srt-jobs")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return os.path.join(base, f"{name}-{stamp}-{secrets.token_hex(2)}")
+
+
+@dataclass(slots=True)
+class JobDir:
+    path: str
+
+    @property
+    def logs(self) -> str:
+        return os.path.join(self.path, "logs")
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    @property
+    def plan_file(self) -> str:
+        return self.file(PLAN)
+
+    @property
+    def state_file(self) -> str:
+        return self.file(STATE)
+
+    @property
+    def result_file(self) -> str:
+        return self.file(RESULT)
+
+    @property
+    def events_file(self) -> str:
+        return self.file(EVENTS)
+
+    @property
+    def submission_file(self) -> str:
+        return self.file(SUBMISSION)
+
+    def inside(self, relative: str) -> str:
+        """Absolute path of ``relative`` that is guaranteed to stay inside the job dir."""
+        root = os.path.realpath(self.path)
+        target = os.path.realpath(os.path.join(root, relative))
+        if target != root and not target.startswith(root + os.sep):
+            raise JobDirError(f"{relative!r} would be outside the job directory")
+        return target
+
+    def create(self) -> None:
+        for sub in ("", "logs", "work", "src"):
+            os.makedirs(os.path.join(self.path, sub), exist_ok=True)

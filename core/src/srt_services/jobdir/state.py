@@ -1,0 +1,136 @@
+"""``state.json``: what runs where, rewritten while the job runs.
+
+It names the orchestrator (PID plus start time, so a reused PID is never mistaken for it)
+and the job's cookie, and per instance its PID, process group, start time and state, so
+that ``srt status`` and ``srt stop`` (and a later ``srt run`` in the same directory) can
+tell what is alive. The orchestrator rewrites it at most once per event-loop turn however
+many instances changed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+
+import orjson
+from pydantic import Field, FiniteFloat
+
+from srt_services.jobdir import reading
+from srt_services.jobdir.cause import StopCause
+from srt_services.jobdir.layout import JobDir, atomic_write
+from srt_services.procfs import start_ticks
+
+VERSION: Final = 1
+#: The highest ``pid_max`` Linux allows: a larger "PID" is a corrupt file, not a process.
+PID_MAX = 1 << 22
+
+Pid = Annotated[int, Field(gt=0, le=PID_MAX)]
+Ticks = Annotated[int, Field(ge=0, lt=1 << 63)]
+Count = Annotated[int, Field(ge=0, lt=1 << 31)]
+ExitCode = Annotated[int, Field(ge=-(1 << 31), lt=1 << 31)]
+
+JobStatus = Literal["running", "stopping", "finished", "failed", "stopped"]
+#: ``pending`` (not launched yet), ``starting`` (launched, not ready), ``ready``,
+#: ``backoff`` (waiting to restart), ``unhealthy`` (gave up restarting), ``stopping``,
+#: ``stopped`` (ended by the teardown), ``exited`` (code 0) and ``failed``.
+InstanceStatus = Literal[
+    "pending",
+    "starting",
+    "ready",
+    "backoff",
+    "unhealthy",
+    "stopping",
+    "stopped",
+    "exited",
+    "failed",
+]
+
+
+@dataclass(slots=True)
+class OrchestratorInfo:
+    pid: Pid
+    start_ticks: Ticks | None
+    host: str
+    #: wall time the job started
+    started: FiniteFloat
+
+    @classmethod
+    def this_process(cls, started: float) -> OrchestratorInfo:
+        pid = os.getpid()
+        return cls(pid, start_ticks(pid), socket.gethostname(), started)
+
+
+@dataclass(slots=True)
+class InstanceState:
+    """One instance; the field order is the file's key order."""
+
+    unit: str
+    node: str
+    state: InstanceStatus
+    pid: Pid | None
+    pgid: Pid | None
+    start_ticks: Ticks | None
+    #: wall time of the current attempt's launch
+    started: FiniteFloat | None
+    ready_at_mono: FiniteFloat | None
+    attempt: Count
+    restarts: Count
+    exit_code: ExitCode | None
+    #: relative to the job directory
+    log: str
+    #: how readiness is checked, in words (``None``: no readiness check)
+    readiness: str | None
+    #: launcher data (Slurm: job and step ids)
+    extra: dict[str, Any]
+
+
+@dataclass(slots=True)
+class JobState:
+    version: Literal[1]
+    job_name: str
+    job_id: str
+    cookie: str
+    launcher: str
+    status: JobStatus
+    phase: str | None
+    orchestrator: OrchestratorInfo
+    instances: dict[str, InstanceState]
+    cause: StopCause | None
+    unkillable: list[str]
+    #: set by ``srt stop`` when it cleaned up after a dead orchestrator
+    stopped_by: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job is over (its orchestrator wrote so, or ``srt stop`` did)."""
+        return self.status in {"finished", "failed", "stopped"}
+
+
+def encode_state(state: JobState) -> bytes:
+    doc: dict[str, Any] = {
+        "version": state.version,
+        "job_name": state.job_name,
+        "job_id": state.job_id,
+        "cookie": state.cookie,
+        "launcher": state.launcher,
+        "status": state.status,
+        "phase": state.phase,
+        "orchestrator": state.orchestrator,
+        "instances": state.instances,  # dataclasses: orjson writes them natively
+        "cause": state.cause.as_json() if state.cause is not None else None,
+        "unkillable": state.unkillable,
+    }
+    if state.stopped_by is not None:
+        doc["stopped_by"] = state.stopped_by
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+
+
+def write_state(job: JobDir, state: JobState) -> None:
+    atomic_write(job.state_file, encode_state(state))
+
+
+def read_state(job: JobDir) -> JobState | None:
+    """The job's state, ``None`` before the orchestrator wrote one; JobFileError if corrupt."""
+    return reading.read(JobState, job.state_file, "a valid job state")
