@@ -15,7 +15,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -35,8 +34,6 @@ class ChildWatcher:
         self.loop = loop
         self._callbacks: dict[int, ExitCallback] = {}
         self._popens: dict[int, subprocess.Popen[bytes]] = {}
-        self.orphans_reaped = 0
-        self.last_exit_at: dict[int, float] = {}
         loop.add_signal_handler(signal.SIGCHLD, self.reap)
 
     def close(self) -> None:
@@ -56,14 +53,6 @@ class ChildWatcher:
         if popen is not None:
             self._popens[pid] = popen
 
-    def adopt(self, pid: int, callback: ExitCallback) -> None:
-        """Watch a re-parented orphan (it is our child now, so its exit reaches us)."""
-        self.watch(pid, callback)
-
-    @property
-    def watched(self) -> int:
-        return len(self._callbacks)
-
     def watched_pids(self) -> set[int]:
         return set(self._callbacks)
 
@@ -81,12 +70,10 @@ class ChildWatcher:
                 # Popen must never waitpid() this PID itself: it may belong to another child
                 # by now. Recording the code makes Popen treat the process as reaped.
                 popen.returncode = code
+            # an orphan re-parented to us has no callback: reaping it is all it needs
             callback = self._callbacks.pop(pid, None)
-            self.last_exit_at[pid] = time.monotonic()
             if callback is not None:
                 callback(code)
-            else:
-                self.orphans_reaped += 1
 
 
 @dataclass(slots=True)

@@ -27,15 +27,3 @@ class Handle:
     returncode: int | None = None
     #: Launcher-specific data (Slurm: the step id), persisted in state.json.
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def running(self) -> bool:
-        return self.returncode is None
-
-
-@dataclass(slots=True)
-class OneShotResult:
-    code: int
-    timed_out: bool
-    log_path: str
-    output: str = ""

@@ -471,7 +471,6 @@ class Orchestrator:
             f"{inst.label} on {p.node} was not ready within {probe.timeout:g}s"
             f" ({probe.describe}){last}; see {self.job.inside(p.log)}"
         )
-        inst.detail = message
         self._emit("ready_timeout", step=p.step, unit=p.unit, node=p.node, error=last_error)
         return PhaseFailed(
             StopCause(
@@ -495,7 +494,6 @@ class Orchestrator:
             f"{inst.label} on {p.node} exited before it was ready ({describe_code(code)};"
             f" probe {probe.describe}). Last {len(lines)} log lines of {self.job.inside(p.log)}:\n{shown}"
         )
-        inst.detail = message
         return PhaseFailed(
             StopCause.process_exit(
                 StopKind.EXITED_BEFORE_READY, code, message, unit=p.unit, step=p.step, node=p.node

@@ -17,7 +17,7 @@ import heapq
 import itertools
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from srt_services.supervise.backoff import backoff_delay
 
@@ -37,7 +37,6 @@ class _Wait:
     last_error: str = ""
     sock: socket.socket | None = None
     guard: asyncio.TimerHandle | None = None
-    counter: int = field(default=0)
 
 
 class PortPoller:
@@ -47,7 +46,6 @@ class PortPoller:
         self._seq = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
-        self.attempts = 0
 
     def wait_open(
         self,
@@ -98,7 +96,6 @@ class PortPoller:
         self._push(w, self.loop.time() + delay)
 
     def _try(self, w: _Wait) -> None:
-        self.attempts += 1
         family = socket.AF_INET6 if ":" in w.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setblocking(False)

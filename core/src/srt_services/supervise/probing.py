@@ -39,7 +39,6 @@ class InotifyHub:
         from inotify_simple import INotify, flags
 
         self.loop = loop
-        self._flags = flags
         self._inotify = INotify()
         self._mask = (
             flags.CREATE
@@ -54,7 +53,6 @@ class InotifyHub:
         self._waiters: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
         self._dir_users: dict[str, int] = defaultdict(int)
         loop.add_reader(self._inotify.fileno(), self._on_readable)
-        self.events_seen = 0
         self._closed = False
 
     def close(self) -> None:
@@ -88,7 +86,6 @@ class InotifyHub:
         except OSError:
             return
         for ev in events:
-            self.events_seen += 1
             directory = self._wd_dir.get(ev.wd)
             if directory is None:
                 continue

@@ -54,7 +54,6 @@ class InstanceRun:
     exit_fut: asyncio.Future[int] | None = None
     ready_at: float | None = None
     waiting_since: float | None = None
-    detail: str = ""
     liveness: asyncio.Task[None] | None = None
     #: why srt itself stopped this attempt (a liveness failure, a timeout), for the report
     killed_for: str | None = None
