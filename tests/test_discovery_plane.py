@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -131,14 +130,10 @@ if __name__ == "__main__":
 
 import pytest  # noqa: E402 - after the script entry point on purpose (see above)
 
+# a port the kernel just handed out: parallel sessions keep 2379/4222 for themselves
+from srt_services.testing.jobs import free_port  # noqa: E402
+
 # --------------------------------------------------------------------------- test helpers
-
-
-def free_port() -> int:
-    """A port the kernel just handed out: parallel sessions keep 2379/4222 for themselves."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def plugin_set() -> Any:

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from srt_services.launch import process
-from srt_services.testing.jobs import run_recipe, start_srt
+from srt_services.testing.jobs import free_port, run_recipe, start_srt
 from srt_services.testing.survivors import assert_no_survivors
 
 pytestmark = pytest.mark.skipif(
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 HERE = Path(__file__).resolve().parent  # cross-package: srt-oarbank with srt-etcd
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def srt(*args: str) -> subprocess.CompletedProcess[str]:

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 from srt_services.jobdir.events import read_events
+from srt_services.jobdir.layout import JobDir
+from srt_services.jobdir.state import JobState, read_state
 from srt_services.launch import process
 from srt_services.testing.survivors import survivors
 
@@ -88,8 +90,16 @@ class SlurmJob:
     def log(self, step: str) -> str:
         return (self.job_dir / "logs" / f"{step}.out").read_text()
 
+    def srt_state(self) -> JobState:
+        """``state.json``, as the orchestrator in the allocation wrote it."""
+        state = read_state(JobDir(str(self.job_dir)))
+        assert state is not None, f"no state.json yet:\n{self.sbatch_log()}"
+        return state
+
     def instance_pid(self, step: str) -> int:
-        return int(json.loads((self.job_dir / "state.json").read_text())["instances"][step]["pid"])
+        pid = self.srt_state().instances[step].pid
+        assert pid is not None
+        return pid
 
     def assert_nothing_left(self, wait_until: Any) -> None:
         wait_until(
@@ -392,8 +402,7 @@ def test_S04_orchestrator_killed_leaves_nothing(
         """
     )
     job.wait_event("serving")
-    orch = json.loads((job.job_dir / "state.json").read_text())["orchestrator"]["pid"]
-    os.kill(orch, signal.SIGKILL)
+    os.kill(job.srt_state().orchestrator.pid, signal.SIGKILL)
     job.wait_done()
     job.assert_nothing_left(wait_until)
     env = cluster.env()
