@@ -802,21 +802,23 @@ def _instance_state(inst: InstanceRun) -> InstanceState:
     if h is not None and h.start_ticks is None and h.returncode is None:
         # read once, in the first write after the launch (see ``process.spawn``)
         h.start_ticks = process.start_ticks(h.pid)
+    # Positional, in InstanceState's field order: this runs for every instance on every
+    # state write, and a keyword call costs about twice as much.
     return InstanceState(
-        unit=p.unit,
-        node=p.node,
-        state=inst.state,
-        pid=h.pid if h else None,
-        pgid=h.pgid if h else None,
-        start_ticks=h.start_ticks if h else None,
-        started=h.started_wall if h else None,
-        ready_at_mono=inst.ready_at,
-        attempt=inst.attempt,
-        restarts=inst.restarts,
-        exit_code=inst.exit_code,
-        log=p.log,
-        readiness=p.readiness.describe if p.readiness else None,
-        extra=h.extra if h else {},
+        p.unit,
+        p.node,
+        inst.state,
+        h.pid if h else None,
+        h.pgid if h else None,
+        h.start_ticks if h else None,
+        h.started_wall if h else None,
+        inst.ready_at,
+        inst.attempt,
+        inst.restarts,
+        inst.exit_code,
+        p.log,
+        p.readiness.describe if p.readiness else None,
+        h.extra if h else {},
     )
 
 
