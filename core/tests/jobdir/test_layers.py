@@ -54,7 +54,9 @@ def test_launch_does_not_import_supervise() -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize("name", ["builds.py", "shutdown.py", "runs.py", "restart.py"])
+@pytest.mark.parametrize(
+    "name", ["builds.py", "shutdown.py", "readiness.py", "runs.py", "restart.py"]
+)
 def test_what_the_orchestrator_calls_does_not_import_it(name: str) -> None:
     imported = _imports(SRC / "supervise" / name)
     assert not [m for m in imported if m.startswith("srt_services.supervise.orchestrator")]

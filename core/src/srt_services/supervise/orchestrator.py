@@ -17,8 +17,9 @@ Every path that ends the job goes through :meth:`Orchestrator.request_stop` with
 :class:`~srt_services.jobdir.cause.StopCause` (the first one wins), and the one shutdown
 coordinator (:mod:`srt_services.supervise.shutdown`) stops tiers in reverse dependency
 order. The records this module keeps per unit and instance live in
-:mod:`srt_services.supervise.runs`, so the builds and the shutdown, which it calls, never
-import it.
+:mod:`srt_services.supervise.runs`; what it calls (:mod:`~srt_services.supervise.readiness`,
+:mod:`~srt_services.supervise.builds`, :mod:`~srt_services.supervise.shutdown`) is handed
+what it needs and never imports this module.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import functools
 import os
 import signal
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from srt_services.jobdir.cause import StopCause, StopKind, death_signal
@@ -47,11 +48,12 @@ from srt_services.jobdir.state import (
 )
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
-from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe
+from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance
 from srt_services.plan.waits import is_chain, phase_waits
 from srt_services.supervise.builds import Builder
 from srt_services.supervise.portpoll import PortPoller
-from srt_services.supervise.probing import InotifyHub, Target
+from srt_services.supervise.probing import InotifyHub
+from srt_services.supervise.readiness import Probing
 from srt_services.supervise.restart import Action, RestartTracker
 from srt_services.supervise.runs import (
     InstanceRun,
@@ -68,10 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Orchestrator", "RunOptions"]
 
-LOG_TAIL_LINES = 20
 STATE_FLUSH_DELAY = 0.02
-TCP_ATTEMPT_TIMEOUT = 1.0
-HTTP_ATTEMPT_TIMEOUT = 5.0
 #: Signals that stop the job (a second one while stopping: kill at once).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -110,6 +109,7 @@ class Orchestrator:
         self.launcher: Launcher | None = None
         self.hub: InotifyHub | None = None
         self.poller: PortPoller | None = None
+        self.probing: Probing | None = None
         self._base_env: dict[str, str] = {}
         self.started_wall = time.time()
         self._identity = OrchestratorInfo.this_process(self.started_wall)
@@ -165,6 +165,9 @@ class Orchestrator:
         )
         os.makedirs(self.job.logs, exist_ok=True)
         self.poller = PortPoller(loop)
+        self.probing = Probing(
+            self.plugins, self.job, self.launcher, self._emit, self.hub, self.poller
+        )
         self.events.emit(
             "job_started",
             job=self.plan.job_name,
@@ -398,107 +401,11 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ readiness
 
-    def _owner_check(self, inst: InstanceRun) -> Callable[[int], bool | None]:
-        def check(port: int) -> bool | None:
-            if self.launcher is None or inst.handle is None:
-                return None
-            return self.launcher.owns_listener(inst.handle, port)
-
-        return check
-
-    def _target(self, inst: InstanceRun, probe: PlannedProbe) -> Target:
-        h = inst.handle
-        return Target(
-            config=probe.config,
-            log_path=h.log_path if h else self.job.inside(inst.planned.log),
-            log_offset=h.log_offset if h else 0,
-            job_dir=self.job.path,
-            started_wall=h.started_wall if h else time.time(),
-            interval=probe.interval,
-            hub=self.hub,
-            owner_check=self._owner_check(inst),
-            poller=self.poller,
-        )
-
     async def _await_ready(self, inst: InstanceRun) -> None:
-        """Wait for readiness, exit or timeout of the current attempt; raise PhaseFailed."""
-        probe_spec = inst.planned.readiness
-        assert probe_spec is not None
-        assert inst.exit_fut is not None
-        p = inst.planned
-        exit_fut: asyncio.Future[Any] = inst.exit_fut
-        if exit_fut.done():
-            raise self._exited_before_ready(inst, exit_fut.result(), probe_spec)
-        probe = self.plugins.probe(probe_spec.probe)
-        target = self._target(inst, probe_spec)
-        attempt_timeout = (
-            HTTP_ATTEMPT_TIMEOUT if probe_spec.probe == "http" else TCP_ATTEMPT_TIMEOUT
-        )
-        waiter = asyncio.ensure_future(
-            probe.wait_ready(target, min(attempt_timeout, probe_spec.timeout))
-        )
-        self._emit("waiting", step=p.step, unit=p.unit, node=p.node, probe=probe_spec.describe)
-        try:
-            done, _ = await asyncio.wait(
-                {waiter, exit_fut}, timeout=probe_spec.timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-                # bounded: a probe must not be able to hold up the orchestrator
-                await asyncio.wait({waiter}, timeout=1.0)
-        if waiter in done and waiter.exception() is None and not exit_fut.done():
-            self._mark_ready(inst)
-            return
-        if exit_fut.done():
-            raise self._exited_before_ready(inst, exit_fut.result(), probe_spec)
-        if waiter in done and waiter.exception() is not None:
-            err = waiter.exception()
-            target.last_error = f"probe error: {type(err).__name__}: {err}"
-        raise await self._not_ready_in_time(inst, probe_spec, target.last_error)
-
-    async def _not_ready_in_time(
-        self, inst: InstanceRun, probe: PlannedProbe, last_error: str
-    ) -> PhaseFailed:
-        """Stop the instance now (the job is failing anyway) and say why it failed."""
-        p = inst.planned
-        inst.state = "failed"
-        inst.killed_for = "readiness timeout"
-        if inst.handle is not None and self.launcher is not None:
-            await self.launcher.kill([inst.handle])
-        last = f"; last probe error: {last_error}" if last_error else ""
-        message = (
-            f"{inst.label} on {p.node} was not ready within {probe.timeout:g}s"
-            f" ({probe.describe}){last}; see {self.job.inside(p.log)}"
-        )
-        self._emit("ready_timeout", step=p.step, unit=p.unit, node=p.node, error=last_error)
-        return PhaseFailed(
-            StopCause(
-                StopKind.READINESS_TIMEOUT,
-                message,
-                unit=p.unit,
-                step=p.step,
-                node=p.node,
-                timeout=probe.timeout,
-            )
-        )
-
-    def _exited_before_ready(
-        self, inst: InstanceRun, code: int, probe: PlannedProbe
-    ) -> PhaseFailed:
-        p = inst.planned
-        inst.state = "failed"
-        lines = process.tail(self.job.inside(p.log), LOG_TAIL_LINES)
-        shown = "\n".join(f"    {line}" for line in lines) if lines else "    (the log is empty)"
-        message = (
-            f"{inst.label} on {p.node} exited before it was ready ({describe_code(code)};"
-            f" probe {probe.describe}). Last {len(lines)} log lines of {self.job.inside(p.log)}:\n{shown}"
-        )
-        return PhaseFailed(
-            StopCause.process_exit(
-                StopKind.EXITED_BEFORE_READY, code, message, unit=p.unit, step=p.step, node=p.node
-            )
-        )
+        """Wait for readiness of the current attempt (PhaseFailed if it fails), then mark it."""
+        assert self.probing is not None
+        await self.probing.wait_ready(inst)
+        self._mark_ready(inst)
 
     def _mark_ready(self, inst: InstanceRun) -> None:
         inst.state = "ready"
@@ -515,7 +422,8 @@ class Orchestrator:
         )
         self._mark_state_dirty()
         if p.liveness is not None:
-            inst.liveness = self._spawn_task(self._liveness(inst, p.liveness))
+            assert self.probing is not None
+            inst.liveness = self._spawn_task(self.probing.watch_liveness(inst, p.liveness))
 
     # ------------------------------------------------------------------ supervision
 
@@ -654,31 +562,6 @@ class Orchestrator:
                 code = await inst.exit_fut
                 if not self.stopping:
                     self._after_noncritical_exit(inst, code)
-
-    async def _liveness(self, inst: InstanceRun, spec: PlannedProbe) -> None:
-        probe = self.plugins.probe(spec.probe)
-        target = self._target(inst, spec)
-        period = spec.period or 10.0
-        threshold = spec.failure_threshold or 3
-        attempt_timeout = spec.attempt_timeout or 1.0
-        failures = 0
-        while True:
-            await asyncio.sleep(period)
-            if not inst.running:
-                return
-            result = await probe.check(target, attempt_timeout)
-            if result.ok:
-                if failures:
-                    self._emit("liveness_recovered", step=inst.step, after=failures)
-                failures = 0
-                continue
-            failures += 1
-            self._emit("liveness_failed", step=inst.step, count=failures, error=result.detail)
-            if failures >= threshold:
-                inst.killed_for = f"liveness failed {failures} times: {result.detail}"
-                if inst.handle is not None and self.launcher is not None:
-                    await self.launcher.kill([inst.handle])
-                return
 
     def _check_terminal_done(self) -> None:
         terminal = [i for u in self.units.values() if u.planned.terminal for i in u.instances]

@@ -1,0 +1,172 @@
+"""Waiting for an instance to be ready, and watching that it stays alive.
+
+A readiness wait races the probe against the instance's exit and the probe's timeout: the
+instance is ready when the probe passes first; an exit first fails the phase with the
+log's last lines; a timeout stops the instance and fails the phase with the probe's last
+error. A liveness watch checks every ``period`` and stops the instance after
+``failure_threshold`` failures in a row (its exit then takes the ordinary path).
+
+The orchestrator hands :class:`Probing` what it needs and decides what a result means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from srt_services.jobdir.cause import StopCause, StopKind
+from srt_services.jobdir.layout import JobDir
+from srt_services.launch import process
+from srt_services.plan.model import PlannedProbe
+from srt_services.supervise.portpoll import PortPoller
+from srt_services.supervise.probing import InotifyHub, Target
+from srt_services.supervise.runs import Emit, InstanceRun, PhaseFailed, describe_code
+
+if TYPE_CHECKING:
+    from srt_services.extend.launcher import Launcher
+    from srt_services.plugins.manager import PluginSet
+
+#: Log lines quoted when an instance exits before it is ready.
+LOG_TAIL_LINES = 20
+TCP_ATTEMPT_TIMEOUT = 1.0
+HTTP_ATTEMPT_TIMEOUT = 5.0
+#: How long a cancelled probe may take to finish: a probe must not hold up the orchestrator.
+PROBE_CANCEL_WAIT = 1.0
+
+
+@dataclass(slots=True)
+class Probing:
+    """Runs an instance's readiness and liveness probes."""
+
+    plugins: PluginSet
+    job: JobDir
+    launcher: Launcher
+    emit: Emit
+    hub: InotifyHub | None
+    poller: PortPoller | None
+
+    def target(self, inst: InstanceRun, probe: PlannedProbe) -> Target:
+        """What the probe of ``inst``'s current attempt looks at."""
+        h = inst.handle
+        return Target(
+            config=probe.config,
+            log_path=h.log_path if h else self.job.inside(inst.planned.log),
+            log_offset=h.log_offset if h else 0,
+            job_dir=self.job.path,
+            started_wall=h.started_wall if h else time.time(),
+            interval=probe.interval,
+            hub=self.hub,
+            owner_check=self._owner_check(inst),
+            poller=self.poller,
+        )
+
+    def _owner_check(self, inst: InstanceRun) -> Callable[[int], bool | None]:
+        def check(port: int) -> bool | None:
+            if inst.handle is None:
+                return None
+            return self.launcher.owns_listener(inst.handle, port)
+
+        return check
+
+    async def wait_ready(self, inst: InstanceRun) -> None:
+        """Return once the current attempt is ready; raise PhaseFailed if it exits first or
+        is not ready in time."""
+        spec = inst.planned.readiness
+        assert spec is not None
+        assert inst.exit_fut is not None
+        p = inst.planned
+        exit_fut: asyncio.Future[Any] = inst.exit_fut
+        if exit_fut.done():
+            raise self._exited_before_ready(inst, exit_fut.result(), spec)
+        probe = self.plugins.probe(spec.probe)
+        target = self.target(inst, spec)
+        attempt_timeout = HTTP_ATTEMPT_TIMEOUT if spec.probe == "http" else TCP_ATTEMPT_TIMEOUT
+        waiter = asyncio.ensure_future(probe.wait_ready(target, min(attempt_timeout, spec.timeout)))
+        self.emit("waiting", step=p.step, unit=p.unit, node=p.node, probe=spec.describe)
+        try:
+            done, _ = await asyncio.wait(
+                {waiter, exit_fut}, timeout=spec.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                await asyncio.wait({waiter}, timeout=PROBE_CANCEL_WAIT)
+        if waiter in done and waiter.exception() is None and not exit_fut.done():
+            return
+        if exit_fut.done():
+            raise self._exited_before_ready(inst, exit_fut.result(), spec)
+        if waiter in done and waiter.exception() is not None:
+            err = waiter.exception()
+            target.last_error = f"probe error: {type(err).__name__}: {err}"
+        raise await self._not_ready_in_time(inst, spec, target.last_error)
+
+    async def _not_ready_in_time(
+        self, inst: InstanceRun, spec: PlannedProbe, last_error: str
+    ) -> PhaseFailed:
+        """Stop the instance now (the job is failing anyway) and say why it failed."""
+        p = inst.planned
+        inst.state = "failed"
+        inst.killed_for = "readiness timeout"
+        if inst.handle is not None:
+            await self.launcher.kill([inst.handle])
+        last = f"; last probe error: {last_error}" if last_error else ""
+        message = (
+            f"{inst.label} on {p.node} was not ready within {spec.timeout:g}s"
+            f" ({spec.describe}){last}; see {self.job.inside(p.log)}"
+        )
+        self.emit("ready_timeout", step=p.step, unit=p.unit, node=p.node, error=last_error)
+        return PhaseFailed(
+            StopCause(
+                StopKind.READINESS_TIMEOUT,
+                message,
+                unit=p.unit,
+                step=p.step,
+                node=p.node,
+                timeout=spec.timeout,
+            )
+        )
+
+    def _exited_before_ready(self, inst: InstanceRun, code: int, spec: PlannedProbe) -> PhaseFailed:
+        p = inst.planned
+        inst.state = "failed"
+        log = self.job.inside(p.log)
+        lines = process.tail(log, LOG_TAIL_LINES)
+        shown = "\n".join(f"    {line}" for line in lines) if lines else "    (the log is empty)"
+        message = (
+            f"{inst.label} on {p.node} exited before it was ready ({describe_code(code)};"
+            f" probe {spec.describe}). Last {len(lines)} log lines of {log}:\n{shown}"
+        )
+        return PhaseFailed(
+            StopCause.process_exit(
+                StopKind.EXITED_BEFORE_READY, code, message, unit=p.unit, step=p.step, node=p.node
+            )
+        )
+
+    async def watch_liveness(self, inst: InstanceRun, spec: PlannedProbe) -> None:
+        """Check ``inst`` every period while it runs; stop it after too many failures."""
+        probe = self.plugins.probe(spec.probe)
+        target = self.target(inst, spec)
+        period = spec.period or 10.0
+        threshold = spec.failure_threshold or 3
+        attempt_timeout = spec.attempt_timeout or 1.0
+        failures = 0
+        while True:
+            await asyncio.sleep(period)
+            if not inst.running:
+                return
+            result = await probe.check(target, attempt_timeout)
+            if result.ok:
+                if failures:
+                    self.emit("liveness_recovered", step=inst.step, after=failures)
+                failures = 0
+                continue
+            failures += 1
+            self.emit("liveness_failed", step=inst.step, count=failures, error=result.detail)
+            if failures >= threshold:
+                inst.killed_for = f"liveness failed {failures} times: {result.detail}"
+                if inst.handle is not None:
+                    await self.launcher.kill([inst.handle])
+                return
