@@ -12,9 +12,9 @@ if TYPE_CHECKING:
 
 
 def _plugins() -> Any:
-    from srt_services.plugins.manager import default_plugins
+    from srt_services import app
 
-    return default_plugins()
+    return app.plugin_set()
 
 
 def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
@@ -51,8 +51,9 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     `-` reads a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe
     is invalid.
     """
+    from srt_services import app
     from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.load import load_recipe, source_name
+    from srt_services.recipe.load import source_name
     from srt_services.recipe.problems import LocatedProblem, RecipeError
 
     plugins = _plugins()
@@ -62,7 +63,7 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         path = source_name(given)
         problems: list[LocatedProblem]
         try:
-            loaded = load_recipe(given, plugins)
+            loaded = app.load(given, plugins)
         except RecipeInvalid as exc:
             failed += 1
             if fmt == "text":
@@ -158,18 +159,14 @@ def dry_run(
     Nothing is started and no network is used. Without --nodes, the plan uses as many
     symbolic nodes as the recipe needs. `-` reads the recipe from standard input.
     """
-    from srt_services.plan.resolve import resolve
-    from srt_services.recipe.load import load_recipe
+    from srt_services import app
 
     if units and as_json:
         raise click.UsageError("--unit filters the text output; filter --json with jq")
     plugins = _plugins()
     request = _allocation(nodes, nodelist, local)
-    loaded = load_recipe(recipe, plugins)
-    from srt_services.site_config import current
-
-    site = current()
-    plan = resolve(loaded, plugins, request, readiness_timeout=site.readiness_timeout)
+    planned = app.plan(recipe, request, plugins=plugins)
+    loaded, plan, site = planned.loaded, planned.plan, planned.site
     if local:  # what `srt run` will say before it starts
         plan.warnings.extend(plugins.launcher_class("local").unapplied(plan))
     only = _known_units(plan, units) if units else None
@@ -303,10 +300,10 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
         try:
             text, notes = migrate_file(recipe)
             if plugins is not None and notes != [UNCHANGED]:
-                from srt_services.recipe.load import load_recipe
+                from srt_services import app
 
                 try:
-                    load_recipe(recipe, plugins, text=text)
+                    app.load(recipe, plugins, text=text)
                 except RecipeInvalid:
                     sys.stderr.write(
                         f"{recipe}: the migrated recipe does not load (lines are the migrated"

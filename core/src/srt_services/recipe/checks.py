@@ -403,14 +403,18 @@ class _Checker:
             self.add(("services",), str(exc))
             return []
         out = []
-        for owner, item in items:
+        for item in items:
+            # the plugin that owns the implied kind answers for it (pluggy's call does not
+            # say which implementation returned what)
+            owner = self.plugins.owner("kind", str(item.entry.get("type", ""))) or "a plugin"
             try:
                 spec = ServiceSpec.model_validate(item.entry)
             except ValidationError as exc:
                 detail = "; ".join(p.message for p in problems_from(exc, ServiceSpec))
                 self.add(
                     ("services",),
-                    f"plugin {owner} implies an invalid service {item.entry.get('name')!r}: {detail}",
+                    f"{owner} implies an invalid service {item.entry.get('name')!r}"
+                    f" (implied by: {item.reason}): {detail}",
                 )
                 continue
             out.append((owner, item, spec))
