@@ -404,17 +404,17 @@ class _Checker:
             return []
         out = []
         for item in items:
-            # the plugin that owns the implied kind answers for it (pluggy's call does not
-            # say which implementation returned what)
-            owner = self.plugins.owner("kind", str(item.entry.get("type", ""))) or "a plugin"
+            # pluggy's call does not say which implementation returned what; the reason
+            # the plugin wrote is what tells the user where it came from
+            owner = self.plugins.owner("kind", str(item.entry.get("type", "generic"))) or ""
             try:
                 spec = ServiceSpec.model_validate(item.entry)
             except ValidationError as exc:
                 detail = "; ".join(p.message for p in problems_from(exc, ServiceSpec))
                 self.add(
                     ("services",),
-                    f"{owner} implies an invalid service {item.entry.get('name')!r}"
-                    f" (implied by: {item.reason}): {detail}",
+                    f"an implied service {item.entry.get('name')!r} (implied by: {item.reason})"
+                    f" is invalid: {detail}",
                 )
                 continue
             out.append((owner, item, spec))
