@@ -1,4 +1,4 @@
-"""``srt plugins new``: the package it writes from ``plugins/_template/skeleton``."""
+"""``srt plugins new``: the package it writes from ``srt_services/_template/skeleton``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from srt_services.cli.plugin_cmds import plugins, template_dir, template_values
 
-TEMPLATE = Path(__file__).resolve().parents[3] / "plugins" / "_template" / "skeleton"
+TEMPLATE = Path(__file__).resolve().parents[3] / "core/src/srt_services/_template/skeleton"
 
 
 def new(*args: str) -> tuple[int, str]:

@@ -339,27 +339,23 @@ _SLOT_RE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 
 def template_dir(explicit: str | None = None) -> Path:
-    """Where the plugin skeleton lives: ``--template``, the copy shipped in the core wheel,
-    or the source checkout's ``plugins/_template/skeleton``."""
+    """Where the plugin skeleton lives: ``--template``, else the one in this package
+    (``srt_services/_template/skeleton``, package data of every wheel and sdist)."""
     if explicit:
         base = Path(explicit)
         for candidate in (base / "skeleton", base):
             if (candidate / "pyproject.toml").is_file():
                 return candidate
         raise click.UsageError(f"--template {explicit}: no pyproject.toml in it or in skeleton/")
-    candidates: list[Path] = []
     import srt_services
 
-    package = Path(srt_services.__file__).resolve().parent
-    candidates.append(package / "_template" / "skeleton")
-    candidates += [parent / "plugins" / "_template" / "skeleton" for parent in package.parents]
-    for candidate in candidates:
-        if (candidate / "pyproject.toml").is_file():
-            return candidate
-    raise click.UsageError(
-        "cannot find the plugin template (plugins/_template/skeleton of the srt source);"
-        " pass --template DIR"
-    )
+    shipped = Path(srt_services.__file__).resolve().parent / "_template" / "skeleton"
+    if not (shipped / "pyproject.toml").is_file():
+        raise click.UsageError(
+            f"the plugin template is missing from this srt install ({shipped}); reinstall"
+            " srt-services, or pass --template DIR"
+        )
+    return shipped
 
 
 def template_values(name: str) -> dict[str, str]:
