@@ -18,6 +18,7 @@ def main_command(ctx: click.Context) -> None:
     """Runs ``srt`` as users do: main's exit codes and plain error lines."""
     main(list(ctx.args))
 
+
 TEMPLATE = Path(__file__).resolve().parents[3] / "core/src/srt_services/_template/skeleton"
 
 

@@ -199,18 +199,19 @@ def _set_verbose(on: bool) -> None:
     """Switch ``srt -v`` on for this command, or off again once it is done (``main`` may
     run several times in one process: tests, embedding)."""
     global VERBOSE, _VERBOSE_HANDLER
-    import logging
-
     VERBOSE = on
-    root = logging.getLogger("srt")
     if on and _VERBOSE_HANDLER is None:
+        import logging
+
         _VERBOSE_HANDLER = logging.StreamHandler(sys.stderr)
         _VERBOSE_HANDLER.setFormatter(logging.Formatter("srt: %(name)s: %(message)s"))
-        root.addHandler(_VERBOSE_HANDLER)
-        root.setLevel(logging.DEBUG)
+        logging.getLogger("srt").addHandler(_VERBOSE_HANDLER)
+        logging.getLogger("srt").setLevel(logging.DEBUG)
     elif not on and _VERBOSE_HANDLER is not None:
-        root.removeHandler(_VERBOSE_HANDLER)
-        root.setLevel(logging.NOTSET)
+        import logging
+
+        logging.getLogger("srt").removeHandler(_VERBOSE_HANDLER)
+        logging.getLogger("srt").setLevel(logging.NOTSET)
         _VERBOSE_HANDLER = None
     manager = sys.modules.get("srt_services.plugins.manager")
     if on or manager is not None:
