@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import struct
 import subprocess
 import sys
-import termios
+from collections.abc import Callable
 
 from srt_services.testing.jobs import Jobs
 
@@ -41,34 +38,9 @@ def srt(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def on_terminal(columns: int, *args: str) -> str:
-    """``srt ARGS`` with a pseudo-terminal of ``columns`` as its stdout."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "srt_services", *args],
-        stdout=slave,
-        stderr=slave,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    assert proc.wait(60) == 0
-    return b"".join(chunks).decode().replace("\r\n", "\n")
-
-
-def test_status_text_of_a_job_with_a_service_in_backoff(jobs: Jobs, port: int) -> None:
+def test_status_text_of_a_job_with_a_service_in_backoff(
+    jobs: Jobs, port: int, on_terminal: Callable[..., str]
+) -> None:
     run = jobs.start(RECIPE.format(port=port))
     run.wait_event("ready", step="service_done")
     watch = subprocess.Popen(
