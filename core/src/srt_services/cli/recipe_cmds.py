@@ -228,45 +228,39 @@ def schema(output: str | None) -> None:
 
 
 @click.command()
+@click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def kinds(as_json: bool) -> None:
-    """List the service kinds with their defaults and the plugin that provides each."""
-    from srt_services.plugins.kind_table import kind_rows
+def kinds(name: str | None, as_json: bool) -> None:
+    """List the service kinds with their defaults and the plugin that provides each.
+
+    With NAME: that kind in full, with every option's type, default and description.
+    On a terminal the table fits its width; in a pipe every column is printed in full.
+    """
+    import json
+
+    from srt_services.cli.kind_views import kind_text, kinds_table
+    from srt_services.cli.tables import terminal_width
+    from srt_services.plugins.kind_table import kind_detail, kind_rows
 
     plugins = _plugins()
+    if name is not None:
+        from srt_services.errors import PluginError
+
+        plugins.kinds()  # every plugin loaded, so an unknown name lists every known one
+        try:
+            detail = kind_detail(plugins, name)
+        except PluginError as exc:
+            raise click.UsageError(str(exc)) from None
+        if as_json:
+            click.echo(json.dumps(detail, indent=2))
+        else:
+            sys.stdout.write(kind_text(detail, terminal_width()))
+        return
     rows = kind_rows(plugins)
     if as_json:
-        import json
-
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="Service kinds", title_justify="left")
-    for col in (
-        "type",
-        "start",
-        "critical",
-        "placement",
-        "readiness",
-        "external",
-        "dedicated",
-        "plugin",
-    ):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r["type"],
-            r["start"],
-            "yes" if r["critical"] else "no",
-            r["placement"],
-            r["readiness"] or "-",
-            "yes" if r["external"] else "no",
-            "yes" if r["dedicated"] else "no",
-            r["plugin"],
-        )
-    Console(soft_wrap=True).print(table)
+    sys.stdout.write(kinds_table(rows, terminal_width()))
 
 
 @click.command()

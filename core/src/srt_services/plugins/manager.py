@@ -14,6 +14,7 @@ import importlib
 import logging
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from difflib import get_close_matches
@@ -230,7 +231,7 @@ class PluginSet:
         self._site = site
         self._env = env
         self.controls: Controls | None = None
-        if (env if env is not None else os.environ).get("SRT_TRACE_PLUGINS") == "1":
+        if _tracing or (env if env is not None else os.environ).get("SRT_TRACE_PLUGINS") == "1":
             self._monitors.append(_trace)
         if builtins:
             from srt_services.plugins import builtin
@@ -285,9 +286,11 @@ class PluginSet:
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
             record.reason = "import failed"
+            record.traceback = "".join(traceback.format_exception(exc))
             log.warning(
                 "plugin %s %s failed to import: %s", record.dist, record.version, record.error
             )
+            self._trace_failure(record)
             self._strict_fail(record)
             return False
         label = self.label_of(record)
@@ -298,7 +301,10 @@ class PluginSet:
             record.status = "failed"
             record.error = str(exc)
             record.reason = "rejected"
+            if exc.__cause__ is not None:
+                record.traceback = "".join(traceback.format_exception(exc.__cause__))
             log.warning("plugin %s rejected: %s", label, exc)
+            self._trace_failure(record)
             self._strict_fail(record)
             return False
         record.status = "loaded"
@@ -311,6 +317,11 @@ class PluginSet:
                 HookCall("<import>", (label,), {}, obj, None, time.perf_counter() - started)
             )
         return True
+
+    def _trace_failure(self, record: PluginRecord) -> None:
+        """Under tracing (SRT_TRACE_PLUGINS=1, ``srt -v``), the failure's traceback too."""
+        if record.traceback and _trace in self._monitors:
+            log.warning("srt-trace: %s %s:\n%s", record.dist, record.version, record.traceback)
 
     def _strict_fail(self, record: PluginRecord) -> None:
         if self.controls is not None and self.controls.strict:
@@ -432,10 +443,11 @@ class PluginSet:
         log.warning("%s %r is registered by both %s and %s", capability, name, other, label)
         mine = self._by_label.get(label)
         theirs = self._by_label.get(other)
-        if mine is not None:
-            mine.problems.append(f"{capability} {name!r} is also registered by {other}")
-        if theirs is not None:
-            theirs.problems.append(f"{capability} {name!r} is also registered by {label}")
+        for record, peer in ((mine, other), (theirs, label)):
+            if record is not None:
+                problem = f"{capability} {name!r} is also registered by {peer}"
+                record.problems.append(problem)
+                record.clashes.append(problem)
 
     # ------------------------------------------------------------------ monitoring
 
@@ -563,6 +575,15 @@ class PluginSet:
 
     def owner(self, capability: str, name: str) -> str | None:
         return self._registries[capability].owner(name)
+
+    def clashes(self) -> list[tuple[str, str, list[str]]]:
+        """(capability, name, owners) for every name two loaded plugins register, sorted;
+        such a name is unusable until one of them is blocked or uninstalled."""
+        return sorted(
+            (capability, name, sorted(owners))
+            for capability, registry in self._registries.items()
+            for name, owners in registry.conflicts.items()
+        )
 
     def names(self, capability: str) -> list[str]:
         """Names registered so far (without loading more plugins)."""
@@ -826,6 +847,17 @@ def _trace(call: HookCall) -> None:
 
 
 _default: PluginSet | None = None
+#: ``srt -v``: trace every plugin set of this process, like SRT_TRACE_PLUGINS=1.
+_tracing = False
+
+
+def trace_plugins(on: bool = True) -> None:
+    """Log every plugin import and hook call from now on (``srt -v``), the process-wide set
+    included if it exists already (a plugin command creates it before ``-v`` is read)."""
+    global _tracing
+    _tracing = on
+    if on and _default is not None and _trace not in _default._monitors:
+        _default._monitors.append(_trace)
 
 
 def default_plugins() -> PluginSet:

