@@ -7,8 +7,13 @@ built-ins (``PluginSet(autoload=False)``): installed plugins never change a core
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import struct
+import subprocess
 import sys
+import termios
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +118,39 @@ def srt_env(tmp_path: Path) -> dict[str, str]:
         NO_COLOR="1",
     )
     return env
+
+
+@pytest.fixture
+def on_terminal() -> Callable[..., str]:
+    """``on_terminal(columns, *args, env=None)``: what ``srt ARGS`` prints on a pseudo-terminal
+    that many columns wide (COLUMNS unset, so the terminal's own size counts)."""
+
+    def run(columns: int, *args: str, env: dict[str, str] | None = None) -> str:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        full = {k: v for k, v in (env or os.environ).items() if k not in ("COLUMNS", "LINES")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "srt_services", *args],
+            stdout=slave,
+            stderr=slave,
+            stdin=subprocess.DEVNULL,
+            env=full,
+        )
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(master)
+        proc.wait(60)
+        return b"".join(chunks).decode().replace("\r\n", "\n")
+
+    return run
 
 
 @pytest.fixture

@@ -56,8 +56,8 @@ placements, the `node`/`worker` expansions, the `tcp`/`http`/`log`/`file` probes
 launcher) through these same hooks, in `srt_services.plugins.builtin`, which is also the
 smallest complete example of a plugin.
 
-A plugin is a module (or object) holding `@srt_services.hookimpl` functions, named by an
-entry point in the group `srt.plugins`:
+A plugin is a module (or object) holding `@hookimpl` functions (`from srt_services.extend
+import hookimpl`), named by an entry point in the group `srt.plugins`:
 
 ```toml
 [project.entry-points."srt.plugins"]
@@ -71,15 +71,22 @@ Rules every hook follows:
   without breaking older plugins.
 - Registration hooks (`srt_register_*`) return *classes*, each with a unique `name`; two
   plugins registering the same name is an error that names both.
-- Core never calls `pm.hook.*` directly: every call goes through the typed facade
+- Core code never calls `pm.hook.*` itself: every call goes through the typed facade
   `srt_services.plugins.manager.PluginSet` (the column "called through" below), which loads
-  a plugin only when one of its names or hooks is needed and reports a plugin that fails
-  (import error, unknown hook, exception in a hook) without breaking the rest of `srt`.
+  a plugin only when one of its names or hooks is needed, calls the hook through pluggy
+  (so `tryfirst`/`trylast`, wrappers and pluggy's order hold), and reports a plugin that
+  fails (import error, unknown hook, exception in a hook) without breaking the rest of
+  `srt`.
+- Every hook collects all results (none is `firstresult`), in pluggy's order: `tryfirst`
+  implementations, then the most recently registered plugin first, then `trylast`.
+- A plugin imports from `srt_services.extend` only (its tests may use
+  `srt_services.testing`); a test in core fails on any other `srt_services` import under
+  `plugins/*/src`.
 - Entry points are scanned once per process, lazily: `srt --help` never imports a plugin.
 
-The interfaces the registration hooks return subclasses of (`ServiceKind`, `Probe`,
-`Placement`, `Expansion`, `Launcher`, `ImpliedService`) live in `srt_services.extend`; the
-plugin author guide (`plugin-authors.md`) walks through writing one, and the recipe
+The interfaces the registration hooks return subclasses of (`ServiceKind`, `ServerKind`,
+`Probe`, `Placement`, `Expansion`, `Launcher`, `ImpliedService`) live in
+`srt_services.extend`; the plugin author guide (`plugin-authors.md`) walks through writing one, and the recipe
 reference (`recipe-reference.md`) lists what the built-ins provide.
 """
 
@@ -206,11 +213,25 @@ def _cell(text: str) -> str:
 
 
 def _doc(obj: Any) -> str:
-    """The docstring in Markdown: reST ````literal```` and ``.. versionadded::`` converted."""
+    """The docstring in Markdown: reST literals, roles, fields and ``versionadded``."""
     doc = obj.__doc__
     if not doc:
         return ""
     text = inspect.cleandoc(doc).replace("``", "`")
+    # :class:`~a.b.C` -> `C`; :class:`a.b.C` -> `a.b.C`
+    text = re.sub(
+        r":\w+:`~?([\w.]+)`",
+        lambda m: (
+            f"`{m.group(1).rsplit('.', 1)[-1]}`"
+            if m.group(0).split("`")[1].startswith("~")
+            else f"`{m.group(1)}`"
+        ),
+        text,
+    )
+    # field lists, with their indented continuation lines joined
+    text = re.sub(r"\n {4}(?=\S)", " ", text)
+    text = re.sub(r"^:param (\w+):", r"- **`\1`**:", text, flags=re.M)
+    text = re.sub(r"^:return:", "- **Returns**:", text, flags=re.M)
     return re.sub(r"^\.\. versionadded:: (\S+)$", r"*Added in version \1.*", text, flags=re.M)
 
 

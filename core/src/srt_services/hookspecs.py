@@ -1,20 +1,27 @@
 """Every hook srt calls, in one place (pluggy project name ``srt``).
 
-Plugins implement these with ``@srt_services.hookimpl`` in the module their ``srt.plugins``
-entry point names. Core calls them only through the typed facade
-:class:`srt_services.plugins.manager.PluginSet`; nothing else in srt touches
-``pm.hook`` directly. The core's own behaviour (the ``generic`` kind, the placements, the
-probes, the launchers) is registered through these same hooks by
-:mod:`srt_services.plugins.builtin`, so a third-party kind takes exactly the path a
-built-in one does.
+Plugins implement these with ``@hookimpl`` (import it from :mod:`srt_services.extend`) in
+the module their ``srt.plugins`` entry point names. Core calls them only through the typed
+facade :class:`srt_services.plugins.manager.PluginSet`, and the facade calls them through
+pluggy, so pluggy's rules hold for every hook:
 
-Registration hooks return *classes*, each carrying a unique ``name``; the facade checks that
-names are unique across plugins and reports both owners when they are not. Hooks are only
-ever extended by adding optional arguments (pluggy passes only the arguments an
-implementation names), so a plugin written against an older core keeps working.
+* **Order.** Implementations run ``tryfirst`` ones first, then the rest from the most
+  recently registered plugin to the first, then ``trylast`` ones. A hook that returns
+  results gives them in that order.
+* **Results.** Every hook here collects *all* results: a list with one entry per
+  implementation that returned something, ``None`` results skipped. None is
+  ``firstresult``.
+* **Wrappers.** ``@hookimpl(wrapper=True)`` implementations wrap the whole call (they
+  receive the list of results from ``yield`` and return the list to use).
+* **Arguments.** An implementation names only the arguments it uses; hooks are extended
+  only by adding arguments, so a plugin written against an older core keeps working.
 
-Argument types are imported for type checking only, which keeps this module (and therefore
-``srt --help``) free of pydantic.
+The core's own behaviour (the ``generic`` kind, the placements, the probes, the launchers)
+is registered through these same hooks by :mod:`srt_services.plugins.builtin`, so a
+third-party kind takes exactly the path a built-in one does.
+
+Argument types are imported for type checking only, which keeps this module (and
+therefore ``srt --help``) free of pydantic.
 """
 
 from __future__ import annotations
@@ -42,16 +49,24 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 # --------------------------------------------------------------------------- registration
-# Called once per process, the first time srt needs the registry in question. Return a list
-# of classes; returning an empty list (or not implementing the hook) is fine.
+# Called for one plugin at a time, right after that plugin is registered: for an installed
+# plugin when srt first needs something it declares (``srt.provides`` in its metadata: a
+# kind a recipe names, a hook a recipe needs), for the built-ins when the plugin set is
+# created, for ``PluginSet.register`` at once. pluggy's subset calling runs that plugin's
+# implementation alone, so every class returned is known to be its own and a clash of
+# names can name both owners. Each class must carry a unique ``name``.
 
 
 @hookspec
 def srt_register_service_kinds() -> list[type[ServiceKind]]:
-    """Service kinds this plugin provides (subclasses of ``ServiceKind``).
+    """Service kinds this plugin provides.
 
-    A recipe entry's ``type:`` is looked up by the class's ``name``. Two plugins registering
-    the same name is an error naming both.
+    Called once, when the plugin is registered.
+
+    :return: subclasses of :class:`~srt_services.extend.ServiceKind` (or
+        :class:`~srt_services.extend.ServerKind`); a recipe entry's ``type:`` selects one
+        by its ``name``. Two plugins registering the same name is an error naming both;
+        a built-in name cannot be taken over.
 
     .. versionadded:: 1.0
     """
@@ -62,6 +77,11 @@ def srt_register_service_kinds() -> list[type[ServiceKind]]:
 def srt_register_placements() -> list[type[Placement]]:
     """Placement resolvers: a ``placement.node`` value to the nodes it selects.
 
+    Called once, when the plugin is registered.
+
+    :return: subclasses of :class:`~srt_services.extend.Placement`, each with a unique
+        ``name``.
+
     .. versionadded:: 1.0
     """
     raise NotImplementedError
@@ -71,7 +91,11 @@ def srt_register_placements() -> list[type[Placement]]:
 def srt_register_expansions() -> list[type[Expansion]]:
     """Instance expansions: a ``placement.per`` value to the instances on the placed nodes.
 
-    Core registers ``node`` (one instance per node) and ``worker`` (one per engine worker).
+    Called once, when the plugin is registered. Core registers ``node`` (one instance per
+    node) and ``worker`` (one per engine worker).
+
+    :return: subclasses of :class:`~srt_services.extend.Expansion`, each with a unique
+        ``name``.
 
     .. versionadded:: 1.0
     """
@@ -80,7 +104,12 @@ def srt_register_expansions() -> list[type[Expansion]]:
 
 @hookspec
 def srt_register_probes() -> list[type[Probe]]:
-    """Readiness/liveness probes: a key of a ``readiness:`` block to its config and check.
+    """Readiness and liveness probes: a key of a ``readiness:`` block to its check.
+
+    Called once, when the plugin is registered.
+
+    :return: subclasses of :class:`~srt_services.extend.Probe`, each with a unique
+        ``name`` and a ``Config`` model.
 
     .. versionadded:: 1.0
     """
@@ -91,7 +120,10 @@ def srt_register_probes() -> list[type[Probe]]:
 def srt_register_launchers() -> list[type[Launcher]]:
     """Launchers: how a planned instance becomes a running, signallable process.
 
-    Core registers ``local`` and ``slurm``.
+    Called once, when the plugin is registered. Core registers ``local`` and ``slurm``.
+
+    :return: subclasses of :class:`~srt_services.extend.Launcher`, each with a unique
+        ``name``.
 
     .. versionadded:: 1.0
     """
@@ -102,8 +134,14 @@ def srt_register_launchers() -> list[type[Launcher]]:
 def srt_cli_commands() -> list[click.Command]:
     """Extra ``srt`` subcommands (click commands or groups).
 
-    Only called when the user runs a command core does not know, so a plugin's commands never
-    slow down ``srt --help``. Keep heavy imports inside the command functions.
+    Called when ``srt`` is asked for a command core does not have (``srt oarbank ...``)
+    and by ``srt plugins list``, which shows who provides what; never by ``srt --help`` or
+    a core command, so a plugin's commands cost those nothing. Each plugin is called on
+    its own (pluggy's subset calling), so a command is attributed to its plugin. Keep heavy
+    imports inside the command functions.
+
+    :return: click commands; two plugins offering the same command name is an error
+        naming both.
 
     .. versionadded:: 1.0
     """
@@ -115,15 +153,22 @@ def srt_cli_commands() -> list[click.Command]:
 
 @hookspec
 def srt_implied_services(recipe: Recipe) -> list[ImpliedService]:
-    """Services the rest of the recipe implies, each with the reason shown by dry-run.
+    """Services the rest of the recipe implies, each with the reason dry-run shows.
 
-    Called once per recipe after it passed shape validation; when only some service entries
-    fail it, also once on the recipe without them, so that the other entries are checked in
-    the same run (what it returns then is used only to settle those entries' types). A
-    declared entry with the same name takes the implied one's place; ``enabled: false`` on
-    it switches it off. Return :class:`~srt_services.extend.implied.ImpliedService` objects whose ``entry`` is the raw
-    mapping a recipe would write (it is validated like a declared entry) and whose
-    ``reason`` says which part of the recipe implied it.
+    Called while a recipe is checked (``srt validate``, ``dry-run``, ``run``, ``apply``),
+    once the recipe passed shape validation. When only some service entries fail it, it is
+    also called once on the recipe without them, so the other entries are checked in the
+    same run; what it returns then only settles those entries' types.
+
+    A declared entry with the same name takes the implied one's place (``enabled: false``
+    on it switches it off). The implied services of all plugins are ordered by
+    :attr:`~srt_services.extend.ImpliedService.order`, ties in pluggy's call order, and
+    launch in that order before the declared ones of their phase.
+
+    :param recipe: the validated recipe, read-only.
+    :return: :class:`~srt_services.extend.ImpliedService` objects whose ``entry`` is the
+        mapping a recipe would write (validated like a declared entry) and whose ``reason``
+        names the part of the recipe that implied it.
 
     .. versionadded:: 1.0
     """
@@ -132,10 +177,16 @@ def srt_implied_services(recipe: Recipe) -> list[ImpliedService]:
 
 @hookspec
 def srt_validate_recipe(recipe: Recipe) -> list[Problem]:
-    """Cross-entry rules a plugin owns, as problems with document paths.
+    """Rules across entries that a plugin owns, as problems with document paths.
 
-    Runs after every per-entry check. Each problem is shown with its YAML line, together with
-    all other problems, before anything starts.
+    Called while a recipe is checked, after every per-entry check passed for every entry
+    (so the whole recipe is there to compare against). Each problem is shown with its YAML
+    line, together with every other problem, before anything starts.
+
+    :param recipe: the validated recipe, read-only.
+    :return: :class:`~srt_services.extend.Problem` objects whose paths start at the
+        recipe's root (``("services", 3, "options", "port")``); ``warning=True`` for
+        advice that does not stop the job.
 
     .. versionadded:: 1.0
     """

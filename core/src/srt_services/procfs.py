@@ -45,6 +45,13 @@ def alive(pid: int) -> bool:
     return state is not None and state != "Z"
 
 
-def same_process(pid: int, ticks: int | None) -> bool:
-    """Whether ``pid`` is alive and still the process that started at ``ticks``."""
-    return ticks is not None and alive(pid) and start_ticks(pid) == ticks
+def same_process(pid: int, ticks: object) -> bool:
+    """Whether ``pid`` is alive and is still the process that started at ``ticks``.
+
+    The one PID-reuse guard: a recorded PID is signalled or adopted only when its kernel
+    start time matches, so a recycled PID (another user's process) is never touched. A
+    record without a start time (``None``, a wrong type) matches nothing.
+    """
+    if not isinstance(ticks, int) or isinstance(ticks, bool):
+        return False
+    return alive(pid) and start_ticks(pid) == ticks

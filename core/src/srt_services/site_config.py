@@ -30,6 +30,9 @@ class PluginPolicy:
     block: tuple[str, ...] = ()
     lock: str | None = None
     strict: bool = False
+    #: ``false``: load only the plugins ``SRT_PLUGINS`` names (the site-wide
+    #: ``SRT_DISABLE_PLUGIN_AUTOLOAD=1``); allow, block, pins and the lock still apply.
+    autoload: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,7 @@ class SiteConfig:
 
 
 _TABLES: dict[str, set[str]] = {
-    "plugins": {"require", "allow", "block", "lock", "strict"},
+    "plugins": {"require", "allow", "block", "lock", "strict", "autoload"},
     "slurm": {
         "partition",
         "account",
@@ -126,12 +129,16 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
     strict = p.get("strict", False)
     if not isinstance(strict, bool):
         raise SiteConfigError(f"{where}: plugins.strict must be true or false")
+    autoload = p.get("autoload", True)
+    if not isinstance(autoload, bool):
+        raise SiteConfigError(f"{where}: plugins.autoload must be true or false")
     policy = PluginPolicy(
         require=_requirements(f"{where}: plugins.require", p.get("require", [])),
         allow=_str_list(f"{where}: plugins.allow", p["allow"]) if "allow" in p else None,
         block=_str_list(f"{where}: plugins.block", p.get("block", [])),
         lock=lock,
         strict=strict,
+        autoload=autoload,
     )
     s = data.get("slurm", {})
     gpn = s.get("gpus_per_node")

@@ -13,8 +13,10 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
+import srt_services
 import yaml
 from srt_services.cli.main import main
 from srt_services.plan.model import plan_from_dict
@@ -460,13 +462,67 @@ def test_schema_to_a_file(srt, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- kinds
 
 
-def test_kinds_table(srt, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
+def test_kinds_table_in_a_pipe_is_every_column_in_full(srt, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "40")  # not a terminal: COLUMNS does not narrow it
     r = srt("kinds")
     assert r.code == 0, r.err
-    assert "generic" in r.out
-    assert "after_frontend" in r.out
-    assert "srt-services (built-in)" in r.out
+    assert r.out.splitlines() == [
+        "TYPE     START           CRITICAL  PLACEMENT  READINESS  EXTERNAL  DEDICATED  PLUGIN",
+        "generic  after_frontend  no        head       -          no        no"
+        "         srt-services (built-in)",
+    ]
+
+
+def test_kinds_name_shows_one_kind_in_full(srt) -> None:
+    r = srt("kinds", "generic")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[:3] == ["generic", "  Runs the recipe's command as written; no defaults.", ""]
+    assert "plugin:             srt-services (built-in)" in lines
+    assert "command:            required" in lines
+    assert "stop:               SIGTERM, SIGKILL after 30 s" in lines
+    assert lines[-1] == "options: none (any `options:` key is refused)"
+    detail = json.loads(srt("kinds", "generic", "--json").out)
+    assert detail["type"] == "generic"
+    assert detail["option_fields"] == []
+    r = srt("kinds", "generik")
+    assert r.code == 2
+    assert "Error: service type 'generik' is not known (known: generic); did you mean" in r.err
+
+
+def test_kinds_name_lists_options_with_types_defaults_and_descriptions() -> None:
+    from pydantic import Field
+    from srt_services.cli.kind_views import kind_text
+    from srt_services.extend import KindOptions, ServiceKind
+    from srt_services.plugins.kind_table import kind_detail
+
+    class DemoOptions(KindOptions):
+        port: int = Field(2379, description="Client port. " + "A long description. " * 8)
+        mode: Literal["a", "b"] | None = None
+        peers: list[str] = Field(default_factory=list)
+        name: str = Field(description="Required.")
+
+    class Demo(ServiceKind):
+        name = "demo"
+        summary = "A demo kind."
+        Options = DemoOptions
+
+    plugins = PluginSet(autoload=False)
+
+    class Plugin:
+        @srt_services.hookimpl
+        def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+            return [Demo]
+
+    plugins.register(Plugin(), "demo-plugin")
+    text = kind_text(kind_detail(plugins, "demo"), 60)
+    assert all(len(line) <= 60 for line in text.splitlines())
+    options = text[text.index("options:") :].splitlines()
+    assert options[0:2] == ["options:", "  port: int, default 2379"]
+    assert options[2].startswith("      Client port. A long description.")
+    assert "  mode: 'a' | 'b' | None, default none" in options
+    assert "  peers: list[str], default []" in options
+    assert "  name: str, required" in options
 
 
 def test_kinds_json(srt) -> None:

@@ -386,7 +386,7 @@ def test_invalid_implied_entry_is_reported(plugins: PluginSet, one) -> None:
 
     plugins.register(Bad(), "bad")
     p = one(job())
-    assert p.message.startswith("plugin bad implies an invalid service '../x': ")
+    assert p.message.startswith("an implied service '../x' (implied by: because) is invalid: ")
 
 
 # --------------------------------------------------------------------------- determinism and JSON

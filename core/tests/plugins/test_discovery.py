@@ -237,18 +237,44 @@ def test_site_lock_pins_versions_and_files(site: Site, plugin_set: MakeSet) -> N
     plugins = plugin_set()
     plugins.kind("good-kind")
     assert record(plugins, "srt-good").status == "loaded"
-    # Someone installs another plugin, upgrades one and edits another's files.
+    # Someone installs another plugin, upgrades one and edits an installed file of another
+    # (RECORD untouched: an edit in place does not rewrite it).
     site.install("blockme")
     site.install_dist(replace(__import__("dummies").DUMMIES["dupa"], version="1.0.1"))
-    record_file = site.path / "srt_good-1.2.0.dist-info" / "RECORD"
-    record_file.write_text(record_file.read_text() + "extra,,\n")
+    module = site.path / "srt_good" / "plugin.py"
+    module.write_text(module.read_text() + "\n# patched in place\n")
     plugins = plugin_set()
-    assert "not in the lock file" in record(plugins, "srt-blockme").reason
+    blockme = record(plugins, "srt-blockme").reason
+    assert "not in the lock file" in blockme
+    assert f"run `srt plugins lock -o {lock}` to accept" in blockme
     assert "differs from 1.0.0 in the lock file" in record(plugins, "srt-dupa").reason
     with pytest.raises(UnknownName) as err:
         plugins.kind("good-kind")
-    assert "RECORD hash" in str(err.value)
+    assert "its installed files differ from the lock file" in str(err.value)
+    assert f"`srt plugins lock -o {lock}`" in str(err.value)
     assert site.imported() == ["srt_good"]  # only from the first, matching set
+
+
+def test_site_autoload_off(site: Site, plugin_set: MakeSet) -> None:
+    site.install("blockme", "good")
+    site.write_config("[plugins]\nautoload = false\n")
+    plugins = plugin_set()
+    reason = record(plugins, "srt-good").reason
+    assert record(plugins, "srt-good").status == "not allowed"
+    assert f"autoload is off (plugins.autoload = false of the site config {site.config})" in reason
+    plugins.load_all()
+    assert site.imported() == []
+    # Named in SRT_PLUGINS, a plugin loads; the site's other rules still hold.
+    site.write_config('[plugins]\nautoload = false\nblock = ["srt-blockme"]\n')
+    plugins = plugin_set(SRT_PLUGINS="srt-good,srt-blockme")
+    plugins.load_all()
+    assert record(plugins, "srt-good").status == "loaded"
+    assert record(plugins, "srt-blockme").status == "blocked"
+    site.write_config("[plugins]\nautoload = 0\n")
+    from srt_services.site_config import SiteConfigError, load
+
+    with pytest.raises(SiteConfigError, match=r"plugins\.autoload must be true or false"):
+        load(str(site.config))
 
 
 def test_site_config_refuses_a_malformed_requirement(site: Site) -> None:

@@ -44,7 +44,7 @@ def test_compare_names_every_kind_of_change() -> None:
     changed = lock(
         "1.0.0", ("srt-a", "1.0", "other"), ("srt-b", "1.0", "h2"), ("srt-c", "1.0", "h3")
     )
-    assert [d.change for d in compare(old, changed)] == ["record"]
+    assert [d.change for d in compare(old, changed)] == ["files"]
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_compare_names_every_kind_of_change() -> None:
     [
         ("{", "cannot read"),
         ('{"srt_plugin_lock": 99}', "is not an srt plugin lock"),
-        ('{"srt_plugin_lock": 1, "plugins": [{"version": "1"}]}', "every plugin needs a name"),
+        ('{"srt_plugin_lock": 2, "plugins": [{"version": "1"}]}', "every plugin needs a name"),
     ],
 )
 def test_bad_lock_files_are_clear_errors(tmp_path: Path, text: str, message: str) -> None:
@@ -62,3 +62,17 @@ def test_bad_lock_files_are_clear_errors(tmp_path: Path, text: str, message: str
         read_lock(str(path))
     with pytest.raises(LockError, match="does not exist"):
         read_lock(str(tmp_path / "missing.lock"))
+
+
+def test_a_format_1_lock_pins_names_and_versions_but_not_record_hashes(tmp_path: Path) -> None:
+    path = tmp_path / "old.lock"
+    path.write_text(
+        '{"srt_plugin_lock": 1, "core": "1.0.0", "plugins":'
+        ' [{"name": "srt-a", "version": "1.0", "record_sha256": "' + "ab" * 32 + '"}]}'
+    )
+    old = read_lock(str(path))
+    assert old.format == 1
+    assert old.plugins == [LockedPlugin("srt-a", "1.0", None)]
+    # Its RECORD hash cannot be compared with a files hash: only versions count.
+    assert compare(old, lock("1.0.0", ("srt-a", "1.0", "cd" * 32))) == []
+    assert json.loads(old.to_json())["srt_plugin_lock"] == 2

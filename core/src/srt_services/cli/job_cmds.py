@@ -67,14 +67,26 @@ def run(
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option(
-    "-w", "--watch", is_flag=True, help="Keep the table live until the job ends (Ctrl-C to leave)."
+    "-w",
+    "--watch",
+    is_flag=True,
+    help="Follow the job until it ends (Ctrl-C to leave): the table redrawn on a terminal,"
+    " a line per change in a pipe.",
 )
 def status(job_dir: str, as_json: bool, watch: bool) -> None:
-    """Show every instance of a job (running or ended): state, PID, uptime, readiness, log."""
-    from srt_services.supervise.status import render_status, status_rows, watch_status
+    """Show every instance of a job (running or ended): state, PID, uptime, readiness, log.
+
+    On a terminal the table fits its width (the log path relative to the job directory,
+    less useful columns left out); in a pipe every column is printed in full.
+    """
+    from srt_services.supervise.status import status_rows
 
     if watch:
-        watch_status(job_dir)
+        if as_json:
+            raise click.UsageError("--watch prints text; poll --json for a document")
+        from srt_services.cli.status_views import watch as follow
+
+        follow(lambda: status_rows(job_dir))
         return
     data = status_rows(job_dir)
     if as_json:
@@ -82,7 +94,10 @@ def status(job_dir: str, as_json: bool, watch: bool) -> None:
 
         click.echo(json.dumps(data, indent=2))
         return
-    render_status(data)
+    from srt_services.cli.status_views import status_text
+    from srt_services.cli.tables import terminal_width
+
+    sys.stdout.write(status_text(data, terminal_width()))
 
 
 @click.command()

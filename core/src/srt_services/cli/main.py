@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 import rich_click as click
 
 from srt_services import __version__
+
+if TYPE_CHECKING:
+    import logging
+
+#: ``srt -v``: tracebacks behind errors, log messages, plugin tracing.
+VERBOSE = False
 
 #: name -> (module, attribute)
 CORE_COMMANDS: dict[str, tuple[str, str]] = {
@@ -38,34 +45,79 @@ EPILOG = (
 )
 
 
-class SrtGroup(click.RichGroup):
+class SuggestingGroup(click.RichGroup):
+    """A group whose "no such command" error suggests the closest names (``srt kindz``:
+    did you mean kinds?). click suggests close option names but not command names."""
+
+    def command_names(self, ctx: click.Context) -> list[str]:
+        """Every name a user may mean (the listed ones, and for srt its plugin commands)."""
+        return self.list_commands(ctx)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0]
+        if ctx.resilient_parsing or name.startswith("-") or self.get_command(ctx, name):
+            return super().resolve_command(ctx, args)
+        from difflib import get_close_matches
+
+        close = get_close_matches(name, self.command_names(ctx), n=3, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+
+
+class SrtGroup(SuggestingGroup):
     """Core commands by name, plugin commands on demand."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        if ctx.resilient_parsing:  # shell completion: the plugins' commands complete too
+            return [*CORE_COMMANDS, *sorted(_plugin_commands())]
         return list(CORE_COMMANDS)
+
+    def command_names(self, ctx: click.Context) -> list[str]:
+        return [*CORE_COMMANDS, *_plugin_commands()]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = CORE_COMMANDS.get(cmd_name)
         if target is not None:
             command: click.Command = getattr(import_module(target[0]), target[1])
             return command
-        from srt_services.plugins.manager import default_plugins
-
-        found = default_plugins().cli_commands().get(cmd_name)
+        found = _plugin_commands().get(cmd_name)
         return found[1] if found else None
+
+
+def _plugin_commands() -> dict[str, tuple[str, click.Command]]:
+    """The plugins' commands; a broken plugin costs its own commands, not the listing."""
+    from srt_services.errors import SrtError
+    from srt_services.plugins.manager import default_plugins
+
+    try:
+        return default_plugins().cli_commands()
+    except SrtError as exc:
+        sys.stderr.write(f"srt: {exc}\n")
+        return {}
 
 
 @click.group(cls=SrtGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
     __version__, "-V", "--version", prog_name="srt", message="%(prog)s %(version)s"
 )
-def cli() -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Debugging detail: the traceback behind an error, srt's log messages, each plugin"
+    " import and hook call with its duration (SRT_TRACE_PLUGINS=1).",
+)
+def cli(verbose: bool) -> None:
     """Launch and supervise the services of LLM-inference jobs, on this machine or in Slurm.
 
     A recipe (YAML) describes the job: engine workers, frontend, benchmark and the services
     around them (etcd, NATS, exporters, sidecars). `srt dry-run` shows the plan, `srt run`
     executes it here, `srt apply` submits it to Slurm.
     """
+    if verbose:
+        _set_verbose(True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,6 +128,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None) -> int:
+    try:
+        return _dispatch(argv)
+    finally:
+        _set_verbose(False)
+
+
+def _dispatch(argv: list[str] | None) -> int:
     from click.exceptions import Abort, Exit
 
     from srt_services.errors import JobFailed, RecipeInvalid, SrtError
@@ -86,19 +145,25 @@ def _run(argv: list[str] | None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exit as exc:
         return int(exc.exit_code or 0)
+    except click.UsageError as exc:
+        sys.stderr.write(usage_error_text(exc))
+        return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        sys.stderr.write(f"Error: {exc.format_message()}\n")
         return int(exc.exit_code)
     except Abort:
         sys.stderr.write("aborted\n")
         return 130
     except RecipeInvalid as exc:
+        _traceback(exc)
         sys.stderr.write(f"{exc}\n")
         return 2
     except JobFailed as exc:
+        _traceback(exc)
         sys.stderr.write(f"srt: {exc}\n")
         return exc.exit_code
     except SrtError as exc:
+        _traceback(exc)
         sys.stderr.write(f"srt: {exc}\n")
         return 1
     except KeyboardInterrupt:
@@ -106,6 +171,61 @@ def _run(argv: list[str] | None) -> int:
     except BrokenPipeError:
         return 0
     return 0
+
+
+def usage_error_text(exc: click.UsageError) -> str:
+    """A usage error as plain lines: the usage, where help is, the error.
+
+    Plain text rather than rich-click's boxes, which pad every line to the terminal width
+    and fold a long path across lines, so what a user (or a test) reads never depends on
+    the terminal.
+    """
+    ctx = exc.ctx
+    lines = []
+    if ctx is not None:
+        pieces = " ".join(ctx.command.collect_usage_pieces(ctx))
+        lines.append(f"Usage: {ctx.command_path} {pieces}".rstrip())
+        if ctx.command.get_help_option(ctx) is not None:
+            lines.append(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.")
+        lines.append("")
+    lines.append(f"Error: {exc.format_message()}")
+    return "\n".join(lines) + "\n"
+
+
+_VERBOSE_HANDLER: logging.Handler | None = None
+
+
+def _set_verbose(on: bool) -> None:
+    """Switch ``srt -v`` on for this command, or off again once it is done (``main`` may
+    run several times in one process: tests, embedding)."""
+    global VERBOSE, _VERBOSE_HANDLER
+    VERBOSE = on
+    if on and _VERBOSE_HANDLER is None:
+        import logging
+
+        _VERBOSE_HANDLER = logging.StreamHandler(sys.stderr)
+        _VERBOSE_HANDLER.setFormatter(logging.Formatter("srt: %(name)s: %(message)s"))
+        logging.getLogger("srt").addHandler(_VERBOSE_HANDLER)
+        logging.getLogger("srt").setLevel(logging.DEBUG)
+    elif not on and _VERBOSE_HANDLER is not None:
+        import logging
+
+        logging.getLogger("srt").removeHandler(_VERBOSE_HANDLER)
+        logging.getLogger("srt").setLevel(logging.NOTSET)
+        _VERBOSE_HANDLER = None
+    manager = sys.modules.get("srt_services.plugins.manager")
+    if on or manager is not None:
+        from srt_services.plugins.manager import trace_plugins
+
+        trace_plugins(on)
+
+
+def _traceback(exc: BaseException) -> None:
+    """Under ``srt -v``, the traceback behind a one-line error (a plugin's bug, a hook's)."""
+    if VERBOSE:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
 
 
 def _quiet_stdio() -> None:

@@ -8,6 +8,7 @@ that holds a broken or hostile plugin. ``new`` writes a plugin package from the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,15 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import rich_click as click
 
+from srt_services.cli.main import SuggestingGroup
+
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from srt_services.plugins.discovery import PluginRecord
     from srt_services.plugins.lockfile import Difference, Lock
-
-#: Statuses in the order ``list`` shows them in its summary line.
-STATUS_ORDER = ("loaded", "failed", "incompatible", "blocked", "not allowed", "discovered")
+    from srt_services.plugins.manager import PluginSet
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def plugins() -> None:
     """Inspect installed plugins and check them against the site's rules.
 
@@ -38,84 +41,92 @@ def plugins() -> None:
 # --------------------------------------------------------------------------- list
 
 
-def _provides_text(record: PluginRecord) -> str:
-    shown = record.registered if record.status == "loaded" else record.provides
-    parts = []
-    for capability in ("kind", "probe", "placement", "expansion", "launcher", "command"):
-        names = sorted(shown.get(capability, ()))
-        if names:
-            parts.append(f"{capability} {', '.join(names)}")
-    text = "; ".join(parts) or "-"
-    if record.status != "loaded" and parts:
-        text += " (declared)"
-    return text
+@contextlib.contextmanager
+def _plugin_warnings_shown_by_caller() -> Iterator[None]:
+    """Silence the loader's warnings while a command reports the same problems itself, so
+    that each is printed once (``srt -v`` and SRT_TRACE_PLUGINS=1 keep them)."""
+    import logging
 
+    from srt_services.cli import main
 
-def _status_text(record: PluginRecord) -> str:
-    if record.status == "loaded":
-        return "loaded"
-    detail = record.reason
-    if record.error:
-        detail = f"{detail}: {record.error}" if detail else record.error
-    return f"{record.status}: {detail}" if detail else record.status
+    logger = logging.getLogger("srt.plugins")
+    if main.VERBOSE or os.environ.get("SRT_TRACE_PLUGINS") == "1":
+        yield
+        return
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 @plugins.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (a JSON list).")
 @click.option("--all", "show_all", is_flag=True, help="Include the core's built-in plugin.")
 @click.option("--hook", "hook", metavar="NAME", help="Only plugins implementing this hook.")
-def list_plugins(as_json: bool, show_all: bool, hook: str | None) -> None:
-    """Every installed plugin: version, location, what it provides, its hooks and status.
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Each plugin in full (location, entry point, hooks, core range) with the traceback"
+    " of a failed import. SRT_TRACE_PLUGINS=1 does the same.",
+)
+def list_plugins(as_json: bool, show_all: bool, hook: str | None, verbose: bool) -> None:
+    """Every installed plugin: version, status and what it provides, sorted by name.
 
     Imports every plugin the controls allow, so a plugin that fails to import shows as
     `failed` with its error instead of surprising a later command. Status is one of
-    loaded, blocked, not allowed, incompatible, failed.
+    loaded, blocked, not allowed, incompatible, failed. Exit status 1 when a plugin failed
+    or two plugins register the same name.
     """
     from srt_services import __version__
+    from srt_services.cli.plugin_views import inventory_text
+    from srt_services.cli.tables import terminal_width
     from srt_services.plugins.manager import default_plugins
 
     if hook is not None and not hook.startswith("srt_"):
         hook = f"srt_{hook}"
+    verbose = verbose or os.environ.get("SRT_TRACE_PLUGINS") == "1"
     plugin_set = default_plugins()
-    records = plugin_set.inventory(include_builtin=show_all)
+    with _plugin_warnings_shown_by_caller():
+        records = plugin_set.inventory(include_builtin=show_all)
+    records.sort(key=lambda r: (not _builtin(r), r.key, r.entry_name))
+    clashes = plugin_set.clashes()
     if hook is not None:
         records = [r for r in records if hook in r.hooks or r.declares("hook", hook)]
+        shown = {r.dist + " " + r.version for r in records}
+        clashes = [c for c in clashes if shown & set(c[2])]
     if as_json:
         rows = []
         for record in records:
             row = record.as_dict()
-            row["builtin"] = record.entry_name == "builtin" and record.dist == "srt-services"
+            row["builtin"] = _builtin(record)
             rows.append(row)
         click.echo(json.dumps(rows, indent=2))
-        return
-    site_path = getattr(plugin_set.site, "path", None)
-    out = [f"srt-services {__version__}; site config: {site_path or 'none'}"]
-    for name in ("SRT_DISABLE_PLUGIN_AUTOLOAD", "SRT_PLUGINS", "SRT_DISABLED_PLUGINS"):
-        if name in os.environ:
-            out.append(f"{name}={os.environ[name]}")
-    out.append("")
-    if not records:
-        what = f"implementing {hook}" if hook else "installed"
-        out.append(f"no plugins {what}" + ("" if show_all else " (--all shows the built-in one)"))
-    for record in records:
-        out.append(f"{record.dist} {record.version}  {_status_text(record)}")
-        out.append(f"  location:    {record.location}")
-        out.append(f"  entry point: {record.entry_name} = {record.module}")
-        out.append(f"  provides:    {_provides_text(record)}")
-        hooks = record.hooks or sorted(record.provides.get("hook", ()))
-        out.append(f"  hooks:       {', '.join(hooks) or '-'}")
-        if record.core_requirement:
-            out.append(f"  requires:    {record.core_requirement}")
-        for problem in record.problems:
-            out.append(f"  problem:     {problem}")
-    if records:
-        counts: dict[str, int] = {}
-        for record in records:
-            counts[record.status] = counts.get(record.status, 0) + 1
-        summary = ", ".join(f"{counts[s]} {s}" for s in STATUS_ORDER if s in counts)
-        out.append("")
-        out.append(f"{len(records)} plugin(s): {summary}")
-    click.echo("\n".join(out))
+    else:
+        site_path = getattr(plugin_set.site, "path", None)
+        head = [f"srt-services {__version__}; site config: {site_path or 'none'}"]
+        for name in ("SRT_DISABLE_PLUGIN_AUTOLOAD", "SRT_PLUGINS", "SRT_DISABLED_PLUGINS"):
+            if name in os.environ:
+                head.append(f"{name}={os.environ[name]}")
+        if not records:
+            what = f"implementing {hook}" if hook else "installed"
+            head.append("")
+            head.append(
+                f"no plugins {what}" + ("" if show_all else " (--all shows the built-in one)")
+            )
+            click.echo("\n".join(head))
+            return
+        sys.stdout.write(
+            "\n".join(head) + "\n\n" + inventory_text(records, clashes, verbose, terminal_width())
+        )
+    if any(r.status == "failed" or set(r.problems) - set(r.clashes) for r in records) or clashes:
+        raise SystemExit(1)
+
+
+def _builtin(record: PluginRecord) -> bool:
+    return record.entry_name == "builtin" and record.dist == "srt-services"
 
 
 # --------------------------------------------------------------------------- lock / check
@@ -141,10 +152,10 @@ def _installed_lock() -> Lock:
     help="Write the lock here ('-': standard output).",
 )
 def lock(output: str) -> None:
-    """Write the installed plugin set (name, version, hash of each RECORD) as a lock file.
+    """Write the installed plugin set (name, version, a hash of each one's files) as a lock.
 
     Point the site config's `plugins.lock` at it to refuse any other plugin set, and run
-    `srt plugins check` to see what changed since.
+    `srt plugins check` to see what changed since. No plugin is imported.
     """
     from srt_services.plugins.lockfile import write_lock
 
@@ -156,8 +167,9 @@ def lock(output: str) -> None:
     sys.stderr.write(f"srt plugins lock: wrote {len(current.plugins)} plugin(s) to {output}\n")
 
 
-def _site_differences(lock_in_use: str | None) -> tuple[list[Difference], str | None]:
-    """The site config's rules broken by the environment, without importing a plugin."""
+def _site_set(lock_in_use: str | None) -> tuple[list[Difference], str | None, PluginSet | None]:
+    """The site config's rules broken by the environment, without importing a plugin, and
+    the plugin set they were decided in (``None`` when the site config is unreadable)."""
     from srt_services import site_config
     from srt_services.errors import SrtError
     from srt_services.plugins.lockfile import Difference
@@ -166,7 +178,7 @@ def _site_differences(lock_in_use: str | None) -> tuple[list[Difference], str | 
     try:
         site = site_config.current()
     except SrtError as exc:
-        return [Difference("site", "site config", detail=str(exc))], None
+        return [Difference("site", "site config", detail=str(exc))], None, None
     site_lock = site.plugins.lock
     if site_lock is not None and lock_in_use is not None and _same_file(site_lock, lock_in_use):
         # Compared line by line already; the load-time lock rules would repeat it.
@@ -174,9 +186,44 @@ def _site_differences(lock_in_use: str | None) -> tuple[list[Difference], str | 
     try:
         plugin_set = PluginSet(site=site)
     except SrtError as exc:
-        return [Difference("site", "site config", detail=str(exc))], site.path
+        return [Difference("site", "site config", detail=str(exc))], site.path, None
     out = [Difference("site", name, detail=detail) for name, detail in plugin_set.site_problems()]
-    return out, site.path
+    return out, site.path, plugin_set
+
+
+def _working_set(plugin_set: PluginSet, reported: set[str], imports: bool) -> list[Difference]:
+    """Plugins that cannot load: outside their core range or the lock's files (metadata),
+    and, when ``imports``, those that fail to import or register, and clashing names."""
+    from srt_services import __version__
+    from srt_services.plugins.lockfile import Difference
+
+    out: list[Difference] = []
+    controls = plugin_set.controls
+    for record in plugin_set.records:
+        if record.status == "discovered" and controls is not None:
+            controls.admit(record, __version__)
+    if imports:
+        with _plugin_warnings_shown_by_caller():
+            plugin_set.load_all()
+    for record in sorted(plugin_set.records, key=lambda r: r.key):
+        label = f"{record.dist} {record.version}"
+        if record.status == "incompatible" and label not in reported:
+            out.append(Difference("incompatible", record.dist, None, record.version, record.reason))
+        elif record.status == "failed":
+            detail = f"{record.reason}: {record.error}" if record.reason else str(record.error)
+            if record.traceback:
+                detail += " (`srt plugins list -v` shows the traceback)"
+            out.append(Difference("failed", record.dist, None, record.version, detail))
+    for capability, name, owners in plugin_set.clashes():
+        out.append(
+            Difference(
+                "clash",
+                f"{capability} {name!r}",
+                detail=f"registered by both {' and '.join(owners)}; uninstall one, or block it"
+                " (plugins.block in the site config, SRT_DISABLED_PLUGINS)",
+            )
+        )
+    return out
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -199,18 +246,25 @@ def _without_lock(site: Any) -> Any:
     type=click.Path(dir_okay=False),
     help="Lock file to compare with (default: the site config's plugins.lock).",
 )
+@click.option(
+    "--metadata-only",
+    is_flag=True,
+    help="Import no plugin (for a venv you do not trust yet): failures to import and"
+    " clashing names, which only an import shows, are then not checked.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def check(lock_path: str | None, as_json: bool) -> None:
-    """Compare the installed plugins with a lock file and the site config; exit 1 on any
-    difference.
+def check(lock_path: str | None, metadata_only: bool, as_json: bool) -> None:
+    """Check the installed plugins against a lock file and the site config, and that each
+    allowed one loads; exit 1 on any difference.
 
     Shows plugins added, removed, at another version or with changed files since the lock
-    was written, and site requirements (`plugins.require`) that are not met. No plugin is
-    imported.
+    was written, site requirements (`plugins.require`) that are not met, plugins outside
+    their supported core range, and, with or without a lock, plugins that fail to import
+    and names two plugins register. Blocked and not-allowed plugins are never imported.
     """
     from srt_services import site_config
     from srt_services.errors import SrtError
-    from srt_services.plugins.lockfile import compare, read_lock
+    from srt_services.plugins.lockfile import Difference, LockError, compare, read_lock
 
     if lock_path is None:
         try:
@@ -219,22 +273,42 @@ def check(lock_path: str | None, as_json: bool) -> None:
             lock_path = None
     differences: list[Difference] = []
     notes: list[str] = []
+    lock_drift = False
     if lock_path is not None:
-        from srt_services.plugins.lockfile import Difference, LockError
-
         try:
-            differences.extend(compare(read_lock(lock_path), _installed_lock()))
+            locked = read_lock(lock_path)
         except LockError as exc:
             differences.append(Difference("site", "lock", detail=str(exc)))
+        else:
+            drift = compare(locked, _installed_lock())
+            lock_drift = bool(drift)
+            differences.extend(drift)
+            if locked.format < 2:
+                differences.append(
+                    Difference(
+                        "site",
+                        "lock",
+                        detail=f"{lock_path} is a format-{locked.format} lock (RECORD hashes,"
+                        " which change with how a wheel is installed and miss an edited file);"
+                        f" rewrite it with `srt plugins lock -o {lock_path}`",
+                    )
+                )
     else:
-        notes.append("no lock file (--lock, or plugins.lock in the site config): site rules only")
-    site_diffs, site_path = _site_differences(lock_path)
+        notes.append("no lock file (--lock, or plugins.lock in the site config)")
+    site_diffs, site_path, plugin_set = _site_set(lock_path)
     differences.extend(site_diffs)
+    if plugin_set is not None:
+        reported = {d.name for d in site_diffs}
+        differences.extend(_working_set(plugin_set, reported, imports=not metadata_only))
+    if metadata_only:
+        notes.append("--metadata-only: no plugin imported; import failures and clashes unchecked")
     if as_json:
         doc = {
             "ok": not differences,
             "lock": lock_path,
             "site_config": site_path,
+            "imported": not metadata_only,
+            "notes": notes,
             "differences": [d.as_dict() for d in differences],
         }
         click.echo(json.dumps(doc, indent=2))
@@ -246,6 +320,11 @@ def check(lock_path: str | None, as_json: bool) -> None:
         lines += [f"  {d.render()}" for d in differences]
         if differences:
             lines.append(f"{len(differences)} difference(s)")
+            if lock_drift:
+                lines.append(
+                    "after an intended change, accept the installed set:"
+                    f" srt plugins lock -o {lock_path}"
+                )
         else:
             lines.append("ok: no differences")
         click.echo("\n".join(lines))
@@ -260,27 +339,23 @@ _SLOT_RE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 
 def template_dir(explicit: str | None = None) -> Path:
-    """Where the plugin skeleton lives: ``--template``, the copy shipped in the core wheel,
-    or the source checkout's ``plugins/_template/skeleton``."""
+    """Where the plugin skeleton lives: ``--template``, else the one in this package
+    (``srt_services/_template/skeleton``, package data of every wheel and sdist)."""
     if explicit:
         base = Path(explicit)
         for candidate in (base / "skeleton", base):
             if (candidate / "pyproject.toml").is_file():
                 return candidate
         raise click.UsageError(f"--template {explicit}: no pyproject.toml in it or in skeleton/")
-    candidates: list[Path] = []
     import srt_services
 
-    package = Path(srt_services.__file__).resolve().parent
-    candidates.append(package / "_template" / "skeleton")
-    candidates += [parent / "plugins" / "_template" / "skeleton" for parent in package.parents]
-    for candidate in candidates:
-        if (candidate / "pyproject.toml").is_file():
-            return candidate
-    raise click.UsageError(
-        "cannot find the plugin template (plugins/_template/skeleton of the srt source);"
-        " pass --template DIR"
-    )
+    shipped = Path(srt_services.__file__).resolve().parent / "_template" / "skeleton"
+    if not (shipped / "pyproject.toml").is_file():
+        raise click.UsageError(
+            f"the plugin template is missing from this srt install ({shipped}); reinstall"
+            " srt-services, or pass --template DIR"
+        )
+    return shipped
 
 
 def template_values(name: str) -> dict[str, str]:

@@ -12,9 +12,9 @@ if TYPE_CHECKING:
 
 
 def _plugins() -> Any:
-    from srt_services.plugins.manager import default_plugins
+    from srt_services import app
 
-    return default_plugins()
+    return app.plugin_set()
 
 
 def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
@@ -51,8 +51,9 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     `-` reads a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe
     is invalid.
     """
+    from srt_services import app
     from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.load import load_recipe, source_name
+    from srt_services.recipe.load import source_name
     from srt_services.recipe.problems import LocatedProblem, RecipeError
 
     plugins = _plugins()
@@ -62,7 +63,7 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         path = source_name(given)
         problems: list[LocatedProblem]
         try:
-            loaded = load_recipe(given, plugins)
+            loaded = app.load(given, plugins)
         except RecipeInvalid as exc:
             failed += 1
             if fmt == "text":
@@ -158,18 +159,14 @@ def dry_run(
     Nothing is started and no network is used. Without --nodes, the plan uses as many
     symbolic nodes as the recipe needs. `-` reads the recipe from standard input.
     """
-    from srt_services.plan.resolve import resolve
-    from srt_services.recipe.load import load_recipe
+    from srt_services import app
 
     if units and as_json:
         raise click.UsageError("--unit filters the text output; filter --json with jq")
     plugins = _plugins()
     request = _allocation(nodes, nodelist, local)
-    loaded = load_recipe(recipe, plugins)
-    from srt_services.site_config import current
-
-    site = current()
-    plan = resolve(loaded, plugins, request, readiness_timeout=site.readiness_timeout)
+    planned = app.plan(recipe, request, plugins=plugins)
+    loaded, plan, site = planned.loaded, planned.plan, planned.site
     if local:  # what `srt run` will say before it starts
         plan.warnings.extend(plugins.launcher_class("local").unapplied(plan))
     only = _known_units(plan, units) if units else None
@@ -231,45 +228,39 @@ def schema(output: str | None) -> None:
 
 
 @click.command()
+@click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def kinds(as_json: bool) -> None:
-    """List the service kinds with their defaults and the plugin that provides each."""
-    from srt_services.plugins.kind_table import kind_rows
+def kinds(name: str | None, as_json: bool) -> None:
+    """List the service kinds with their defaults and the plugin that provides each.
+
+    With NAME: that kind in full, with every option's type, default and description.
+    On a terminal the table fits its width; in a pipe every column is printed in full.
+    """
+    import json
+
+    from srt_services.cli.kind_views import kind_text, kinds_table
+    from srt_services.cli.tables import terminal_width
+    from srt_services.plugins.kind_table import kind_detail, kind_rows
 
     plugins = _plugins()
+    if name is not None:
+        from srt_services.errors import PluginError
+
+        plugins.kinds()  # every plugin loaded, so an unknown name lists every known one
+        try:
+            detail = kind_detail(plugins, name)
+        except PluginError as exc:
+            raise click.UsageError(str(exc)) from None
+        if as_json:
+            click.echo(json.dumps(detail, indent=2))
+        else:
+            sys.stdout.write(kind_text(detail, terminal_width()))
+        return
     rows = kind_rows(plugins)
     if as_json:
-        import json
-
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="Service kinds", title_justify="left")
-    for col in (
-        "type",
-        "start",
-        "critical",
-        "placement",
-        "readiness",
-        "external",
-        "dedicated",
-        "plugin",
-    ):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            r["type"],
-            r["start"],
-            "yes" if r["critical"] else "no",
-            r["placement"],
-            r["readiness"] or "-",
-            "yes" if r["external"] else "no",
-            "yes" if r["dedicated"] else "no",
-            r["plugin"],
-        )
-    Console(soft_wrap=True).print(table)
+    sys.stdout.write(kinds_table(rows, terminal_width()))
 
 
 @click.command()
@@ -303,10 +294,10 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
         try:
             text, notes = migrate_file(recipe)
             if plugins is not None and notes != [UNCHANGED]:
-                from srt_services.recipe.load import load_recipe
+                from srt_services import app
 
                 try:
-                    load_recipe(recipe, plugins, text=text)
+                    app.load(recipe, plugins, text=text)
                 except RecipeInvalid:
                     sys.stderr.write(
                         f"{recipe}: the migrated recipe does not load (lines are the migrated"

@@ -1,5 +1,140 @@
-"""Interfaces plugins implement: service kinds, probes, placements, expansions, launchers.
+"""The plugin API: everything an ``srt-<kind>`` plugin needs, importable from here.
 
-These are the classes the registration hooks in :mod:`srt_services.hookspecs` return
-subclasses of. They are documented in ``docs/plugins.md`` and ``docs/plugin-authors.md``.
+A plugin imports from ``srt_services.extend`` and nothing else of srt (its tests may also
+use ``srt_services.testing``); a test in core walks ``plugins/*/src`` and fails on any other
+``srt_services`` import. Core may move its internals freely; what is named here is the
+contract, changed only additively within a major version.
+
+The names are resolved on first use (PEP 562): a plugin's entry module imports
+:data:`hookimpl` from here, and that must not pay for pydantic or the recipe models, since
+``srt`` imports a plugin only when a recipe needs it and keeps ``--help`` free of both.
+
+What lives where:
+
+* registration interfaces: :class:`ServiceKind` (and :class:`ServerKind` for a server
+  binary that owns its ports), :class:`Probe`, :class:`Placement`, :class:`Expansion`,
+  :class:`Launcher`, and :class:`ImpliedService` for ``srt_implied_services``;
+* what those see while a plan is built: :class:`InstanceContext`, :class:`Node`,
+  :class:`Layout`, :class:`Worker`, :class:`JobPaths`;
+* recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
+  :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
+  :class:`Problem` to report what is wrong with them;
+* helpers: :mod:`~srt_services.extend.servers` (binaries, URLs), :func:`render`
+  (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times),
+  :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from srt_services.extend.context import InstanceContext, JobPaths, Layout, Node, Worker
+    from srt_services.extend.expansion import Expansion, InstanceSeed
+    from srt_services.extend.implied import ImpliedService
+    from srt_services.extend.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
+    from srt_services.extend.launcher import LAUNCH_SETTINGS, Launcher, Preflight
+    from srt_services.extend.placement import Placement
+    from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
+    from srt_services.extend.servers import (
+        ServerKind,
+        ServerOptions,
+        binary_option_problems,
+        missing_binary_check,
+        server_binary,
+        url_host,
+        venv_bin,
+    )
+    from srt_services.hookspecs import hookimpl
+    from srt_services.recipe.models import MetricsSpec, Port, Recipe, ServiceSpec, StrictModel
+    from srt_services.recipe.placeholders import render
+    from srt_services.recipe.problems import Problem
+
+#: public name -> module that defines it
+_WHERE: dict[str, str] = {
+    "hookimpl": "srt_services.hookspecs",
+    "InstanceContext": "srt_services.extend.context",
+    "JobPaths": "srt_services.extend.context",
+    "Layout": "srt_services.extend.context",
+    "Node": "srt_services.extend.context",
+    "Worker": "srt_services.extend.context",
+    "Expansion": "srt_services.extend.expansion",
+    "InstanceSeed": "srt_services.extend.expansion",
+    "ImpliedService": "srt_services.extend.implied",
+    "DefaultProbe": "srt_services.extend.kind",
+    "KindOptions": "srt_services.extend.kind",
+    "NoOptions": "srt_services.extend.kind",
+    "ServiceKind": "srt_services.extend.kind",
+    "LAUNCH_SETTINGS": "srt_services.extend.launcher",
+    "Launcher": "srt_services.extend.launcher",
+    "Preflight": "srt_services.extend.launcher",
+    "Placement": "srt_services.extend.placement",
+    "Probe": "srt_services.extend.probe",
+    "ProbeResult": "srt_services.extend.probe",
+    "ProbeTarget": "srt_services.extend.probe",
+    "ServerKind": "srt_services.extend.servers",
+    "ServerOptions": "srt_services.extend.servers",
+    "binary_option_problems": "srt_services.extend.servers",
+    "missing_binary_check": "srt_services.extend.servers",
+    "server_binary": "srt_services.extend.servers",
+    "url_host": "srt_services.extend.servers",
+    "venv_bin": "srt_services.extend.servers",
+    "MetricsSpec": "srt_services.recipe.models",
+    "Port": "srt_services.recipe.models",
+    "Recipe": "srt_services.recipe.models",
+    "ServiceSpec": "srt_services.recipe.models",
+    "StrictModel": "srt_services.recipe.models",
+    "render": "srt_services.recipe.placeholders",
+    "Problem": "srt_services.recipe.problems",
+}
+
+__all__ = [
+    "LAUNCH_SETTINGS",
+    "DefaultProbe",
+    "Expansion",
+    "ImpliedService",
+    "InstanceContext",
+    "InstanceSeed",
+    "JobPaths",
+    "KindOptions",
+    "Launcher",
+    "Layout",
+    "MetricsSpec",
+    "NoOptions",
+    "Node",
+    "Placement",
+    "Port",
+    "Preflight",
+    "Probe",
+    "ProbeResult",
+    "ProbeTarget",
+    "Problem",
+    "Recipe",
+    "ServerKind",
+    "ServerOptions",
+    "ServiceKind",
+    "ServiceSpec",
+    "StrictModel",
+    "Worker",
+    "binary_option_problems",
+    "hookimpl",
+    "missing_binary_check",
+    "render",
+    "server_binary",
+    "url_host",
+    "venv_bin",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'srt_services.extend' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

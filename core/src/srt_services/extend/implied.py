@@ -19,6 +19,12 @@ class ImpliedService:
     #: Suppress it when any declared service has one of these types (under any name), the
     #: way a declared ``lmcache-server`` of any name replaces the implied one.
     unless_type_declared: tuple[str, ...] = field(default_factory=tuple)
+    #: Where it goes among the implied services, which launch before the declared ones in
+    #: this order within their phase (ties keep pluggy's call order). The spec's order:
+    #: the discovery plane (etcd 10, nats 20), the per-worker GPU Memory Service (30),
+    #: caches (LMCache 40), then observability (exporters 60, the scraper 70). A
+    #: third-party kind picks its place relative to these.
+    order: int = 100
 
     @property
     def name(self) -> str:

@@ -1,19 +1,27 @@
-"""Helpers for kinds that run one server binary and advertise it by URL (etcd, NATS, ...).
+"""Kinds that run one server binary on ports they own (etcd, NATS, Mooncake, exporters...).
 
-Plugins must not import each other, so what every such kind needs lives here: the URL form
-of a node address, where the binary comes from, the rule for the ``binary`` option, and the
-shell line that turns a missing binary into a clear, early failure.
+Plugins must not import each other, so what every such kind needs lives here: a base class
+(:class:`ServerKind`) that owns the binary lookup, the port ledger entries, the ``binary``
+option, ``external`` addresses and the early "binary missing" failure, plus the small
+helpers it is built from for kinds that need only a part of it.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import Field
+
+from srt_services.extend.kind import KindOptions, ServiceKind
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.recipe.models import ServiceSpec
+    from srt_services.extend.context import InstanceContext
+    from srt_services.recipe.models import Recipe, ServiceSpec
 
 
 def url_host(ip: str) -> str:
@@ -60,12 +68,20 @@ def binary_option_problems(spec: ServiceSpec, binary: str | None) -> list[Proble
     return []
 
 
+def venv_bin() -> str:
+    """The directory of the Python running srt: where ``pip install 'srt-x[server]'`` puts
+    a server's console script, found even when the venv was never activated."""
+    return os.path.dirname(os.path.abspath(sys.executable))
+
+
 def missing_binary_check(binary: str, kind: str, hint: str) -> str:
     """Shell that fails fast, with install advice, when the server binary is not there.
 
     It runs on the service's node, in its environment (container included), right before the
     server would start, so it checks the filesystem that matters; the infra phase then fails
-    with this line in the log tail, before any worker or frontend is launched.
+    with this line in the log tail, before any worker or frontend is launched. A bare name
+    is looked up on PATH first, then in srt's own venv ``bin`` (appended to PATH, so what the
+    job's environment puts first still wins).
     """
     text = f"srt-{kind}: cannot find the {kind} server binary {binary}; {hint}"
     for ch in ("\\", '"', "`", "$"):  # literal inside double quotes
@@ -73,4 +89,98 @@ def missing_binary_check(binary: str, kind: str, hint: str) -> str:
     if "/" not in binary:
         text += " (PATH=$PATH)"  # a bare name: where it was looked for is the useful part
     found = f"command -v -- {shlex.quote(binary)} >/dev/null 2>&1"
-    return f'{found} || {{ echo "{text}" >&2; exit 127; }}'
+    fail = f'{found} || {{ echo "{text}" >&2; exit 127; }}'
+    if "/" in binary:
+        return fail
+    extra = shlex.quote(venv_bin())
+    return (
+        f'{found} || {{ [ -x {extra}/{shlex.quote(binary)} ] && PATH="$PATH:"{extra}'
+        f" && export PATH; }}\n{fail}"
+    )
+
+
+class ServerOptions(KindOptions):
+    """Base of a server kind's options: where its binary is. Subclasses add their ports."""
+
+    binary: str | None = Field(
+        None,
+        description="Server binary: a command name looked up on PATH (then in srt's own venv"
+        " bin directory) or an absolute path. Default: the site config's [binaries] entry for"
+        " this kind, else the kind's usual command name.",
+    )
+
+
+class ServerKind(ServiceKind):
+    """Base of kinds that run one server binary listening on ports the kind owns.
+
+    A subclass names its binary (:attr:`binary_name`, also its key in the site config's
+    ``[binaries]``), says how to install it (:attr:`install_hint`), lists its ports by role
+    (:meth:`ports`) and writes the server's arguments (:meth:`server_args`). The base then
+    supplies what every such kind needs and would otherwise copy: the argv, the port
+    ledger entries, a clear early failure when the binary is missing, the ``binary`` option
+    rules, distinct ports, and the ``external`` case (nothing launched; consumers pointed
+    at the given address by :meth:`consumer_env`).
+    """
+
+    Options: ClassVar[type[KindOptions]] = ServerOptions
+    #: The command name, and the key of the site config's ``[binaries]`` table.
+    binary_name: ClassVar[str]
+    #: How to get the binary, shown when it is missing ("install it (Debian: ...)").
+    install_hint: ClassVar[str] = ""
+
+    # ------------------------------------------------------------------ to override
+
+    def ports(self, options: Any) -> Mapping[str, int | None]:
+        """The ports the server binds, by option name (``None``: that listener is off)."""
+        return {}
+
+    def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        """Arguments after the binary (the recipe's ``args`` are appended by srt)."""
+        return []
+
+    def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
+        """What consumers are told: ``host`` is the server node's address in URL form, or
+        ``None`` for an ``external`` service (then read ``spec.external``)."""
+        return {}
+
+    def validate_server(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        """Problems of this kind's own options, beyond the checks every server gets."""
+        return ()
+
+    # ------------------------------------------------------------------ supplied
+
+    def binary(self, options: Any) -> str:
+        """The binary to run: the recipe's ``options.binary``, the site's, or the name."""
+        return server_binary(getattr(options, "binary", None), self.binary_name)
+
+    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        out = binary_option_problems(spec, getattr(options, "binary", None))
+        seen: dict[int, str] = {}
+        for key, port in self.ports(options).items():
+            if port is None:
+                continue
+            if port in seen:
+                out.append(
+                    Problem(
+                        ("options", key),
+                        f"must differ from {seen[port]} ({port}): {self.binary_name} binds both",
+                    )
+                )
+            else:
+                seen[port] = key
+        out.extend(self.validate_server(spec, options, recipe))
+        return out
+
+    def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        return [self.binary(options), *self.server_args(spec, options, ctx)]
+
+    def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
+        if spec.command is not None:
+            return None  # the recipe's own command: not ours to check
+        return missing_binary_check(self.binary(options), self.name, self.install_hint)
+
+    def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        return tuple(p for p in self.ports(options).values() if p is not None)
+
+    def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
+        return self.consumer_env(spec, options, None if address is None else url_host(address))

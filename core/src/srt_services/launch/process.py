@@ -20,14 +20,18 @@ from dataclasses import dataclass
 import psutil
 
 from srt_services import procfs
-from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
+from srt_services.jobdir import identity
 from srt_services.launch.sockdiag import listening_inodes
 
-# The /proc readers live below the launch layer (the job directory's view needs them too);
-# the launchers, the runtime and plugins know them by these names.
+# The /proc readers and the cookie's variable names live below the launch layer (the job
+# directory needs them too); the launchers, the runtime and srt_services.extend.processes
+# know them by these names.
 alive = procfs.alive
 proc_state = procfs.proc_state
 start_ticks = procfs.start_ticks
+same_process = procfs.same_process
+COOKIE_VAR = identity.COOKIE_VAR
+INSTANCE_VAR = identity.INSTANCE_VAR
 
 #: What a service inherits from the orchestrator's environment; everything else it gets
 #: comes from the plan. (Inherited ``SLURM_*``, ``ETCD_*``, ``NATS_*``, ``DYN_*``, loader

@@ -12,13 +12,13 @@ Order, applied to every distribution with an ``srt.plugins`` entry point (the sa
 6. The site config's ``require`` pins and lock file must accept the plugin's version.
 7. Only when one of its capabilities is needed: the plugin's own
    ``Requires-Dist: srt-services ...`` must accept this core's version, and a locked
-   plugin's RECORD must hash to the locked value.
+   plugin's installed files must hash to the locked value (:func:`files_hash_of`).
 8. Only then is the module imported, inside a guard that records any error.
 
 Steps 3 to 6 need nothing but the entry-point scan (name and version come from the
 ``.dist-info`` directory name), so deciding costs no file reads beyond the scan itself;
-step 7 reads one plugin's METADATA (and RECORD under a lock) right before that plugin is
-imported. That keeps resolving one kind with many plugins installed close to the cost of the
+step 7 reads one plugin's METADATA (and, under a lock, its files) right before that plugin
+is imported. That keeps resolving one kind with many plugins installed close to the cost of the
 bare ``importlib.metadata`` scan.
 
 Names are distribution names as ``pip list`` shows them, compared normalised (PEP 503), and
@@ -101,8 +101,13 @@ class PluginRecord:
     #: What went wrong after a successful import: names another plugin registered too
     #: (``kind 'x' is also registered by ...``), a command hook that raised.
     problems: list[str] = field(default_factory=list)
+    #: The problems that are clashes (also in :attr:`problems`; ``PluginSet.clashes`` has
+    #: each clash once, with both owners).
+    clashes: list[str] = field(default_factory=list)
     #: What the plugin's registration hooks returned, by capability (set once loaded).
     registered: dict[str, list[str]] = field(default_factory=dict)
+    #: The formatted traceback of a failed import or registration (``srt plugins list -v``).
+    traceback: str | None = field(default=None, repr=False)
     #: The distribution object, for the few reads done lazily (METADATA, RECORD).
     distribution: metadata.Distribution | None = field(default=None, repr=False, compare=False)
     metadata_read: bool = False
@@ -158,9 +163,9 @@ class PluginRecord:
             metadata_read=self.metadata_read,
         )
 
-    def record_sha256(self) -> str | None:
-        """SHA-256 of the installed RECORD (``None`` without one)."""
-        return record_hash_of(self.distribution) if self.distribution is not None else None
+    def files_sha256(self) -> str | None:
+        """The identity of the installed files (``None`` without a file list)."""
+        return files_hash_of(self.distribution) if self.distribution is not None else None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -200,11 +205,43 @@ def find_core_requirement(requires: Any) -> str | None:
     return None
 
 
-def record_hash_of(dist: metadata.Distribution) -> str | None:
-    text = dist.read_text("RECORD")
-    if text is None:
+#: dist-info files that depend on how a wheel was installed, not on what it holds.
+INSTALL_RECORDS = frozenset(
+    {"RECORD", "RECORD.jws", "RECORD.p7s", "INSTALLER", "REQUESTED", "direct_url.json"}
+)
+
+
+def files_hash_of(dist: metadata.Distribution) -> str | None:
+    """One SHA-256 over the content of every file the distribution installed.
+
+    Hashes what is on disk (so an edited file changes it, which RECORD's own hashes would
+    not show), and leaves out what depends on the installer rather than the wheel: the
+    records in :data:`INSTALL_RECORDS`, byte code, and files outside the package directory
+    (console scripts, whose launcher and interpreter line each installer writes its own
+    way). The same wheel installed by pip, ``pip --no-deps``, uv or from a direct URL
+    therefore hashes the same. A file in the list but missing on disk counts too.
+    """
+    files = dist.files
+    if files is None:
         return None
-    return hashlib.sha256(text.encode()).hexdigest()
+    entries = []
+    for item in files:
+        parts = item.parts
+        if not parts or parts[0] == ".." or "__pycache__" in parts:
+            continue
+        if item.suffix in (".pyc", ".pyo"):
+            continue
+        if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] in INSTALL_RECORDS:
+            continue
+        try:
+            with open(item.locate(), "rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        except FileNotFoundError:
+            digest = "missing"
+        except OSError as exc:
+            digest = f"unreadable: {exc.strerror}"
+        entries.append(f"{'/'.join(parts)}\0{digest}\n")
+    return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
 
 
 def _dist_location(dist: metadata.Distribution) -> str:
@@ -306,17 +343,26 @@ class Controls:
     lock: dict[str, str] | None = None
     lock_path: str | None = None
     strict: bool = False
-    #: normalised name -> RECORD hash from the lock (``None`` entries are not checked)
+    #: normalised name -> files hash from the lock (``None`` entries are not checked)
     lock_hashes: dict[str, str | None] | None = None
     site_path: str | None = None
+    #: Why autoload is off, for the ``not allowed`` reason (the variable or the site key).
+    autoload_off_by: str = ""
 
     @classmethod
     def from_environment(cls, env: dict[str, str] | None = None, site: Any = None) -> Controls:
         env = dict(os.environ if env is None else env)
         allow = _split_env(env.get("SRT_PLUGINS"))
         disabled = _split_env(env.get("SRT_DISABLED_PLUGINS")) or set()
-        autoload = env.get("SRT_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() not in _TRUE
         policy = getattr(site, "plugins", None)
+        autoload = True
+        off_by = ""
+        if env.get("SRT_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in _TRUE:
+            autoload, off_by = False, "SRT_DISABLE_PLUGIN_AUTOLOAD=1"
+        elif policy is not None and not getattr(policy, "autoload", True):
+            site_path = getattr(site, "path", None)
+            where = f" of the site config {site_path}" if site_path else ""
+            autoload, off_by = False, f"plugins.autoload = false{where}"
         lock = None
         lock_hashes = None
         lock_path = None
@@ -326,7 +372,7 @@ class Controls:
             lock_path = policy.lock
             locked = read_lock(policy.lock)
             lock = {normalize(p.name): p.version for p in locked.plugins}
-            lock_hashes = {normalize(p.name): p.record_sha256 for p in locked.plugins}
+            lock_hashes = {normalize(p.name): p.files_sha256 for p in locked.plugins}
         strict = bool(policy.strict) if policy else False
         if env.get("SRT_STRICT_PLUGINS", "").strip().lower() in _TRUE:
             strict = True
@@ -344,6 +390,7 @@ class Controls:
             strict=strict,
             lock_hashes=lock_hashes,
             site_path=getattr(site, "path", None),
+            autoload_off_by=off_by,
         )
 
     @property
@@ -365,7 +412,10 @@ class Controls:
             return
         if not self.autoload and (self.allow_env is None or not names & self.allow_env):
             record.status = "not allowed"
-            record.reason = "SRT_DISABLE_PLUGIN_AUTOLOAD=1 and not named in SRT_PLUGINS"
+            record.reason = (
+                f"autoload is off ({self.autoload_off_by or 'SRT_DISABLE_PLUGIN_AUTOLOAD=1'})"
+                " and it is not named in SRT_PLUGINS"
+            )
             return
         if self.allow_env is not None and not names & self.allow_env:
             record.status, record.reason = "not allowed", "not named in SRT_PLUGINS"
@@ -400,15 +450,15 @@ class Controls:
             return False
         if self.lock_hashes is not None:
             locked = self.lock_hashes.get(record.key)
-            if locked is not None:
-                actual = record.record_sha256()
-                if actual != locked:
-                    record.status = "incompatible"
-                    record.reason = (
-                        f"its installed files (RECORD hash) differ from the lock file"
-                        f" {self.lock_path}: reinstalled or modified since the lock was written"
-                    )
-                    return False
+            if locked is not None and record.files_sha256() != locked:
+                record.status = "incompatible"
+                record.reason = (
+                    f"its installed files differ from the lock file {self.lock_path} (edited, or"
+                    f" another build of {record.version} installed since the lock was written);"
+                    f" reinstall the locked build, or accept it with `srt plugins lock -o"
+                    f" {self.lock_path}`"
+                )
+                return False
         return True
 
     def pin_mismatch(self, record: PluginRecord) -> str | None:
@@ -430,16 +480,21 @@ class Controls:
             if not ok:
                 return (
                     f"version {record.version} does not satisfy {text!r} in plugins.require of"
-                    f" {self._site}"
+                    f" {self._site}; install a version it allows, or change the pin"
                 )
         if self.lock is not None:
+            accept = f"run `srt plugins lock -o {self.lock_path}` to accept the installed set"
             locked = self.lock.get(record.key)
             if locked is None:
-                return f"not in the lock file {self.lock_path} (plugins.lock of {self._site})"
+                return (
+                    f"not in the lock file {self.lock_path} (plugins.lock of {self._site});"
+                    f" uninstall it, or {accept}"
+                )
             if not same_version(locked, record.version):
                 return (
                     f"version {record.version} differs from {locked} in the lock file"
-                    f" {self.lock_path} (plugins.lock of {self._site})"
+                    f" {self.lock_path} (plugins.lock of {self._site}); install {locked},"
+                    f" or {accept}"
                 )
         return None
 
@@ -466,5 +521,8 @@ def core_mismatch(record: PluginRecord, core_version: str) -> str | None:
     except InvalidRequirement:
         return f"unreadable core requirement {record.core_requirement!r}"
     if req.specifier and not req.specifier.contains(Version(core_version), prereleases=True):
-        return f"it requires srt-services{req.specifier} but this is srt-services {core_version}"
+        return (
+            f"it requires srt-services{req.specifier} but this is srt-services {core_version};"
+            " install a release of the plugin made for this core"
+        )
     return None

@@ -1,17 +1,20 @@
 """``srt plugins lock`` files: the exact plugin set a site runs.
 
-A lock names each plugin distribution with its version and a hash of its installed
-``RECORD`` (the list of files with their own hashes), so that reinstalling the same version
-from a different build, or editing an installed file, is noticed too.
+A lock names each plugin distribution with its version and one hash over the content of
+its installed files (:func:`srt_services.plugins.discovery.files_hash_of`), so that an
+edited installed file, or another build of the same version, is noticed; installing the
+same wheel another way (pip, uv, from a URL) is not a change.
+
+Format 1 held a hash of each RECORD instead, which changes with the way a wheel is
+installed and not with an edit. Such a lock is still read (names and versions are still
+enforced) but its hashes are not checked, and ``srt plugins check`` asks for a rewrite.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from srt_services.errors import SrtError
@@ -21,7 +24,9 @@ if TYPE_CHECKING:
 
     from srt_services.plugins.discovery import PluginRecord
 
-LOCK_VERSION = 1
+LOCK_VERSION = 2
+#: Versions :func:`read_lock` accepts.
+READABLE_VERSIONS = (1, 2)
 
 
 class LockError(SrtError):
@@ -32,13 +37,16 @@ class LockError(SrtError):
 class LockedPlugin:
     name: str
     version: str
-    record_sha256: str | None
+    #: The files hash (``None``: not checked, as for every plugin of a format-1 lock).
+    files_sha256: str | None
 
 
 @dataclass(slots=True)
 class Lock:
     plugins: list[LockedPlugin] = field(default_factory=list)
     core_version: str | None = None
+    #: The format the lock was read in (what :meth:`to_json` writes is always the current).
+    format: int = LOCK_VERSION
 
     def versions(self) -> dict[str, str]:
         return {p.name: p.version for p in self.plugins}
@@ -48,23 +56,11 @@ class Lock:
             "srt_plugin_lock": LOCK_VERSION,
             "core": self.core_version,
             "plugins": [
-                {"name": p.name, "version": p.version, "record_sha256": p.record_sha256}
+                {"name": p.name, "version": p.version, "files_sha256": p.files_sha256}
                 for p in sorted(self.plugins, key=lambda p: p.name.lower())
             ],
         }
         return json.dumps(doc, indent=2) + "\n"
-
-
-def record_hash(dist_name: str) -> str | None:
-    """SHA-256 of the distribution's RECORD file, ``None`` when it has none."""
-    try:
-        dist = metadata.distribution(dist_name)
-    except metadata.PackageNotFoundError:
-        return None
-    text = dist.read_text("RECORD")
-    if text is None:
-        return None
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def lock_of(records: Iterable[PluginRecord], core_version: str) -> Lock:
@@ -76,7 +72,7 @@ def lock_of(records: Iterable[PluginRecord], core_version: str) -> Lock:
         if record.key in seen:
             continue
         seen[record.key] = LockedPlugin(
-            name=record.dist, version=record.version, record_sha256=record.record_sha256()
+            name=record.dist, version=record.version, files_sha256=record.files_sha256()
         )
     return Lock(plugins=list(seen.values()), core_version=core_version)
 
@@ -100,9 +96,11 @@ def write_lock(path: str, lock: Lock) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Difference:
-    """One way the environment differs from a lock or the site config.
+    """One way the environment differs from a lock, the site config, or a working set.
 
-    ``change`` is one of ``added``, ``removed``, ``version``, ``record``, ``core``, ``site``.
+    ``change`` is one of ``added``, ``removed``, ``version``, ``files``, ``core`` (against a
+    lock), ``site`` (a site rule or the lock file itself), ``failed``, ``incompatible`` and
+    ``clash`` (plugins that cannot load, found with or without a lock).
     """
 
     change: str
@@ -115,9 +113,12 @@ class Difference:
         "added": "+",
         "removed": "-",
         "version": "~",
-        "record": "~",
+        "files": "~",
         "core": "~",
         "site": "!",
+        "failed": "!",
+        "incompatible": "!",
+        "clash": "!",
     }
 
     def render(self) -> str:
@@ -128,11 +129,13 @@ class Difference:
             what = f"{self.name} {self.locked}: in the lock, not installed"
         elif self.change in {"version", "core"}:
             what = f"{self.name} {self.locked} -> {self.installed}: version changed"
-        elif self.change == "record":
+        elif self.change == "files":
             what = (
-                f"{self.name} {self.installed}: installed files changed (RECORD hash differs;"
-                " reinstalled from another build or edited)"
+                f"{self.name} {self.installed}: installed files changed (edited, or another"
+                " build of this version installed)"
             )
+        elif self.change in {"failed", "incompatible"}:
+            what = f"{self.name} {self.installed}: {self.change}: {self.detail}"
         else:
             what = f"{self.name}: {self.detail}"
         return f"{sign} {what}"
@@ -169,8 +172,8 @@ def compare(lock: Lock, current: Lock) -> list[Difference]:
         elif was is not None and now is not None:
             if not same_version(was.version, now.version):
                 out.append(Difference("version", now.name, was.version, now.version))
-            elif was.record_sha256 and was.record_sha256 != now.record_sha256:
-                out.append(Difference("record", now.name, was.version, now.version))
+            elif was.files_sha256 and was.files_sha256 != now.files_sha256:
+                out.append(Difference("files", now.name, was.version, now.version))
     return out
 
 
@@ -179,20 +182,25 @@ def read_lock(path: str) -> Lock:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except FileNotFoundError:
-        raise LockError(f"plugin lock file {path} does not exist") from None
+        raise LockError(
+            f"plugin lock file {path} does not exist; write it with `srt plugins lock -o {path}`"
+        ) from None
     except (OSError, ValueError) as exc:
         raise LockError(f"cannot read plugin lock file {path}: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("srt_plugin_lock") != LOCK_VERSION:
-        raise LockError(f"{path} is not an srt plugin lock (version {LOCK_VERSION})")
+    version = doc.get("srt_plugin_lock") if isinstance(doc, dict) else None
+    if version not in READABLE_VERSIONS:
+        raise LockError(
+            f"{path} is not an srt plugin lock (format {LOCK_VERSION}); write one with"
+            f" `srt plugins lock -o {path}`"
+        )
     plugins = []
     for item in doc.get("plugins", []):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise LockError(f"{path}: every plugin needs a name")
+        files = item.get("files_sha256") if version >= 2 else None
         plugins.append(
             LockedPlugin(
-                name=item["name"],
-                version=str(item.get("version", "")),
-                record_sha256=item.get("record_sha256"),
+                name=item["name"], version=str(item.get("version", "")), files_sha256=files
             )
         )
-    return Lock(plugins=plugins, core_version=doc.get("core"))
+    return Lock(plugins=plugins, core_version=doc.get("core"), format=version)

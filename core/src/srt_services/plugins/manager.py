@@ -14,6 +14,7 @@ import importlib
 import logging
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from difflib import get_close_matches
@@ -83,14 +84,25 @@ class UnknownName(PluginError):
 
 @dataclass(frozen=True, slots=True)
 class HookCall:
-    """One call of one plugin's hook implementation, as monitors see it."""
+    """One hook call as pluggy made it, as monitors see it.
+
+    ``plugins`` are the implementations pluggy ran, in the order it ran them; ``result`` is
+    what the call returned (for these hooks: the list of non-``None`` results, in that
+    order). A registration hook is called for one plugin at a time, so its ``plugins`` has
+    one entry.
+    """
 
     hook: str
-    plugin: str
+    plugins: tuple[str, ...]
     kwargs: dict[str, Any]
     result: Any
     error: BaseException | None
     duration: float
+
+    @property
+    def plugin(self) -> str:
+        """The implementations as one label (one plugin for registration hooks)."""
+        return ", ".join(self.plugins)
 
 
 Monitor = Callable[[HookCall], None]
@@ -193,8 +205,22 @@ class PluginSet:
     ) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
+        # one typed registry per capability; the dict is the same objects, for code that
+        # walks every capability (clashes, inventory, unregister)
+        self._kinds: _Registry[ServiceKind] = _Registry("kind")
+        self._probes: _Registry[Probe] = _Registry("probe")
+        self._placements: _Registry[Placement] = _Registry("placement")
+        self._expansions: _Registry[Expansion] = _Registry("expansion")
+        self._launchers: _Registry[Launcher] = _Registry("launcher")
         self._registries: dict[str, _Registry[Any]] = {
-            cap: _Registry(cap) for cap in REGISTRATION_HOOKS
+            r.capability: r
+            for r in (
+                self._kinds,
+                self._probes,
+                self._placements,
+                self._expansions,
+                self._launchers,
+            )
         }
         self._collected: set[str] = set()
         self._owner_names: dict[str, str] = {}
@@ -205,7 +231,7 @@ class PluginSet:
         self._site = site
         self._env = env
         self.controls: Controls | None = None
-        if (env if env is not None else os.environ).get("SRT_TRACE_PLUGINS") == "1":
+        if _tracing or (env if env is not None else os.environ).get("SRT_TRACE_PLUGINS") == "1":
             self._monitors.append(_trace)
         if builtins:
             from srt_services.plugins import builtin
@@ -260,9 +286,11 @@ class PluginSet:
             record.status = "failed"
             record.error = f"{type(exc).__name__}: {exc}"
             record.reason = "import failed"
+            record.traceback = "".join(traceback.format_exception(exc))
             log.warning(
                 "plugin %s %s failed to import: %s", record.dist, record.version, record.error
             )
+            self._trace_failure(record)
             self._strict_fail(record)
             return False
         label = self.label_of(record)
@@ -273,7 +301,10 @@ class PluginSet:
             record.status = "failed"
             record.error = str(exc)
             record.reason = "rejected"
+            if exc.__cause__ is not None:
+                record.traceback = "".join(traceback.format_exception(exc.__cause__))
             log.warning("plugin %s rejected: %s", label, exc)
+            self._trace_failure(record)
             self._strict_fail(record)
             return False
         record.status = "loaded"
@@ -282,8 +313,15 @@ class PluginSet:
         )
         record.registered = self.provided_by(label)
         if self._monitors:
-            self._notify(HookCall("<import>", label, {}, obj, None, time.perf_counter() - started))
+            self._notify(
+                HookCall("<import>", (label,), {}, obj, None, time.perf_counter() - started)
+            )
         return True
+
+    def _trace_failure(self, record: PluginRecord) -> None:
+        """Under tracing (SRT_TRACE_PLUGINS=1, ``srt -v``), the failure's traceback too."""
+        if record.traceback and _trace in self._monitors:
+            log.warning("srt-trace: %s %s:\n%s", record.dist, record.version, record.traceback)
 
     def _strict_fail(self, record: PluginRecord) -> None:
         if self.controls is not None and self.controls.strict:
@@ -365,25 +403,21 @@ class PluginSet:
             return
         plugin = self.pm.get_plugin(plugin_name)
         label = self._owner_names.get(plugin_name, plugin_name)
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
         gathered: list[tuple[str, type[Any]]] = []
         for capability, hook_name in REGISTRATION_HOOKS.items():
-            caller = getattr(self.pm.hook, hook_name)
-            for impl in caller.get_hookimpls():
-                if impl.plugin is not plugin:
-                    continue
-                started = time.perf_counter()
-                try:
-                    classes = impl.function() or []
-                except Exception as exc:
-                    self._notify(
-                        HookCall(hook_name, label, {}, None, exc, time.perf_counter() - started)
-                    )
-                    raise PluginError(
-                        f"{label}: {hook_name} raised {type(exc).__name__}: {exc}"
-                    ) from exc
-                self._notify(
-                    HookCall(hook_name, label, {}, classes, None, time.perf_counter() - started)
-                )
+            # pluggy calls this plugin's implementation (and its own wrappers) alone, so
+            # what comes back is known to be this plugin's, and a clash can name it.
+            caller = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
+            if not caller.get_hookimpls():
+                continue
+            try:
+                results = self._run(hook_name, caller, {})
+            except Exception as exc:
+                raise PluginError(
+                    f"{label}: {hook_name} raised {type(exc).__name__}: {exc}"
+                ) from exc
+            for classes in results:
                 if not isinstance(classes, list | tuple):
                     raise PluginError(
                         f"{label}: {hook_name} must return a list of classes, got {classes!r}"
@@ -409,19 +443,16 @@ class PluginSet:
         log.warning("%s %r is registered by both %s and %s", capability, name, other, label)
         mine = self._by_label.get(label)
         theirs = self._by_label.get(other)
-        if mine is not None:
-            mine.problems.append(f"{capability} {name!r} is also registered by {other}")
-        if theirs is not None:
-            theirs.problems.append(f"{capability} {name!r} is also registered by {label}")
+        for record, peer in ((mine, other), (theirs, label)):
+            if record is not None:
+                problem = f"{capability} {name!r} is also registered by {peer}"
+                record.problems.append(problem)
+                record.clashes.append(problem)
 
     # ------------------------------------------------------------------ monitoring
 
     def add_monitor(self, monitor: Monitor) -> Callable[[], None]:
-        """Call ``monitor`` after every hook call the facade makes; returns the undo.
-
-        The facade calls implementations one by one (to know which plugin answered), so
-        pluggy's own ``add_hookcall_monitoring`` would see nothing; this is its replacement.
-        """
+        """Call ``monitor`` after every hook call srt makes; returns the undo."""
         self._monitors.append(monitor)
 
         def undo() -> None:
@@ -433,6 +464,27 @@ class PluginSet:
     def _notify(self, call: HookCall) -> None:
         for monitor in list(self._monitors):
             monitor(call)
+
+    def _run(self, hook_name: str, caller: Any, kwargs: dict[str, Any]) -> list[Any]:
+        """Call ``caller`` (a pluggy hook caller) with ``kwargs``; tell the monitors."""
+        if not self._monitors:
+            return list(caller(**kwargs))
+        labels = tuple(
+            self._owner_names.get(impl.plugin_name, impl.plugin_name)
+            for impl in reversed(caller.get_hookimpls())
+        )
+        started = time.perf_counter()
+        try:
+            result = list(caller(**kwargs))
+        except Exception as exc:
+            self._notify(
+                HookCall(hook_name, labels, kwargs, None, exc, time.perf_counter() - started)
+            )
+            raise
+        self._notify(
+            HookCall(hook_name, labels, kwargs, result, None, time.perf_counter() - started)
+        )
+        return result
 
     # ------------------------------------------------------------------ lazy lookup
 
@@ -506,11 +558,11 @@ class PluginSet:
         tail = "; " + "; ".join(hints) if hints else ""
         return UnknownName(f"{noun} {name!r} is not known (known: {', '.join(known)}){tail}")
 
-    def _get(self, capability: str, name: str, noun: str) -> Any:
-        self._ensure(capability, name)
-        found = self._registries[capability].get(name)
+    def _get(self, registry: _Registry[T], name: str, noun: str) -> T:
+        self._ensure(registry.capability, name)
+        found = registry.get(name)
         if found is None:
-            raise self._unknown(capability, name, noun)
+            raise self._unknown(registry.capability, name, noun)
         return found
 
     def _all(self, capability: str) -> dict[str, Any]:
@@ -523,6 +575,15 @@ class PluginSet:
 
     def owner(self, capability: str, name: str) -> str | None:
         return self._registries[capability].owner(name)
+
+    def clashes(self) -> list[tuple[str, str, list[str]]]:
+        """(capability, name, owners) for every name two loaded plugins register, sorted;
+        such a name is unusable until one of them is blocked or uninstalled."""
+        return sorted(
+            (capability, name, sorted(owners))
+            for capability, registry in self._registries.items()
+            for name, owners in registry.conflicts.items()
+        )
 
     def names(self, capability: str) -> list[str]:
         """Names registered so far (without loading more plugins)."""
@@ -593,95 +654,118 @@ class PluginSet:
 
     # ------------------------------------------------------------------ typed accessors
 
+    # A hit is answered from the registry's instances at once: a 10,000-service recipe asks
+    # for the same few names tens of thousands of times. A miss loads what may provide it.
+
     def kind(self, name: str) -> ServiceKind:
-        return self._get("kind", name, "service type")  # type: ignore[no-any-return]
+        return self._kinds.instances.get(name) or self._get(self._kinds, name, "service type")
 
     def kinds(self) -> dict[str, ServiceKind]:
         return self._all("kind")
 
     def probe(self, name: str) -> Probe:
-        return self._get("probe", name, "probe")  # type: ignore[no-any-return]
+        return self._probes.instances.get(name) or self._get(self._probes, name, "probe")
 
     def probes(self) -> dict[str, Probe]:
         return self._all("probe")
 
     def placement(self, name: str) -> Placement:
-        return self._get("placement", name, "placement")  # type: ignore[no-any-return]
+        found = self._placements.instances.get(name)
+        return found or self._get(self._placements, name, "placement")
 
     def placements(self) -> dict[str, Placement]:
         return self._all("placement")
 
     def expansion(self, name: str) -> Expansion:
-        return self._get("expansion", name, "placement.per value")  # type: ignore[no-any-return]
+        found = self._expansions.instances.get(name)
+        return found or self._get(self._expansions, name, "placement.per value")
 
     def expansions(self) -> dict[str, Expansion]:
         return self._all("expansion")
 
     def launcher_class(self, name: str) -> type[Launcher]:
         self._ensure("launcher", name)
-        found = self._registries["launcher"].cls(name)
+        found = self._launchers.cls(name)
         if found is None:
             raise self._unknown("launcher", name, "launcher")
         return found
 
     def has(self, capability: str, name: str) -> bool:
+        registry = self._registries[capability]
+        if name in registry.instances:
+            return True
         self._ensure(capability, name)
-        return self._registries[capability].has(name)
+        return registry.has(name)
 
     # ------------------------------------------------------------------ hook calls
 
-    def _impls(
-        self, hook_name: str, **kwargs: Any
-    ) -> Iterator[tuple[str, Any, BaseException | None]]:
-        """Each implementation's (owner, result, error), newest registration last."""
+    def _call(self, hook_name: str, **kwargs: Any) -> list[Any]:
+        """Call a hook through pluggy: its results in pluggy's order, ``None`` skipped.
+
+        pluggy runs ``tryfirst`` implementations first, then the others from the most
+        recently registered to the first, then ``trylast`` ones; wrappers (``wrapper=True``)
+        wrap the whole call. An exception names the plugin whose implementation raised.
+        """
         self._ensure_hook(hook_name)
         caller = getattr(self.pm.hook, hook_name)
-        for impl in reversed(caller.get_hookimpls()):
+        try:
+            return self._run(hook_name, caller, kwargs)
+        except Exception as exc:
+            label = self._raiser(caller, exc)
+            raise PluginError(
+                f"plugin {label} failed in {hook_name}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _per_plugin(
+        self, hook_name: str, **kwargs: Any
+    ) -> Iterator[tuple[str, list[Any], BaseException | None]]:
+        """Each plugin's answer on its own, through pluggy's subset calling, for hooks whose
+        results must be attributed (a command to the plugin that provides it)."""
+        self._ensure_hook(hook_name)
+        for impl in reversed(getattr(self.pm.hook, hook_name).get_hookimpls()):
             label = self._owner_names.get(impl.plugin_name, impl.plugin_name)
-            args = {k: kwargs[k] for k in impl.argnames if k in kwargs}
-            started = time.perf_counter()
+            others = [p for p in self.pm.get_plugins() if p is not impl.plugin]
+            caller = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
             try:
-                result = impl.function(**args)
+                yield label, self._run(hook_name, caller, kwargs), None
             except Exception as exc:
-                if self._monitors:
-                    self._notify(
-                        HookCall(hook_name, label, args, None, exc, time.perf_counter() - started)
-                    )
-                yield label, None, exc
-                continue
-            if self._monitors:
-                self._notify(
-                    HookCall(hook_name, label, args, result, None, time.perf_counter() - started)
-                )
-            yield label, result, None
+                yield label, [], exc
 
-    def _call(self, hook_name: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
-        for label, result, error in self._impls(hook_name, **kwargs):
-            if error is not None:
-                raise PluginError(
-                    f"plugin {label} failed in {hook_name}: {type(error).__name__}: {error}"
-                ) from error
-            if result is not None:
-                yield label, result
+    def _raiser(self, caller: Any, exc: BaseException) -> str:
+        """The plugin whose implementation raised ``exc`` (innermost frame wins)."""
+        codes = {}
+        for impl in caller.get_hookimpls():
+            code = getattr(impl.function, "__code__", None)
+            if code is not None:
+                codes[code] = self._owner_names.get(impl.plugin_name, impl.plugin_name)
+        found = "?"
+        tb = exc.__traceback__
+        while tb is not None:
+            found = codes.get(tb.tb_frame.f_code, found)
+            tb = tb.tb_next
+        return found
 
-    def implied_services(self, recipe: Recipe) -> list[tuple[str, ImpliedService]]:
-        """(owner, implied service) pairs, in plugin registration order."""
-        out: list[tuple[str, ImpliedService]] = []
-        for label, items in self._call("srt_implied_services", recipe=recipe):
-            out.extend((label, item) for item in items)
-        return out
+    def implied_services(self, recipe: Recipe) -> list[ImpliedService]:
+        """Every implied service, ordered by :attr:`ImpliedService.order` (the spec's order:
+        the discovery plane first), ties in pluggy's call order."""
+        found = [
+            item for items in self._call("srt_implied_services", recipe=recipe) for item in items
+        ]
+        return sorted(found, key=lambda item: item.order)
 
     def validate_recipe(self, recipe: Recipe) -> list[Problem]:
-        out: list[Problem] = []
-        for _label, items in self._call("srt_validate_recipe", recipe=recipe):
-            out.extend(items)
-        return out
+        """Every plugin's cross-entry problems, in pluggy's call order."""
+        return [p for items in self._call("srt_validate_recipe", recipe=recipe) for p in items]
 
     def cli_commands(self) -> dict[str, tuple[str, click.Command]]:
         """Plugin subcommands by name, with the plugin that provides each."""
         out: dict[str, tuple[str, click.Command]] = {}
-        for label, commands in self._call("srt_cli_commands"):
-            for command in commands:
+        for label, results, error in self._per_plugin("srt_cli_commands"):
+            if error is not None:
+                raise PluginError(
+                    f"plugin {label} failed in srt_cli_commands: {type(error).__name__}: {error}"
+                ) from error
+            for command in (c for commands in results for c in commands):
                 name = command.name or ""
                 if name in out:
                     raise PluginError(
@@ -737,7 +821,7 @@ class PluginSet:
         for record in self._records:
             record.read_metadata()
         commands: dict[str, list[str]] = {}
-        for label, result, error in self._impls("srt_cli_commands"):
+        for label, results, error in self._per_plugin("srt_cli_commands"):
             owner_record = self._by_label.get(label)
             if error is not None:
                 if owner_record is not None:
@@ -745,7 +829,7 @@ class PluginSet:
                         f"srt_cli_commands raised {type(error).__name__}: {error}"
                     )
                 continue
-            for command in result or ():
+            for command in (c for result in results for c in result or ()):
                 commands.setdefault(label, []).append(getattr(command, "name", None) or "?")
         out: list[tuple[str, PluginRecord]] = []
         if include_builtin:
@@ -763,6 +847,17 @@ def _trace(call: HookCall) -> None:
 
 
 _default: PluginSet | None = None
+#: ``srt -v``: trace every plugin set of this process, like SRT_TRACE_PLUGINS=1.
+_tracing = False
+
+
+def trace_plugins(on: bool = True) -> None:
+    """Log every plugin import and hook call from now on (``srt -v``), the process-wide set
+    included if it exists already (a plugin command creates it before ``-v`` is read)."""
+    global _tracing
+    _tracing = on
+    if on and _default is not None and _trace not in _default._monitors:
+        _default._monitors.append(_trace)
 
 
 def default_plugins() -> PluginSet:

@@ -403,14 +403,18 @@ class _Checker:
             self.add(("services",), str(exc))
             return []
         out = []
-        for owner, item in items:
+        for item in items:
+            # pluggy's call does not say which implementation returned what; the reason
+            # the plugin wrote is what tells the user where it came from
+            owner = self.plugins.owner("kind", str(item.entry.get("type", "generic"))) or ""
             try:
                 spec = ServiceSpec.model_validate(item.entry)
             except ValidationError as exc:
                 detail = "; ".join(p.message for p in problems_from(exc, ServiceSpec))
                 self.add(
                     ("services",),
-                    f"plugin {owner} implies an invalid service {item.entry.get('name')!r}: {detail}",
+                    f"an implied service {item.entry.get('name')!r} (implied by: {item.reason})"
+                    f" is invalid: {detail}",
                 )
                 continue
             out.append((owner, item, spec))

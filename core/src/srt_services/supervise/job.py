@@ -55,15 +55,12 @@ def prepare_job_dir(path: str, log: Log) -> JobDir:
 
 
 def run_job(req: RunRequest) -> int:
-    from srt_services.plan.resolve import resolve
-    from srt_services.plugins.manager import default_plugins
-    from srt_services.recipe.load import load_recipe
-    from srt_services.site_config import current as site
+    from srt_services import app
     from srt_services.supervise.orchestrator import Orchestrator, RunOptions
     from srt_services.supervise.progress import make_progress
 
-    plugins = default_plugins()
-    loaded = load_recipe(req.recipe, plugins)
+    plugins = app.plugin_set()
+    loaded = app.load(req.recipe, plugins)
     launcher_cls = plugins.launcher_class(req.launcher)
     path = req.job_dir or default_job_dir(loaded.recipe.name)
     progress = make_progress(req.quiet, req.plain)
@@ -75,25 +72,16 @@ def run_job(req: RunRequest) -> int:
     request = AllocationRequest(
         kind="local", count=req.nodes, job_id=os.path.basename(job.path), job_dir=job.path
     )
-    plan = resolve(
+    planned = app.plan(
         loaded,
-        plugins,
         lambda needed: launcher_cls.allocation(request, needed),
-        job.path,
+        job_dir=job.path,
         recipe_dir=os.environ.get("SRT_RECIPE_DIR") or os.path.dirname(os.path.abspath(req.recipe)),
-        readiness_timeout=site().readiness_timeout,
+        plugins=plugins,
     )
-    for s in loaded.services:
-        reason = s.kind.skip_reason(s.spec, s.options) if s.options is not None else None
-        if reason is None or s.spec.external is not None:
-            continue
-        if s.critical:
-            raise SrtError(f"services[{s.name}] cannot run on this machine: {reason}")
-        plan.drop_unit(s.name, reason)
-        note(f"services[{s.name}] skipped: {reason}")
-    for message in launcher_cls.unapplied(plan):
-        plan.warnings.append(message)
-        note("warning: " + message)
+    plan = planned.plan
+    for message in app.for_launcher(planned, launcher_cls):
+        note(message)
     atomic_write(job.plan_file, plan.to_json(indent=True))
     copy = job.file("recipe" + (os.path.splitext(req.recipe)[1] or ".yaml"))
     if not os.path.exists(copy) or not os.path.samefile(req.recipe, copy):
@@ -107,7 +95,7 @@ def run_job(req: RunRequest) -> int:
         plugins,
         RunOptions(
             cookie=new_cookie(),
-            site_passthrough=site().env_passthrough,
+            site_passthrough=planned.site.env_passthrough,
             grace_override=req.grace,
             on_event=progress,
         ),

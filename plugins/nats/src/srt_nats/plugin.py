@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services.hookspecs import hookimpl
+from srt_services.extend import hookimpl
 
 if TYPE_CHECKING:
-    from srt_services.extend.implied import ImpliedService
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.recipe.models import Recipe
-    from srt_services.recipe.problems import Problem
+    from srt_services.extend import ImpliedService, Problem, Recipe, ServiceKind
 
 
 @hookimpl

@@ -27,21 +27,19 @@ class ExposeError(Exception):
 
 def plan_service(recipe: str, service: str, address: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(planned instance, unit facts) of ``service`` on one node at ``address``."""
-    from srt_services.extend.context import Node
-    from srt_services.plan.allocation import Allocation
-    from srt_services.plan.resolve import resolve
-    from srt_services.plugins.manager import default_plugins
-    from srt_services.recipe.load import load_recipe
+    from srt_services.extend import Node
+    from srt_services.extend.app import Allocation, plan
 
-    plugins = default_plugins()
-    loaded = load_recipe(recipe, plugins)
-    plan = resolve(
-        loaded, plugins, Allocation("local", (Node("node0", address, 0),), "oarbank"), DATA_SENTINEL
+    planned = plan(
+        recipe,
+        Allocation("local", (Node("node0", address, 0),), "oarbank"),
+        job_dir=DATA_SENTINEL,
     )
+    plan_ = planned.plan
     try:
-        unit = plan.unit(service)
+        unit = plan_.unit(service)
     except KeyError:
-        names = ", ".join(u.name for u in plan.units if u.category == "service")
+        names = ", ".join(u.name for u in plan_.units if u.category == "service")
         raise ExposeError(f"the recipe has no service {service!r} (services: {names})") from None
     if unit.external or not unit.instances:
         raise ExposeError(f"service {service!r} launches nothing here (external or no instance)")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srt_services.launch import process
+from srt_services.extend import processes as process
 
 #: Placeholder for the job directory in the planned instance; replaced by the module's
 #: data directory at run time, because the bundle is built before any agent chose one.
@@ -92,11 +92,7 @@ class Exposed:
         if not st:
             return None
         pid = st.get("pid")
-        if (
-            isinstance(pid, int)
-            and process.alive(pid)
-            and process.start_ticks(pid) == st.get("start_ticks")
-        ):
+        if isinstance(pid, int) and process.same_process(pid, st.get("start_ticks")):
             return pid
         return None
 
@@ -215,22 +211,19 @@ class Exposed:
         probe = self.inst.get("readiness")
         if probe is None:
             return True, "running (no readiness probe)"
-        from srt_services.plugins.manager import default_plugins
-        from srt_services.supervise.probing import Target
+        from srt_services.extend.app import check_probe
 
         st = self.state() or {}
-        target = Target(
-            config=probe["config"],
-            log_path=st.get("log", ""),
-            log_offset=int(st.get("log_offset", 0)),
-            job_dir=str(self.job),
-            started_wall=float(st.get("started", 0.0)),
-            interval=1.0,
-            hub=None,
-            owner_check=lambda port: None,
+        result = asyncio.run(
+            check_probe(
+                probe["probe"],
+                probe["config"],
+                log_path=st.get("log", ""),
+                log_offset=int(st.get("log_offset", 0)),
+                job_dir=str(self.job),
+                started_wall=float(st.get("started", 0.0)),
+            )
         )
-        checker = default_plugins().probe(probe["probe"])
-        result = asyncio.run(checker.check(target, 2.0))
         return result.ok, result.detail or probe["describe"]
 
     def status(self) -> dict[str, Any]:

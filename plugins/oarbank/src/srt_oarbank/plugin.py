@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services import hookimpl
+from srt_services.extend import hookimpl
 
 if TYPE_CHECKING:
     import click
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.probe import Probe
+    from srt_services.extend import Probe, ServiceKind
 
 
 @hookimpl

@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
-from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
-from srt_services.recipe.problems import Problem
+from srt_services.extend import DefaultProbe, KindOptions, Problem, ServiceKind
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
-    from srt_services.recipe.models import Recipe, ServiceSpec
+    from srt_services.extend import InstanceContext, Recipe, ServiceSpec
 
 OPS = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
 

@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
-from srt_services.extend.context import InstanceContext
-from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
-from srt_services.recipe.models import StrictModel
-from srt_services.recipe.placeholders import render
+from srt_services.extend import (
+    InstanceContext,
+    Probe,
+    ProbeResult,
+    ProbeTarget,
+    StrictModel,
+    render,
+)
 
 
 class ReadyConfig(StrictModel):

@@ -38,20 +38,11 @@ class Submission:
 
 
 def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
+    from srt_services import app
     from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
-    from srt_services.plugins.manager import default_plugins
-    from srt_services.recipe.load import load_recipe
-    from srt_services.site_config import current
 
-    plugins = default_plugins()
-    loaded = load_recipe(recipe_path, plugins)
-    plan = resolve(
-        loaded,
-        plugins,
-        AllocationRequest("symbolic"),
-        readiness_timeout=current().readiness_timeout,
-    )
+    planned = app.plan(recipe_path, AllocationRequest("symbolic"))
+    loaded, plan, site = planned.loaded, planned.plan, planned.site
     job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
     if os.path.exists(job.state_file) or os.path.exists(job.submission_file):
         raise SlurmError(f"{job.path} already holds a job; choose another -o directory")
@@ -62,7 +53,6 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
     with open(staged, "w", encoding="utf-8") as fh:
         fh.write("# Staged by srt: the recipe as submitted, with source revs pinned to commits.\n")
         yaml.safe_dump(data, fh, sort_keys=False, default_flow_style=False)
-    site = current()
     script = render_script(
         ScriptInputs(
             job_name=loaded.recipe.name,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services import hookimpl
+from srt_services.extend import hookimpl
 
 if TYPE_CHECKING:
-    from srt_services.extend.kind import ServiceKind
+    from srt_services.extend import ServiceKind
 
 
 @hookimpl

@@ -6,9 +6,10 @@ such as ``{node_ip}`` and ``{work_dir}`` in every string returned here, exactly 
 the recipe, and the same plan is what ``srt dry-run`` prints and ``srt run`` executes.
 
 This example runs a tiny HTTP server (``{{package}}.server``) with the Python that runs srt.
-A real kind runs its own binary: look it up through the site config's ``[binaries]`` table
-(``srt_services.site_config.current().binaries.get("mytool", "mytool")``) so a site can
-point srt at its install.
+A kind that runs a server binary of its own should subclass ``ServerKind`` instead: it
+looks the binary up on PATH, in srt's venv and in the site config's ``[binaries]`` table,
+fails early with your install hint when it is missing, and owns the ``binary`` option,
+the port ledger entries and ``external``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
-from srt_services.extend.kind import DefaultProbe, KindOptions, ServiceKind
+from srt_services.extend import DefaultProbe, KindOptions, ServiceKind
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
-    from srt_services.recipe.models import ServiceSpec
+    from srt_services.extend import InstanceContext, ServiceSpec
 
 
 class {{Class}}Options(KindOptions):

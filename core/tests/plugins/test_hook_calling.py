@@ -1,0 +1,116 @@
+"""Hooks are called through pluggy: its order, ``tryfirst``/``trylast`` and wrappers hold,
+and the order the docs promise is the order a run sees."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from srt_services.errors import PluginError
+from srt_services.extend import ImpliedService, Problem, hookimpl
+from srt_services.plugins.manager import HookCall, PluginSet
+
+RECIPE: Any = object()  # the hooks below never look at it
+
+
+def implier(name: str, order: int = 100, **marks: Any) -> object:
+    class Plugin:
+        @hookimpl(**marks)
+        def srt_implied_services(self, recipe: Any) -> list[ImpliedService]:
+            return [ImpliedService({"name": name, "command": ["true"]}, f"by {name}", order=order)]
+
+    return Plugin()
+
+
+def problems(tag: str, **marks: Any) -> object:
+    class Plugin:
+        @hookimpl(**marks)
+        def srt_validate_recipe(self, recipe: Any) -> list[Problem]:
+            return [Problem((), tag)]
+
+    return Plugin()
+
+
+def messages(plugins: PluginSet) -> list[str]:
+    return [p.message for p in plugins.validate_recipe(RECIPE)]
+
+
+def test_results_come_in_pluggys_order_most_recent_registration_first() -> None:
+    plugins = PluginSet(autoload=False)
+    plugins.register(problems("first"), "first")
+    plugins.register(problems("second"), "second")
+    assert messages(plugins) == ["second", "first"]
+
+
+def test_tryfirst_and_trylast_are_honoured() -> None:
+    plugins = PluginSet(autoload=False)
+    plugins.register(problems("early", tryfirst=True), "early")
+    plugins.register(problems("plain"), "plain")
+    plugins.register(problems("late", trylast=True), "late")
+    assert messages(plugins) == ["early", "plain", "late"]
+
+
+def test_a_wrapper_wraps_the_whole_call() -> None:
+    class Filter:
+        @hookimpl(wrapper=True)
+        def srt_validate_recipe(self, recipe: Any) -> Generator[None, list[Any], list[Any]]:
+            results = yield
+            return [[p for p in items if p.message != "drop me"] for items in results]
+
+    plugins = PluginSet(autoload=False)
+    plugins.register(problems("keep"), "keep")
+    plugins.register(problems("drop me"), "drop")
+    plugins.register(Filter(), "filter")
+    assert messages(plugins) == ["keep"]
+
+
+def test_implied_services_follow_their_order_whatever_the_registration_order() -> None:
+    plugins = PluginSet(autoload=False)
+    plugins.register(implier("exporter", order=60), "exporters")
+    plugins.register(implier("nats", order=20), "nats")
+    plugins.register(implier("etcd", order=10), "etcd")
+    plugins.register(implier("third", order=100), "third")
+    assert [i.name for i in plugins.implied_services(RECIPE)] == [
+        "etcd",
+        "nats",
+        "exporter",
+        "third",
+    ]
+
+
+def test_equal_order_keeps_pluggys_call_order() -> None:
+    plugins = PluginSet(autoload=False)
+    plugins.register(implier("a"), "a")
+    plugins.register(implier("b"), "b")
+    assert [i.name for i in plugins.implied_services(RECIPE)] == ["b", "a"]
+
+
+def test_a_failing_implementation_is_named() -> None:
+    class Broken:
+        @hookimpl
+        def srt_validate_recipe(self, recipe: Any) -> list[Problem]:
+            raise ValueError("boom")
+
+    plugins = PluginSet(autoload=False)
+    plugins.register(problems("fine"), "fine")
+    plugins.register(Broken(), "broken")
+    with pytest.raises(
+        PluginError, match=r"plugin broken failed in srt_validate_recipe: ValueError: boom"
+    ):
+        plugins.validate_recipe(RECIPE)
+
+
+def test_monitors_see_each_call_with_the_implementations_in_call_order() -> None:
+    plugins = PluginSet(autoload=False, builtins=False)
+    calls: list[HookCall] = []
+    undo = plugins.add_monitor(calls.append)
+    plugins.register(problems("one"), "one")
+    plugins.register(problems("two"), "two")
+    plugins.validate_recipe(RECIPE)
+    undo()
+    plugins.validate_recipe(RECIPE)
+    (call,) = [c for c in calls if c.hook == "srt_validate_recipe"]
+    assert call.plugins == ("two", "one")
+    assert [p.message for items in call.result for p in items] == ["two", "one"]
+    assert call.error is None

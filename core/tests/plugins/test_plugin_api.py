@@ -1,0 +1,100 @@
+"""``srt_services.extend`` is the whole plugin API: plugins import nothing else of srt."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import srt_services.extend as extend
+
+ROOT = Path(__file__).resolve().parents[3]
+SKELETON = ROOT / "core" / "src" / "srt_services" / "_template" / "skeleton"
+PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def plugin_sources() -> list[Path]:
+    """Every module a plugin distribution ships, the template's skeleton included."""
+    files = sorted((ROOT / "plugins").glob("*/src/**/*.py"))
+    files += sorted((SKELETON / "src").glob("**/*.py"))
+    return files
+
+
+def srt_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every ``srt_services`` import in ``path``."""
+    # the template's {{Class}} placeholders become names so the file parses
+    text = PLACEHOLDER.sub(lambda m: f"T_{m.group(1)}", path.read_text(encoding="utf-8"))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, m) for m in modules if m.split(".")[0] == "srt_services"]
+    return found
+
+
+def test_the_walk_sees_every_plugin() -> None:
+    names = {p.relative_to(ROOT).parts[1] for p in plugin_sources()}
+    assert {"etcd", "nats", "oarbank"} <= names
+    assert any(p.is_relative_to(SKELETON) for p in plugin_sources())
+
+
+@pytest.mark.parametrize("path", plugin_sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_plugins_import_only_the_extend_api(path: Path) -> None:
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        for line, module in srt_imports(path)
+        if not (module == "srt_services.extend" or module.startswith("srt_services.extend."))
+    ]
+    assert not bad, "plugins may import only srt_services.extend:\n" + "\n".join(bad)
+
+
+def test_the_boundary_check_catches_an_internal_import(tmp_path: Path) -> None:
+    bad = tmp_path / "kind.py"
+    bad.write_text(
+        "from srt_services.extend import ServiceKind\n"
+        "from srt_services.recipe.models import Port\n"
+        "import srt_services.launch.process\n",
+        encoding="utf-8",
+    )
+    modules = [m for _, m in srt_imports(bad)]
+    assert modules == [
+        "srt_services.extend",
+        "srt_services.recipe.models",
+        "srt_services.launch.process",
+    ]
+
+
+@pytest.mark.parametrize("name", extend.__all__)
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(extend, name) is not None
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        extend.Nope  # noqa: B018
+
+
+def test_importing_hookimpl_stays_light() -> None:
+    """A plugin's entry module imports ``hookimpl`` from here: that must not pay for
+    pydantic or the recipe models (srt imports plugins lazily, often over NFS)."""
+    code = (
+        "import sys\n"
+        "from srt_services.extend import hookimpl\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('pydantic', 'srt_services.recipe')))\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "[]"
+
+
+def test_the_lazy_table_and_all_agree() -> None:
+    assert sorted(extend._WHERE) == sorted(extend.__all__)
