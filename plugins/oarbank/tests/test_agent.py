@@ -21,7 +21,7 @@ from oarbank_testkit import (
     service_entry,
     wait_until,
 )
-from srt_oarbank.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE
+from srt_oarbank.protocol.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from oarbank_testkit import NODE, FakeOps, exec_error, run, service_entry
-from srt_oarbank.backoff import RestartTracker
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.lifecycle import ModuleManager
-from srt_oarbank.manifest import ModuleManifest, RestartSpec
-from srt_oarbank.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.manager import ModuleManager
+from srt_oarbank.lifecycle.restart import RestartTracker
+from srt_oarbank.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
+from srt_oarbank.protocol.manifest import ModuleManifest, RestartSpec
 
 pytestmark = pytest.mark.timeout(60)
 

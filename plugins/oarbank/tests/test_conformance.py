@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from oarbank_testkit import SRC_DIR, FakeBundle, ProcessTracker, service_entry
-from srt_oarbank.conformance import (
+from srt_oarbank.conformance.runner import (
     CHECKS,
     ConformanceRunner,
     RunnerOptions,
@@ -20,7 +20,7 @@ from srt_oarbank.conformance import (
     format_tap,
     passed,
 )
-from srt_oarbank.conformance import (
+from srt_oarbank.conformance.runner import (
     main as conformance_main,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from srt_oarbank.documents import (
+from srt_oarbank.protocol.documents import (
     ErrorCode,
     ErrorDocument,
     Fingerprint,
@@ -14,8 +14,8 @@ from srt_oarbank.documents import (
     Status,
     parse_document,
 )
-from srt_oarbank.errors import DocumentSchemaError, DocumentSyntaxError, ManifestError
-from srt_oarbank.manifest import ModuleManifest, parse_manifest
+from srt_oarbank.protocol.errors import DocumentSchemaError, DocumentSyntaxError, ManifestError
+from srt_oarbank.protocol.manifest import ModuleManifest, parse_manifest
 
 
 def raw(value: object) -> bytes:

@@ -9,22 +9,22 @@ from typing import Any
 
 import pytest
 from oarbank_testkit import NODE, FakeOps, drive, exec_error, run, service_entry
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.documents import Fingerprint
-from srt_oarbank.errors import (
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.events import ManagerEvent
+from srt_oarbank.lifecycle.manager import AdmissionRequest, ModuleManager
+from srt_oarbank.lifecycle.probes import ProbeMonitor, check_probe
+from srt_oarbank.lifecycle.resources import NodeResources
+from srt_oarbank.lifecycle.state_store import StateStore
+from srt_oarbank.lifecycle.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.protocol.documents import Fingerprint
+from srt_oarbank.protocol.errors import (
     AdmissionRefused,
     AdmissionTimeout,
     CapabilityUnavailable,
     MemoryExhausted,
     UnknownCapability,
 )
-from srt_oarbank.events import ManagerEvent
-from srt_oarbank.lifecycle import AdmissionRequest, ModuleManager
-from srt_oarbank.manifest import ModuleManifest
-from srt_oarbank.probes import ProbeMonitor, check_probe
-from srt_oarbank.resources import NodeResources
-from srt_oarbank.state_store import StateStore
-from srt_oarbank.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.protocol.manifest import ModuleManifest
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -220,7 +220,7 @@ def test_snapshot_and_shutdown_reports() -> None:
         reports = await manager.reap_now()
         assert reports["svc"].skipped == "no liveness source configured"
         assert svc.objects
-        from srt_oarbank.reaper import static_liveness
+        from srt_oarbank.lifecycle.reaper import static_liveness
 
         final = await manager.shutdown(reap_liveness=static_liveness(()))
         assert final["svc"].destroyed == ["o1"]

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 from oarbank_testkit import NODE, FakeBundle, FakeOps, run, service_entry
-from srt_oarbank.clock import SystemClock
-from srt_oarbank.errors import ManifestError
-from srt_oarbank.manifest import ProbeSpec
-from srt_oarbank.probes import ProbeMonitor
-from srt_oarbank.readiness import probe_ready, service_ready
+from srt_oarbank.lifecycle.clock import SystemClock
+from srt_oarbank.lifecycle.probes import ProbeMonitor
+from srt_oarbank.protocol.errors import ManifestError
+from srt_oarbank.protocol.manifest import ProbeSpec
+from srt_oarbank.srt.readiness import probe_ready, service_ready
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from oarbank_testkit import NODE, FakeOps, service_entry
-from srt_oarbank.backoff import RestartTracker
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.lifecycle import AdmissionRequest, ModuleManager
-from srt_oarbank.manifest import ModuleManifest, RestartSpec
-from srt_oarbank.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.manager import AdmissionRequest, ModuleManager
+from srt_oarbank.lifecycle.restart import RestartTracker
+from srt_oarbank.lifecycle.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.protocol.manifest import ModuleManifest, RestartSpec
 
 pytestmark = pytest.mark.timeout(120)
 

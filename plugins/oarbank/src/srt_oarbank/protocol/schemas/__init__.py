@@ -1,7 +1,7 @@
 """JSON Schemas of the protocol documents, generated from the pydantic models.
 
 The committed ``*.schema.json`` files are what module authors in other languages validate
-against, so they must never drift from the models: ``python -m srt_oarbank.schemas``
+against, so they must never drift from the models: ``python -m srt_oarbank.protocol.schemas``
 regenerates them and a test fails when they are stale.
 """
 
@@ -11,7 +11,14 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
-from srt_oarbank.documents import Document, ErrorDocument, Fingerprint, OpResult, OwnedList, Status
+from srt_oarbank.protocol.documents import (
+    Document,
+    ErrorDocument,
+    Fingerprint,
+    OpResult,
+    OwnedList,
+    Status,
+)
 
 SCHEMA_DIR: Final = Path(__file__).resolve().parent
 JSON_SCHEMA_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"

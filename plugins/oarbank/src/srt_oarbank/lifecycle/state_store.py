@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from srt_oarbank.environment import write_json_atomic
-from srt_oarbank.errors import StateLocked
+from srt_oarbank.execution.environment import write_json_atomic
+from srt_oarbank.protocol.errors import StateLocked
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ def oarbank() -> None:
 def expose(recipe: str, service: str, out: str, address: str, module: str | None) -> None:
     """Write a module bundle whose executable runs SERVICE (any srt kind, e.g. etcd) and
     answers fingerprint, start, stop, status, ready, list_owned and destroy."""
-    from srt_oarbank.expose import ExposeError, write_bundle
+    from srt_oarbank.srt.expose import ExposeError, write_bundle
 
     try:
         executable = write_bundle(recipe, service, out, address, module)
@@ -50,6 +50,6 @@ def check(args: tuple[str, ...]) -> None:
 
     Every MUST of the spec is a numbered check (SP-001...); exit 0 only when none failed.
     Destructive: it starts, stops and destroys what the executable manages."""
-    from srt_oarbank.conformance import main
+    from srt_oarbank.conformance.runner import main
 
     sys.exit(main(list(args)))

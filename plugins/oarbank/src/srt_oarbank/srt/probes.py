@@ -57,7 +57,7 @@ class OarbankReadyProbe(Probe):
         return f"oarbank ready of {planned['service']} in {planned['bundle']}"
 
     async def check(self, target: ProbeTarget, attempt_timeout: float) -> ProbeResult:
-        from srt_oarbank.readiness import service_ready
+        from srt_oarbank.srt.readiness import service_ready
 
         cfg = target.config
         Path(cfg["data_dir"]).mkdir(parents=True, exist_ok=True)
@@ -84,7 +84,7 @@ class OarbankProbe(Probe):
         return f"oarbank probe {planned['probe']} of {planned['bundle']} healthy"
 
     async def check(self, target: ProbeTarget, attempt_timeout: float) -> ProbeResult:
-        from srt_oarbank.readiness import probe_ready
+        from srt_oarbank.srt.readiness import probe_ready
 
         cfg = target.config
         Path(cfg["data_dir"]).mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from srt_oarbank.errors import ManifestError
-from srt_oarbank.names import Name
+from srt_oarbank.protocol.errors import ManifestError
+from srt_oarbank.protocol.names import Name
 
 MANIFEST_FILE = "oarbank-module.json"
 

@@ -51,7 +51,7 @@ class OarbankKind(ServiceKind):
     default_stop_grace: ClassVar[float] = 190.0
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
-        from srt_oarbank.bundle import load_bundle
+        from srt_oarbank.execution.bundle import load_bundle
 
         out: list[Problem] = []
         for op in options.timeouts:

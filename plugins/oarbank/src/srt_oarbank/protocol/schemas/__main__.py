@@ -1,4 +1,4 @@
-"""``python -m srt_oarbank.schemas [--check] [--out DIR]``: regenerate or verify the files."""
+"""``python -m srt_oarbank.protocol.schemas [--check] [--out DIR]``: regenerate or verify the files."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from srt_oarbank.schemas import SCHEMA_DIR, export_schemas, stale_schemas
+from srt_oarbank.protocol.schemas import SCHEMA_DIR, export_schemas, stale_schemas
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m srt_oarbank.schemas")
+    parser = argparse.ArgumentParser(prog="python -m srt_oarbank.protocol.schemas")
     parser.add_argument("--out", type=Path, default=SCHEMA_DIR, help="target directory")
     parser.add_argument("--check", action="store_true", help="only report stale files")
     args = parser.parse_args(argv)

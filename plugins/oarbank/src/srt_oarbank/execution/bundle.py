@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from srt_oarbank.environment import SAFE_PATH, ExecContext
-from srt_oarbank.errors import ManifestError
-from srt_oarbank.executor import ExecLimits, Executor
-from srt_oarbank.manifest import (
+from srt_oarbank.execution.environment import SAFE_PATH, ExecContext
+from srt_oarbank.execution.executor import ExecLimits, Executor
+from srt_oarbank.protocol.errors import ManifestError
+from srt_oarbank.protocol.manifest import (
     MANIFEST_FILE,
     OPS,
     ModuleManifest,
@@ -29,7 +29,7 @@ from srt_oarbank.manifest import (
     ServiceSpec,
     load_manifest,
 )
-from srt_oarbank.platforms import current_platform
+from srt_oarbank.protocol.platforms import current_platform
 
 
 def _check_exec_inside(root: Path, name: str, argv0: str) -> None:

@@ -13,8 +13,8 @@
 Threading model: asyncio only. Create, start, use and shut down the manager on one event
 loop; it is not thread-safe (call into it from other threads with
 ``asyncio.run_coroutine_threadsafe``). Per-service work runs in tasks owned by
-:class:`~srt_oarbank.supervisor.ServiceSupervisor`; protocol calls never block the loop
-(:mod:`srt_oarbank.executor` uses no threads), so one hanging executable delays nobody else.
+:class:`~srt_oarbank.lifecycle.supervisor.ServiceSupervisor`; protocol calls never block the loop
+(:mod:`srt_oarbank.execution.executor` uses no threads), so one hanging executable delays nobody else.
 """
 
 from __future__ import annotations
@@ -26,31 +26,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from srt_oarbank.bundle import Bundle
-from srt_oarbank.client import FingerprintSource, ProtocolClient, ServiceOps
-from srt_oarbank.clock import Clock, SystemClock
-from srt_oarbank.environment import ExecContext
-from srt_oarbank.errors import (
-    AdmissionRefused,
-    CapabilityUnavailable,
-    MemoryExhausted,
-    UnknownCapability,
-)
-from srt_oarbank.events import EventLog, EventSink, ManagerEvent
-from srt_oarbank.executor import ExecLimits
-from srt_oarbank.manifest import ModuleManifest, ProbeSpec, ServiceSpec
-from srt_oarbank.names import check_name
-from srt_oarbank.platforms import current_platform, platform_matches
-from srt_oarbank.probes import ProbeMonitor
-from srt_oarbank.reaper import Liveness, ReapReport
-from srt_oarbank.resources import NodeResources, ResourceSnapshot
-from srt_oarbank.state_store import LoadedState, StateStore
-from srt_oarbank.supervisor import (
+from srt_oarbank.execution.bundle import Bundle
+from srt_oarbank.execution.client import FingerprintSource, ProtocolClient, ServiceOps
+from srt_oarbank.execution.environment import ExecContext
+from srt_oarbank.execution.executor import ExecLimits
+from srt_oarbank.lifecycle.clock import Clock, SystemClock
+from srt_oarbank.lifecycle.events import EventLog, EventSink, ManagerEvent
+from srt_oarbank.lifecycle.probes import ProbeMonitor
+from srt_oarbank.lifecycle.reaper import Liveness, ReapReport
+from srt_oarbank.lifecycle.resources import NodeResources, ResourceSnapshot
+from srt_oarbank.lifecycle.state_store import LoadedState, StateStore
+from srt_oarbank.lifecycle.supervisor import (
     ServiceSnapshot,
     ServiceState,
     ServiceSupervisor,
     SupervisorOptions,
 )
+from srt_oarbank.protocol.errors import (
+    AdmissionRefused,
+    CapabilityUnavailable,
+    MemoryExhausted,
+    UnknownCapability,
+)
+from srt_oarbank.protocol.manifest import ModuleManifest, ProbeSpec, ServiceSpec
+from srt_oarbank.protocol.names import check_name
+from srt_oarbank.protocol.platforms import current_platform, platform_matches
 
 log = logging.getLogger(__name__)
 

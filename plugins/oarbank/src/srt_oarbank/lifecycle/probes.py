@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from srt_oarbank.client import FingerprintSource
-from srt_oarbank.clock import Clock, SystemClock, wait_event
-from srt_oarbank.documents import Fingerprint
-from srt_oarbank.errors import ExecError
-from srt_oarbank.events import EventLog, ManagerEvent
-from srt_oarbank.manifest import ProbeSpec
-from srt_oarbank.thresholds import HealthFilter
+from srt_oarbank.execution.client import FingerprintSource
+from srt_oarbank.lifecycle.clock import Clock, SystemClock, wait_event
+from srt_oarbank.lifecycle.events import EventLog, ManagerEvent
+from srt_oarbank.lifecycle.thresholds import HealthFilter
+from srt_oarbank.protocol.documents import Fingerprint
+from srt_oarbank.protocol.errors import ExecError
+from srt_oarbank.protocol.manifest import ProbeSpec
 
 
 @dataclass(frozen=True)

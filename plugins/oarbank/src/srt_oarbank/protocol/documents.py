@@ -6,7 +6,7 @@ Two policies meet here:
   of the way (and reported, so an author sees a typo) but never fatal, while a known field of
   the wrong type is an error that names the field. Types are checked strictly (``"5"`` is
   not an integer, ``1`` is not a boolean) because a lax coercion would hide module bugs.
-* The manifest (:mod:`srt_oarbank.manifest`, re-exported here) is written by module authors
+* The manifest (:mod:`srt_oarbank.protocol.manifest`, re-exported here) is written by module authors
   and checked before anything runs, so it rejects unknown keys.
 """
 
@@ -28,8 +28,8 @@ from pydantic import (
     ValidationError,
 )
 
-from srt_oarbank.errors import DocumentSchemaError, DocumentSyntaxError, FieldError
-from srt_oarbank.manifest import (
+from srt_oarbank.protocol.errors import DocumentSchemaError, DocumentSyntaxError, FieldError
+from srt_oarbank.protocol.manifest import (
     Lifecycle,
     ModuleManifest,
     ProbeSpec,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from srt_oarbank.documents import Fingerprint, OpResult, OwnedList, Status
-from srt_oarbank.executor import Executor
-from srt_oarbank.names import check_object_id
+from srt_oarbank.execution.executor import Executor
+from srt_oarbank.protocol.documents import Fingerprint, OpResult, OwnedList, Status
+from srt_oarbank.protocol.names import check_object_id
 
 
 class FingerprintSource(Protocol):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from srt_oarbank.documents import ErrorDocument
+    from srt_oarbank.protocol.documents import ErrorDocument
 
 
 class OarbankError(Exception):

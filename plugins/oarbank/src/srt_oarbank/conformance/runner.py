@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
-from srt_oarbank.documents import (
+from srt_oarbank.execution.environment import ExecContext, load_json_file
+from srt_oarbank.execution.executor import DEFAULT_TIMEOUTS, ExecResult, Executor
+from srt_oarbank.protocol.documents import (
     Document,
     ErrorDocument,
     Fingerprint,
@@ -36,10 +38,8 @@ from srt_oarbank.documents import (
     parse_json_object,
     validate_document,
 )
-from srt_oarbank.environment import ExecContext, load_json_file
-from srt_oarbank.errors import DocumentError, ExecError
-from srt_oarbank.executor import DEFAULT_TIMEOUTS, ExecResult, Executor
-from srt_oarbank.manifest import OPS
+from srt_oarbank.protocol.errors import DocumentError, ExecError
+from srt_oarbank.protocol.manifest import OPS
 
 Outcome = Literal["pass", "fail", "skip"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from srt_oarbank.errors import MemoryExhausted, PoolExhausted
+from srt_oarbank.protocol.errors import MemoryExhausted, PoolExhausted
 
 
 @dataclass(frozen=True)

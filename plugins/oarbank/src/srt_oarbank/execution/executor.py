@@ -2,7 +2,7 @@
 
 What "safely" means here, and why:
 
-* Exactly the spec's environment (:mod:`srt_oarbank.environment`), cwd the bundle root,
+* Exactly the spec's environment (:mod:`srt_oarbank.execution.environment`), cwd the bundle root,
   stdin ``/dev/null``, a new session per call so the whole op can be killed as a group.
 * Per-op timeouts from the spec's table, overridable. On timeout the process group, its
   descendants and anything still holding our stdout pipe are SIGKILLed. Waiting for pipe EOF
@@ -11,7 +11,7 @@ What "safely" means here, and why:
   objects); past the cap the op is killed, so the child never blocks on a full pipe and we
   never buffer 100 MB. stderr keeps a 64 KiB tail for error messages.
 * Parsing is strict (:func:`documents.parse_document`), exit 0 does not rescue a malformed
-  document, and non-zero exits become :class:`~srt_oarbank.errors.OpFailed` with the module's
+  document, and non-zero exits become :class:`~srt_oarbank.protocol.errors.OpFailed` with the module's
   error document when it printed one.
 
 There is no thread per call: one small state machine (:class:`_OpRun`) is driven either by
@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
-from srt_oarbank.documents import Document, ErrorDocument, Parsed, excerpt, parse_document
-from srt_oarbank.environment import ExecContext, build_env, prepare_files
-from srt_oarbank.errors import (
+from srt_oarbank.execution.environment import ExecContext, build_env, prepare_files
+from srt_oarbank.execution.process_control import kill_op_tree, pipe_inode
+from srt_oarbank.execution.redaction import Redactor
+from srt_oarbank.protocol.documents import Document, ErrorDocument, Parsed, excerpt, parse_document
+from srt_oarbank.protocol.errors import (
     BadInterpreter,
     DocumentError,
     DocumentSchemaError,
@@ -54,8 +56,6 @@ from srt_oarbank.errors import (
     OutputTooLarge,
     TextFileBusy,
 )
-from srt_oarbank.process_control import kill_op_tree, pipe_inode
-from srt_oarbank.redaction import Redactor
 
 log = logging.getLogger(__name__)
 

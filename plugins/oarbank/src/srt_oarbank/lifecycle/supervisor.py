@@ -32,22 +32,22 @@ from typing import Any
 
 import psutil
 
-from srt_oarbank.backoff import RestartTracker
-from srt_oarbank.client import ServiceOps
-from srt_oarbank.clock import Clock, wait_event
-from srt_oarbank.documents import LABEL_NODE, LABEL_SERVICE, Fingerprint, Health
-from srt_oarbank.errors import (
+from srt_oarbank.execution.client import ServiceOps
+from srt_oarbank.lifecycle.clock import Clock, wait_event
+from srt_oarbank.lifecycle.events import EventLog, ManagerEvent
+from srt_oarbank.lifecycle.reaper import Liveness, ReapPolicy, ReapReport, reap_objects
+from srt_oarbank.lifecycle.resources import NodeResources
+from srt_oarbank.lifecycle.restart import RestartTracker
+from srt_oarbank.protocol.documents import LABEL_NODE, LABEL_SERVICE, Fingerprint, Health
+from srt_oarbank.protocol.errors import (
     AdmissionTimeout,
     CapabilityUnavailable,
     ExecError,
     ExecutableError,
     ServiceStartFailed,
 )
-from srt_oarbank.events import EventLog, ManagerEvent
-from srt_oarbank.manifest import ServiceSpec
-from srt_oarbank.names import is_object_id
-from srt_oarbank.reaper import Liveness, ReapPolicy, ReapReport, reap_objects
-from srt_oarbank.resources import NodeResources
+from srt_oarbank.protocol.manifest import ServiceSpec
+from srt_oarbank.protocol.names import is_object_id
 
 log = logging.getLogger(__name__)
 
@@ -885,7 +885,7 @@ class ServiceSupervisor:
                 log.exception("%s: reaping failed; will retry next period", self.name)
 
     async def reap_once(self, liveness: Liveness | None = None) -> ReapReport:
-        """One reaping period (see :mod:`srt_oarbank.reaper`); never concurrent with start."""
+        """One reaping period (see :mod:`srt_oarbank.lifecycle.reaper`); never concurrent with start."""
         policy = ReapPolicy(
             node_id=self.node_id,
             service=self.name,

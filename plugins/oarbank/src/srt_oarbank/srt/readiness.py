@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from srt_oarbank.bundle import Bundle, load_bundle
-from srt_oarbank.client import ProtocolClient
-from srt_oarbank.documents import Status
-from srt_oarbank.errors import ExecError
-from srt_oarbank.probes import check_probe
+from srt_oarbank.execution.bundle import Bundle, load_bundle
+from srt_oarbank.execution.client import ProtocolClient
+from srt_oarbank.lifecycle.probes import check_probe
+from srt_oarbank.protocol.documents import Status
+from srt_oarbank.protocol.errors import ExecError
 
 
 @dataclass(frozen=True)

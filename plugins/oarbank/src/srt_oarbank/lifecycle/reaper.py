@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from srt_oarbank.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE, OwnedObject
-from srt_oarbank.errors import ExecError, OarbankError
-from srt_oarbank.names import is_object_id
+from srt_oarbank.protocol.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE, OwnedObject
+from srt_oarbank.protocol.errors import ExecError, OarbankError
+from srt_oarbank.protocol.names import is_object_id
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from srt_oarbank.names import check_name
-from srt_oarbank.platforms import current_platform
+from srt_oarbank.protocol.names import check_name
+from srt_oarbank.protocol.platforms import current_platform
 
 SAFE_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_LANG: Final = "C.UTF-8"

@@ -26,16 +26,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srt_oarbank.bundle import load_bundle
-from srt_oarbank.environment import SAFE_PATH, load_json_file, write_json_atomic
-from srt_oarbank.errors import ManifestError, StateLocked
-from srt_oarbank.events import ManagerEvent
-from srt_oarbank.lifecycle import ModuleManager
-from srt_oarbank.manifest import OPS, ModuleManifest
-from srt_oarbank.reaper import Liveness, file_liveness, static_liveness
-from srt_oarbank.resources import NodeResources
-from srt_oarbank.state_store import StateStore
-from srt_oarbank.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
+from srt_oarbank.execution.bundle import load_bundle
+from srt_oarbank.execution.environment import SAFE_PATH, load_json_file, write_json_atomic
+from srt_oarbank.lifecycle.events import ManagerEvent
+from srt_oarbank.lifecycle.manager import ModuleManager
+from srt_oarbank.lifecycle.reaper import Liveness, file_liveness, static_liveness
+from srt_oarbank.lifecycle.resources import NodeResources
+from srt_oarbank.lifecycle.state_store import StateStore
+from srt_oarbank.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
+from srt_oarbank.protocol.errors import ManifestError, StateLocked
+from srt_oarbank.protocol.manifest import OPS, ModuleManifest
 
 log = logging.getLogger("srt_oarbank.agent")
 

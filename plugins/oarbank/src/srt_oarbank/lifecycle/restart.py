@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from srt_oarbank.manifest import RestartSpec
+from srt_oarbank.protocol.manifest import RestartSpec
 
 
 @dataclass(frozen=True)
