@@ -164,8 +164,8 @@ def test_F23_pid_reuse_is_refused_and_never_signalled(
     doc = agent.state_doc()
     record = doc["services"]["svc"]
     assert record["pid"] == service_pid
-    assert record["pid_create_time"]
-    record["pid_create_time"] -= 1000.0  # the recorded process "was created" long ago
+    assert record["pid_start_ticks"]
+    record["pid_start_ticks"] -= 100_000  # the recorded process "was started" long ago
     agent.write_state(doc)
     agent.start()
     status = agent.wait_ready()

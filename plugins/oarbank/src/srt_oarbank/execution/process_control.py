@@ -3,8 +3,9 @@
 A killed op may leave helpers behind: children in its process group, grandchildren that
 called ``setsid`` and so escaped the group, or anything that still holds our stdout pipe (the
 bpo-37424 class of hang). We find them three ways (process group, descendants, holders of the
-pipe inode) and signal individual PIDs only through psutil, which re-checks the process
-creation time so a recycled PID is never signalled.
+pipe inode), note each one's kernel start time when we find it, and signal a PID only while
+srt's PID-reuse guard (:func:`srt_services.extend.processes.same_process`) says it is still
+that process, so a recycled PID is never signalled.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 import stat
 
 import psutil
+from srt_services.extend import processes
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +30,22 @@ def pipe_inode(fd: int) -> int | None:
     return info.st_ino if stat.S_ISFIFO(info.st_mode) else None
 
 
-def pipe_holders(inodes: set[int]) -> list[psutil.Process]:
+Found = tuple[int, int]
+"""A process we may kill: (pid, kernel start ticks when we found it)."""
+
+
+def _found(pid: int) -> Found | None:
+    ticks = processes.start_ticks(pid)
+    return (pid, ticks) if ticks is not None else None
+
+
+def pipe_holders(inodes: set[int]) -> list[Found]:
     """Processes (other than us) with an fd on one of these pipes; Linux /proc only."""
     if not inodes:
         return []
     targets = {f"pipe:[{ino}]" for ino in inodes}
     me = os.getpid()
-    found: list[psutil.Process] = []
+    found: list[Found] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -53,17 +64,19 @@ def pipe_holders(inodes: set[int]) -> list[psutil.Process]:
             except OSError:
                 continue
             if link in targets:
-                with contextlib.suppress(psutil.Error):
-                    found.append(psutil.Process(int(entry)))
+                item = _found(int(entry))
+                if item is not None:
+                    found.append(item)
                 break
     return found
 
 
-def descendants(pid: int) -> list[psutil.Process]:
+def descendants(pid: int) -> list[Found]:
     try:
-        return psutil.Process(pid).children(recursive=True)
+        children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
+    return [item for child in children if (item := _found(child.pid)) is not None]
 
 
 def kill_process_group(pgid: int, sig: int = signal.SIGKILL) -> None:
@@ -71,18 +84,14 @@ def kill_process_group(pgid: int, sig: int = signal.SIGKILL) -> None:
         os.killpg(pgid, sig)
 
 
-def kill_processes(processes: list[psutil.Process], sig: int = signal.SIGKILL) -> None:
-    """Signal each process if it is still the same process (psutil checks creation time)."""
+def kill_processes(found: list[Found], sig: int = signal.SIGKILL) -> None:
+    """Signal each process if it is still the process we found (the PID-reuse guard)."""
     me = os.getpid()
-    for proc in processes:
-        if proc.pid == me:
+    for pid, ticks in found:
+        if pid == me or not processes.same_process(pid, ticks):
             continue
-        try:
-            proc.send_signal(sig)
-        except psutil.NoSuchProcess:
-            continue
-        except psutil.Error as exc:  # AccessDenied, ZombieProcess
-            log.debug("could not signal pid %s: %s", proc.pid, exc)
+        if not processes.signal_pid(pid, sig):
+            log.debug("could not signal pid %s", pid)
 
 
 def kill_op_tree(leader: int, pipe_inodes: set[int]) -> None:

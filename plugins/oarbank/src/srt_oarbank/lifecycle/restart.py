@@ -1,15 +1,23 @@
-"""Restart backoff and the ``max_failures`` budget, as a pure object (no I/O, no clock).
+"""A service's restart budget: the manifest's ``restart`` block on srt's own backoff.
 
-Kept free of asyncio so hypothesis can hammer it directly and the lifecycle manager only
-asks "how long until the next start, or give up?".
+The arithmetic (doubling with jitter up to a cap, failures counted in a sliding window,
+giving up at ``max_failures``, a long run resetting the doubling) is srt's
+:class:`srt_services.extend.backoff.RestartTracker`, the one srt's supervisor applies to
+``restart:`` blocks, so a protocol service and an srt service back off alike. What is ours
+is the protocol's view of a failure: there is no exit code (a failed start, a service that
+stopped running, a status that keeps failing are all failures) and how long it ran is
+measured from the moment it became ready, which is all this adapter adds, plus persisting
+the counters in the agent's state file.
 """
 
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from srt_services.extend.backoff import RestartPolicy, RestartTracker
 
 from srt_oarbank.protocol.manifest import RestartSpec
 
@@ -22,29 +30,42 @@ class FailureDecision:
     consecutive: int
 
 
-class RestartTracker:
-    """Exponential backoff with jitter, failures counted in a sliding window.
+def policy_of(spec: RestartSpec) -> RestartPolicy:
+    """The manifest's restart block as srt's restart policy (always restart on failure)."""
+    return RestartPolicy(
+        policy="always",
+        backoff_initial=spec.backoff_initial_s,
+        backoff_max=spec.backoff_max_s,
+        max_failures=spec.max_failures,
+        window=spec.window_s,
+        reset_after=spec.reset_after,
+        jitter=spec.jitter,
+    )
 
-    * delay = min(initial x multiplier^(n-1), max) x (1 ± jitter), n = consecutive failures;
-    * a run that stayed up for ``reset_after`` (default 2 x max, as k8s) resets n, so the
-      next delay is the initial one again;
-    * the ``max_failures``-th failure inside ``window_s`` gives up instead of scheduling a
-      start, so a crash loop makes exactly ``max_failures`` start attempts.
-    """
 
-    def __init__(self, policy: RestartSpec, rng: random.Random | None = None) -> None:
-        self.policy = policy
-        self.rng = rng or random.Random()
-        self.consecutive = 0
-        self.failures: deque[float] = deque()
+class RestartBudget:
+    """One service's failures, on ``clock`` (the manager's monotonic clock)."""
+
+    def __init__(
+        self,
+        spec: RestartSpec,
+        clock: Callable[[], float],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.spec = spec
+        self.clock = clock
+        self.tracker = RestartTracker(
+            policy_of(spec), clock=clock, rand=(rng or random.Random()).random
+        )
         self.running_since: float | None = None
 
-    def base_delay(self, consecutive: int) -> float:
-        p = self.policy
-        exponent = max(consecutive - 1, 0)
-        # Cap the exponent so huge counts cannot overflow a float.
-        raw = p.backoff_initial_s * (p.multiplier ** min(exponent, 64))
-        return min(raw, p.backoff_max_s)
+    @property
+    def failures(self) -> list[float]:
+        return list(self.tracker.failures)
+
+    @property
+    def consecutive(self) -> int:
+        return self.tracker.streak
 
     def on_running(self, now: float) -> None:
         self.running_since = now
@@ -53,47 +74,44 @@ class RestartTracker:
         """A deliberate stop is not a failure, and the stable-run clock stops."""
         self.running_since = None
 
-    def prune(self, now: float) -> None:
-        horizon = now - self.policy.window_s
-        while self.failures and self.failures[0] < horizon:
-            self.failures.popleft()
+    def failures_in_window(self) -> int:
+        now = self.clock()
+        return sum(1 for t in self.tracker.failures if now - t <= self.spec.window_s)
 
-    def on_failure(self, now: float) -> FailureDecision:
-        if self.running_since is not None and now - self.running_since >= self.policy.reset_after:
-            self.consecutive = 0
+    def on_failure(self) -> FailureDecision:
+        now = self.clock()
+        ran_for = now - self.running_since if self.running_since is not None else 0.0
         self.running_since = None
-        self.failures.append(now)
-        self.prune(now)
-        self.consecutive += 1
-        count = len(self.failures)
-        if count >= self.policy.max_failures:
-            return FailureDecision(True, 0.0, count, self.consecutive)
-        base = self.base_delay(self.consecutive)
-        jitter = self.policy.jitter
-        delay = base * (1.0 + jitter * self.rng.uniform(-1.0, 1.0)) if jitter else base
-        return FailureDecision(False, max(delay, 0.0), count, self.consecutive)
+        decision = self.tracker.on_exit(1, ran_for)
+        return FailureDecision(
+            give_up=not decision.restart,
+            delay_s=decision.delay if decision.restart else 0.0,
+            failures_in_window=len(self.tracker.failures),
+            consecutive=self.tracker.streak,
+        )
 
     def reset(self) -> None:
-        self.consecutive = 0
-        self.failures.clear()
+        self.tracker.failures.clear()
+        self.tracker.streak = 0
         self.running_since = None
 
     def to_record(self) -> dict[str, Any]:
         return {
-            "consecutive": self.consecutive,
-            "failures": list(self.failures),
+            "streak": self.tracker.streak,
+            "failures": list(self.tracker.failures),
             "running_since": self.running_since,
         }
 
     def restore(self, record: dict[str, Any]) -> None:
-        """Best effort: anything malformed leaves the tracker fresh rather than failing."""
+        """Best effort: anything malformed leaves the budget fresh rather than failing."""
         try:
-            consecutive = int(record.get("consecutive", 0))
-            failures = [float(x) for x in record.get("failures", [])]
+            streak = int(record.get("streak", record.get("consecutive", 0)))
+            failures = sorted(float(x) for x in record.get("failures", []))
             since = record.get("running_since")
             running_since = float(since) if since is not None else None
         except (TypeError, ValueError, AttributeError):
             return
-        self.consecutive = max(consecutive, 0)
-        self.failures = deque(sorted(failures))
+        self.tracker.streak = max(streak, 0)
+        self.tracker.failures.clear()
+        self.tracker.failures.extend(failures)
         self.running_since = running_since

@@ -149,6 +149,6 @@ class StateStore:
 
 def _forget_pids(record: dict[str, Any]) -> dict[str, Any]:
     kept = dict(record)
-    for key in ("pid", "pid_create_time", "tracker", "users"):
+    for key in ("pid", "pid_start_ticks", "tracker", "users"):
         kept.pop(key, None)
     return kept

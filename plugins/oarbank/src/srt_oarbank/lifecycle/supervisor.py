@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import psutil
+from srt_services.extend import processes
 
 from srt_oarbank.execution.client import ServiceOps
 from srt_oarbank.lifecycle.clock import Clock, wait_event
 from srt_oarbank.lifecycle.events import EventLog, ManagerEvent
 from srt_oarbank.lifecycle.reaper import Liveness, ReapPolicy, ReapReport, reap_objects
 from srt_oarbank.lifecycle.resources import NodeResources
-from srt_oarbank.lifecycle.restart import RestartTracker
+from srt_oarbank.lifecycle.restart import RestartBudget
 from srt_oarbank.protocol.documents import LABEL_NODE, LABEL_SERVICE, Fingerprint, Health
 from srt_oarbank.protocol.errors import (
     AdmissionTimeout,
@@ -84,7 +84,6 @@ class SupervisorOptions:
     escalation_budget_s: float | None = None
     """Total time for ``destroy --force`` after a hung stop; None = the destroy timeout (60 s)."""
     escalation_destroy_timeout_s: float = 60.0
-    pid_create_time_tolerance_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -108,11 +107,9 @@ class ServiceSnapshot:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def process_create_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
+def pid_ticks(pid: int | None) -> int | None:
+    """The kernel start time of ``pid`` (recorded next to it for the PID-reuse guard)."""
+    return processes.start_ticks(pid) if pid else None
 
 
 @dataclass
@@ -149,7 +146,7 @@ class ServiceSupervisor:
         self.liveness = liveness
         self._persist_cb = persist
         self.supported = supported
-        self.tracker = RestartTracker(spec.restart, rng)
+        self.tracker = RestartBudget(spec.restart, clock.monotonic, rng)
         self.state = ServiceState.STOPPED if supported else ServiceState.UNSUPPORTED
         self.reason = "" if supported else "not supported on this platform"
         self.users: dict[str, float] = {}
@@ -163,7 +160,7 @@ class ServiceSupervisor:
         self.health_detail = "not fingerprinted yet"
         self.running_hint = False
         self.pid: int | None = None
-        self.pid_create_time: float | None = None
+        self.pid_start_ticks: int | None = None
         self.adopted = False
         self.leftover_ids: list[str] = []
         self.last_reap: ReapReport | None = None
@@ -303,7 +300,6 @@ class ServiceSupervisor:
 
     def snapshot(self) -> ServiceSnapshot:
         ok, why = self.availability()
-        self.tracker.prune(self.clock.monotonic())
         return ServiceSnapshot(
             name=self.name,
             lifecycle=self.lifecycle,
@@ -316,7 +312,7 @@ class ServiceSupervisor:
             running=self.state in (ServiceState.READY, ServiceState.STARTING),
             restart_count=self.restart_count,
             start_attempts=self.start_attempts,
-            failures_in_window=len(self.tracker.failures),
+            failures_in_window=self.tracker.failures_in_window(),
             pid=self.pid,
             adopted=self.adopted,
             leftover_ids=tuple(self.leftover_ids),
@@ -332,7 +328,7 @@ class ServiceSupervisor:
             "restart_count": self.restart_count,
             "start_attempts": self.start_attempts,
             "pid": self.pid,
-            "pid_create_time": self.pid_create_time,
+            "pid_start_ticks": self.pid_start_ticks,
             "users": sorted(self.users),
             "tracker": self.tracker.to_record(),
             "leftover_ids": list(self.leftover_ids),
@@ -397,30 +393,28 @@ class ServiceSupervisor:
         now = self.clock.monotonic()
         recorded_state = str(record.get("state", "")) if record else ""
         if fp.running:
-            if record and fp.pid is not None and fp.pid == record.get("pid"):
-                expected = record.get("pid_create_time")
-                actual = process_create_time(fp.pid)
-                tolerance = self.options.pid_create_time_tolerance_s
-                if (
-                    isinstance(expected, int | float)
-                    and actual is not None
-                    and abs(actual - float(expected)) > tolerance
-                ):
-                    self._emit(
-                        "refused_adoption",
-                        f"pid {fp.pid} now belongs to a process started at {actual:.2f}, not "
-                        f"ours (started at {float(expected):.2f}); not adopting it and not "
-                        "signalling it",
-                        pid=fp.pid,
-                    )
-                    self.pid = None
-                    self.pid_create_time = None
-                    self._emit("lost", "recorded service process is gone (PID reused)")
-                    self._failure("service process lost (PID reused)", retryable=True)
-                    return
+            if (
+                record
+                and fp.pid is not None
+                and fp.pid == record.get("pid")
+                and record.get("pid_start_ticks") is not None
+                and processes.alive(fp.pid)
+                and not processes.same_process(fp.pid, record.get("pid_start_ticks"))
+            ):
+                self._emit(
+                    "refused_adoption",
+                    f"pid {fp.pid} now belongs to another process (its start time differs from "
+                    "the one recorded for our service); not adopting it and not signalling it",
+                    pid=fp.pid,
+                )
+                self.pid = None
+                self.pid_start_ticks = None
+                self._emit("lost", "recorded service process is gone (PID reused)")
+                self._failure("service process lost (PID reused)", retryable=True)
+                return
             self.adopted = True
             self.pid = fp.pid
-            self.pid_create_time = process_create_time(fp.pid) if fp.pid else None
+            self.pid_start_ticks = pid_ticks(fp.pid)
             self.precharge()
             if self.lifecycle == "manual":
                 self._set(ServiceState.READY, "running (manual)", kind="adopted")
@@ -597,7 +591,7 @@ class ServiceSupervisor:
                 return
             if result.pid:
                 self.pid = result.pid
-                self.pid_create_time = process_create_time(result.pid)
+                self.pid_start_ticks = pid_ticks(result.pid)
             self.adopted = False
             self._persist()  # the PID guard must survive an agent killed before "ready"
             self._ready_deadline = self.clock.monotonic() + self.spec.ready_timeout_s
@@ -680,7 +674,7 @@ class ServiceSupervisor:
 
     def _failure(self, reason: str, *, retryable: bool) -> None:
         now = self.clock.monotonic()
-        decision = self.tracker.on_failure(now)
+        decision = self.tracker.on_failure()
         if not retryable:
             self._set(ServiceState.UNHEALTHY, f"{reason} (not retryable)", kind="unhealthy")
             return
@@ -710,7 +704,7 @@ class ServiceSupervisor:
             self.resources.discharge(self.memory_holder)
             self.tracker.on_stopped()
             self.pid = None
-            self.pid_create_time = None
+            self.pid_start_ticks = None
             self.adopted = False
             if outcome.stopped:
                 self.leftover_ids = []

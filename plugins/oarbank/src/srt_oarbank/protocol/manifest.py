@@ -3,8 +3,9 @@
 Unlike documents printed by executables, the manifest is authored once and validated before
 anything runs, so unknown keys and loose types are errors: a misspelled ``idle_timout_s`` must
 not silently fall back to a default. Numbers the spec leaves open follow the fault matrix's
-"numbers to adopt" (restart backoff 10 s → 300 s, x2, 25 % jitter, reset after 2 x max,
-``max_failures`` counted within a window).
+"numbers to adopt" (restart backoff 10 s → 300 s, doubling, up to 25 % jitter, reset after
+2 x max, ``max_failures`` counted within a window); the backoff itself is srt's
+(:mod:`srt_oarbank.lifecycle.restart`).
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class RestartSpec(StrictModel):
 
     backoff_initial_s: PositiveFloat = 10.0
     backoff_max_s: PositiveFloat = 300.0
-    multiplier: float = Field(2.0, ge=1.0)
-    jitter: float = Field(0.25, ge=0.0, le=1.0, description="Delay is scaled by 1 ± jitter.")
+    jitter: float = Field(
+        0.25, ge=0.0, le=1.0, description="Up to this fraction of the delay is added at random."
+    )
     max_failures: PositiveInt = 5
     window_s: PositiveFloat = Field(
         600.0, description="max_failures counts only failures this recent (Nomad interval)."
