@@ -3,14 +3,18 @@
 This is the process srt launches for its ``oarbank`` kind. It adopts the service if it
 already runs (the state file plus ``fingerprint.running``), otherwise starts it, keeps it
 running ``always``-style (restarts with backoff, ``max_failures`` → exit 3), and on SIGTERM
-or SIGINT stops it through the protocol and reaps its owned objects. If the agent is
-SIGKILLed, the service keeps running and the next agent adopts it instead of starting a
-second one. A second SIGTERM/SIGINT during teardown exits at once (143/130) and leaves the
-service for the next agent to adopt.
+or SIGINT, in every mode and at any point, stops it through the protocol (escalating to
+``destroy --force`` when ``stop`` fails or lies), reaps its owned objects and checks with
+``list_owned`` that they are gone. If the agent is SIGKILLed, the service keeps running and
+the next agent adopts it instead of starting a second one. A second SIGTERM/SIGINT during
+teardown exits at once (143/130) and leaves the service for the next agent to adopt.
 
-Exit status: 0 clean stop (``--once``: ready), 1 teardown incomplete (``--once``: not ready),
-2 usage or bundle error, 3 the service became unhealthy/failed, 4 another agent holds the
-state file.
+Exit status: 0 clean stop (``--once``: ready); 1 teardown incomplete: a stop that failed or
+claimed success while ``status`` still said running, owned objects left or still busy after
+the stop, liveness unreadable (``--once``: not ready); 2 usage or bundle error; 3 the service
+became unhealthy/failed; 4 another agent holds the state file; 5 the service does not run on
+this platform (nothing was called); 128+N ``--once`` interrupted by signal N (the service
+was stopped).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from srt_oarbank.lifecycle.state_store import StateStore
 from srt_oarbank.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
 from srt_oarbank.protocol.errors import ManifestError, StateLocked
 from srt_oarbank.protocol.manifest import OPS, ModuleManifest
+from srt_oarbank.protocol.platforms import platform_matches
 
 log = logging.getLogger("srt_oarbank.agent")
 
@@ -44,6 +49,7 @@ EXIT_INCOMPLETE = 1
 EXIT_USAGE = 2
 EXIT_UNHEALTHY = 3
 EXIT_LOCKED = 4
+EXIT_UNSUPPORTED = 5
 
 
 def _timeout_arg(value: str) -> tuple[str, float]:
@@ -79,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limits", type=Path, help="owner's caps (JSON object)")
     parser.add_argument("--platform", help="override OARBANK_PLATFORM (default: detected)")
     parser.add_argument("--path", default=SAFE_PATH, help="PATH for the executables")
+    parser.add_argument(
+        "--inherit-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this variable of the agent's environment on to the executables (srt passes "
+        "its job cookie, so whatever a module starts is still found at job end)",
+    )
     parser.add_argument(
         "--live-attempts",
         type=Path,
@@ -142,7 +156,35 @@ class _StatusWriter:
             log.warning("cannot write status file %s: %s", self.path, exc)
 
 
+def _inherited_env(names: list[str]) -> dict[str, str]:
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 async def run_agent(args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    signals_seen: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        signals_seen.append(signum)
+        if len(signals_seen) == 1:
+            log.info("received %s: stopping", signal.Signals(signum).name)
+            stop_requested.set()
+        else:
+            log.warning("second signal: exiting now; the service is left for adoption")
+            os._exit(128 + signum)
+
+    # First, so that a signal during loading or recovery is obeyed too (never lost).
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await _run(args, stop_requested, signals_seen)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+async def _run(args: argparse.Namespace, stop_requested: asyncio.Event, signals: list[int]) -> int:
     try:
         bundle = load_bundle(args.bundle)
         spec = bundle.manifest.service(args.service)
@@ -157,10 +199,20 @@ async def run_agent(args: argparse.Namespace) -> int:
             limits=limits,
             platform=args.platform,
             path=args.path,
+            extra_env=_inherited_env(args.inherit_env),
         )
     except (ManifestError, ValueError) as exc:
         print(f"oarbank agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if not platform_matches(spec.platforms, context.platform):
+        # Not a failure to retry: nothing of the module may run here (spec: "A service limited
+        # by platforms runs only there"), so no op is called and the answer is immediate.
+        print(
+            f"oarbank agent: service {spec.name!r} of module {bundle.name!r} does not run on "
+            f"platform {context.platform} (manifest platforms: {', '.join(spec.platforms)})",
+            file=sys.stderr,
+        )
+        return EXIT_UNSUPPORTED
     if spec.lifecycle == "on_demand":
         spec = spec.model_copy(update={"lifecycle": "always"})
     manifest = ModuleManifest(name=bundle.manifest.name, services=[spec], probes=[])
@@ -170,84 +222,130 @@ async def run_agent(args: argparse.Namespace) -> int:
     except StateLocked as exc:
         print(f"oarbank agent: {exc}", file=sys.stderr)
         return EXIT_LOCKED
-    periodic: Liveness | None = file_liveness(args.live_attempts) if args.live_attempts else None
-    teardown: Liveness = periodic or static_liveness(())
-    status = _StatusWriter(args.status_file, bundle.name, args.node_id)
-    manager = ModuleManager.for_bundle(
-        bundle,
-        context,
-        manifest=manifest,
-        timeouts=dict(args.timeout),
-        store=store,
-        liveness=periodic,
-        resources=NodeResources(args.mem_budget_gb),
-        options=SupervisorOptions(reap_period_s=args.reap_period_s),
-        on_event=status,
-    )
-    supervisor = manager.services[spec.name]
-    status.supervisor = supervisor
-    loop = asyncio.get_running_loop()
-    stop_requested = asyncio.Event()
-    signals_seen: list[int] = []
-
-    def on_signal(signum: int) -> None:
-        signals_seen.append(signum)
-        if len(signals_seen) == 1:
-            log.info("received %s: stopping %s", signal.Signals(signum).name, spec.name)
-            stop_requested.set()
-        else:
-            log.warning("second signal: exiting now; the service is left for adoption")
-            os._exit(128 + signum)
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
     try:
-        await manager.start()
-        status.write()
-        if args.once:
-            return await _once(manager, supervisor, args.once_timeout_s)
-        stop_wait = asyncio.ensure_future(stop_requested.wait())
-        bad_wait = asyncio.ensure_future(
-            supervisor.wait_state(ServiceState.UNHEALTHY, ServiceState.FAILED)
+        periodic: Liveness | None = (
+            file_liveness(args.live_attempts) if args.live_attempts else None
         )
-        waiters = {stop_wait} if args.keep_running_when_unhealthy else {stop_wait, bad_wait}
+        teardown: Liveness = periodic or static_liveness(())
+        status = _StatusWriter(args.status_file, bundle.name, args.node_id)
+        manager = ModuleManager.for_bundle(
+            bundle,
+            context,
+            manifest=manifest,
+            timeouts=dict(args.timeout),
+            store=store,
+            liveness=periodic,
+            resources=NodeResources(args.mem_budget_gb),
+            options=SupervisorOptions(reap_period_s=args.reap_period_s),
+            on_event=status,
+        )
+        supervisor = manager.services[spec.name]
+        status.supervisor = supervisor
+        await manager.recover()
+        status.write()
+        if stop_requested.is_set():
+            log.info("stop requested while recovering: not starting %s", spec.name)
+            clean = await _teardown(manager, supervisor, teardown)
+            status.write()
+            if args.once:
+                return 128 + signals[0]
+            return EXIT_OK if clean else EXIT_INCOMPLETE
+        manager.start_loops()
+        if args.once:
+            return await _once(
+                manager, supervisor, args.once_timeout_s, stop_requested, signals, teardown
+            )
+        waiters: set[asyncio.Future[bool]] = {asyncio.ensure_future(stop_requested.wait())}
+        if not args.keep_running_when_unhealthy:
+            waiters.add(
+                asyncio.ensure_future(
+                    supervisor.wait_state(ServiceState.UNHEALTHY, ServiceState.FAILED)
+                )
+            )
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        stop_wait.cancel()
-        bad_wait.cancel()
+        for waiter in waiters:
+            waiter.cancel()
         unhealthy = not stop_requested.is_set()
         if unhealthy:
             log.error("%s is %s: %s", spec.name, supervisor.state, supervisor.reason)
-        reports = await manager.shutdown(stop_services=True, reap=True, reap_liveness=teardown)
+        clean = await _teardown(manager, supervisor, teardown)
         status.write()
-        for report in reports.values():
-            if report.failed or report.skipped:
-                log.warning(
-                    "teardown reaping: destroyed %d, failed %s, skipped: %s",
-                    len(report.destroyed),
-                    report.failed,
-                    report.skipped,
-                )
         if unhealthy:
             return EXIT_UNHEALTHY
-        clean = supervisor.state in (ServiceState.STOPPED, ServiceState.UNSUPPORTED) or (
-            spec.lifecycle == "manual"
-        )
         return EXIT_OK if clean else EXIT_INCOMPLETE
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
         store.unlock()
 
 
+async def _teardown(
+    manager: ModuleManager, supervisor: ServiceSupervisor, liveness: Liveness
+) -> bool:
+    """Stop through the protocol, reap, then check; True only when nothing is left.
+
+    Exit 0 must mean "nothing of ours is left on this node": a stop that failed, a stop that
+    claimed success while ``status`` still said running, objects the reaper could not
+    destroy, objects still busy after the stop, or liveness we could not read all make the
+    teardown incomplete, and each is logged with its reason.
+    """
+    await manager.shutdown(stop_services=True, reap=False)
+    clean = True
+    if supervisor.lifecycle != "manual" and supervisor.state not in (
+        ServiceState.STOPPED,
+        ServiceState.UNSUPPORTED,
+    ):
+        log.error("teardown: %s is %s: %s", supervisor.name, supervisor.state, supervisor.reason)
+        clean = False
+    stop = supervisor.last_stop
+    if stop is not None and stop.claimed_but_running:
+        log.error("teardown: %s: %s", supervisor.name, stop.reason)
+        clean = False
+    if supervisor.lifecycle == "manual" or not supervisor.supported:
+        return clean
+    report = await supervisor.clear_owned(liveness)
+    if report.reap.destroyed:
+        log.info("teardown: destroyed %s", ", ".join(report.reap.destroyed))
+    if report.forced:
+        log.error(
+            "teardown: still busy after stop, destroyed with --force: %s", ", ".join(report.forced)
+        )
+    if report.failed:
+        log.error("teardown: destroy --force failed: %s", report.failed)
+    if report.leftovers:
+        log.error("teardown: owned objects left on this node: %s", ", ".join(report.leftovers))
+    if report.problem:
+        log.error("teardown: %s", report.problem)
+    supervisor.leftover_ids = sorted({*supervisor.leftover_ids, *report.leftovers})
+    manager.persist()
+    return clean and report.clean
+
+
 async def _once(
-    manager: ModuleManager, supervisor: ServiceSupervisor, timeout: float | None
+    manager: ModuleManager,
+    supervisor: ServiceSupervisor,
+    timeout: float | None,
+    stop_requested: asyncio.Event,
+    signals: list[int],
+    teardown: Liveness,
 ) -> int:
     wanted = (ServiceState.READY, ServiceState.UNHEALTHY, ServiceState.FAILED)
-    if supervisor.lifecycle == "manual":
-        reached = True
+    reached = True
+    if supervisor.lifecycle != "manual":
+        waiter = asyncio.ensure_future(supervisor.wait_state(*wanted, timeout_s=timeout))
+        stopper = asyncio.ensure_future(stop_requested.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if waiter.done():
+            reached = waiter.result()
+        else:
+            waiter.cancel()
+            reached = False
+    interrupted = stop_requested.is_set()
+    if interrupted:
+        # SIGTERM means stop, in every mode: whatever this run started or adopted is
+        # stopped through the protocol and reaped, not left half-started.
+        await _teardown(manager, supervisor, teardown)
     else:
-        reached = await supervisor.wait_state(*wanted, timeout_s=timeout)
-    await manager.shutdown(stop_services=False, reap=False)
+        await manager.shutdown(stop_services=False, reap=False)
     snap = supervisor.snapshot()
     print(
         json.dumps(
@@ -259,10 +357,13 @@ async def _once(
                 "restart_count": snap.restart_count,
                 "pid": snap.pid,
                 "adopted": snap.adopted,
-                "timed_out": not reached,
+                "timed_out": not reached and not interrupted,
+                "interrupted": interrupted,
             }
         )
     )
+    if interrupted:
+        return 128 + signals[0]
     return EXIT_OK if snap.state == ServiceState.READY else EXIT_INCOMPLETE
 
 

@@ -61,6 +61,7 @@ class Bundle:
         path: str = SAFE_PATH,
         extra_env: Mapping[str, str] | None = None,
         secret_keys: frozenset[str] = frozenset(),
+        write_files: bool = True,
     ) -> ExecContext:
         """The :class:`ExecContext` for running this bundle's executables on one node."""
         return ExecContext(
@@ -75,6 +76,7 @@ class Bundle:
             path=path,
             extra_env=dict(extra_env or {}),
             secret_keys=secret_keys,
+            write_files=write_files,
         )
 
     def executor(

@@ -63,6 +63,10 @@ class ExecContext:
     allow_loader_vars: bool = False
     secret_keys: frozenset[str] = frozenset()
     secret_values: frozenset[str] = frozenset()
+    write_files: bool = True
+    """False for a reader that shares an agent's data directory (srt's readiness probe): the
+    settings, tools and limits files are the agent's, and a second writer with less to say
+    (no tools, no limits) must not replace them under the module's feet."""
 
     def __post_init__(self) -> None:
         check_name(self.module, "module name")
@@ -118,6 +122,8 @@ def prepare_files(context: ExecContext) -> None:
     """Create the data, home and temp directories and write the three JSON files."""
     for directory in (context.data_dir, context.home, context.tmpdir, context.files_dir):
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not context.write_files:
+        return
     write_json_atomic(context.settings_file, dict(context.settings))
     write_json_atomic(context.tools_file, dict(context.tools))
     write_json_atomic(context.limits_file, dict(context.limits))

@@ -458,10 +458,12 @@ class Executor:
         try:
             parsed = parse_document(model, result.stdout)
         except DocumentSyntaxError as exc:
+            self._log_malformed(result, exc.reason)
             raise MalformedResponse(
                 op, exc.reason, excerpt=self.redactor(exc.excerpt), stderr_tail=tail
             ) from None
         except DocumentSchemaError as exc:
+            self._log_malformed(result, str(exc))
             raise InvalidDocument(op, exc, stderr_tail=tail) from None
         if parsed.unknown_fields:
             key = (op, parsed.unknown_fields)
@@ -479,6 +481,23 @@ class Executor:
 
     def _excerpt(self, raw: bytes) -> str:
         return self.redactor(excerpt(raw))
+
+    def _log_malformed(self, result: ExecResult, problem: str) -> None:
+        """Every malformed document is logged, whoever catches the exception later.
+
+        A caller that only records "not healthy" (a fingerprint loop, a readiness poll) would
+        otherwise leave no trace of *why*; the line names the op, the exit status and the
+        first bytes of what the module printed.
+        """
+        shown = self._excerpt(result.stdout) if result.stdout else "(no output)"
+        log.warning(
+            "%s %s: malformed document (%s): %s; output starts with: %s",
+            self.service,
+            result.op,
+            _describe_status(result.exit_code),
+            self.redactor(problem),
+            shown,
+        )
 
     def _spawn(self, op: str, argv: list[str], *, last_try: bool) -> subprocess.Popen[bytes] | None:
         executable = resolve_executable(argv[0], self.context.bundle_root, self.context.path, op)
@@ -551,8 +570,9 @@ class Executor:
         if result.stdout.strip():
             try:
                 parsed = parse_document(ErrorDocument, result.stdout)
-            except DocumentError:
+            except DocumentError as exc:
                 unparseable = self._excerpt(result.stdout)
+                self._log_malformed(result, f"not an error document: {exc}")
             else:
                 doc = parsed.document
                 error = ErrorDocument(

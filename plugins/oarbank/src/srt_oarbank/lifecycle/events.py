@@ -28,6 +28,9 @@ WARNING_KINDS = frozenset(
         "reap_skipped",
         "reap_failed",
         "state_discarded",
+        "fingerprint_failed",
+        "protocol_violation",
+        "stop_unverified",
     }
 )
 

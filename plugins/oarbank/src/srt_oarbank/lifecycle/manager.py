@@ -196,6 +196,15 @@ class ModuleManager:
 
     async def start(self) -> None:
         """Recover (adopt or not) every service, then start the loops; idempotent."""
+        await self.recover()
+        self.start_loops()
+
+    async def recover(self) -> None:
+        """Load the state, fingerprint every service and adopt what runs; start nothing.
+
+        Split from :meth:`start_loops` so an agent told to stop while it was recovering
+        can shut down without a first ``start`` slipping in between.
+        """
         if self._started:
             return
         self._started = True
@@ -227,6 +236,11 @@ class ModuleManager:
                     if sup.supported and sup.lifecycle != "manual"
                 )
             )
+
+    def start_loops(self) -> None:
+        """Start the per-service loops and the probe monitors (after :meth:`recover`)."""
+        if self._probe_tasks or any(sup.running_tasks for sup in self.services.values()):
+            return
         for sup in self.services.values():
             sup.start_tasks(reaper=self._reaper)
         loop = asyncio.get_running_loop()
@@ -442,7 +456,12 @@ class ModuleManager:
             admissions=tuple(sorted(self._admissions)),
         )
 
-    def _persist(self) -> None:
-        if self.store is None or not self._started:
+    def persist(self) -> None:
+        """Save every service's record now (also done on every state change)."""
+        if self.store is None:
             return
         self.store.save({name: sup.record() for name, sup in self.services.items()})
+
+    def _persist(self) -> None:
+        if self._started:
+            self.persist()

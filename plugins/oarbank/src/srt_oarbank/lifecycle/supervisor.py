@@ -35,10 +35,25 @@ from srt_services.extend import processes
 from srt_oarbank.execution.client import ServiceOps
 from srt_oarbank.lifecycle.clock import Clock, wait_event
 from srt_oarbank.lifecycle.events import EventLog, ManagerEvent
-from srt_oarbank.lifecycle.reaper import Liveness, ReapPolicy, ReapReport, reap_objects
+from srt_oarbank.lifecycle.reaper import (
+    Liveness,
+    LivenessUnknown,
+    ReapPolicy,
+    ReapReport,
+    ask_liveness,
+    reap_objects,
+    select_candidates,
+)
 from srt_oarbank.lifecycle.resources import NodeResources
 from srt_oarbank.lifecycle.restart import RestartBudget
-from srt_oarbank.protocol.documents import LABEL_NODE, LABEL_SERVICE, Fingerprint, Health
+from srt_oarbank.protocol.documents import (
+    LABEL_ATTEMPT,
+    LABEL_NODE,
+    LABEL_SERVICE,
+    Fingerprint,
+    Health,
+    OpResult,
+)
 from srt_oarbank.protocol.errors import (
     AdmissionTimeout,
     CapabilityUnavailable,
@@ -86,6 +101,21 @@ class SupervisorOptions:
     escalation_destroy_timeout_s: float = 60.0
 
 
+@dataclass
+class ClearReport:
+    """What a teardown's reaping left: ids still listed, ids it had to force, why not clean."""
+
+    reap: ReapReport
+    forced: list[str] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    problem: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not (self.leftovers or self.forced or self.failed or self.problem)
+
+
 @dataclass(frozen=True)
 class ServiceSnapshot:
     name: str
@@ -113,11 +143,15 @@ def pid_ticks(pid: int | None) -> int | None:
 
 
 @dataclass
-class _StopOutcome:
+class StopOutcome:
+    """How the last stop went; an agent reports a stop that was not what it claimed."""
+
     stopped: bool
     escalated: bool = False
     reason: str = ""
     leftovers: list[str] = field(default_factory=list)
+    #: ``stop`` exited 0 but ``status`` still said running afterwards.
+    claimed_but_running: bool = False
 
 
 class ServiceSupervisor:
@@ -164,6 +198,7 @@ class ServiceSupervisor:
         self.adopted = False
         self.leftover_ids: list[str] = []
         self.last_reap: ReapReport | None = None
+        self.last_stop: StopOutcome | None = None
         self.yield_requested = False
         self.recovered = False
         self._pending_record: dict[str, Any] | None = None
@@ -177,6 +212,10 @@ class ServiceSupervisor:
         self._next_status_at = 0.0
         self._ready_deadline: float | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        #: A ``start`` op still running when shutdown cancelled the loop: shutdown lets it
+        #: finish (its own timeout bounds it) before ``stop``, because killing a start
+        #: half-way can leave what it already launched unrecorded by the module.
+        self._inflight_start: asyncio.Future[OpResult] | None = None
 
     # ------------------------------------------------------------------ public API
 
@@ -387,7 +426,14 @@ class ServiceSupervisor:
                 f"executable unusable: {self.health_detail}",
                 kind="unhealthy",
             )
-        # Otherwise stay unrecovered: the loop re-fingerprints before any start.
+        elif self.state == ServiceState.STOPPED:
+            # Stay unrecovered (the loop re-fingerprints before any start), but say why: a
+            # status file that shows "stopped" with no reason hides a broken module.
+            self.reason = (
+                "cannot tell whether the service already runs: fingerprint failed "
+                f"({self.health_detail}); not starting it until a fingerprint answers"
+            )
+            self._persist()
 
     async def _adopt_or_not(self, fp: Fingerprint, record: dict[str, Any] | None) -> None:
         now = self.clock.monotonic()
@@ -442,6 +488,10 @@ class ServiceSupervisor:
 
     # ------------------------------------------------------------------ tasks
 
+    @property
+    def running_tasks(self) -> bool:
+        return bool(self._tasks)
+
     def start_tasks(self, *, reaper: bool = True) -> None:
         if self._tasks:
             return
@@ -469,6 +519,12 @@ class ServiceSupervisor:
     async def shutdown(self, *, stop: bool = True) -> None:
         """Cancel the loops; with ``stop``, stop the service through the protocol."""
         await self.stop_tasks()
+        inflight, self._inflight_start = self._inflight_start, None
+        if inflight is not None and not inflight.done():
+            self._emit("shutdown_waits", "waiting for the running start op before stopping")
+            await asyncio.wait({inflight})
+        if inflight is not None and inflight.done() and not inflight.cancelled():
+            inflight.exception()  # retrieved: a failed start is stopped like any other
         if not stop or self.lifecycle == "manual" or not self.supported:
             return
         if self.state == ServiceState.STOPPED and self.start_attempts == 0 and not self.adopted:
@@ -582,8 +638,10 @@ class ServiceSupervisor:
             self.start_attempts += 1
             self._set(ServiceState.STARTING, "restarting" if restart else "starting")
             self.precharge()
+            start_op = asyncio.ensure_future(self.ops.start())
+            self._inflight_start = start_op
             try:
-                result = await self.ops.start()
+                result = await asyncio.shield(start_op)
             except ExecError as exc:
                 self.resources.discharge(self.memory_holder)
                 self._emit("start_failed", exc.reason)
@@ -622,15 +680,23 @@ class ServiceSupervisor:
         deadline = self._ready_deadline or (self.clock.monotonic() + self.spec.ready_timeout_s)
         not_running = 0
         last = "no answer yet"
+        violation_logged = False
         while not self._closing:
             try:
                 status = await self.ops.ready()
             except ExecError as exc:
                 last = exc.reason
             else:
-                if status.ready:
+                if status.ready and not status.running:
+                    if not violation_logged:
+                        violation_logged = True
+                        self._emit(
+                            "protocol_violation",
+                            "ready said ready=true with running=false; not treating it as ready",
+                        )
+                elif status.ready:
                     return True, ""
-                last = status.detail or f"running={status.running}, ready=false"
+                last = status.detail or f"running={status.running}, ready={status.ready}"
                 if not status.running:
                     not_running += 1
                     if not_running >= self.options.ready_not_running_grace:
@@ -701,6 +767,7 @@ class ServiceSupervisor:
         async with self._lock:
             self._set(ServiceState.STOPPING, reason)
             outcome = await self._stop_with_escalation()
+            self.last_stop = outcome
             self.resources.discharge(self.memory_holder)
             self.tracker.on_stopped()
             self.pid = None
@@ -709,24 +776,44 @@ class ServiceSupervisor:
             if outcome.stopped:
                 self.leftover_ids = []
                 note = " (escalated)" if outcome.escalated else ""
+                if outcome.claimed_but_running:
+                    note += f"; {outcome.reason}"
                 self._set(ServiceState.STOPPED, f"{reason}{note}", kind="stopped")
             else:
                 self.leftover_ids = outcome.leftovers
                 self._set(ServiceState.UNHEALTHY, outcome.reason, kind="unhealthy")
 
-    async def _stop_with_escalation(self) -> _StopOutcome:
+    async def _still_running(self) -> bool:
+        """Whether ``status`` says the service runs; unknown (status failing) counts as no."""
+        try:
+            status = await self.ops.status()
+        except ExecError as exc:
+            self._emit("stop_unverified", f"status after stop failed: {exc.reason}")
+            return False
+        return status.running
+
+    async def _stop_with_escalation(self) -> StopOutcome:
+        claimed = False
         try:
             result = await self.ops.stop()
         except ExecError as exc:
             first = exc.reason
         else:
-            return _StopOutcome(True, escalated=result.escalated)
+            # Exit 0 is the module's claim; status is the check. A stop that "succeeds" while
+            # the service keeps running takes the same escalation as a stop that failed.
+            if not await self._still_running():
+                return StopOutcome(True, escalated=result.escalated)
+            claimed = True
+            first = "stop exited 0 but status still says running"
+            self._emit("protocol_violation", first)
         self._emit("stop_escalated", f"{first}; destroying owned objects with --force")
         try:
             owned = await self.ops.list_owned()
         except ExecError as exc:
-            return _StopOutcome(
-                False, reason=f"stop failed ({first}) and list_owned failed ({exc.reason})"
+            return StopOutcome(
+                False,
+                reason=f"stop failed ({first}) and list_owned failed ({exc.reason})",
+                claimed_but_running=claimed,
             )
         mine = [
             o.id
@@ -757,25 +844,21 @@ class ServiceSupervisor:
                     failed[object_id] = "not destroyed within the escalation budget"
         if failed:
             leftovers = sorted(failed)
-            return _StopOutcome(
+            return StopOutcome(
                 False,
                 reason=f"stop failed ({first}); destroy --force failed for "
                 f"{len(leftovers)} owned object(s): {', '.join(leftovers)}",
                 leftovers=leftovers,
+                claimed_but_running=claimed,
             )
-        try:
-            status = await self.ops.status()
-        except ExecError:
-            still_running = False
-        else:
-            still_running = status.running
-        if still_running:
-            return _StopOutcome(
+        if await self._still_running():
+            return StopOutcome(
                 False,
                 reason=f"stop failed ({first}); owned objects destroyed but the service "
                 "still reports running",
+                claimed_but_running=claimed,
             )
-        return _StopOutcome(True, escalated=True)
+        return StopOutcome(True, escalated=True, reason=first, claimed_but_running=claimed)
 
     # ------------------------------------------------------------------ fingerprints
 
@@ -804,6 +887,8 @@ class ServiceSupervisor:
         if previous_ok is not ok and previous_ok is not None:
             kind = "capability_restored" if ok else "capability_withdrawn"
             self._emit(kind, f"fingerprint {health}: {detail}")
+        elif previous_ok is None and not ok:
+            self._emit("fingerprint_failed", f"first fingerprint {health}: {detail}")
         if (
             ok
             and previous_ok is False
@@ -880,14 +965,7 @@ class ServiceSupervisor:
 
     async def reap_once(self, liveness: Liveness | None = None) -> ReapReport:
         """One reaping period (see :mod:`srt_oarbank.lifecycle.reaper`); never concurrent with start."""
-        policy = ReapPolicy(
-            node_id=self.node_id,
-            service=self.name,
-            max_destroys=self.options.max_destroys_per_period,
-            concurrency=self.options.destroy_concurrency,
-            budget_s=self.options.reap_budget_s,
-            liveness_timeout_s=self.options.liveness_timeout_s,
-        )
+        policy = self._reap_policy()
         async with self._lock:
             try:
                 owned = await self.ops.list_owned()
@@ -923,6 +1001,61 @@ class ServiceSupervisor:
                 failed=dict(report.failed),
             )
         return report
+
+    def _reap_policy(self) -> ReapPolicy:
+        return ReapPolicy(
+            node_id=self.node_id,
+            service=self.name,
+            max_destroys=self.options.max_destroys_per_period,
+            concurrency=self.options.destroy_concurrency,
+            budget_s=self.options.reap_budget_s,
+            liveness_timeout_s=self.options.liveness_timeout_s,
+        )
+
+    async def clear_owned(self, liveness: Liveness) -> ClearReport:
+        """Teardown: reap what belongs to attempts that are not live, then check it is gone.
+
+        A destroy that exits 0 is a claim; ``list_owned`` afterwards is the check. An object
+        still busy after a stop means something the module started still runs: it is
+        destroyed with ``--force`` (the attempt is gone and the service stopped) and reported,
+        because the stop did not do what it said.
+        """
+        reap = await self.reap_once(liveness)
+        out = ClearReport(reap)
+        for round_ in range(2):
+            async with self._lock:
+                try:
+                    owned = await self.ops.list_owned()
+                except ExecError as exc:
+                    out.problem = f"list_owned after reaping failed: {exc.reason}"
+                    return out
+                scratch = ReapReport(self.name)
+                candidates = select_candidates(owned.objects, self._reap_policy(), scratch)
+                attempts = frozenset(o.labels[LABEL_ATTEMPT] for o in candidates)
+                try:
+                    answer = await ask_liveness(liveness, attempts, self.options.liveness_timeout_s)
+                except LivenessUnknown as exc:
+                    out.problem = f"cannot tell which attempts are live: {exc}"
+                    out.leftovers = sorted(o.id for o in candidates)
+                    return out
+                gone = [o for o in candidates if answer.get(o.labels[LABEL_ATTEMPT]) is not True]
+                out.leftovers = sorted(o.id for o in gone)
+                busy = [o.id for o in gone if o.busy]
+                if round_ == 1 or not busy:
+                    return out
+                self._emit(
+                    "protocol_violation",
+                    f"{len(busy)} owned object(s) still busy after the service stopped: "
+                    f"{', '.join(busy[:5])}; destroying them with --force",
+                )
+                for object_id in busy:
+                    try:
+                        await self.ops.destroy(object_id, force=True)
+                    except ExecError as exc:
+                        out.failed[object_id] = exc.reason
+                    else:
+                        out.forced.append(object_id)
+        return out
 
     # ------------------------------------------------------------------ helpers
 

@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
-from srt_services.extend import DefaultProbe, KindOptions, Problem, ServiceKind
+from srt_services.extend import DefaultProbe, KindOptions, Problem, ServiceKind, processes
 
 if TYPE_CHECKING:
     from srt_services.extend import InstanceContext, Recipe, ServiceSpec
 
 OPS = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
+#: srt's readiness budget beyond the agent's own: starting the agent's interpreter, loading
+#: the bundle and one poll interval.
+READY_MARGIN_S = 30.0
 
 
 class OarbankOptions(KindOptions):
@@ -34,8 +37,11 @@ class OarbankOptions(KindOptions):
     timeouts: dict[str, float] = Field(
         default_factory=dict, description="Per-op timeout overrides in seconds (op: seconds)."
     )
-    ready_timeout_seconds: float = Field(
-        600.0, gt=0, description="How long srt waits for the protocol's ready."
+    ready_timeout_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="How long srt waits for the protocol's ready. Default: what the agent may "
+        "need for its first try, from the manifest (fingerprint, start and ready timeouts).",
     )
 
 
@@ -94,17 +100,16 @@ class OarbankKind(ServiceKind):
             argv += ["--settings", "{work_dir}/settings.json"]
         for op, seconds in sorted(options.timeouts.items()):
             argv += ["--timeout", f"{op}={seconds:g}"]
+        # What the module starts carries srt's job cookie, so srt still finds it at job end
+        # (the protocol's stop and reaping come first; this is the net under them).
+        for name in (processes.COOKIE_VAR, processes.INSTANCE_VAR):
+            argv += ["--inherit-env", name]
         return argv
 
     def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
         if not options.settings:
             return {}
-        # JSON braces are not placeholders; escape ours so none of the settings is rendered
-        return {
-            "settings.json": json.dumps(options.settings, sort_keys=True)
-            .replace("{", "{{")
-            .replace("}", "}}")
-        }
+        return {"settings.json": literal_json(options.settings)}
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         return DefaultProbe(
@@ -114,8 +119,53 @@ class OarbankKind(ServiceKind):
                 "service": options.service,
                 "node_id": options.node_id,
                 "data_dir": "{work_dir}/data",
-                "settings": options.settings,
+                "timeouts": dict(options.timeouts),
+                "agent_data": True,
             },
-            timeout=options.ready_timeout_seconds,
+            timeout=options.ready_timeout_seconds or default_ready_timeout(options),
             interval=1.0,
         )
+
+
+def default_ready_timeout(options: Any) -> float:
+    """How long the agent may need before its first ``ready`` can say yes.
+
+    It fingerprints (to adopt rather than start twice), starts, then polls ``ready`` until the
+    manifest's ``ready_timeout_s``: srt's readiness must outlast all three, or srt would give
+    up on a module that is within its own limits. Unknown bundle (refused by ``validate``
+    anyway): the old fixed 600 s.
+    """
+    from srt_oarbank.execution.bundle import load_bundle
+    from srt_oarbank.execution.executor import DEFAULT_TIMEOUTS
+
+    try:
+        manifest = load_bundle(Path(options.bundle)).manifest.service(options.service)
+    except Exception:
+        return 600.0
+    fingerprint = options.timeouts.get("fingerprint") or manifest.op_timeout("fingerprint")
+    start = options.timeouts.get("start") or manifest.start_timeout_s
+    return float(
+        (fingerprint or DEFAULT_TIMEOUTS["fingerprint"])
+        + start
+        + manifest.ready_timeout_s
+        + READY_MARGIN_S
+    )
+
+
+def literal_json(value: Any) -> str:
+    """``value`` as JSON text that srt's placeholder rendering leaves exactly as it is.
+
+    srt renders every string a kind returns (``{node}``, ``{{x}}`` for a literal ``{x}``), but
+    the settings are the module's data and must reach it unchanged, placeholders and all. A
+    placeholder can only occur inside a JSON string (a structural brace is followed by a
+    quote or a brace), so braces there are written as the JSON escapes ``\\u007b`` and
+    ``\\u007d``: any JSON reader decodes the same values, and srt finds nothing to render.
+    """
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("{", "\\u007b").replace("}", "\\u007d")
+    if isinstance(value, dict):
+        items = (f"{literal_json(str(k))}: {literal_json(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(literal_json(v) for v in value) + "]"
+    return json.dumps(value)

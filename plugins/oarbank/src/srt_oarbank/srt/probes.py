@@ -27,6 +27,14 @@ class ReadyConfig(StrictModel):
     node_id: str = Field("{node}", description="OARBANK_NODE_ID.")
     data_dir: str = Field("{work_dir}/data", description="Module data dir (the agent's).")
     settings: dict[str, Any] = Field(default_factory=dict, description="Module settings.")
+    timeouts: dict[str, float] = Field(
+        default_factory=dict, description="Per-op timeout overrides (op: seconds)."
+    )
+    agent_data: bool = Field(
+        False,
+        description="The data dir is an oarbank agent's (the `oarbank` kind's): leave its "
+        "settings, tools and limits files as the agent wrote them.",
+    )
 
 
 class ProbeConfig(StrictModel):
@@ -66,7 +74,9 @@ class OarbankReadyProbe(Probe):
             cfg["service"],
             node_id=cfg["node_id"],
             data_dir=Path(cfg["data_dir"]),
-            settings=cfg["settings"] or None,
+            settings=cfg.get("settings") or None,
+            timeouts=cfg.get("timeouts") or None,
+            write_files=not cfg.get("agent_data", False),
         )
         return ProbeResult(got.ready, got.detail)
 
