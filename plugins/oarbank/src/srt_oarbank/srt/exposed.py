@@ -8,19 +8,25 @@ object is the service's process, labelled with ``oarbank.attempt_id`` / ``oarban
 ``oarbank.service``; ``destroy`` without ``--force`` refuses it while it runs (busy).
 
 State lives in ``$OARBANK_MODULE_DATA/srt-exposed/<service>/state.json`` (PID plus start
-time, so a reused PID is never mistaken for the service). Output is exactly one JSON
-document on stdout; errors are ``{code, msg}`` documents with a non-zero exit.
+time, so a reused PID is never mistaken for the service). The ops that change what runs
+(``start``, ``stop``, ``destroy``) hold an exclusive lock on ``lock`` next to it, so
+concurrent calls (two agents, a retry racing a slow start) serialise: six concurrent
+``start`` calls leave one server, the recorded one. Output is exactly one JSON document on
+stdout; errors are ``{code, msg}`` documents with a non-zero exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +122,17 @@ class Exposed:
             "oarbank.service": self.service,
         }
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Exclusive for the ops that change what runs; the kernel drops it if we die."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     # ------------------------------------------------------------------ ops
 
     def fingerprint(self) -> dict[str, Any]:
@@ -135,6 +152,10 @@ class Exposed:
         return doc
 
     def start(self) -> dict[str, Any]:
+        with self.locked():
+            return self._start()
+
+    def _start(self) -> dict[str, Any]:
         pid = self.running_pid()
         if pid is not None:
             return {"changed": False, "pid": pid, "msg": "already running"}
@@ -155,6 +176,7 @@ class Exposed:
                 "OARBANK_ATTEMPT_ID": attempt,
                 "OARBANK_SERVICE": self.service,
                 "OARBANK_NODE_ID": self.node,
+                "OARBANK_MODULE_DATA": str(self.data),
             },
         )
         argv = process.wrap_preamble(
@@ -185,20 +207,31 @@ class Exposed:
         return {"changed": True, "pid": spawned.pid, "created": [object_id]}
 
     def _kill(self, pid: int, grace: float) -> bool:
-        """Stop the service's process group; True when SIGKILL was needed."""
+        """Stop the service's process group; True when SIGKILL was needed.
+
+        The group outlives its leader while any member lives, and Linux never hands a PID
+        that is still some group's id to a new process, so after the leader exited a SIGKILL
+        to the group can only reach the service's own leftovers (a helper that ignored TERM).
+        """
         process.terminate_group(pid, self.inst.get("stop_signal", "TERM"))
         deadline = time.monotonic() + grace
+        escalated = True
         while time.monotonic() < deadline:
             if not process.alive(pid):
-                return False
+                escalated = False
+                break
             time.sleep(0.05)
-        process.signal_group(pid, signal.SIGKILL)
+        leftovers = process.signal_group(pid, signal.SIGKILL)
         deadline = time.monotonic() + 5
         while process.alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        return True
+        return escalated or leftovers
 
     def stop(self) -> dict[str, Any]:
+        with self.locked():
+            return self._stop()
+
+    def _stop(self) -> dict[str, Any]:
         pid = self.running_pid()
         if pid is None:
             self._write_state(None)
@@ -251,6 +284,10 @@ class Exposed:
         }
 
     def destroy(self, object_id: str, force: bool) -> dict[str, Any]:
+        with self.locked():
+            return self._destroy(object_id, force)
+
+    def _destroy(self, object_id: str, force: bool) -> dict[str, Any]:
         st = self.state()
         if not st or st.get("object_id") != object_id:
             return {"changed": False, "msg": "no such object"}
