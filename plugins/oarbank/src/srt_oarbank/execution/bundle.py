@@ -88,16 +88,21 @@ class Bundle:
         timeouts: Mapping[str, float] | None = None,
     ) -> Executor:
         """An executor for one service or probe with the manifest's timeouts applied."""
-        merged: dict[str, float] = {}
-        if isinstance(entry, ServiceSpec):
-            for op in OPS:
-                value = entry.op_timeout(op)
-                if value is not None:
-                    merged[op] = value
-        else:
-            merged["fingerprint"] = entry.timeout_s
-        merged.update(timeouts or {})
+        merged = {**entry_timeouts(entry), **(timeouts or {})}
         return Executor(entry.exec, context, service=entry.name, timeouts=merged, limits=limits)
+
+
+def entry_timeouts(entry: ServiceSpec | ProbeSpec) -> dict[str, float]:
+    """The op timeouts a manifest entry sets (the spec's table covers the rest)."""
+    merged: dict[str, float] = {}
+    if isinstance(entry, ServiceSpec):
+        for op in OPS:
+            value = entry.op_timeout(op)
+            if value is not None:
+                merged[op] = value
+    else:
+        merged["fingerprint"] = entry.timeout_s
+    return merged
 
 
 def load_bundle(root: Path) -> Bundle:

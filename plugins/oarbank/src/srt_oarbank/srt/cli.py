@@ -50,6 +50,6 @@ def check(args: tuple[str, ...]) -> None:
 
     Every MUST of the spec is a numbered check (SP-001...); exit 0 only when none failed.
     Destructive: it starts, stops and destroys what the executable manages."""
-    from srt_oarbank.conformance.runner import main
+    from srt_oarbank.conformance.cli import main
 
     sys.exit(main(list(args)))

@@ -64,6 +64,22 @@ def _swap(value: Any, data: str) -> Any:
     return value
 
 
+def _group_has_live_members(pgid: int) -> bool:
+    """Whether a process other than a zombie is still in process group ``pgid``."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 class Exposed:
     def __init__(self, instance_file: Path) -> None:
         raw = json.loads(instance_file.read_text(encoding="utf-8"))
@@ -221,7 +237,7 @@ class Exposed:
                 escalated = False
                 break
             time.sleep(0.05)
-        leftovers = process.signal_group(pid, signal.SIGKILL)
+        leftovers = _group_has_live_members(pid) and process.signal_group(pid, signal.SIGKILL)
         deadline = time.monotonic() + 5
         while process.alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
