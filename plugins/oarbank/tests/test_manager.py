@@ -101,6 +101,43 @@ def test_yieldable_idle_service_is_stopped_under_memory_pressure() -> None:
     run(main())
 
 
+def test_memory_pressure_yields_only_what_is_missing_and_nothing_in_vain() -> None:
+    small, big = FakeOps("small"), FakeOps("big")
+    small.mem_gb, big.mem_gb = 2.0, 3.0
+
+    def entry(name: str) -> dict[str, Any]:
+        return service_entry(
+            name, exec=["x"], reserves_host_memory=True, yieldable=True, idle_timeout_s=600
+        )
+
+    async def main() -> None:
+        clock = FakeClock()
+        manager = build(
+            [entry("small"), entry("big")],
+            {"small": small, "big": big},
+            clock=clock,
+            resources=NodeResources(mem_budget_gb=8),
+        )
+        await manager.start()
+        try:
+            for name in ("small", "big"):
+                await drive(clock, manager.admit(AdmissionRequest(name, needs=frozenset({name}))))
+                manager.release(name)
+            assert manager.resources.mem_charged_gb == 5.0
+            # 9 GB can never fit in 8: nothing is yielded for it.
+            with pytest.raises(MemoryExhausted):
+                await manager.admit(AdmissionRequest("huge", mem_gb=9))
+            assert small.count("stop") == big.count("stop") == 0
+            # 4 GB needs 1 more than is free: one yield (of the first that frees enough).
+            await drive(clock, manager.admit(AdmissionRequest("job", mem_gb=4)))
+            stopped = [n for n in ("small", "big") if manager.services[n].state == "stopped"]
+            assert stopped == ["small"], stopped
+        finally:
+            await manager.shutdown()
+
+    run(main())
+
+
 def test_admission_errors_are_specific() -> None:
     svc = FakeOps()
     svc.pools = {"slots": 1}

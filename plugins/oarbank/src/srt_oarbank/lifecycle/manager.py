@@ -94,6 +94,16 @@ class ManagerSnapshot:
     admissions: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Capability:
+    """One capability as a doctor run sees it."""
+
+    kind: str
+    available: bool
+    detail: str
+    health: str
+
+
 OpsFactory = Callable[[ServiceSpec], ServiceOps]
 ProbeFactory = Callable[[ProbeSpec], FingerprintSource]
 
@@ -326,13 +336,14 @@ class ModuleManager:
                 raise CapabilityUnavailable(sup.name, why)
         try:
             self._check_resources(request, services)
-        except MemoryExhausted:
-            freed = await self.relieve_memory_pressure(
-                self._memory_needed(request, services), exclude={s.name for s in services}
-            )
-            if freed <= 0:
+        except MemoryExhausted as exc:
+            # Yield only what is missing, and nothing when even every yield would not do.
+            shortfall = exc.needed_gb - exc.free_gb
+            keep = {s.name for s in services}
+            if shortfall <= 0 or self.yieldable_gb(exclude=keep) + 1e-9 < shortfall:
                 raise
-            await self._wait_yields()
+            await self.relieve_memory_pressure(shortfall, exclude=keep)
+            await self.wait_yields()
             self._check_resources(request, services)
         # From here to the reservation there is no await: nobody can take the same tokens.
         self.resources.reserve(request.attempt_id, request.pools)
@@ -385,6 +396,14 @@ class ModuleManager:
         self.resources.check_pools(request.pools, request.needs_pools)
         self.resources.check_memory(self._memory_needed(request, services))
 
+    def yieldable_gb(self, *, exclude: set[str] | None = None) -> float:
+        """What yielding every idle yieldable service (but ``exclude``) would free."""
+        return sum(
+            sup.yieldable_gb()
+            for sup in self.services.values()
+            if not (exclude and sup.name in exclude)
+        )
+
     async def relieve_memory_pressure(
         self, needed: Mapping[str, float] | float, *, exclude: set[str] | None = None
     ) -> float:
@@ -403,7 +422,8 @@ class ModuleManager:
             freed += sup.request_yield()
         return freed
 
-    async def _wait_yields(self) -> None:
+    async def wait_yields(self) -> None:
+        """Until every yield asked for has stopped its service (or failed to)."""
         for sup in self.services.values():
             if sup.yield_requested:
                 await sup.wait_state(
@@ -411,6 +431,11 @@ class ModuleManager:
                     ServiceState.UNHEALTHY,
                     timeout_s=sup.spec.timeouts.stop or 120.0,
                 )
+
+    def needed_services(self, request: AdmissionRequest) -> set[str]:
+        """The services an admission would use (never yielded to make room for it)."""
+        services, _ = self._needed(request)
+        return {s.name for s in services}
 
     def end_memory_pressure(self) -> None:
         """Let yielded ``always`` services run again."""
@@ -426,6 +451,35 @@ class ModuleManager:
             raise UnknownCapability(
                 f"no service {name!r} in module {self.manifest.name!r}"
             ) from None
+
+    async def doctor(self, reason: str = "doctor") -> dict[str, Capability]:
+        """Re-check every capability now: each probe's and each service's fingerprint.
+
+        The spec's "again after doctor-triggering events": an operator asking (``srt oarbank
+        doctor``, SIGHUP to the node agent), or an admission refused for a capability that is
+        unavailable, where the host may have been fixed since the last period. Probes run
+        through their thresholds as usual; returns every capability with why it is (not)
+        available.
+        """
+        self.events.emit(ManagerEvent("doctor", self.manifest.name, reason, self.clock.monotonic()))
+        await asyncio.gather(
+            *(p.check_once() for p in self.probes.values() if p.supported),
+            *(s.refresh_fingerprint() for s in self.services.values() if s.supported),
+        )
+        return self.capability_report()
+
+    def capability_report(self) -> dict[str, Capability]:
+        out: dict[str, Capability] = {}
+        for name, sup in self.services.items():
+            ok, why = sup.availability()
+            out[name] = Capability("service", ok, why or f"{sup.state}", sup.health)
+        for name, probe in self.probes.items():
+            detail = probe.last.detail if probe.last else probe.unavailable_reason()
+            health = "healthy" if probe.last and probe.last.healthy else "unhealthy"
+            if not probe.supported:
+                health = "unsupported"
+            out[name] = Capability("probe", probe.available, detail, health)
+        return out
 
     def capabilities(self) -> dict[str, bool]:
         """Every service and probe name with whether it is available now."""

@@ -64,6 +64,7 @@ class ProbeMonitor:
         self.last: ProbeOutcome | None = None
         self.checks = 0
         self._trigger = asyncio.Event()
+        self._lock = asyncio.Lock()
 
     @property
     def name(self) -> str:
@@ -84,6 +85,11 @@ class ProbeMonitor:
         return f"probe {self.name!r} reports unhealthy: {detail}"
 
     async def check_once(self) -> bool:
+        # One fingerprint at a time: a doctor run and the period must not both count.
+        async with self._lock:
+            return await self._check()
+
+    async def _check(self) -> bool:
         outcome = await check_probe(self.source)
         self.last = outcome
         self.checks += 1

@@ -310,14 +310,21 @@ class ServiceSupervisor:
         self._fp_trigger.set()
         return True
 
+    def _may_yield(self) -> bool:
+        return (
+            self.spec.yieldable
+            and self.lifecycle != "manual"
+            and self.state == ServiceState.READY
+            and not self.users
+        )
+
+    def yieldable_gb(self) -> float:
+        """The memory a yield would free now (0 when this service may not yield)."""
+        return self.resources.charged(self.memory_holder) if self._may_yield() else 0.0
+
     def request_yield(self) -> float:
         """Ask the loop to stop this idle service for memory; returns the GB it will free."""
-        if (
-            not self.spec.yieldable
-            or self.lifecycle == "manual"
-            or self.state != ServiceState.READY
-            or self.users
-        ):
+        if not self._may_yield():
             return 0.0
         self.yield_requested = True
         self._wake.set()
