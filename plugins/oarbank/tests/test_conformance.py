@@ -243,3 +243,11 @@ def test_missing_executable_fails_cleanly(tmp_path: Path) -> None:
     results = ConformanceRunner(["./nope"], RunnerOptions(bundle_root=tmp_path)).run()
     assert failed(results) >= {"SP-001", "SP-004", "SP-006"}
     assert "no such file" in results[0].message
+
+
+def test_the_readme_lists_the_checks_as_declared(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert conformance_main(["--list"]) == 0
+    table = capsys.readouterr().out
+    assert table in readme, "regenerate the README's table with --list"
+    assert table.count("| SP-") == len(CHECKS)

@@ -13,8 +13,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from srt_oarbank.conformance.report import format_junit, format_tap, format_text, passed
-from srt_oarbank.conformance.runner import ConformanceRunner, RunnerOptions
+from srt_oarbank.conformance.report import (
+    format_junit,
+    format_table,
+    format_tap,
+    format_text,
+    passed,
+)
+from srt_oarbank.conformance.runner import CHECKS, ConformanceRunner, RunnerOptions
 from srt_oarbank.execution.bundle import entry_timeouts, load_bundle
 from srt_oarbank.execution.environment import load_json_file
 from srt_oarbank.protocol.errors import ExecError, ManifestError
@@ -76,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--spec-only",
         action="store_true",
         help="skip the checks of srt's schemas where the spec is silent",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="print the checks as a Markdown table and exit"
     )
     output = parser.add_argument_group("output")
     output.add_argument("--tap", action="store_true", help="TAP on stdout")
@@ -141,6 +150,9 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], RunnerOptions]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.list:
+        sys.stdout.write(format_table(CHECKS))
+        return 0
     try:
         exec_argv, options = resolve(args)
     except (UsageError, ManifestError, ValueError) as exc:

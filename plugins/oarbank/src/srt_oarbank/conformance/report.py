@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
+from srt_oarbank.conformance.checks import Check
 from srt_oarbank.conformance.runner import CheckResult
 
 
@@ -82,3 +83,11 @@ def format_junit(results: Sequence[CheckResult]) -> str:
     suites.append(suite)
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def format_table(checks: Sequence[Check]) -> str:
+    """The checks as the Markdown table the README shows (``--list``)."""
+    lines = ["| id | source | probe | check |", "| --- | --- | --- | --- |"]
+    for c in checks:
+        lines.append(f"| {c.id} | {c.source} | {'P' if c.probe else ''} | {c.title} |")
+    return "\n".join(lines) + "\n"
