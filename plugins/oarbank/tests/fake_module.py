@@ -124,6 +124,8 @@ def log_call(cfg: dict[str, Any], event: str, op: str, **extra: Any) -> None:
         "pgid": os.getpgid(0),
         "service": os.environ.get("OARBANK_SERVICE"),
         "settings": read_settings(),
+        "tools": read_settings("OARBANK_TOOLS_FILE"),
+        "limits": read_settings("OARBANK_LIMITS_FILE"),
         **extra,
     }
     line = (json.dumps(entry) + "\n").encode()
@@ -134,9 +136,9 @@ def log_call(cfg: dict[str, Any], event: str, op: str, **extra: Any) -> None:
         os.close(fd)
 
 
-def read_settings() -> Any:
+def read_settings(var: str = "OARBANK_SETTINGS_FILE") -> Any:
     """What the agent handed over in OARBANK_SETTINGS_FILE (echoed into the call log)."""
-    path = os.environ.get("OARBANK_SETTINGS_FILE")
+    path = os.environ.get(var)
     if not path:
         return None
     try:

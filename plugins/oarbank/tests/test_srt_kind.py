@@ -92,14 +92,19 @@ def test_settings_reach_the_module_unchanged(
 ) -> None:
     fake = bundle_factory(services=[service_entry()])
     job = Job(tmp_path, fake, procs)
+    tools = {"docker": "/usr/bin/{docker}"}
+    limits = {"mem_gb": 4, "note": "{{cap}}"}
     run = job.start(
-        {"settings": SETTINGS},
+        {"settings": SETTINGS, "tools": tools, "limits": limits},
         "{name: end, terminal: true, after: [mod], command: [sleep, '0.2']}",
     ).wait(120)
     assert run.code == 0, run.stderr + job.agent_log()
-    seen = [c["settings"] for c in job.calls("fingerprint") + job.calls("start")]
-    assert seen, "the module was never called"
-    assert all(s == SETTINGS for s in seen), seen
+    calls = job.calls("fingerprint") + job.calls("start") + job.calls("ready")
+    assert calls, "the module was never called"
+    assert all(c["settings"] == SETTINGS for c in calls), [
+        (c["op"], c["settings"]) for c in calls if c["settings"] != SETTINGS
+    ]
+    assert all((c["tools"], c["limits"]) == (tools, limits) for c in calls)
     assert job.calls("stop"), "the job's end did not stop the service through the protocol"
     assert_no_survivors(str(job.job_dir))
 
@@ -255,6 +260,7 @@ def test_kind_readiness_waits_as_long_as_the_manifest_allows(tmp_path: Path) -> 
     probe = OarbankKind().readiness(None, options, None)  # type: ignore[arg-type]
     assert probe.timeout == 7 + 200 + 900 + 30
     assert probe.config["agent_data"] is True
+    assert probe.config["status_file"] == "{work_dir}/status.json"
     fixed = OarbankOptions(
         bundle=str(bundle), service="vm", ready_timeout_seconds=5, timeouts={"ready": 3}
     )
@@ -271,3 +277,45 @@ def test_literal_json_survives_srts_rendering() -> None:
     assert render(text, {"node": "n0", "work_dir": "/w"}) == text
     assert json.loads(text) == SETTINGS
     assert textwrap.dedent(text) == text
+
+
+def test_kind_validation_of_timeouts_and_stop_grace(
+    bundle_factory: BundleFactory, tmp_path: Path
+) -> None:
+    fake = bundle_factory(services=[service_entry(timeouts={"stop": 300})])
+
+    def validate(options: str) -> subprocess.CompletedProcess[str]:
+        recipe = tmp_path / "v.yaml"
+        recipe.write_text(
+            "schema: 2\nname: v\nservices:\n"
+            f"  - {{name: a, type: oarbank, options: {{bundle: '{fake.root}', service: svc"
+            f"{options}}}}}\n"
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "srt_services", "validate", str(recipe)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    out = validate(", timeouts: {ready: 0}")
+    assert out.returncode == 2, out.stderr
+    assert "services[a].options.timeouts.ready: must be > 0 seconds" in out.stderr
+    out = validate("")
+    assert out.returncode == 0, out.stderr
+    assert "warning:" in out.stderr and "set stop_grace_seconds: 370" in out.stderr
+    out = validate(", timeouts: {stop: 20}")
+    assert out.returncode == 0 and "stop_grace_seconds" not in out.stderr
+
+
+def test_the_ready_probe_waits_for_the_agent(tmp_path: Path) -> None:
+    from srt_oarbank.srt.probes import agent_state
+
+    status = tmp_path / "status.json"
+    waiting = agent_state(str(status))
+    assert waiting is not None and not waiting.ok and "agent to start" in waiting.detail
+    status.write_text(json.dumps({"state": "backoff", "reason": "start failed: boom"}))
+    backoff = agent_state(str(status))
+    assert backoff is not None and backoff.detail == "agent: backoff: start failed: boom"
+    status.write_text(json.dumps({"state": "ready", "reason": "ready"}))
+    assert agent_state(str(status)) is None

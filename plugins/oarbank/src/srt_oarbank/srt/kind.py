@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from srt_services.extend import InstanceContext, Recipe, ServiceSpec
 
 OPS = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
+DEFAULT_STOP_S = 120.0
+#: The agent's budget for ``destroy --force`` after a failed stop (its escalation).
+ESCALATION_S = 60.0
+#: Reaping and checking the owned objects after the stop.
+TEARDOWN_MARGIN_S = 10.0
 #: srt's readiness budget beyond the agent's own: starting the agent's interpreter, loading
 #: the bundle and one poll interval.
 READY_MARGIN_S = 30.0
@@ -31,7 +36,15 @@ class OarbankOptions(KindOptions):
     bundle: str = Field(description="Module bundle directory (holds oarbank-module.json).")
     service: str = Field(description="Name of the service in the module's manifest.")
     settings: dict[str, Any] = Field(
-        default_factory=dict, description="Module settings for this node (written as JSON)."
+        default_factory=dict,
+        description="Module settings for this node (OARBANK_SETTINGS_FILE), handed over "
+        "unchanged: srt renders no placeholder in them.",
+    )
+    tools: dict[str, Any] = Field(
+        default_factory=dict, description="Granted host tools (OARBANK_TOOLS_FILE), unchanged."
+    )
+    limits: dict[str, Any] = Field(
+        default_factory=dict, description="The owner's caps (OARBANK_LIMITS_FILE), unchanged."
     )
     node_id: str = Field("{node}", description="OARBANK_NODE_ID (placeholders allowed).")
     timeouts: dict[str, float] = Field(
@@ -53,18 +66,21 @@ class OarbankKind(ServiceKind):
     default_start: ClassVar[str] = "before_workers"
     default_critical: ClassVar[bool] = True
     forbids_command: ClassVar[bool] = True
-    #: the protocol's stop may take 120 s, then destroy --force 60 s
+    #: the protocol's stop may take 120 s, then destroy --force 60 s, then reaping (validate
+    #: warns when a manifest's stop timeout needs more)
     default_stop_grace: ClassVar[float] = 190.0
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         from srt_oarbank.execution.bundle import load_bundle
 
         out: list[Problem] = []
-        for op in options.timeouts:
+        for op, seconds in options.timeouts.items():
             if op not in OPS:
                 out.append(
                     Problem(("options", "timeouts", op), f"is not an operation ({', '.join(OPS)})")
                 )
+            elif not seconds > 0:
+                out.append(Problem(("options", "timeouts", op), "must be > 0 seconds"))
         path = Path(options.bundle)
         if not path.is_absolute():
             out.append(
@@ -73,9 +89,24 @@ class OarbankKind(ServiceKind):
             return out
         try:
             bundle = load_bundle(path)
-            bundle.manifest.service(options.service)
+            manifest = bundle.manifest.service(options.service)
         except Exception as exc:
             out.append(Problem(("options",), f"cannot use module bundle {options.bundle}: {exc}"))
+            return out
+        stop = options.timeouts.get("stop") or manifest.op_timeout("stop") or DEFAULT_STOP_S
+        needed = stop + ESCALATION_S + TEARDOWN_MARGIN_S
+        grace = spec.stop_grace_seconds
+        grace = self.default_stop_grace if grace is None else grace
+        if grace < needed:
+            out.append(
+                Problem(
+                    ("stop_grace_seconds",),
+                    f"{grace:g} s is shorter than the module's stop ({stop:g} s) plus destroy "
+                    f"--force ({ESCALATION_S:g} s) and reaping: srt may kill the agent before "
+                    f"the module has stopped; set stop_grace_seconds: {needed:g}",
+                    warning=True,
+                )
+            )
         return out
 
     def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
@@ -96,8 +127,9 @@ class OarbankKind(ServiceKind):
             "--status-file",
             "{work_dir}/status.json",
         ]
-        if options.settings:
-            argv += ["--settings", "{work_dir}/settings.json"]
+        for name in ("settings", "tools", "limits"):
+            if getattr(options, name):
+                argv += [f"--{name}", f"{{work_dir}}/{name}.json"]
         for op, seconds in sorted(options.timeouts.items()):
             argv += ["--timeout", f"{op}={seconds:g}"]
         # What the module starts carries srt's job cookie, so srt still finds it at job end
@@ -107,9 +139,11 @@ class OarbankKind(ServiceKind):
         return argv
 
     def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
-        if not options.settings:
-            return {}
-        return {"settings.json": literal_json(options.settings)}
+        return {
+            f"{name}.json": literal_json(getattr(options, name))
+            for name in ("settings", "tools", "limits")
+            if getattr(options, name)
+        }
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         return DefaultProbe(
@@ -120,6 +154,7 @@ class OarbankKind(ServiceKind):
                 "node_id": options.node_id,
                 "data_dir": "{work_dir}/data",
                 "timeouts": dict(options.timeouts),
+                "status_file": "{work_dir}/status.json",
                 "agent_data": True,
             },
             timeout=options.ready_timeout_seconds or default_ready_timeout(options),

@@ -7,6 +7,7 @@ healthy), e.g. "a JDK 17 is installed on this node" before a service that needs 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,6 +31,11 @@ class ReadyConfig(StrictModel):
     timeouts: dict[str, float] = Field(
         default_factory=dict, description="Per-op timeout overrides (op: seconds)."
     )
+    status_file: str | None = Field(
+        None,
+        description="The agent's status file (the `oarbank` kind's): ready waits for the agent "
+        "to be up and to say ready, then asks the module.",
+    )
     agent_data: bool = Field(
         False,
         description="The data dir is an oarbank agent's (the `oarbank` kind's): leave its "
@@ -47,9 +53,30 @@ class ProbeConfig(StrictModel):
 
 def _plan(config: Any, ctx: InstanceContext) -> dict[str, Any]:
     data: dict[str, Any] = config.model_dump(mode="json")
-    for key in ("node_id", "data_dir"):
-        data[key] = render(data[key], ctx.values)
+    for key in ("node_id", "data_dir", "status_file"):
+        if data.get(key) is not None:
+            data[key] = render(data[key], ctx.values)
     return data
+
+
+def agent_state(path: str) -> ProbeResult | None:
+    """Not ready while the agent has not started or does not say ready (None: it does).
+
+    Before the agent has written its status file it has not prepared the module's data
+    directory (settings, tools and limits files) either, so asking the module then would
+    hand it a half-made environment; and while the agent is restarting or backing off, its
+    reason says more than the module's ``ready``.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return ProbeResult(False, "waiting for the oarbank agent to start")
+    if not isinstance(doc, dict):
+        return ProbeResult(False, "the oarbank agent's status file is not an object")
+    if doc.get("state") != "ready":
+        return ProbeResult(False, f"agent: {doc.get('state')}: {doc.get('reason') or '-'}")
+    return None
 
 
 class OarbankReadyProbe(Probe):
@@ -68,6 +95,10 @@ class OarbankReadyProbe(Probe):
         from srt_oarbank.srt.readiness import service_ready
 
         cfg = target.config
+        if cfg.get("status_file"):
+            waiting = agent_state(cfg["status_file"])
+            if waiting is not None:
+                return waiting
         Path(cfg["data_dir"]).mkdir(parents=True, exist_ok=True)
         got = await service_ready(
             Path(cfg["bundle"]),
