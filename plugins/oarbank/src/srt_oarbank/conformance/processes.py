@@ -99,7 +99,7 @@ class ModuleProcesses:
             out[found.key] = found
         return out
 
-    def settle(self, timeout_s: float = 1.0) -> dict[tuple[int, int], Found]:
+    def settle(self, timeout_s: float = 3.0) -> dict[tuple[int, int], Found]:
         """A snapshot once it is empty, or the last one after ``timeout_s`` (exits take a
         moment to be reaped)."""
         deadline = time.monotonic() + timeout_s

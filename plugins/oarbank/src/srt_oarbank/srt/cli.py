@@ -50,10 +50,13 @@ def expose(recipe: str, service: str, out: str, address: str, module: str | None
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def check(args: tuple[str, ...]) -> None:
     """Run the protocol's conformance checks against an executable:
-    `srt oarbank check [--bundle DIR] [--tap|--junit FILE] [--probe] EXEC [ARGS...]`.
+    `srt oarbank check [--bundle DIR] [--service NAME] [--tap|--junit FILE] [--probe]
+    [--spec-only] [--list] [EXEC [ARGS...]]`.
 
-    Every MUST of the spec is a numbered check (SP-001...); exit 0 only when none failed.
-    Destructive: it starts, stops and destroys what the executable manages."""
+    Every requirement is a numbered check (SP-001...), marked `spec` or `srt schema` (srt's
+    rules where the spec is silent); with a manifest in --bundle, its names, exec and
+    timeouts are used. Exit 0 only when none failed. Destructive: it starts, stops and
+    destroys what the executable manages."""
     from srt_oarbank.conformance.cli import main
 
     sys.exit(main(list(args)))
