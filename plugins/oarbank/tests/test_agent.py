@@ -333,7 +333,7 @@ def objects_bundle(factory: BundleFactory, **config: Any) -> FakeBundle:
     ],
     ids=["destroy-fails", "destroy-lies", "busy-after-stop"],
 )
-def test_teardown_that_leaves_owned_objects_exits_1(
+def test_L07_teardown_that_leaves_owned_objects_exits_1(
     bundle_factory: BundleFactory, procs: ProcessTracker, config: dict[str, Any], said: str
 ) -> None:
     fake = objects_bundle(bundle_factory, **config)
@@ -347,7 +347,7 @@ def test_teardown_that_leaves_owned_objects_exits_1(
         assert agent.read_status()["leftover_ids"] == ["ctr-1"]
 
 
-def test_stop_that_claims_success_while_running_exits_1(
+def test_P11_stop_that_claims_success_while_running_exits_1(
     bundle_factory: BundleFactory, procs: ProcessTracker
 ) -> None:
     fake = always_bundle(bundle_factory, broken=["stop_lies"])
@@ -364,7 +364,7 @@ def test_stop_that_claims_success_while_running_exits_1(
         fake.stop_everything()
 
 
-def test_first_fingerprint_failure_and_malformed_documents_are_logged(
+def test_P03_first_fingerprint_failure_and_malformed_documents_are_logged(
     bundle_factory: BundleFactory, procs: ProcessTracker
 ) -> None:
     fake = always_bundle(
@@ -384,7 +384,7 @@ def test_first_fingerprint_failure_and_malformed_documents_are_logged(
     assert fake.calls("start") == [], "started without knowing whether it already ran"
 
 
-def test_ready_without_running_is_a_violation_not_ready(
+def test_P08_ready_without_running_is_a_violation_not_ready(
     bundle_factory: BundleFactory, procs: ProcessTracker
 ) -> None:
     fake = always_bundle(bundle_factory, lie=True, broken=["ready_without_running"])

@@ -121,7 +121,7 @@ def java(factory: BundleFactory, **cache: Any) -> FakeBundle:
     return factory(module="java", services=[entry], probes=[probe])
 
 
-def test_admission_with_pools_memory_and_on_demand(
+def test_L01_L06_admission_with_pools_memory_and_on_demand(
     bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path, short_dir: Path
 ) -> None:
     outside = tmp_path / "outside"

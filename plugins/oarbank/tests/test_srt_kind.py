@@ -165,7 +165,7 @@ def test_ending_the_job_stops_the_module_through_the_protocol(
     assert_stopped_through_the_protocol(job, outside)
 
 
-def test_a_failing_stop_escalates_to_destroy_force(
+def test_P11_a_failing_stop_escalates_to_destroy_force_under_srt(
     bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside"
