@@ -24,8 +24,6 @@ class EffectiveService:
     #: Where the entry is in the document (``("services", i)``), or ``None`` when implied.
     path: Path | None
     implied_by: str | None = None
-    #: Plugin that implied it (for error messages).
-    implied_owner: str | None = None
     #: A declared entry that replaced an implied one keeps the implied reason here.
     replaces_implied: str | None = None
 
@@ -48,7 +46,7 @@ def merge(
     used: set[int] = set()
     out: list[EffectiveService] = []
     seen: set[str] = set()
-    for owner, item, spec in implied:
+    for _owner, item, spec in implied:
         if spec.name in seen:
             continue
         seen.add(spec.name)
@@ -67,7 +65,7 @@ def merge(
         if any(t in declared_types for t in item.unless_type_declared):
             continue
         if spec.enabled:
-            out.append(EffectiveService(spec, None, implied_by=item.reason, implied_owner=owner))
+            out.append(EffectiveService(spec, None, implied_by=item.reason))
     for idx, spec in enumerate(declared):
         if idx in used or not spec.enabled:
             continue
