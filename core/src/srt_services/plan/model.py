@@ -199,7 +199,9 @@ class Plan:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """Rebuild a Plan from ``plan.json`` (``srt status``, a resumed orchestrator)."""
+    """Rebuild a Plan from its JSON (``plan.json``, ``srt dry-run --json``): the inverse of
+    :meth:`Plan.to_json`, which is how the tests prove that the JSON holds the whole plan.
+    The runtime reads ``plan.json`` as plain data today."""
 
     def probe(d: dict[str, Any] | None) -> PlannedProbe | None:
         return PlannedProbe(**d) if d else None

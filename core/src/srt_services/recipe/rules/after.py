@@ -20,8 +20,8 @@ from srt_services.recipe.models import PHASES
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.recipe.checks import Settled
     from srt_services.recipe.models import Recipe
+    from srt_services.recipe.settled import Settled
 
 
 def after_problems(recipe: Recipe, settled: Sequence[Settled]) -> list[Problem]:
@@ -29,54 +29,62 @@ def after_problems(recipe: Recipe, settled: Sequence[Settled]) -> list[Problem]:
     declaring = [s for s in settled if s.spec.after]
     if not declaring:  # the common recipe: one pass, nothing built
         return []
-    phase_of = {s.name: s.start for s in settled}
-    switched_off = {s.name for s in recipe.services if not s.enabled}
-    job_units: set[str] = set(recipe.roles)
-    if recipe.frontend is not None and recipe.frontend.type != "none":
-        job_units.add("frontend")
-    if recipe.benchmark.type == "command":
-        job_units.add("benchmark")
+    known = _Known(recipe, settled)
     out: list[Problem] = []
     for s in declaring:
-        after = s.spec.after or []
         at = (*s.eff.label_path, "after")
         seen: set[str] = set()
-        for i, dep in enumerate(after):
-            where = (*at, i)
+        for i, dep in enumerate(s.spec.after or ()):
             if dep in seen:
-                out.append(Problem(where, f"lists {dep!r} twice"))
-                continue
-            seen.add(dep)
-            if dep == s.name:
-                out.append(Problem(where, "a service cannot wait for itself"))
-            elif dep in phase_of:
-                mine, theirs = PHASES.index(s.start), PHASES.index(phase_of[dep])
-                if theirs > mine:
-                    out.append(
-                        Problem(
-                            where,
-                            f"{dep!r} starts in phase {phase_of[dep]}, after this service's"
-                            f" phase {s.start}, so it cannot be ready first: start this"
-                            f" service in {phase_of[dep]} or {dep!r} earlier",
-                        )
-                    )
-            elif dep in switched_off:
-                out.append(Problem(where, f"{dep!r} is switched off (enabled: false)"))
-            elif dep in job_units:
-                out.append(
-                    Problem(
-                        where,
-                        f"{dep!r} is one of the job's own processes, not a service: use"
-                        " `start: after_frontend` to start once the workers and the frontend"
-                        " are ready",
-                    )
-                )
+                message: str | None = f"lists {dep!r} twice"
             else:
-                close = get_close_matches(dep, sorted(phase_of), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                out.append(Problem(where, f"{dep!r} names no service of this job{hint}"))
-    out.extend(_cycle_problems(declaring, phase_of))
+                seen.add(dep)
+                message = known.problem(s, dep)
+            if message is not None:
+                out.append(Problem((*at, i), message))
+    out.extend(_cycle_problems(declaring, known.phase_of))
     return out
+
+
+class _Known:
+    """What an ``after`` entry may name: the job's services (by phase), and what it may
+    not: a switched-off service or one of the job's own processes."""
+
+    __slots__ = ("job_units", "phase_of", "switched_off")
+
+    def __init__(self, recipe: Recipe, settled: Sequence[Settled]) -> None:
+        self.phase_of = {s.name: s.start for s in settled}
+        self.switched_off = {s.name for s in recipe.services if not s.enabled}
+        self.job_units: set[str] = set(recipe.roles)
+        if recipe.frontend is not None and recipe.frontend.type != "none":
+            self.job_units.add("frontend")
+        if recipe.benchmark.type == "command":
+            self.job_units.add("benchmark")
+
+    def problem(self, s: Settled, dep: str) -> str | None:
+        """What is wrong with ``s`` waiting for ``dep`` (cycles aside), if anything."""
+        phase_of = self.phase_of
+        if dep == s.name:
+            return "a service cannot wait for itself"
+        if dep in phase_of:
+            if PHASES.index(phase_of[dep]) <= PHASES.index(s.start):
+                return None
+            return (
+                f"{dep!r} starts in phase {phase_of[dep]}, after this service's"
+                f" phase {s.start}, so it cannot be ready first: start this"
+                f" service in {phase_of[dep]} or {dep!r} earlier"
+            )
+        if dep in self.switched_off:
+            return f"{dep!r} is switched off (enabled: false)"
+        if dep in self.job_units:
+            return (
+                f"{dep!r} is one of the job's own processes, not a service: use"
+                " `start: after_frontend` to start once the workers and the frontend"
+                " are ready"
+            )
+        close = get_close_matches(dep, sorted(phase_of), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{dep!r} names no service of this job{hint}"
 
 
 def _cycle_problems(declaring: Sequence[Settled], phase_of: Mapping[str, str]) -> list[Problem]:
