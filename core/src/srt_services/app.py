@@ -95,6 +95,7 @@ def plan(
         job_dir,
         recipe_dir=recipe_dir or os.environ.get("SRT_RECIPE_DIR") or None,
         readiness_timeout=config.readiness_timeout,
+        local_root=config.node_local,
     )
     return Planned(loaded, result, config)
 

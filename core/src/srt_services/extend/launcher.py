@@ -74,6 +74,10 @@ class Launcher:
     async def prepare(self) -> None:
         """Called once before the first launch."""
 
+    async def finish(self) -> None:
+        """Called once after every process of the job stopped: remove what the job made on
+        the nodes outside the job directory (the node-local ``{local_dir}`` tree)."""
+
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
         """Start ``instance`` without waiting. Register its exit with the watcher."""
         raise NotImplementedError

@@ -8,6 +8,7 @@ orchestrator's re-parented children by its ``SRT_INSTANCE`` cookie.
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 from typing import ClassVar
@@ -45,6 +46,11 @@ class LocalLauncher(Launcher):
             popen=spawned.popen,
             extra={"stop_signal": instance.stop_signal},
         )
+
+    async def finish(self) -> None:
+        # every virtual node is this machine: one tree to remove
+        if self.plan.local_dir:
+            shutil.rmtree(self.plan.local_dir, ignore_errors=True)
 
     async def terminate(self, handles: list[Handle]) -> None:
         for h in handles:

@@ -11,15 +11,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from srt_services.extend.context import InstanceContext
+from srt_services.extend.kind import ServiceKind
 from srt_services.extend.servers import url_host
 from srt_services.names import env_key
 from srt_services.plan.model import TIER_OF_PHASE, PlannedInstance, PlannedUnit
 from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
-from srt_services.plan.values import NO_OWN_NODES, instance_values, render_all, render_env
+from srt_services.plan.values import (
+    NO_OWN_NODES,
+    instance_values,
+    render_all,
+    render_env,
+    with_local_dir,
+)
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.settled import bound
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from srt_services.extend.context import Node, Worker
     from srt_services.plan.context import PlanContext
     from srt_services.recipe.models import ProcessSpec, RoleSpec
@@ -49,6 +58,7 @@ def _process_instance(
     env_base: dict[str, str],
     readiness: ProbeBinding | None = None,
     default_port: int | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> PlannedInstance:
     node, worker = at.node, at.worker
     values = instance_values(ctx, node, at.index, at.role, NO_OWN_NODES, at.step, worker, at.rank)
@@ -66,11 +76,17 @@ def _process_instance(
         values=values,
     )
     env = dict(env_base)
+    if extra_env:
+        env.update(render_env(extra_env, values))
     env.update(render_env(spec.env, values))
     if worker is not None and not worker.whole_node:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in worker.gpus)
     probe = planned_probe(
         ctx, readiness, None, ictx, default_port, DEFAULT_TIMEOUT, DEFAULT_INTERVAL
+    )
+    argv = render_all(spec.command, values) + render_all(spec.args, values)
+    preamble = with_local_dir(
+        render(spec.preamble, values) if spec.preamble else None, ictx.local_dir, argv, env
     )
     return PlannedInstance(
         step=at.step,
@@ -78,16 +94,28 @@ def _process_instance(
         node=node.name,
         node_ip=node.ip,
         index=at.index,
-        argv=render_all(spec.command, values) + render_all(spec.args, values),
+        argv=argv,
         env=env,
         log=f"logs/{at.step}.out",
         work_dir=values["work_dir"],
-        preamble=render(spec.preamble, values) if spec.preamble else None,
+        preamble=preamble,
         readiness=probe,
         worker=worker.key if worker else None,
         gpus=list(worker.gpus) if worker else None,
         container=render(spec.container, values) if spec.container else None,
     )
+
+
+def _told_workers(ctx: PlanContext, role: str) -> dict[str, str]:
+    """What the services tell this role's workers (``ServiceKind.worker_env``), in the
+    order the services launch; a later service's value wins."""
+    out: dict[str, str] = {}
+    recipe = ctx.loaded.recipe
+    for s in ctx.loaded.services:
+        if s.options is None or type(s.kind).worker_env is ServiceKind.worker_env:
+            continue  # most kinds tell workers nothing: skip the call
+        out.update(s.kind.worker_env(s.spec, s.options, role, recipe))
+    return out
 
 
 def _grace(spec: ProcessSpec, category: str) -> float:
@@ -101,6 +129,7 @@ def worker_unit(
     readiness = bound(
         spec.readiness, ctx.loaded.job_probes.roles.get(role), f"roles.{role}", "readiness"
     )
+    told = _told_workers(ctx, role)
     instances: list[PlannedInstance] = []
     for worker in ctx.layout.workers:
         if worker.role != role:
@@ -118,6 +147,7 @@ def worker_unit(
                 dict(discovery),
                 readiness if rank == 0 else None,
                 worker.port,
+                told,
             )
             if worker.port is not None and rank == 0:
                 ctx.ledger.claim(

@@ -51,15 +51,19 @@ def resolve(
     job_dir: str = "<job_dir>",
     recipe_dir: str | None = None,
     readiness_timeout: float | None = None,
+    local_root: str = "/tmp",
 ) -> Plan:
     """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`.
 
     ``recipe_dir`` is what ``{recipe_dir}`` renders to (default: the recipe file's
     directory; ``srt apply`` keeps the original one for the staged copy).
     ``readiness_timeout`` is the site's ``readiness.timeout_seconds``: a default readiness
-    budget below it is raised to it (a value the recipe writes is kept as written)."""
+    budget below it is raised to it (a value the recipe writes is kept as written).
+    ``local_root`` is the node-local storage root under which ``{local_dir}`` lives."""
     with gc_paused():
-        return _resolve(loaded, plugins, request, job_dir, recipe_dir, readiness_timeout or 0.0)
+        return _resolve(
+            loaded, plugins, request, job_dir, recipe_dir, readiness_timeout or 0.0, local_root
+        )
 
 
 def _resolve(
@@ -69,9 +73,10 @@ def _resolve(
     job_dir: str,
     recipe_dir: str | None,
     readiness_floor: float,
+    local_root: str,
 ) -> Plan:
     allocation, lay = _allocate(loaded, plugins, request)
-    paths = JobPaths(job_dir=job_dir, job_id=allocation.job_id)
+    paths = JobPaths(job_dir=job_dir, job_id=allocation.job_id, local_root=local_root)
     ctx = PlanContext(
         loaded,
         plugins,
@@ -106,6 +111,7 @@ def _resolve(
         ports=ctx.ledger.entries(),
         scrape_targets=_scrape_targets(units),
         warnings=ctx.warnings,
+        local_dir=paths.local_job_dir,
     )
 
 

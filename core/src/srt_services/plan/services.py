@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from srt_services.extend.context import InstanceContext
 from srt_services.extend.kind import ServiceKind
 from srt_services.plan.model import (
+    LAST_TIER,
     TIER_OF_PHASE,
     PlannedBuild,
     PlannedInstance,
@@ -28,6 +29,7 @@ from srt_services.plan.values import (
     joined_preamble,
     render_all,
     render_env,
+    with_local_dir,
 )
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem
@@ -70,9 +72,28 @@ def service_unit(ctx: PlanContext, s: Settled, discovery: dict[str, str]) -> Pla
     plan = _Instances(ctx, s, unit, nodes, metrics, discovery)
     unit.instances = [plan.instance(index, seed) for index, seed in enumerate(seeds)]
     unit.container = unit.instances[0].container
+    if plan.contexts:
+        unit.fleet = _fleet(ctx, s, plan.contexts)
     if spec.source is not None:
         unit.build = _build(ctx, s, unit, seeds[0], plan.own)
     return unit
+
+
+def _fleet(ctx: PlanContext, s: Settled, contexts: list[InstanceContext]) -> PlannedProbe | None:
+    """The kind's probe over the whole service, rendered with its first instance's values."""
+    kind = s.kind
+    default = kind.fleet_readiness(s.spec, s.options, contexts)
+    if default is None:
+        return None
+    return planned_probe(
+        ctx,
+        None,
+        default,
+        contexts[0],
+        None,
+        kind.default_readiness_timeout,
+        kind.default_readiness_interval,
+    )
 
 
 def _unit_record(s: Settled) -> PlannedUnit:
@@ -84,7 +105,7 @@ def _unit_record(s: Settled) -> PlannedUnit:
         category="service",
         type=spec.type,
         phase=s.start,
-        tier=TIER_OF_PHASE[s.start],
+        tier=LAST_TIER if s.kind.stops_last else TIER_OF_PHASE[s.start],
         critical=s.critical,
         terminal=spec.terminal,
         stop_grace=s.stop_grace,
@@ -176,7 +197,15 @@ def _src_dir(ctx: PlanContext, s: Settled) -> str:
     return f"{ctx.paths.job_dir}/src/{s.name}"
 
 
-_HOOKS = ("command", "default_env", "forced_env", "preamble", "readiness", "files")
+_HOOKS = (
+    "command",
+    "default_env",
+    "forced_env",
+    "preamble",
+    "readiness",
+    "files",
+    "fleet_readiness",
+)
 _OVERRIDES: dict[type, frozenset[str]] = {}
 
 
@@ -203,6 +232,8 @@ class _Instances:
 
     __slots__ = (
         "at",
+        "container",
+        "contexts",
         "ctx",
         "cwd",
         "eager",
@@ -285,6 +316,11 @@ class _Instances:
         self.readiness = bound(spec.readiness, s.readiness, self.owner, "readiness")
         self.liveness = bound(spec.liveness, s.liveness, self.owner, "liveness")
         self.needs_ctx = bool(hooks) or self.readiness is not None or self.liveness is not None
+        #: every instance's context, kept only for a kind with a fleet probe
+        self.contexts: list[InstanceContext] = []
+        self.container = spec.container or self.kind.container_fallback(
+            spec, self.options, ctx.loaded.recipe
+        )
         self.files_hook = "files" in hooks
         # Values are built lazily when only a hook or a probe might read them, and at once
         # when a recipe string will (a plain dict keeps ``format_map`` lookups in C).
@@ -292,7 +328,7 @@ class _Instances:
             not self.static_argv
             or self.static_env is None
             or self.render_preamble
-            or bool(spec.container)
+            or bool(self.container)
             or bool(spec.srun_options)
         )
 
@@ -324,6 +360,8 @@ class _Instances:
                 worker_node_rank=rank,
                 values=values,
             )
+            if "fleet_readiness" in self.hooks:
+                self.contexts.append(ictx)
         # the common case of each part inline: a call per part and instance shows in a
         # 10,000-service plan
         words = self.words
@@ -341,10 +379,12 @@ class _Instances:
         if worker is not None and not worker.whole_node:
             env = {**env, "CUDA_VISIBLE_DEVICES": ",".join([str(g) for g in worker.gpus])}
         preamble = self._preamble(values, ictx) if self.render_preamble else self.preamble
+        if self.eager or self.needs_ctx:  # something was rendered: it may name {local_dir}
+            preamble = with_local_dir(preamble, ctx.paths.local_dir(step), argv, env)
         readiness = liveness = None
         if ictx is not None:
             readiness, liveness = self._probes(ictx)
-        container = spec.container
+        container = self.container
         srun_options = spec.srun_options
         return PlannedInstance(
             step=step,

@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Iterator
 
 from srt_services.plan.model import (
+    LAST_TIER,
     PHASE_ORDER,
     Plan,
     PlannedBuild,
@@ -125,6 +126,8 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
     if unit.build:
         yield from _build_lines(unit.build)
     yield from _lifecycle_lines(unit)
+    if unit.fleet is not None:
+        yield f"    fleet readiness: {_probe(unit.fleet)} (once every instance is ready)"
     if unit.category == "service" and unit.instances:
         yield f"    inherit_discovery_env: {'true' if unit.inherit_discovery_env else 'false'}"
     for inst in unit.instances:
@@ -151,7 +154,8 @@ def _lifecycle_lines(unit: PlannedUnit) -> Iterator[str]:
         )
     if unit.timeout:
         yield f"    timeout: {unit.timeout:g}s"
-    yield f"    stop: SIGTERM, SIGKILL after {unit.stop_grace:g}s (tier {unit.tier})"
+    last = " (after everything else)" if unit.tier == LAST_TIER else ""
+    yield f"    stop: SIGTERM, SIGKILL after {unit.stop_grace:g}s (tier {unit.tier}){last}"
     if unit.options:
         yield f"    options: {unit.options}"
     for warning in unit.warnings:

@@ -7,6 +7,7 @@ instance, only when something will read them (:class:`LazyValues`).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -119,6 +120,7 @@ def instance_values(
         "pool_ips": ip,
         "pool_node_count": "1",
         "work_dir": ctx.paths.work_dir(step),
+        "local_dir": ctx.paths.local_dir(step),
         **own.get(),
     }
     if worker is not None:
@@ -184,3 +186,18 @@ def joined_preamble(*parts: str | None) -> str | None:
     """Shell snippets (the kind's, then the recipe's) as one, blank ones left out."""
     kept = [p.strip("\n") for p in parts if p and p.strip()]
     return "\n".join(kept) if kept else None
+
+
+def with_local_dir(
+    preamble: str | None, local_dir: str, argv: list[str], env: Mapping[str, str]
+) -> str | None:
+    """``preamble`` with ``mkdir -p`` of the instance's node-local dir first, when its
+    rendered argv, environment or preamble names it: the directory must exist on the
+    instance's own node before the command runs, and only there can it be made."""
+    if not (
+        local_dir in "\0".join(argv)
+        or any(local_dir in v for v in env.values())
+        or (preamble is not None and local_dir in preamble)
+    ):
+        return preamble
+    return joined_preamble(f"mkdir -p -- {shlex.quote(local_dir)}", preamble)

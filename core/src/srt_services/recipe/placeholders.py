@@ -39,6 +39,7 @@ COMMON: frozenset[str] = frozenset(
         "job_dir",
         "log_dir",
         "work_dir",
+        "local_dir",
         "job_id",
         "job_name",
         "frontend_port",

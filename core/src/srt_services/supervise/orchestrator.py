@@ -195,6 +195,10 @@ class Orchestrator:
             unkillable=self.unkillable,
         )
         await shutdown.run()
+        try:
+            await self.launcher.finish()
+        except Exception as exc:  # leftover scratch must not turn a finished job into a crash
+            self._emit("cleanup_failed", detail=f"{type(exc).__name__}: {exc}")
         self._write_state(status="stopping")
 
     def _close(self, loop: asyncio.AbstractEventLoop) -> int:
@@ -347,6 +351,9 @@ class Orchestrator:
         for inst in unit.instances:
             if inst.planned.readiness is None and inst.state == "starting":
                 self._mark_ready(inst)
+        if unit.planned.fleet is not None:
+            assert self.probing is not None
+            await self.probing.wait_fleet(unit)
 
     # ------------------------------------------------------------------ launching
 
