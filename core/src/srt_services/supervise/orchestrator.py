@@ -64,7 +64,7 @@ from srt_services.supervise.runs import (
     UnitRun,
     describe_code,
 )
-from srt_services.supervise.shutdown import Shutdown
+from srt_services.supervise.shutdown import Shutdown, stop_instances
 
 if TYPE_CHECKING:
     from srt_services.extend.launcher import Launcher
@@ -177,7 +177,13 @@ class Orchestrator:
         os.makedirs(self.job.logs, exist_ok=True)
         self.poller = PortPoller(loop)
         self.probing = Probing(
-            self.plugins, self.job, self.launcher, self._emit, self.hub, self.poller
+            self.plugins,
+            self.job,
+            self.launcher,
+            self._emit,
+            self.hub,
+            self.poller,
+            stop=self._stop_instance,
         )
         self.events.emit(
             "job_started",
@@ -603,8 +609,8 @@ class Orchestrator:
                 unit=inst.planned.unit,
                 detail=str(exc).splitlines()[0],
             )
-            if inst.running and self.launcher is not None and inst.handle is not None:
-                await self.launcher.kill([inst.handle])
+            if inst.running:
+                await self._stop_instance(inst, "restart failed")
             if inst.exit_fut is not None:
                 code = await inst.exit_fut
                 if not self.stopping:
@@ -633,6 +639,21 @@ class Orchestrator:
             )
 
     # ------------------------------------------------------------------ stopping
+
+    async def _stop_instance(self, inst: InstanceRun, reason: str) -> None:
+        """One instance, while the job goes on: SIGTERM, its grace, SIGKILL."""
+        assert self.launcher is not None and self.kill_now is not None
+        grace = self.options.grace_override
+        if grace is None:
+            grace = inst.unit.planned.stop_grace
+        await stop_instances(
+            [inst],
+            self.launcher,
+            self.launcher.stop_budget(grace),
+            self.kill_now,
+            self._emit,
+            reason,
+        )
 
     def request_stop(self, cause: StopCause, code: int) -> None:
         """The one entry to ending the job; the first cause wins and ``code`` with it."""

@@ -110,6 +110,38 @@ def _exits(members: Sequence[InstanceRun]) -> set[asyncio.Future[int]]:
     return {i.exit_fut for i in members if i.exit_fut is not None}
 
 
+async def stop_instances(
+    insts: Sequence[InstanceRun],
+    launcher: Launcher,
+    grace: float,
+    kill_now: asyncio.Event,
+    emit: Emit,
+    reason: str,
+) -> None:
+    """Stop some instances while the job goes on, like any stop: SIGTERM (the stop
+    signal), ``grace``, then SIGKILL (a readiness timeout, a failed liveness probe).
+    Services that clean up on SIGTERM (databases, the oarbank agent) get to."""
+    live = [i for i in insts if i.running and i.handle is not None]
+    if not live:
+        return
+    await launcher.terminate([i.handle for i in live if i.handle is not None])
+    loop = asyncio.get_running_loop()
+    await _wait_until(_exits(live), loop.time() + grace, kill_now)
+    late = [i for i in live if i.running]
+    for inst in late:
+        emit(
+            "escalated",
+            step=inst.step,
+            unit=inst.planned.unit,
+            node=inst.planned.node,
+            detail=f"{reason}: did not exit {grace:g}s after SIGTERM; sending SIGKILL",
+        )
+    if late:
+        await launcher.kill([i.handle for i in late if i.handle is not None])
+        launcher.sweep([i.step for i in late])
+        await _wait_until(_exits(late), loop.time() + KILL_WAIT, asyncio.Event())
+
+
 @dataclass
 class Shutdown:
     """Stops every instance of a job, tier by tier; :meth:`run` is the whole teardown."""

@@ -33,7 +33,9 @@ def status_rows(path: str) -> dict[str, Any]:
     cause = result.cause if result is not None and result.cause is not None else None
     if cause is None and state is not None:
         cause = state.cause
-    status = (result.status if result else None) or (state.status if state else None) or "planned"
+    status: str = (
+        (result.status if result else None) or (state.status if state else None) or "planned"
+    )
     if status in {"running", "stopping"} and not alive_orch:
         status = "lost"  # never "running" about a job whose orchestrator is gone
     builds = state.builds if state is not None else {}
