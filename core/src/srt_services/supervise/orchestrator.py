@@ -642,7 +642,8 @@ class Orchestrator:
 
     async def _stop_instance(self, inst: InstanceRun, reason: str) -> None:
         """One instance, while the job goes on: SIGTERM, its grace, SIGKILL."""
-        assert self.launcher is not None and self.kill_now is not None
+        assert self.launcher is not None
+        assert self.kill_now is not None
         grace = self.options.grace_override
         if grace is None:
             grace = inst.unit.planned.stop_grace
