@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from srt_services.recipe import bounds
 from srt_services.recipe.checks import Settled, check
 from srt_services.recipe.models import Recipe
 from srt_services.recipe.problems import LocatedProblem, Problem, RecipeError, locate
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
     from srt_services.extend.probe import Probe
     from srt_services.plugins.manager import PluginSet
 
-#: Recipes are small; a 200 MB file is a mistake (or an attack on the parser).
-MAX_RECIPE_BYTES = 256 * 1024 * 1024
+#: Recipes are small; a larger file is a mistake (or an attack on the parser): see bounds.
+MAX_RECIPE_BYTES = bounds.MAX_RECIPE_BYTES
 #: How a recipe read from standard input (``-``) is named in messages.
 STDIN = "<stdin>"
 
@@ -131,6 +132,9 @@ def check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
 
 def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
     data = doc.data
+    nul = bounds.nul_path(doc.text, data)
+    if nul is not None:
+        raise _fail(doc, [Problem(nul, "must not contain a NUL character")])
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}"
         raise _fail(doc, [Problem((), f"a recipe is a mapping of settings; this file is {shown}")])

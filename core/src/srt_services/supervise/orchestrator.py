@@ -422,7 +422,7 @@ class Orchestrator:
         inst.killed_for = None
         try:
             handle = self.launcher.launch(p, env, log_path)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
             self._cannot_execute(inst, log_path, exc)
             return
         inst.handle = handle
@@ -440,16 +440,17 @@ class Orchestrator:
         )
         self._mark_state_dirty()
 
-    def _cannot_execute(self, inst: InstanceRun, log_path: str, exc: OSError) -> None:
+    def _cannot_execute(self, inst: InstanceRun, log_path: str, error: Exception) -> None:
         """The command could not be executed at all: the log says why, and the instance
         takes the ordinary exit path with code 127 (what a shell reports)."""
         p = inst.planned
+        why = error.strerror if isinstance(error, OSError) else str(error)
         with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as fh:
-            fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {exc.strerror}\n")
+            fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {why}\n")
         inst.handle = None
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
-        self._emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=exc.strerror)
+        self._emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=why)
         asyncio.get_running_loop().call_soon(self._on_exit, inst, 127)
 
     # ------------------------------------------------------------------ readiness
