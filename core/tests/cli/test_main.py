@@ -140,7 +140,10 @@ def test_H10_non_finite_seconds_are_refused(tmp_path, value: str) -> None:
         ["stop", str(tmp_path), "--timeout", value],
     ):
         out = subprocess.run(
-            [sys.executable, "-m", "srt_services", *args], capture_output=True, text=True
+            [sys.executable, "-m", "srt_services", *args],
+            check=False,
+            capture_output=True,
+            text=True,
         )
         assert out.returncode == 2, out.stderr
         assert "Traceback" not in out.stderr

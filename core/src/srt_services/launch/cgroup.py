@@ -148,11 +148,13 @@ class JobCgroup:
             with contextlib.suppress(OSError):
                 _write(os.path.join(self.home, "cgroup.procs"), str(os.getpid()))
         deadline = time.monotonic() + wait
+        pause = 0.0005
         while True:
             left = self._rmdir_tree()
             if not left or time.monotonic() >= deadline:
                 return not left
-            time.sleep(0.01)  # the last exits are still being reaped by the kernel
+            time.sleep(pause)  # the last exits are still being reaped by the kernel
+            pause = min(pause * 2, 0.01)
 
     def _rmdir_tree(self) -> bool:
         left = False

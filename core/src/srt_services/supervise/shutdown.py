@@ -82,14 +82,16 @@ async def _wait_until(
     if not pending and not left:
         return kill_now.is_set()
     killer = asyncio.ensure_future(kill_now.wait())
+    poll = 0.001
     try:
         while not killer.done() and loop.time() < deadline and (pending or left):
             remaining = max(0.0, deadline - loop.time())
             await asyncio.wait(
                 pending | {killer},
-                timeout=min(remaining, STRAY_POLL) if left else remaining,
+                timeout=min(remaining, poll) if left else remaining,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+            poll = min(poll * 2, STRAY_POLL)
             pending = {f for f in pending if not f.done()}
             left = [p for p in left if procfs.alive(p)]
     finally:
@@ -102,8 +104,10 @@ async def _wait_gone(pids: list[int], deadline: float) -> None:
     """Poll until ``pids`` are gone or ``deadline`` (loop time): SIGKILL lands quickly but
     not at once, and a rescan before it did would find the same processes again."""
     loop = asyncio.get_running_loop()
+    step = 0.001
     while any(procfs.alive(p) for p in pids) and loop.time() < deadline:
-        await asyncio.sleep(STRAY_POLL)
+        await asyncio.sleep(step)
+        step = min(step * 2, STRAY_POLL)
 
 
 def _exits(members: Sequence[InstanceRun]) -> set[asyncio.Future[int]]:
