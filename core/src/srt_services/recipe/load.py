@@ -132,9 +132,6 @@ def check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
 
 def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
     data = doc.data
-    nul = bounds.nul_path(doc.text, data)
-    if nul is not None:
-        raise _fail(doc, [Problem(nul, "must not contain a NUL character")])
     if not isinstance(data, dict):
         shown = "empty" if data is None else f"a {type(data).__name__}"
         raise _fail(doc, [Problem((), f"a recipe is a mapping of settings; this file is {shown}")])
@@ -163,6 +160,11 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
     errors = [p for p in located if not p.warning]
     if errors:
         raise RecipeError(doc.source, located)
+    # what the rules above do not look at (argv words, a preamble, a path) may not carry a
+    # NUL either: execve would refuse it at launch time
+    nul = bounds.nul_path(doc.text, data)
+    if nul is not None:
+        raise _fail(doc, [Problem(nul, "must not contain a NUL character")])
     return LoadedRecipe(
         recipe=recipe,
         services=result.services,

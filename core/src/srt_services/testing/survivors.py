@@ -36,6 +36,10 @@ def cookie_of_job(job_dir: str) -> str | None:
     return state.cookie if state is not None else None
 
 
+def _orch_alive(state: JobState) -> bool:
+    return procfs.same_process(state.orchestrator.pid, state.orchestrator.start_ticks)
+
+
 def _kill_orchestrator(job_dir: str) -> None:
     state = _state(job_dir)
     if state is None:
@@ -100,3 +104,7 @@ def assert_no_survivors(job_dir: str, wait: float = 2.0, also: Iterable[int] = (
         for pid in [*_found(job_dir), *also]:
             process.signal_pid(pid, signal.SIGKILL)
         raise AssertionError("processes of the job survived it:\n  " + "\n  ".join(left))
+    state = _state(job_dir)
+    group = JobCgroup.existing(state.cgroup if state is not None else None)
+    if group is not None and not (state is not None and not state.finished and _orch_alive(state)):
+        group.remove(wait=0.5)  # left by a job that ended with a survivor, now gone
