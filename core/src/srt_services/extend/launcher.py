@@ -115,6 +115,21 @@ class Launcher:
         """Processes of this job that escaped their process group: pid -> step (if known)."""
         return {}
 
+    def sweep(self, steps: list[str] | None = None) -> None:
+        """SIGKILL whatever is left of these steps (``None``: of the whole job) through the
+        kernel's bookkeeping (a cgroup), where the launcher has one; else nothing."""
+
+    def cgroup_path(self) -> str | None:
+        """The job's cgroup, if the launcher made one (recorded for ``srt stop``)."""
+        return None
+
+    def sessions(self) -> dict[int, str]:
+        """Session ids this launcher created on this machine -> their step (for ``srt stop``)."""
+        return {}
+
+    def close(self) -> None:
+        """Called once after the teardown: release what :meth:`prepare` took."""
+
     async def run_oneshot(
         self,
         argv: list[str],

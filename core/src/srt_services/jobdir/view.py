@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from srt_services import procfs
+from srt_services.jobdir import lock
 from srt_services.jobdir.layout import JobDir, JobDirError
 from srt_services.jobdir.planview import PlanView, read_plan_view
 from srt_services.jobdir.result import JobResult, SubmittedJob, read_result, read_submitted
@@ -57,10 +58,16 @@ class JobView:
         return self.state.orchestrator.pid if self.state is not None else None
 
     def orchestrator_alive(self) -> bool:
-        """Whether the process that wrote ``state.json`` still runs the job."""
+        """Whether the process that wrote ``state.json`` still runs the job.
+
+        Here: its PID with its start time. Seen from another host or PID namespace, where
+        its PID means nothing: whether it still holds the job directory's lock.
+        """
         if self.state is None or self.state.finished:
             return False
         orch = self.state.orchestrator
+        if orch.elsewhere() is not None:
+            return lock.held(self.job.path) is not None
         return procfs.same_process(orch.pid, orch.start_ticks)
 
     def not_before_ticks(self) -> int | None:

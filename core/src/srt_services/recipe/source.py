@@ -170,9 +170,15 @@ def _parse_text(text: str, source: str) -> Document:
         try:
             import orjson
 
-            return Document(source=source, data=orjson.loads(text), text=text, from_json=True)
+            data = orjson.loads(text)
         except ValueError:
             pass  # not valid JSON: the YAML parser gives a better positioned message
+        else:
+            from srt_services.recipe.bounds import json_has_duplicate_keys
+
+            # orjson keeps the last of two equal keys; the YAML path refuses them by line
+            if not json_has_duplicate_keys(text, data):
+                return Document(source=source, data=data, text=text, from_json=True)
     root = _compose(text, source)
     # The node tree is dropped once built from: it holds about a hundred tracked objects per
     # service (nodes, marks, their dicts), which every later pass of the garbage collector

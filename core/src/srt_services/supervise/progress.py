@@ -37,6 +37,9 @@ SHOWN = {
     "checkout_reused": "reusing the checkout of {unit} at {commit}",
     "job_finished": "job finished with exit code {code}",
     "note": "{detail}",
+    "job_dir_error": "{detail}",
+    "job_dir_recovered": "{detail}",
+    "internal_error": "internal error {detail}",
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,15 @@ class Probing:
     emit: Emit
     hub: InotifyHub | None
     poller: PortPoller | None
+    #: how to stop an instance that failed a probe (SIGTERM, grace, SIGKILL); without
+    #: it, SIGKILL at once
+    stop: Callable[[InstanceRun, str], Awaitable[None]] | None = None
+
+    async def _stop(self, inst: InstanceRun, reason: str) -> None:
+        if self.stop is not None:
+            await self.stop(inst, reason)
+        elif inst.handle is not None:
+            await self.launcher.kill([inst.handle])
 
     def target(self, inst: InstanceRun, probe: PlannedProbe) -> Target:
         """What the probe of ``inst``'s current attempt looks at."""
@@ -108,10 +117,9 @@ class Probing:
     ) -> PhaseFailed:
         """Stop the instance now (the job is failing anyway) and say why it failed."""
         p = inst.planned
-        inst.state = "failed"
         inst.killed_for = "readiness timeout"
-        if inst.handle is not None:
-            await self.launcher.kill([inst.handle])
+        await self._stop(inst, "readiness timeout")
+        inst.state = "failed"
         last = f"; last probe error: {last_error}" if last_error else ""
         message = (
             f"{inst.label} on {p.node} was not ready within {spec.timeout:g}s"
@@ -229,6 +237,5 @@ class Probing:
             self.emit("liveness_failed", step=inst.step, count=failures, error=result.detail)
             if failures >= threshold:
                 inst.killed_for = f"liveness failed {failures} times: {result.detail}"
-                if inst.handle is not None:
-                    await self.launcher.kill([inst.handle])
+                await self._stop(inst, "liveness failed")
                 return
