@@ -200,7 +200,6 @@ def test_P11_a_failing_stop_escalates_to_destroy_force_under_srt(
     assert "stop_escalated" in job.agent_log()
 
 
-@pytest.mark.xfail(strict=True, reason="needs core readiness-timeout stop (issue 18.10)")
 def test_readiness_timeout_stops_the_module_through_the_protocol(
     bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path
 ) -> None:
