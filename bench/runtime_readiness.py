@@ -197,6 +197,7 @@ def srt_latency(root: Path, mode: str, samples: int, prog: Path, parallel: bool)
             )
     recipe = {
         "schema": 2,
+        "observability": {"metrics": False},
         "name": name,
         "services": services,
         "benchmark": {"type": "command", "command": ["true"]},
@@ -320,7 +321,12 @@ def cpu_cost(root: Path, window: float) -> dict[str, float]:
         if probe:
             service["readiness"] = {"tcp": {"port": port}, "timeout_seconds": 300}
         service["stop_grace_seconds"] = 2
-        return {"schema": 2, "name": name, "services": [service]}
+        return {
+            "schema": 2,
+            "name": name,
+            "observability": {"metrics": False},
+            "services": [service],
+        }
 
     jobs = {
         "srt idle (no probe)": (Job(root, "cpu-idle", recipe("cpu-idle", None, False)), 0),
