@@ -242,7 +242,7 @@ def test_oarbank_probe_gates_a_service_on_a_module_probe(tmp_path: Path) -> None
 def test_oarbank_kind_validation(tmp_path: Path) -> None:
     recipe = tmp_path / "bad.yaml"
     recipe.write_text(
-        "schema: 2\nname: bad\nobservability:\n  metrics: false\nservices:\n"
+        "schema: 2\nname: bad\nservices:\n"
         "  - {name: a, type: oarbank, options: {bundle: relative/dir, service: x}}\n"
         f"  - {{name: b, type: oarbank, options: {{bundle: '{tmp_path}', service: x, timeouts: {{bogus: 1}}}}}}\n"
         "  - {name: c, type: oarbank, command: [x], options: {bundle: /nonexistent, service: x}}\n"

@@ -64,7 +64,7 @@ def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
     shell = slurm_env(cluster)
     # 3 nodes of workers: node-exporter on each, process-exporter on each, prometheus on
     # the infra node (n1, the head); dcgm-exporter is implied too and skipped (no binary)
-    expected = 3 + 3 + 1 + 1  # node, process, prometheus itself, the frontend
+    expected = 3 + 3 + 1  # node, process, and prometheus itself
     recipe = tmp_path / "metrics.yaml"
     recipe.write_text(
         textwrap.dedent(
@@ -77,7 +77,6 @@ def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
               type: sglang
               port: 9081
               command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]
-              metrics: {{port: 9081, path: /}}
             roles:
               agg:
                 workers: 3

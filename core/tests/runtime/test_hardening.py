@@ -23,7 +23,14 @@ def test_V03_unsafe_names_are_refused_by_one_rule(tmp_path: Path, name: str) -> 
 
     recipe = tmp_path / "r.json"
     recipe.write_text(
-        json.dumps({"schema": 2, "name": "v03", "observability": {"metrics": False}, "services": [{"name": name, "command": ["true"]}]})
+        json.dumps(
+            {
+                "schema": 2,
+                "name": "v03",
+                "observability": {"metrics": False},
+                "services": [{"name": name, "command": ["true"]}],
+            }
+        )
     )
     with pytest.raises(RecipeInvalid) as err:
         load_recipe(str(recipe), PluginSet(autoload=False))
