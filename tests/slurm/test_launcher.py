@@ -177,6 +177,8 @@ def test_services_on_different_nodes_reach_each_other_by_node_ip(
         f"""
         schema: 2
         name: e2e
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: web
@@ -206,6 +208,8 @@ def test_pool_and_per_worker_services(submit: Any, cluster: Any, tmp_path: Path)
         f"""
         schema: 2
         name: shapes
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         resources: {{gpus_per_node: 8}}
         frontend:
@@ -267,6 +271,7 @@ def test_env_and_preamble_quoting(submit: Any, tmp_path: Path) -> None:
     code = f"import os,json; json.dump({{k: os.environ.get(k) for k in {keys!r}}}, open({str(dump)!r}, 'w'))"
     recipe = {
         "schema": 2,
+        "observability": {"metrics": False},
         "name": "quoting",
         "slurm": {"signal_before_end_seconds": 0},
         "services": [
@@ -302,6 +307,8 @@ def test_S01_scancel_of_the_job_stops_everything_inside_killwait(
         f"""
         schema: 2
         name: s01
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: a
@@ -336,6 +343,8 @@ def test_S02_graceful_step_stop_then_escalation(submit: Any, tmp_path: Path) -> 
         f"""
         schema: 2
         name: s02
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: polite
@@ -368,6 +377,8 @@ def test_S03_time_limit_with_an_early_signal(submit: Any, tmp_path: Path) -> Non
         f"""
         schema: 2
         name: s03
+        observability:
+          metrics: false
         slurm: {{time: "1", signal_before_end_seconds: 52}}
         services:
           - name: a
@@ -393,6 +404,8 @@ def test_S04_orchestrator_killed_leaves_nothing(
         """
         schema: 2
         name: s04
+        observability:
+          metrics: false
         slurm: {signal_before_end_seconds: 0}
         services:
           - name: a
@@ -435,6 +448,8 @@ def test_S05_leftover_of_a_dead_job_is_reaped_a_stranger_is_named(
         recipe = """
             schema: 2
             name: s05
+            observability:
+              metrics: false
             slurm: {signal_before_end_seconds: 0}
             services:
               - name: pad
@@ -479,6 +494,8 @@ def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(
         f"""
         schema: 2
         name: s06
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: others
@@ -531,6 +548,8 @@ def test_container_flags_and_site_aliases_in_srun_lines(tmp_path: Path) -> None:
             """
             schema: 2
             name: ctr
+            observability:
+              metrics: false
             services:
               - name: store
                 container: mooncake
@@ -579,7 +598,7 @@ def test_container_flags_and_site_aliases_in_srun_lines(tmp_path: Path) -> None:
 def test_render_writes_the_script_without_submitting(tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        "schema: 2\nname: rend\nslurm: {partition: gpu, account: ml, time: '02:00:00', sbatch_extra: ['--exclusive']}\n"
+        "schema: 2\nname: rend\nobservability:\n  metrics: false\nslurm: {partition: gpu, account: ml, time: '02:00:00', sbatch_extra: ['--exclusive']}\n"
         "services:\n  - {name: a, nodes: 2, command: [sleep, '1']}\n"
     )
     out = subprocess.run(
@@ -642,6 +661,8 @@ def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> N
         f"""
         schema: 2
         name: built
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: app

@@ -13,6 +13,8 @@ from srt_services.testing.jobs import Jobs
 RECIPE = """
 schema: 2
 name: status-text
+observability:
+  metrics: false
 frontend: {{type: none}}
 services:
   - name: web

@@ -64,6 +64,7 @@ from srt_services.supervise.runs import (
     UnitRun,
     describe_code,
 )
+from srt_services.supervise.scrape_targets import ScrapeTargets
 from srt_services.supervise.shutdown import Shutdown, stop_instances
 
 if TYPE_CHECKING:
@@ -122,6 +123,8 @@ class Orchestrator:
         self.write_errors: dict[str, str] = {}
         self._final_status: JobStatus | None = None
         self._signals = 0
+        #: ``metrics/targets.json``: the metrics endpoints of the instances that run now
+        self.scrape_targets = ScrapeTargets(plan, job.path, self._guarded)
 
     # ------------------------------------------------------------------ entry point
 
@@ -175,6 +178,7 @@ class Orchestrator:
             self.options.site_passthrough,
         )
         os.makedirs(self.job.logs, exist_ok=True)
+        self.scrape_targets.open()
         self.poller = PortPoller(loop)
         self.probing = Probing(
             self.plugins,
@@ -227,6 +231,7 @@ class Orchestrator:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
         code = self.exit_code if self.exit_code is not None else 1
+        self.scrape_targets.close()
         self._final_status = "finished" if code == 0 else "failed"
         self._write_state(status=self._final_status)
         self._write_result(code)
@@ -436,6 +441,7 @@ class Orchestrator:
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
         self.watcher.watch(handle.pid, functools.partial(self._on_exit, inst), handle.popen)
+        self.scrape_targets.started(p.step)
         self._emit(
             "launched",
             step=p.step,
@@ -517,6 +523,7 @@ class Orchestrator:
             inst.liveness.cancel()
             inst.liveness = None
         p = inst.planned
+        self.scrape_targets.stopped(p.step)
         self._emit(
             "exited",
             step=p.step,
@@ -755,6 +762,8 @@ class Orchestrator:
 
     def _flush_state(self) -> None:
         self._state_dirty = False
+        if self._final_status is not None:
+            return  # a timer firing while asyncio.run winds down must not undo the final state
         self._write_state(status="stopping" if self.stopping else "running")
 
     def _write_state(self, status: JobStatus) -> None:
