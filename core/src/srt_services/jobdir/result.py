@@ -20,7 +20,8 @@ class JobResult:
     job_name: str
     job_id: str
     exit_code: ExitCode
-    status: Literal["succeeded", "failed"]
+    #: ``stopped``: ended by ``srt stop`` (see the user guide for its exit code)
+    status: Literal["succeeded", "failed", "stopped"]
     cause: StopCause | None
     started: FiniteFloat
     ended: FiniteFloat

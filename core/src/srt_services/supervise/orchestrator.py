@@ -46,6 +46,7 @@ from srt_services.jobdir.state import (
     OrchestratorInfo,
     write_state,
 )
+from srt_services.jobdir.stop_request import StopRequest, clear_stop_request, take_stop_request
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
 from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance
@@ -148,6 +149,7 @@ class Orchestrator:
             loop.add_signal_handler(sig, self._on_signal, sig)
         loop.add_signal_handler(signal.SIGUSR1, self._dump_tasks)
         self.events = EventLog(self.job.events_file, self.options.on_event)
+        clear_stop_request(self.job)
         try:
             self.hub = InotifyHub(loop)
         except OSError:
@@ -195,6 +197,9 @@ class Orchestrator:
             unkillable=self.unkillable,
         )
         await shutdown.run()
+        for inst in self.instances:
+            if inst.state in ("backoff", "pending"):
+                inst.state = "stopped"  # it will never run again: the final state says so
         self._write_state(status="stopping")
 
     def _close(self, loop: asyncio.AbstractEventLoop) -> int:
@@ -205,7 +210,8 @@ class Orchestrator:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
         code = self.exit_code if self.exit_code is not None else 1
-        self._write_state(status="finished" if code == 0 else "failed")
+        by_user = self.stop_cause is not None and self.stop_cause.kind is StopKind.USER_STOP
+        self._write_state(status="stopped" if by_user else "finished" if code == 0 else "failed")
         self._write_result(code)
         assert self.events is not None
         assert self.watcher is not None
@@ -611,8 +617,31 @@ class Orchestrator:
             self.kill_now.set()
             self._emit("signal", signal=name, detail="second signal: killing everything now")
             return
-        self.request_stop(StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig)
-        self._emit("signal", signal=name)
+        request = take_stop_request(self.job, self.options.cookie)
+        if request is not None:
+            self.request_stop(self._user_stop(request, name), self._user_stop_code(sig))
+        else:
+            self.request_stop(StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig)
+        self._emit("signal", signal=name, by=request.who if request is not None else None)
+
+    @staticmethod
+    def _user_stop(request: StopRequest, signal_name: str) -> StopCause:
+        return StopCause(
+            StopKind.USER_STOP,
+            f"stopped by srt stop from {request.by}",
+            signal=signal_name,
+            by=request.who,
+        )
+
+    def _user_stop_code(self, sig: int) -> int:
+        """0 when stopping is how this job ends well: it was serving and has no benchmark or
+        terminal service of its own to finish; otherwise 128+N, as for any signal (its work
+        was cut short, and ``srt run ... && next`` must not go on). See the user guide."""
+        finishes = any(
+            u.instances and (u.planned.terminal or u.planned.category == "benchmark")
+            for u in self.units.values()
+        )
+        return 0 if self.phase == "serving" and not finishes else 128 + sig
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -670,7 +699,11 @@ class Orchestrator:
             job_name=self.plan.job_name,
             job_id=self.plan.job_id,
             exit_code=code,
-            status="succeeded" if code == 0 else "failed",
+            status="stopped"
+            if self.stop_cause is not None and self.stop_cause.kind is StopKind.USER_STOP
+            else "succeeded"
+            if code == 0
+            else "failed",
             cause=self.stop_cause,
             started=self.started_wall,
             ended=time.time(),
