@@ -8,7 +8,7 @@ import signal
 import socket
 import time
 
-from srt_services.testing.jobs import Jobs, events_of, wait_for
+from srt_services.testing.jobs import Jobs, events_of
 
 
 def test_F01_critical_exits_before_ready_fails_fast(jobs: Jobs, port: int) -> None:

@@ -102,14 +102,33 @@ def status(job_dir: str, as_json: bool, watch: bool) -> None:
 
 @click.command()
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("service", required=False)
 @click.option("--now", is_flag=True, help="Skip the graces: SIGKILL at once.")
 @click.option(
     "--timeout",
     type=click.FloatRange(0, 3600),
     help="Grace to give each tier (default: the plan's).",
 )
-def stop(job_dir: str, now: bool, timeout: float | None) -> None:
-    """Stop a job from another shell; also cleans up after an orchestrator that was killed."""
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With SERVICE: stop a critical unit too, and keep the job running without it.",
+)
+def stop(job_dir: str, service: str | None, now: bool, timeout: float | None, force: bool) -> None:
+    """Stop a job from another shell (recorded as stopped by you); also cleans up after an
+    orchestrator that was killed.
+
+    With SERVICE, stop only that non-critical service (or one instance's step): the job
+    keeps running and the service stays down until `srt restart JOBDIR SERVICE`.
+    """
+    if service is not None:
+        if now or timeout is not None:
+            raise click.UsageError("--now and --timeout stop a whole job, not one service")
+        from srt_services.cli.control_cmds import ask_orchestrator
+
+        raise SystemExit(ask_orchestrator("stop", job_dir, service, force, True))
+    if force:
+        raise click.UsageError("--force goes with SERVICE")
     from srt_services.supervise.recovery import stop_job
 
     code = stop_job(

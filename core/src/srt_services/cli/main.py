@@ -33,6 +33,7 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("srt_services.cli.job_cmds", "run"),
     "status": ("srt_services.cli.job_cmds", "status"),
     "stop": ("srt_services.cli.job_cmds", "stop"),
+    "restart": ("srt_services.cli.control_cmds", "restart"),
     "apply": ("srt_services.cli.slurm_cmds", "apply"),
     "render": ("srt_services.cli.slurm_cmds", "render"),
     "plugins": ("srt_services.cli.plugin_cmds", "plugins"),

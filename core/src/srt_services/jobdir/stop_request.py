@@ -55,7 +55,11 @@ def _user() -> str:
 
 def write_stop_request(job: JobDir, cookie: str | None, now: bool = False) -> StopRequest:
     request = StopRequest(
-        by=f"{_user()}@{socket.gethostname()}", pid=os.getpid(), t=time.time(), cookie=cookie, now=now
+        by=f"{_user()}@{socket.gethostname()}",
+        pid=os.getpid(),
+        t=time.time(),
+        cookie=cookie,
+        now=now,
     )
     atomic_write(job.stop_request_file, orjson.dumps(request, option=orjson.OPT_INDENT_2))
     return request

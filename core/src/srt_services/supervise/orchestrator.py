@@ -52,6 +52,7 @@ from srt_services.launch.children import ChildWatcher
 from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance
 from srt_services.plan.waits import is_chain, phase_waits
 from srt_services.supervise.builds import Builder
+from srt_services.supervise.control import ControlServer
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub
 from srt_services.supervise.readiness import Probing
@@ -63,6 +64,7 @@ from srt_services.supervise.runs import (
     UnitRun,
     describe_code,
 )
+from srt_services.supervise.service_ops import ServiceOps
 from srt_services.supervise.shutdown import Shutdown
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ class Orchestrator:
         self.hub: InotifyHub | None = None
         self.poller: PortPoller | None = None
         self.probing: Probing | None = None
+        self.control: ControlServer | None = None
         self._base_env: dict[str, str] = {}
         self.started_wall = time.time()
         self._identity = OrchestratorInfo.this_process(self.started_wall)
@@ -170,6 +173,7 @@ class Orchestrator:
         self.probing = Probing(
             self.plugins, self.job, self.launcher, self._emit, self.hub, self.poller
         )
+        self._open_control()
         self.events.emit(
             "job_started",
             job=self.plan.job_name,
@@ -179,6 +183,22 @@ class Orchestrator:
         )
         self._write_state(status="running")
         return self._stop_requested
+
+    def _open_control(self) -> None:
+        """The control socket ``srt restart`` and ``srt stop JOBDIR SERVICE`` talk to."""
+        assert self.launcher is not None
+        ops = ServiceOps(
+            self.units,
+            self.launcher,
+            self.options.cookie,
+            self._emit,
+            relaunch=self._relaunch,
+            stopping=lambda: self.stopping,
+            grace_override=self.options.grace_override,
+        )
+        describe = f"job {self.plan.job_name}, orchestrator pid {os.getpid()}"
+        self.control = ControlServer(self.job, ops.prepare, ops.run, self._emit, describe)
+        self.control.open()
 
     async def _teardown(self) -> None:
         assert self.launcher is not None
@@ -222,6 +242,8 @@ class Orchestrator:
         )
         if self.hub is not None:
             self.hub.close()
+        if self.control is not None:
+            self.control.close()
         self.watcher.close()
         self.events.close()
         process.become_subreaper(False)
@@ -315,6 +337,7 @@ class Orchestrator:
         for inst in unit.instances:
             self._launch(inst)
         await self._unit_ready(unit)
+        unit.started = True
         if u.timeout and u.category == "benchmark":
             self._spawn_task(self._benchmark_timeout(unit, u.timeout))
 
@@ -390,6 +413,7 @@ class Orchestrator:
             pid=handle.pid,
             attempt=inst.attempt,
             log=p.log,
+            offset=handle.log_offset,  # where this attempt's output starts (srt logs)
         )
         self._mark_state_dirty()
 
@@ -435,7 +459,7 @@ class Orchestrator:
 
     def _on_exit(self, inst: InstanceRun, code: int) -> None:
         self._record_exit(inst, code)
-        if self.stopping:
+        if self.stopping or inst.held is not None:
             inst.state = "stopped"
             return
         was = inst.state
@@ -542,10 +566,17 @@ class Orchestrator:
             delay=round(decision.delay, 6),
             attempt=inst.attempt + 1,
         )
-        self._spawn_task(self._restart_later(inst, decision.delay))
+        self._spawn_task(self._restart_later(inst, decision.delay, inst.attempt))
 
-    async def _restart_later(self, inst: InstanceRun, delay: float) -> None:
+    async def _restart_later(self, inst: InstanceRun, delay: float, attempt: int) -> None:
         await asyncio.sleep(delay)
+        # not if it was restarted or stopped on request meanwhile (srt restart / srt stop)
+        if inst.attempt == attempt and inst.state == "backoff":
+            await self._relaunch(inst)
+
+    async def _relaunch(self, inst: InstanceRun) -> None:
+        """Start an instance again (restart policy, ``srt restart``): launch, readiness; a
+        failed readiness is an exit, or for a critical unit (a forced restart) the job's end."""
         if self.stopping:
             return
         inst.restarts += 1
@@ -556,6 +587,11 @@ class Orchestrator:
         try:
             await self._await_ready(inst)
         except PhaseFailed as exc:
+            if inst.held is not None or self.stopping:
+                return  # stopped on request (or by the teardown) while it was starting
+            if inst.unit.planned.critical:
+                self.request_stop(exc.cause, 1)
+                return
             self._emit(
                 "restart_failed",
                 step=inst.step,
@@ -621,7 +657,9 @@ class Orchestrator:
         if request is not None:
             self.request_stop(self._user_stop(request, name), self._user_stop_code(sig))
         else:
-            self.request_stop(StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig)
+            self.request_stop(
+                StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig
+            )
         self._emit("signal", signal=name, by=request.who if request is not None else None)
 
     @staticmethod

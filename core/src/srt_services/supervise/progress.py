@@ -36,6 +36,11 @@ SHOWN = {
     "checkout_done": "checked out {unit} at {commit}",
     "checkout_reused": "reusing the checkout of {unit} at {commit}",
     "job_finished": "job finished with exit code {code}",
+    "control_request": "{op} of {unit} asked by {by}: {steps_text}",
+    "control_refused": "refused {op} {unit}: {detail}",
+    "restarted": "{unit} restarted in {seconds}s{detail_text}",
+    "service_stopped": "{unit} stopped on request; it stays down",
+    "control_unavailable": "no control socket (srt restart will not work): {detail}",
     "note": "{detail}",
 }
 
