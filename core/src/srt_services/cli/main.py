@@ -34,6 +34,8 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("srt_services.cli.job_cmds", "status"),
     "stop": ("srt_services.cli.job_cmds", "stop"),
     "restart": ("srt_services.cli.control_cmds", "restart"),
+    "ps": ("srt_services.cli.job_cmds", "ps"),
+    "jobs": ("srt_services.cli.job_cmds", "jobs"),
     "apply": ("srt_services.cli.slurm_cmds", "apply"),
     "render": ("srt_services.cli.slurm_cmds", "render"),
     "plugins": ("srt_services.cli.plugin_cmds", "plugins"),
