@@ -33,6 +33,7 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("srt_services.cli.job_cmds", "run"),
     "status": ("srt_services.cli.job_cmds", "status"),
     "stop": ("srt_services.cli.job_cmds", "stop"),
+    "logs": ("srt_services.cli.log_cmds", "logs"),
     "restart": ("srt_services.cli.control_cmds", "restart"),
     "ps": ("srt_services.cli.job_cmds", "ps"),
     "jobs": ("srt_services.cli.job_cmds", "jobs"),
