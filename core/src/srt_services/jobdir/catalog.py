@@ -117,6 +117,6 @@ def _state_of(view: JobView) -> str:
         return "submitted" if view.submitted is not None else "planned"
     if state.finished:
         return {"finished": "succeeded"}.get(state.status, state.status)
-    if view.slurm_job_id is not None:
-        return state.status  # the orchestrator runs on another host: Slurm decides
+    if view.slurm_job_id is not None or not view.orchestrator_here:
+        return state.status  # the orchestrator runs on another host: its word stands
     return state.status if view.orchestrator_alive() else "dead"

@@ -9,6 +9,7 @@ start here: read the files once, typed, then ask whether the orchestrator still 
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 
 from srt_services import procfs
@@ -62,6 +63,12 @@ class JobView:
             return False
         orch = self.state.orchestrator
         return procfs.same_process(orch.pid, orch.start_ticks)
+
+    @property
+    def orchestrator_here(self) -> bool:
+        """Whether the orchestrator runs (or ran) on this host, so that /proc can say if it
+        still lives; a job directory on a shared filesystem may belong to another host."""
+        return self.state is not None and self.state.orchestrator.host == socket.gethostname()
 
     def not_before_ticks(self) -> int | None:
         """The orchestrator's start: no process of the job started before it."""

@@ -164,6 +164,8 @@ class ControlServer:
 
 
 async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+    if writer.is_closing():  # the client went away (Ctrl-C): nobody to tell
+        return
     writer.write(encode(message))
     await writer.drain()
 
