@@ -359,3 +359,29 @@ def test_a_client_on_another_host_is_told_so_at_once(tmp_path: Path, slurm: bool
         )
     else:
         assert text.endswith("Run it on batch-node-7: srt restart DIR web")
+
+
+def test_a_job_that_cannot_make_its_socket_still_runs_and_says_why(jobs: Jobs, tmp_path) -> None:
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "control.sock").write_text("not a socket: srt must leave it alone\n")
+    run = jobs.start(
+        """
+        schema: 2
+        name: nosock
+        services:
+          - name: svc
+            command: [sleep, "1000"]
+        """,
+        job_dir=str(job_dir),
+    )
+    run.wait_event("serving")
+    (unavailable,) = events_of(run, "control_unavailable")
+    assert "cannot bind a control socket" in unavailable["detail"]
+    refused = srt("restart", run.job_dir, "svc")
+    assert refused.returncode == 1
+    assert "has no control socket" in refused.stderr
+    assert "control_unavailable in events.jsonl" in refused.stderr
+    run.stop()
+    run.wait(30)
+    assert (job_dir / "control.sock").read_text().startswith("not a socket")

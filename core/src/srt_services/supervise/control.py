@@ -60,6 +60,7 @@ class ControlServer:
         self.describe = describe
         self._server: asyncio.AbstractServer | None = None
         self._private_dir: str | None = None
+        self._bound = False
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ lifetime
@@ -71,6 +72,7 @@ class ControlServer:
         except OSError as exc:
             self.emit("control_unavailable", detail=f"cannot bind a control socket: {exc}")
             return False
+        self._bound = True
         task = asyncio.ensure_future(self._serve(sock))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -102,8 +104,9 @@ class ControlServer:
             self._server.close()
         for task in list(self._tasks):
             task.cancel()
-        with contextlib.suppress(OSError):
-            os.unlink(self.job.control_socket)
+        if self._bound:  # never what was there instead of a socket
+            with contextlib.suppress(OSError):
+                os.unlink(self.job.control_socket)
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
 
