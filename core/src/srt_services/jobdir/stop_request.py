@@ -26,6 +26,7 @@ import orjson
 from pydantic import FiniteFloat
 
 from srt_services.jobdir import reading
+from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.layout import JobDir, atomic_write
 
 
@@ -44,6 +45,15 @@ class StopRequest:
     @property
     def who(self) -> str:
         return f"{self.by} (pid {self.pid})"
+
+    def cause(self, signal_name: str) -> StopCause:
+        """The job's stop cause once the signal ``srt stop`` sent after writing it arrived."""
+        return StopCause(
+            StopKind.USER_STOP,
+            f"stopped by srt stop from {self.by}",
+            signal=signal_name,
+            by=self.who,
+        )
 
 
 def _user() -> str:

@@ -46,7 +46,7 @@ from srt_services.jobdir.state import (
     OrchestratorInfo,
     write_state,
 )
-from srt_services.jobdir.stop_request import StopRequest, clear_stop_request, take_stop_request
+from srt_services.jobdir.stop_request import clear_stop_request, take_stop_request
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
 from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance
@@ -230,8 +230,9 @@ class Orchestrator:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
         code = self.exit_code if self.exit_code is not None else 1
-        by_user = self.stop_cause is not None and self.stop_cause.kind is StopKind.USER_STOP
-        self._write_state(status="stopped" if by_user else "finished" if code == 0 else "failed")
+        self._write_state(
+            status="stopped" if self._by_user else "finished" if code == 0 else "failed"
+        )
         self._write_result(code)
         assert self.events is not None
         assert self.watcher is not None
@@ -655,21 +656,16 @@ class Orchestrator:
             return
         request = take_stop_request(self.job, self.options.cookie)
         if request is not None:
-            self.request_stop(self._user_stop(request, name), self._user_stop_code(sig))
+            self.request_stop(request.cause(name), self._user_stop_code(sig))
         else:
             self.request_stop(
                 StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig
             )
         self._emit("signal", signal=name, by=request.who if request is not None else None)
 
-    @staticmethod
-    def _user_stop(request: StopRequest, signal_name: str) -> StopCause:
-        return StopCause(
-            StopKind.USER_STOP,
-            f"stopped by srt stop from {request.by}",
-            signal=signal_name,
-            by=request.who,
-        )
+    @property
+    def _by_user(self) -> bool:
+        return self.stop_cause is not None and self.stop_cause.kind is StopKind.USER_STOP
 
     def _user_stop_code(self, sig: int) -> int:
         """0 when stopping is how this job ends well: it was serving and has no benchmark or
@@ -737,11 +733,7 @@ class Orchestrator:
             job_name=self.plan.job_name,
             job_id=self.plan.job_id,
             exit_code=code,
-            status="stopped"
-            if self.stop_cause is not None and self.stop_cause.kind is StopKind.USER_STOP
-            else "succeeded"
-            if code == 0
-            else "failed",
+            status="stopped" if self._by_user else "succeeded" if code == 0 else "failed",
             cause=self.stop_cause,
             started=self.started_wall,
             ended=time.time(),
