@@ -6,6 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+# The plugin author kit's fixtures (srt_plugins, srt_register, srt_plan, ...) for every test
+# of the repository: the project's own tests use the kit it ships.
+pytest_plugins = ["srt_services.testing.pytest_plugin"]
+
 
 @pytest.fixture(autouse=True)
 def _stop_leftover_srt_runs() -> Iterator[None]:

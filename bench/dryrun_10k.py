@@ -12,10 +12,13 @@ Measured in one run, against the bare parse of the same file as the baseline:
     so it sees what a real ``srt dry-run`` sees, a process that has parsed one recipe;
     timed after the end-to-end runs, the same code reads about 1.5x higher, because of the
     fragmented heap those runs leave behind. The best of --runs further passes is printed
-    too: what the code itself costs once the process's memory has settled.
-(d) the floor under (c), in a fresh process that has parsed the same text: only C and Rust
-    code, no srt logic: pydantic-core validating the recipe into its models, orjson building
-    the plan's objects from the plan's own JSON, and orjson writing them back. No Python
+    too: what the code itself costs once the process's memory has settled. Each step
+    includes the passes of the garbage collector its allocations trigger (srt pauses the
+    collector inside each step, never beyond it, and freezes nothing).
+(d) the floor under (c), in a fresh process that has parsed the same text, with the
+    collector off: only C and Rust code, no srt logic: pydantic-core validating the recipe
+    into its models, orjson building the plan's objects from the plan's own JSON, and orjson
+    writing them back. No Python
     implementation of (c) can cost less, since it has to build the same models and an
     object graph holding the same plan. Printed with (c) as a multiple of it.
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import os
@@ -177,7 +181,8 @@ def _dry_run_subprocess(path: str, env: dict[str, str]) -> None:
 
 
 _FLOOR = """
-import sys, time
+import gc, sys, time
+gc.disable()  # the floor is what the C code costs; the collector is not part of it
 import orjson
 from srt_services.recipe.models import Recipe
 from srt_services.recipe.source import parse_text
@@ -258,6 +263,11 @@ def main() -> None:
     # the same steps again, best of --runs: what the code itself costs once the heap has
     # settled, next to what a real `srt dry-run` (one fresh pass) sees above
     t_settled = min(_timed(after_parse, 1)[0] for _ in range(args.runs))
+    # (a) and (b) start from a heap without (c)'s recipe and plan, as a real dry-run does:
+    # kept, every pass of the collector during them would walk those objects too
+    instances = sum(len(u.instances) for u in plan.units)
+    del doc, loaded, plan
+    gc.collect()
     t_yaml, _ = _timed(bare_yaml, args.runs)
     t_json, _ = _timed(bare_json, args.runs)
     t_e2e, _ = _timed(lambda: _dry_run_in_process(str(yaml_path)), args.runs)
@@ -269,7 +279,6 @@ def main() -> None:
     t_floor = statistics.median(_floor(yaml_path, plan_path, env) for _ in range(args.runs))
 
     after = t_check + t_resolve + t_dump
-    instances = sum(len(u.instances) for u in plan.units)
 
     print()
 
@@ -298,6 +307,7 @@ def main() -> None:
         import cProfile
         import pstats
 
+        doc = parse_text(text, str(yaml_path))
         prof = cProfile.Profile()
         prof.enable()
         loaded = check_document(doc, plugins)

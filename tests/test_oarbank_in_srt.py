@@ -253,3 +253,48 @@ def test_oarbank_kind_validation(tmp_path: Path) -> None:
     assert "services[b].options: cannot use module bundle" in err
     assert "services[c].command: type 'oarbank' builds its own command" in err
     assert urllib.request is not None
+
+
+def test_P10_concurrent_starts_of_the_exposed_etcd_leave_one_server(
+    etcd_bundle: tuple[Path, int], tmp_path: Path
+) -> None:
+    import psutil
+
+    bundle, client = etcd_bundle
+    data = tmp_path / "data"
+    data.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "OARBANK_MODULE_DATA": str(data),
+        "OARBANK_SERVICE": "etcd",
+        "OARBANK_NODE_ID": "node-a",
+        "OARBANK_MODULE": "srt-etcd",
+    }
+    exe = str(bundle / "bin" / "etcd")
+    racers = [
+        subprocess.Popen(
+            [exe, "start"], env=env, cwd=bundle, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(6)
+    ]
+    answers = [json.loads(p.communicate(timeout=120)[0]) for p in racers]
+    try:
+        assert all(p.returncode == 0 for p in racers), answers
+        assert len({a["pid"] for a in answers}) == 1, answers
+        assert sorted(a["changed"] for a in answers) == [False] * 5 + [True]
+        (recorded,) = _etcd_pids(data)
+        assert answers[0]["pid"] == recorded
+        servers = [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if str(data) in " ".join(p.info["cmdline"] or [])
+            and "etcd" in (p.info["cmdline"] or [""])[0]
+        ]
+        assert servers == [recorded], "more than the recorded etcd runs"
+    finally:
+        subprocess.run([exe, "stop"], env=env, cwd=bundle, capture_output=True, check=False)
+        for p in psutil.process_iter(["cmdline"]):  # a failed run's extra servers
+            if str(data) in " ".join(p.info["cmdline"] or []):
+                p.kill()
+    assert not process.alive(recorded)
+    assert client > 0

@@ -8,7 +8,8 @@ in one place and cannot be missed by one of them. Nothing here starts a process.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,20 @@ class Planned:
     loaded: LoadedRecipe
     plan: Plan
     site: SiteConfig
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Keep the cyclic collector off from the parse to the written plan.
+
+    Loading and planning a large recipe builds millions of acyclic containers, and every
+    collector pass in between rescans all of them; one pause around the whole command
+    (pauses nest) saves that, and the collector's state is restored afterwards.
+    """
+    from srt_services.recipe.source import gc_paused
+
+    with gc_paused():
+        yield
 
 
 def plugin_set() -> PluginSet:
@@ -80,6 +95,7 @@ def plan(
         job_dir,
         recipe_dir=recipe_dir or os.environ.get("SRT_RECIPE_DIR") or None,
         readiness_timeout=config.readiness_timeout,
+        local_root=config.node_local,
     )
     return Planned(loaded, result, config)
 

@@ -8,6 +8,9 @@ its orchestrator) checks both, so these readers live below all of them.
 
 from __future__ import annotations
 
+import os
+import signal
+
 
 def _stat(pid: int) -> bytes | None:
     try:
@@ -55,3 +58,78 @@ def same_process(pid: int, ticks: object) -> bool:
     if not isinstance(ticks, int) or isinstance(ticks, bool):
         return False
     return alive(pid) and start_ticks(pid) == ticks
+
+
+def stat_ids(pid: int) -> tuple[int, int, int, int] | None:
+    """(ppid, pgid, sid, start ticks) of ``pid``, or ``None`` when it is gone or a zombie."""
+    data = _stat(pid)
+    if data is None:
+        return None
+    rest = data[data.rfind(b")") + 2 :].split()
+    try:
+        if rest[0] == b"Z":
+            return None
+        return int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def all_pids() -> list[int]:
+    """Every PID this process can see."""
+    try:
+        return [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # pragma: no cover - no /proc
+        return []
+
+
+def _read_link(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def pid_namespace() -> str | None:
+    """This process's PID namespace (``pid:[4026531836]``): PIDs mean nothing outside it."""
+    return _read_link("/proc/self/ns/pid")
+
+
+def boot_id() -> str | None:
+    """This boot of the kernel: a PID recorded before a reboot names nothing after it."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def signal_same(pid: int, ticks: int | None, sig: int) -> bool:
+    """Send ``sig`` to ``pid`` only if it is still the process that started at ``ticks``.
+
+    Through a pidfd where the kernel has them: the start time is checked on the pidfd's
+    process, so a PID reused between the check and the signal is never hit. ``ticks``
+    ``None`` signals nothing (an identity that cannot be checked is not trusted).
+    """
+    if ticks is None:
+        return False
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except OSError:  # pragma: no cover - a kernel without pidfds: check, then signal
+        if not same_process(pid, ticks):
+            return False
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            return False
+        return True
+    try:
+        if start_ticks(pid) != ticks:
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

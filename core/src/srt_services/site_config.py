@@ -60,6 +60,9 @@ class SiteConfig:
     #: cluster where a cold container image takes minutes to import, the 120 s default (or
     #: a kind's) fails jobs that would have come up.
     readiness_timeout: float | None = None
+    #: Root of node-local storage on the compute nodes (``{local_dir}`` lives under it):
+    #: state the discovery plane fsyncs must not sit on NFS or Lustre.
+    node_local: str = "/tmp"
 
 
 _TABLES: dict[str, set[str]] = {
@@ -77,6 +80,7 @@ _TABLES: dict[str, set[str]] = {
     "binaries": None,  # type: ignore[dict-item]  # free-form name -> path
     "env": {"passthrough"},
     "readiness": {"timeout_seconds"},
+    "storage": {"node_local"},
 }
 
 
@@ -168,6 +172,9 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         or not 0 < timeout < float("inf")
     ):
         raise SiteConfigError(f"{where}: readiness.timeout_seconds must be a positive number")
+    node_local = _opt_str(f"{where}: storage.node_local", data.get("storage", {}).get("node_local"))
+    if node_local is not None and not os.path.isabs(node_local):
+        raise SiteConfigError(f"{where}: storage.node_local must be an absolute path")
     return SiteConfig(
         path=path,
         plugins=policy,
@@ -177,6 +184,7 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         binaries=dict(binaries),
         env_passthrough=_str_list(f"{where}: env.passthrough", env.get("passthrough", [])),
         readiness_timeout=float(timeout) if timeout is not None else None,
+        node_local=node_local.rstrip("/") or "/" if node_local else "/tmp",
     )
 
 

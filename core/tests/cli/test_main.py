@@ -125,3 +125,26 @@ def test_shell_completion_as_the_readme_sets_it_up() -> None:
     assert _complete("srt ki", 1) == ["plain,kinds"]
     assert _complete("srt plugins l", 2) == ["plain,list", "plain,lock"]
     assert "plain,--watch" in _complete("srt status --w", 2)
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_H10_non_finite_seconds_are_refused(tmp_path, value: str) -> None:
+    """H10: --grace nan (and other non-finite numbers) are usage errors, before any run."""
+    import subprocess
+    import sys
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema: 2\nname: h10\nservices:\n  - {name: a, command: [sleep, '1']}\n")
+    for args in (
+        ["run", str(recipe), "--grace", value],
+        ["stop", str(tmp_path), "--timeout", value],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "srt_services", *args],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 2, out.stderr
+        assert "Traceback" not in out.stderr
+    assert not (tmp_path / "srt-jobs").exists()

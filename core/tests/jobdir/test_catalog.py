@@ -11,6 +11,7 @@ from pathlib import Path
 
 from srt_services.jobdir.catalog import job_dirs, latest_job, read_entry
 from srt_services.jobdir.layout import JobDir
+from srt_services.jobdir.lock import JobLock
 from srt_services.jobdir.state import VERSION, JobState, OrchestratorInfo, write_state
 
 
@@ -44,6 +45,14 @@ def test_newest_first_and_the_latest(tmp_path: Path) -> None:
 def test_a_dead_orchestrator_here_and_one_on_another_host(tmp_path: Path) -> None:
     dead = read_entry(str(_job(tmp_path, "here", socket.gethostname(), 5)))
     assert dead.state == "dead" and dead.nodes == 2 and dead.name == "here"
-    elsewhere = read_entry(str(_job(tmp_path, "there", "another-host", 5)))
-    assert elsewhere.state == "running", "another host's orchestrator cannot be checked here"
+    # another host's PID means nothing here: its job directory's lock tells
+    there = _job(tmp_path, "there", "another-host", 5)
+    assert read_entry(str(there)).state == "dead"
+    lock = JobLock(str(there))
+    lock.acquire()
+    try:
+        elsewhere = read_entry(str(there))
+    finally:
+        lock.release()
+    assert elsewhere.state == "running"
     assert elsewhere.started is not None and time.time() - elsewhere.started < 60

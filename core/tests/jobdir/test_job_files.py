@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -109,7 +110,14 @@ def test_state_round_trips_with_the_documented_keys(job: JobDir) -> None:
     raw = json.loads(Path(job.state_file).read_text())
     assert list(raw) == STATE_KEYS
     assert list(raw["instances"]["service_etcd"]) == INSTANCE_KEYS
-    assert list(raw["orchestrator"]) == ["pid", "start_ticks", "host", "started"]
+    assert list(raw["orchestrator"]) == [
+        "pid",
+        "start_ticks",
+        "host",
+        "started",
+        "pid_ns",
+        "boot_id",
+    ]
 
 
 def test_stopped_by_is_written_only_when_set(job: JobDir) -> None:
@@ -273,14 +281,22 @@ def test_the_orchestrator_is_known_by_pid_and_start_time(job: JobDir) -> None:
     me = os.getpid()
     ticks = procfs.start_ticks(me)
     assert ticks is not None
-    write_state(job, _state(orchestrator=OrchestratorInfo(me, ticks, "h", time.time())))
+    write_state(
+        job, _state(orchestrator=OrchestratorInfo(me, ticks, socket.gethostname(), time.time()))
+    )
     assert JobView.read(job.path).orchestrator_alive()
     # same PID, another start time: a reused PID is not the orchestrator
-    write_state(job, _state(orchestrator=OrchestratorInfo(me, ticks + 1, "h", time.time())))
+    write_state(
+        job, _state(orchestrator=OrchestratorInfo(me, ticks + 1, socket.gethostname(), time.time()))
+    )
     assert not JobView.read(job.path).orchestrator_alive()
     # a job that says it is over has no live orchestrator, whatever runs under that PID
     write_state(
-        job, _state(status="finished", orchestrator=OrchestratorInfo(me, ticks, "h", time.time()))
+        job,
+        _state(
+            status="finished",
+            orchestrator=OrchestratorInfo(me, ticks, socket.gethostname(), time.time()),
+        ),
     )
     assert not JobView.read(job.path).orchestrator_alive()
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from srt_services.plan.model import PlannedUnit
 from srt_services.plan.waits import phase_waits
-from srt_services.recipe.ordering import find_cycles
+from srt_services.recipe.rules.after import find_cycles
 
 
 def unit(name: str, after: list[str] | None) -> PlannedUnit:

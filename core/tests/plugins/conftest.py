@@ -14,12 +14,6 @@ import pytest
 from click.testing import Result
 from srt_services import site_config
 from srt_services.plugins import discovery, manager
-from srt_services.testing.pytest_plugin import (  # noqa: F401 - fixtures for these tests
-    srt_hook_recorder,
-    srt_plan,
-    srt_plugins,
-    srt_register,
-)
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "plugins"
 if str(FIXTURES) not in sys.path:

@@ -98,3 +98,27 @@ def test_importing_hookimpl_stays_light() -> None:
 
 def test_the_lazy_table_and_all_agree() -> None:
     assert sorted(extend._WHERE) == sorted(extend.__all__)
+
+
+def test_the_restart_backoff_plugins_get_is_the_supervisors() -> None:
+    """One restart backoff: ``extend.backoff`` is what srt's supervisor runs, not a copy."""
+    from srt_services.extend import backoff
+    from srt_services.plan.model import PlannedRestart
+    from srt_services.supervise import restart
+
+    assert backoff.RestartTracker is restart.RestartTracker
+    assert backoff.Decision is restart.Decision
+    assert backoff.RestartPolicy is PlannedRestart
+    policy = backoff.RestartPolicy(
+        policy="always",
+        backoff_initial=1.0,
+        backoff_max=4.0,
+        max_failures=3,
+        window=60.0,
+        reset_after=8.0,
+        jitter=0.0,
+    )
+    now = [0.0]
+    tracker = backoff.RestartTracker(policy, clock=lambda: now[0])
+    assert [tracker.on_exit(1, 0.0).delay for _ in range(2)] == [1.0, 2.0]
+    assert not tracker.on_exit(1, 0.0).restart

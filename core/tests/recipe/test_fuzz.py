@@ -23,9 +23,9 @@ from srt_services.errors import RecipeInvalid
 from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.checks import external_url_problems
 from srt_services.recipe.load import load_recipe
 from srt_services.recipe.problems import RecipeError
+from srt_services.recipe.rules.external import external_url_problems
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SEEDS = ["minimal", "disagg-services", "pools", "per-worker"]

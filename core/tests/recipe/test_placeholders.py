@@ -169,7 +169,8 @@ def test_pool_placeholders(plan) -> None:
 
 
 def test_unit_render_and_names() -> None:
-    assert list(ph.names_in("a {node} {{head_ip}} {x-y} {1} {_ok}")) == ["node", "_ok"]
+    # every name is unknown to an empty set: the names in order, escapes and non-names left out
+    assert ph.unknown_in("a {node} {{head_ip}} {x-y} {1} {_ok}", frozenset()) == ["node", "_ok"]
     assert ph.render("{{a}}-{b}", {"b": "{a}"}) == "{a}-{a}"
     with pytest.raises(ph.UnknownPlaceholder):
         ph.render("{zzz}", {})
@@ -198,7 +199,7 @@ def test_render_matches_the_regex_rule(text: str) -> None:
     # literal braces, format specs, attribute syntax and shell ${VAR} must all come out
     # exactly as the one-pass regex rule says, whatever str.format would make of them
     values = {"a": "{b}", "b": "B"}
-    unknown = [n for n in ph.names_in(text) if n not in values]
+    unknown = ph.unknown_in(text, frozenset(values))
     if unknown:  # the pieces can spell an unknown name, such as {x} or {ab}
         with pytest.raises(ph.UnknownPlaceholder) as raised:
             ph.render(text, values)

@@ -442,3 +442,42 @@ def test_srun_settings_the_local_launcher_cannot_apply_are_named_before_the_star
     assert output.index("warning: ") < output.index("job srun-only started")
     with open(os.path.join(run.job_dir, "plan.json")) as fh:
         assert json.load(fh)["warnings"] == [warning]
+
+
+def test_F08_H07_readiness_timeout_stops_like_any_stop(jobs: Jobs, port: int, tmp_path) -> None:
+    """H07: a readiness timeout stops the instance with SIGTERM, its grace, then SIGKILL,
+    so a service that cleans up on SIGTERM gets to."""
+    marker = tmp_path / "cleaned"
+    run = jobs.run(
+        f"""
+        schema: 2
+        name: h07
+        services:
+          - name: polite
+            command: [bash, -c, "trap 'echo done > {marker}; exit 0' TERM; while true; do sleep 0.05; done"]
+            readiness: {{port: {port}, timeout_seconds: 1}}
+            stop_grace_seconds: 5
+        """
+    )
+    assert run.code == 1
+    assert marker.read_text().strip() == "done", "the service got SIGTERM and cleaned up"
+    assert not events_of(run, "escalated", step="service_polite")
+    assert run.result()["cause"]["kind"] == "readiness_timeout"
+
+
+def test_H07_readiness_timeout_escalates_after_the_grace(jobs: Jobs, port: int) -> None:
+    """H07: a service that ignores SIGTERM is killed when its grace ends."""
+    run = jobs.run(
+        f"""
+        schema: 2
+        name: h07b
+        services:
+          - name: deaf
+            command: [bash, -c, "trap '' TERM; while true; do sleep 0.05; done"]
+            readiness: {{port: {port}, timeout_seconds: 1}}
+            stop_grace_seconds: 0.5
+        """
+    )
+    assert run.code == 1
+    esc = events_of(run, "escalated", step="service_deaf")
+    assert esc and "readiness timeout: did not exit 0.5s after SIGTERM" in esc[0]["detail"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -192,9 +193,11 @@ def test_F07_stall_past_the_threshold_restarts_a_noncritical_service(jobs: Jobs,
     os.kill(pid, signal.SIGSTOP)
     run.wait_event("restarting", step="service_web", timeout=20)
     assert len(events_of(run, "liveness_failed", step="service_web")) >= 3
-    assert events_of(run, "exited", step="service_web", signal=9), (
-        "a stopped process is still killed"
-    )
+    # a liveness failure stops the instance like any stop (H07): SIGTERM with SIGCONT (so a
+    # stopped process can act on it), SIGKILL after the grace
+    assert events_of(run, "exited", step="service_web", signal=15) or events_of(
+        run, "exited", step="service_web", signal=9
+    ), "a stopped process is still stopped"
     wait_for(lambda: events_of(run, "ready", step="service_web", attempt=2), timeout=20)
     run.signal(signal.SIGTERM)
     run.wait(30)
@@ -235,3 +238,55 @@ def test_a_stopped_process_is_stopped_gracefully_at_teardown(jobs: Jobs) -> None
     run.wait(30)
     assert time.monotonic() - t0 < 10, "no need to wait for the 20 s grace"
     assert not events_of(run, "escalated")
+
+
+def test_F05_H08_backoff_never_overflows() -> None:
+    """H08: thousands of restarts (failures spread so the window never fills) keep the
+    delay at the maximum; 2**n never overflows, whatever the recipe's numbers."""
+    clock = FakeClock()
+    tracker = RestartTracker(
+        policy(
+            max_failures=3, window=1.0, backoff_initial=1e300, backoff_max=1e308, reset_after=1e308
+        ),
+        clock,
+        rand=lambda: 1.0,
+    )
+    for _ in range(5000):
+        d = tracker.on_exit(1, ran_for=0.0)
+        assert d.restart
+        assert d.delay <= sys.float_info.max
+        clock.now += 10.0
+    assert tracker.streak <= 64
+
+
+def test_H08_an_exception_in_the_exit_path_is_never_silent(tmp_path) -> None:
+    """H08: an exit callback that raises (the SIGCHLD path) is reported to the watcher's
+    owner, and the other children's exits are still delivered."""
+    import asyncio
+    import subprocess
+
+    from srt_services.launch.children import ChildWatcher
+
+    errors: list[tuple[int, BaseException]] = []
+    seen: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        watcher = ChildWatcher(loop, on_error=lambda pid, exc: errors.append((pid, exc)))
+        bad = subprocess.Popen(["true"])
+        good = subprocess.Popen(["sh", "-c", "sleep 0.1; exit 3"])
+
+        def boom(code: int) -> None:
+            raise OverflowError("int too large to convert to float")
+
+        watcher.watch(bad.pid, boom, bad)
+        watcher.watch(good.pid, seen.append, good)
+        for _ in range(200):
+            if seen and errors:
+                break
+            await asyncio.sleep(0.01)
+        watcher.close()
+
+    asyncio.run(main())
+    assert seen == [3]
+    assert len(errors) == 1 and isinstance(errors[0][1], OverflowError)

@@ -120,3 +120,70 @@ def test_unknown_rev_fails_the_clone(jobs: Jobs, repo: tuple[str, str, str]) -> 
     run = jobs.run(recipe(url, "v9"))
     assert run.code == 1
     assert "services[app] source fetch failed" in run.stderr
+
+
+# A build that leaves a helper in a session of its own, with its environment scrubbed,
+# records both PIDs, then waits: the helper must die with the build.
+TREE_BUILD = (
+    "setsid env -i sleep 1000 & echo $! >> {pids}; echo $$ >> {pids}; echo building; sleep 1000"
+)
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.parametrize("path", ["cgroup", "fallback"])
+def test_H09_stop_during_a_build_stops_its_whole_tree(
+    jobs: Jobs, repo: tuple[str, str, str], tmp_path: Path, path: str
+) -> None:
+    """H09: a build is part of the job: srt status shows it running, and a stop during
+    the build stops its whole tree (a setsid'd, cookie-less helper included)."""
+    import json
+    import os
+    import signal
+    import sys
+
+    from srt_services.launch import process
+    from srt_services.testing.jobs import wait_for
+    from srt_services.testing.survivors import assert_no_survivors
+
+    url, _, _ = repo
+    pids = tmp_path / "pids"
+    env = {"SRT_CGROUP": "off"} if path == "fallback" else None
+    run = jobs.start(recipe(url, "v1", build=TREE_BUILD.format(pids=pids)), env=env)
+    wait_for(lambda: len(_pids(pids)) == 2, timeout=30)
+    status = subprocess.run(
+        [sys.executable, "-m", "srt_services", "status", run.job_dir, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = {r["step"]: r for r in json.loads(status.stdout)["instances"]}
+    build = rows["service_app.build"]
+    assert build["state"] == "building" and build["running"], rows
+    run.signal(signal.SIGTERM)
+    run.wait(30)
+    assert run.code == 143
+    assert not [p for p in _pids(pids) if process.alive(p)]
+    assert_no_survivors(run.job_dir, also=_pids(pids))
+    assert os.path.exists(os.path.join(run.job_dir, "result.json"))
+
+
+def test_H09_a_build_past_its_timeout_is_killed_with_its_children(
+    jobs: Jobs, repo: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """H09: the timeout kills the build's whole tree, not only its process group."""
+    from srt_services.launch import process
+    from srt_services.testing.survivors import assert_no_survivors
+
+    url, _, _ = repo
+    pids = tmp_path / "pids"
+    run = jobs.run(
+        recipe(url, "v1", build=TREE_BUILD.format(pids=pids), extra="build_timeout_seconds: 2")
+    )
+    assert run.code == 1
+    assert "build_command timed out after 2s and was killed" in run.stderr
+    assert len(_pids(pids)) == 2
+    assert not [p for p in _pids(pids) if process.alive(p)]
+    assert_no_survivors(run.job_dir, also=_pids(pids))

@@ -20,8 +20,14 @@ Service knobs: ``health``, ``detail``, ``attrs``, ``pools``, ``reserve_mem_gb``,
 ``start_creates`` (objects start creates; ``kills_service`` objects take the service down
 when destroyed, like a VM), ``generate_objects`` (synthetic list_owned entries),
 ``destroy_fails`` (ids, or true for all), ``health_sequence`` (cycled per fingerprint),
-``broken`` (deliberate spec violations). ``services: {"<name>": {...}}`` overrides any of
-these for one service.
+``start_sleep_after_spawn_s`` (start records the service, then lingers: a start op killed by
+its timeout still leaves a recorded service), ``broken`` (deliberate spec violations, see
+``BROKEN``). ``services: {"<name>": {...}}`` overrides any of these for one service.
+
+``start_creates`` entries are ``{id, kind, busy, uid, kills_service, attempt_id, labels,
+path}``: ``busy`` objects are busy while the service runs; with ``path`` the object is also a
+real file outside the data directory, created by ``start`` and removed by ``destroy`` (an
+owned object that no process tree holds, like a VM disk or a container).
 
 ``start`` really spawns a long-running, detached service process; owned objects live in
 ``<state_dir>/objects.json``; every invocation is appended to ``<state_dir>/calls.jsonl``.
@@ -40,6 +46,24 @@ import time
 from typing import Any
 
 OPS = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
+#: Deliberate violations a conformance test switches on with ``"broken": [...]``.
+BROKEN = {
+    "stop_not_idempotent": "stop of a stopped service fails",
+    "missing_labels": "owned objects carry no labels",
+    "fingerprint_writes": "fingerprint writes into the data directory",
+    "unknown_op_succeeds": "an unknown operation exits 0",
+    "ready_never": "ready never says ready",
+    "stop_lies": "stop exits 0 and stops nothing",
+    "second_instance": "start starts another service even when one runs",
+    "destroy_lies": "destroy exits 0 and removes nothing",
+    "ready_without_running": "status and ready say ready=true while nothing runs",
+    "stop_leaves_child": "the service starts a helper in its own session that stop never stops",
+    "busy_after_stop": "owned objects stay busy after the service stopped",
+    "start_timeout_leak": "start daemonizes the service and records it late, so a start "
+    "killed by its timeout leaves a service nobody can stop",
+    "kind_missing": "owned objects have no kind",
+    "bad_error_doc": "failures print {error: ...} instead of {code, msg}",
+}
 ENV_ALLOW = (
     "PATH",
     "HOME",
@@ -99,6 +123,9 @@ def log_call(cfg: dict[str, Any], event: str, op: str, **extra: Any) -> None:
         "pid": os.getpid(),
         "pgid": os.getpgid(0),
         "service": os.environ.get("OARBANK_SERVICE"),
+        "settings": read_settings(),
+        "tools": read_settings("OARBANK_TOOLS_FILE"),
+        "limits": read_settings("OARBANK_LIMITS_FILE"),
         **extra,
     }
     line = (json.dumps(entry) + "\n").encode()
@@ -107,6 +134,22 @@ def log_call(cfg: dict[str, Any], event: str, op: str, **extra: Any) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+def read_settings(var: str = "OARBANK_SETTINGS_FILE") -> Any:
+    """What the agent handed over in OARBANK_SETTINGS_FILE (echoed into the call log)."""
+    path = os.environ.get(var)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as exc:
+        return {"__unreadable__": str(exc)}
+
+
+def broken(cfg: dict[str, Any], what: str) -> bool:
+    return what in cfg.get("broken", [])
 
 
 def read_json(path: str, default: Any) -> Any:
@@ -188,6 +231,17 @@ def serve(sdir: str, cfg: dict[str, Any]) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1):
         signal.signal(sig, on_signal)
+    if broken(cfg, "stop_leaves_child"):
+        import subprocess
+
+        helper = subprocess.Popen(
+            [sys.executable, "-S", "-c", "import time; time.sleep(600)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        record_pid(sdir, "grandchildren.txt", helper.pid)
     began = time.monotonic()
     ready_after = float(cfg.get("ready_after_s", 0))
     exit_after = cfg.get("service_exit_after_s")
@@ -244,30 +298,63 @@ def op_fingerprint(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str,
     return doc
 
 
+def spawn_service(cfg: dict[str, Any], sdir: str, *, daemonize: bool) -> int:
+    """Start the long-running service; with ``daemonize`` it double-forks out of our tree."""
+    import subprocess
+
+    argv = [sys.executable, "-S", os.path.abspath(__file__), "__service__", sdir, json.dumps(cfg)]
+    if daemonize:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            os.close(read_fd)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+            )
+            os.write(write_fd, str(proc.pid).encode())
+            os._exit(0)
+        os.close(write_fd)
+        service = int(os.read(read_fd, 32))
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+        record_pid(sdir, "service-pids.txt", service)
+        return service
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    record_pid(sdir, "service-pids.txt", proc.pid)
+    # Deliberately detached: the Popen object is dropped without wait, the child lives on.
+    proc.returncode = 0
+    return proc.pid
+
+
 def op_start(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any]:
     if cfg.get("lie"):
         return {"changed": True, "msg": "started (not really)"}
     with locked(sdir):
         pid = service_pid(cfg, sdir)
-        if pid is not None:
+        if pid is not None and not broken(cfg, "second_instance"):
             return {"changed": False, "pid": pid}
-        import subprocess
-
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(sdir, "ready"))
-        proc = subprocess.Popen(
-            [sys.executable, "-S", os.path.abspath(__file__), "__service__", sdir, json.dumps(cfg)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
+        late = broken(cfg, "start_timeout_leak")
+        pid = spawn_service(cfg, sdir, daemonize=late)
+        linger = float(cfg.get("start_sleep_after_spawn_s", 0))
+        if late and linger:
+            time.sleep(linger)  # killed here by a short timeout: nobody ever records it
         write_json(
-            os.path.join(sdir, "service.json"),
-            {"pid": proc.pid, "starttime": proc_start_time(proc.pid)},
+            os.path.join(sdir, "service.json"), {"pid": pid, "starttime": proc_start_time(pid)}
         )
-        record_pid(sdir, "service-pids.txt", proc.pid)
         created = []
         objects = read_json(objects_path(sdir), [])
         for spec in cfg.get("start_creates", []):
@@ -276,16 +363,19 @@ def op_start(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any]:
                 "kind": spec.get("kind", "container"),
                 "labels": spec.get("labels") or label_set(spec.get("attempt_id", "a-1"), cfg),
             }
-            for key in ("busy", "uid", "kills_service"):
+            for key in ("busy", "uid", "kills_service", "path"):
                 if key in spec:
                     obj[key] = spec[key]
+            if "path" in obj:
+                with open(obj["path"], "w", encoding="utf-8") as handle:
+                    json.dump(obj["labels"], handle)
             if not any(o["id"] == obj["id"] for o in objects):
                 objects.append(obj)
             created.append(obj["id"])
         write_json(objects_path(sdir), objects)
-    # Deliberately detached: the Popen object is dropped without wait, the child lives on.
-    proc.returncode = 0
-    return {"changed": True, "pid": proc.pid, "created": created}
+        if linger and not late:
+            time.sleep(linger)  # everything is recorded: a timeout here leaves nothing unknown
+    return {"changed": True, "pid": pid, "created": created}
 
 
 def op_stop(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any]:
@@ -295,6 +385,8 @@ def op_stop(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any]:
             if "stop_not_idempotent" in cfg.get("broken", []):
                 raise OpError(1, 7, "not running")
             return {"changed": False}
+        if broken(cfg, "stop_lies"):
+            return {"changed": True}
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + float(cfg.get("stop_grace_s", 2.0))
         escalated = False
@@ -312,6 +404,8 @@ def op_stop(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any]:
 
 def op_status(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any]:
     pid = service_pid(cfg, sdir)
+    if pid is None and broken(cfg, "ready_without_running"):
+        return {"running": False, "ready": True}
     ready = False
     if pid is not None and "ready_never" not in cfg.get("broken", []):
         marker = read_json(os.path.join(sdir, "ready"), None)
@@ -342,6 +436,14 @@ def op_list_owned(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, 
     if "missing_labels" in cfg.get("broken", []):
         for obj in objects:
             obj["labels"] = {}
+    running = service_pid(cfg, sdir) is not None
+    for obj in objects:
+        for key in ("kills_service", "path"):
+            obj.pop(key, None)
+        if obj.get("busy"):
+            obj["busy"] = running or broken(cfg, "busy_after_stop")
+        if broken(cfg, "kind_missing"):
+            obj.pop("kind", None)
     return {"objects": objects}
 
 
@@ -357,13 +459,19 @@ def op_destroy(cfg: dict[str, Any], sdir: str, args: list[str]) -> dict[str, Any
         match = [o for o in objects if o["id"] == target]
         if not match:
             return {"changed": False}
-        if match[0].get("busy") and not force:
+        running = service_pid(cfg, sdir) is not None
+        if match[0].get("busy") and (running or broken(cfg, "busy_after_stop")) and not force:
             raise OpError(1, 12, f"object {target} is busy; use --force")
+        if broken(cfg, "destroy_lies"):
+            return {"changed": True}
         if match[0].get("kills_service"):
             pid = service_pid(cfg, sdir)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
         write_json(objects_path(sdir), [o for o in objects if o["id"] != target])
+        if match[0].get("path"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(match[0]["path"])
     return {"changed": True}
 
 
@@ -480,6 +588,8 @@ def main() -> int:
             doc, exit_code = {"code": exc.code, "msg": exc.msg}, exc.exit_code
     if exit_code != 0 and "error_doc" in knobs:
         doc = knobs["error_doc"]
+    if exit_code != 0 and broken(cfg, "bad_error_doc") and doc:
+        doc = {"error": doc.get("msg", "failed")}
     elif exit_code == 0:
         doc.update(knobs.get("extra_fields", {}))
         doc.update(knobs.get("override_fields", {}))

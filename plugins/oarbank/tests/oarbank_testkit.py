@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from srt_oarbank.bundle import Bundle, load_bundle
-from srt_oarbank.client import ProtocolClient
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.documents import (
+from srt_oarbank.execution.bundle import Bundle, load_bundle
+from srt_oarbank.execution.client import ProtocolClient
+from srt_oarbank.execution.environment import ExecContext
+from srt_oarbank.execution.executor import ExecLimits, Executor
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.manager import ModuleManager
+from srt_oarbank.protocol.documents import (
     LABEL_ATTEMPT,
     LABEL_NODE,
     LABEL_SERVICE,
@@ -32,10 +35,7 @@ from srt_oarbank.documents import (
     OwnedObject,
     Status,
 )
-from srt_oarbank.environment import ExecContext
-from srt_oarbank.errors import ExecError, OpFailed
-from srt_oarbank.executor import ExecLimits, Executor
-from srt_oarbank.lifecycle import ModuleManager
+from srt_oarbank.protocol.errors import ExecError, OpFailed
 
 TESTS_DIR = Path(__file__).resolve().parent
 SRC_DIR = TESTS_DIR.parent / "src"
@@ -337,7 +337,7 @@ def copy_tree(src: Path, dst: Path) -> None:
 
 
 class FakeOps:
-    """An in-memory :class:`~srt_oarbank.client.ServiceOps` for fast state-machine tests.
+    """An in-memory :class:`~srt_oarbank.execution.client.ServiceOps` for fast state-machine tests.
 
     ``start_results`` is a queue of exceptions (or None for success) consumed per start;
     ``crash()`` makes the "process" die so the next status check sees running=false.
@@ -449,7 +449,7 @@ class FakeOps:
 
 
 def op_failed(op: str = "start", code: int = 11, msg: str = "try again later") -> OpFailed:
-    from srt_oarbank.documents import ErrorDocument
+    from srt_oarbank.protocol.documents import ErrorDocument
 
     return OpFailed(
         op, 1, f"`{op}` failed with error {code}: {msg}", error=ErrorDocument(code=code, msg=msg)

@@ -21,7 +21,7 @@ from oarbank_testkit import (
     service_entry,
     wait_until,
 )
-from srt_oarbank.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE
+from srt_oarbank.protocol.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -164,8 +164,8 @@ def test_F23_pid_reuse_is_refused_and_never_signalled(
     doc = agent.state_doc()
     record = doc["services"]["svc"]
     assert record["pid"] == service_pid
-    assert record["pid_create_time"]
-    record["pid_create_time"] -= 1000.0  # the recorded process "was created" long ago
+    assert record["pid_start_ticks"]
+    record["pid_start_ticks"] -= 100_000  # the recorded process "was started" long ago
     agent.write_state(doc)
     agent.start()
     status = agent.wait_ready()
@@ -313,3 +313,126 @@ def test_usage_error_for_unknown_service(
     )
     assert done.returncode == 2
     assert "does not exist" in done.stderr
+
+
+# --------------------------------------------------------------------------- honest exits
+
+
+def objects_bundle(factory: BundleFactory, **config: Any) -> FakeBundle:
+    return always_bundle(
+        factory, start_creates=[{"id": "ctr-1", "attempt_id": "job-1", "busy": True}], **config
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        ({"destroy_fails": True}, "owned objects left on this node: ctr-1"),
+        ({"broken": ["destroy_lies"]}, "owned objects left on this node: ctr-1"),
+        ({"broken": ["busy_after_stop"]}, "still busy after stop"),
+    ],
+    ids=["destroy-fails", "destroy-lies", "busy-after-stop"],
+)
+def test_L07_teardown_that_leaves_owned_objects_exits_1(
+    bundle_factory: BundleFactory, procs: ProcessTracker, config: dict[str, Any], said: str
+) -> None:
+    fake = objects_bundle(bundle_factory, **config)
+    agent = Agent(fake, procs)
+    agent.start()
+    service_pid = agent.wait_ready()["pid"]
+    assert agent.terminate() == 1, agent.log()
+    assert not alive(service_pid)
+    assert said in agent.log()
+    if "busy_after_stop" not in config.get("broken", []):
+        assert agent.read_status()["leftover_ids"] == ["ctr-1"]
+
+
+def test_P11_stop_that_claims_success_while_running_exits_1(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    fake = always_bundle(bundle_factory, broken=["stop_lies"])
+    agent = Agent(fake, procs)
+    agent.start()
+    service_pid = agent.wait_ready()["pid"]
+    try:
+        assert agent.terminate() == 1, agent.log()
+        log = agent.log()
+        assert "stop exited 0 but status still says running" in log
+        assert "protocol_violation" in log
+        assert alive(service_pid), "nothing the agent may do stops it: it must say so"
+    finally:
+        fake.stop_everything()
+
+
+def test_P03_first_fingerprint_failure_and_malformed_documents_are_logged(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    fake = always_bundle(
+        bundle_factory, ops={"fingerprint": {"stdout": "literal", "stdout_literal": "oops {"}}
+    )
+    agent = Agent(fake, procs)
+    agent.start()
+    assert wait_until(lambda: "not starting it until" in agent.read_status().get("reason", ""))
+    status = agent.read_status()
+    assert status["state"] == "stopped"
+    assert "fingerprint" in status["reason"] and "malformed" in status["reason"]
+    assert agent.terminate() == 0
+    log = agent.log()
+    assert "fingerprint_failed" in log
+    assert "svc fingerprint: malformed document (exit status 0)" in log
+    assert "output starts with: 'oops {'" in log
+    assert fake.calls("start") == [], "started without knowing whether it already ran"
+
+
+def test_P08_ready_without_running_is_a_violation_not_ready(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    fake = always_bundle(bundle_factory, lie=True, broken=["ready_without_running"])
+    agent = Agent(fake, procs)
+    agent.start()
+    assert agent.proc is not None
+    assert agent.proc.wait(60) == 3, agent.log()
+    log = agent.log()
+    assert "ready said ready=true with running=false" in log
+    assert log.count("ready said ready=true with running=false") == 3, "once per start"
+    assert "start reported success but the service is not running" in log
+
+
+@pytest.mark.parametrize("mode", [(), ("--once",)], ids=["serve", "once"])
+def test_unsupported_platform_exits_5_at_once(
+    bundle_factory: BundleFactory, procs: ProcessTracker, mode: tuple[str, ...]
+) -> None:
+    fake = bundle_factory(services=[service_entry(platforms=["darwin-aarch64"])])
+    done = Agent(fake, procs).run(*mode, timeout=20)
+    assert done.returncode == 5, done.stderr
+    assert "does not run on platform" in done.stderr
+    assert fake.calls() == [], "an executable ran on a platform the manifest excludes"
+
+
+def test_once_obeys_the_first_sigterm_and_stops_what_it_started(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    fake = always_bundle(bundle_factory, ready_after_s=60)
+    fake_entry = json.loads((fake.root / "oarbank-module.json").read_text())
+    fake_entry["services"][0]["ready_timeout_s"] = 120
+    (fake.root / "oarbank-module.json").write_text(json.dumps(fake_entry))
+    agent = Agent(fake, procs)
+    proc = agent.start("--once")
+    assert wait_until(lambda: fake.service_pid() is not None, 15), agent.log()
+    service_pid = fake.service_pid()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 128 + signal.SIGTERM, agent.log()
+    assert service_pid is not None and not alive(service_pid)
+    assert fake.calls("stop")
+
+
+def test_sigterm_while_recovering_starts_nothing(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    fake = always_bundle(bundle_factory, ops={"fingerprint": {"sleep_s": 1.5}})
+    agent = Agent(fake, procs)
+    proc = agent.start()
+    assert wait_until(lambda: bool(fake.calls("fingerprint")), 15)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0, agent.log()
+    assert fake.calls("start") == []

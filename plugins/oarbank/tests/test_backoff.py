@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from oarbank_testkit import NODE, FakeOps, exec_error, run, service_entry
-from srt_oarbank.backoff import RestartTracker
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.lifecycle import ModuleManager
-from srt_oarbank.manifest import ModuleManifest, RestartSpec
-from srt_oarbank.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.manager import ModuleManager
+from srt_oarbank.lifecycle.restart import RestartBudget
+from srt_oarbank.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
+from srt_oarbank.protocol.manifest import ModuleManifest, RestartSpec
+from srt_services.extend.backoff import RestartTracker as CoreTracker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,10 +40,34 @@ def in_state(sup: ServiceSupervisor, state: ServiceState) -> bool:
     return sup.state == state
 
 
+class Now:
+    """A settable monotonic clock for the pure budget."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def budget(policy: RestartSpec, seed: int | None = None) -> tuple[RestartBudget, Now]:
+    now = Now()
+    return RestartBudget(policy, now, random.Random(seed)), now
+
+
+def test_the_budget_is_srts_own_backoff() -> None:
+    """One restart backoff for srt and the protocol: the budget drives core's tracker."""
+    b, _ = budget(RestartSpec())
+    assert type(b.tracker) is CoreTracker
+
+
 def test_tracker_delays_double_up_to_the_cap() -> None:
     policy = RestartSpec(backoff_initial_s=1, backoff_max_s=8, jitter=0, max_failures=100)
-    tracker = RestartTracker(policy)
-    delays = [tracker.on_failure(float(t)).delay_s for t in range(7)]
+    b, now = budget(policy)
+    delays = []
+    for t in range(7):
+        now.t = float(t)
+        delays.append(b.on_failure().delay_s)
     assert delays == [1, 2, 4, 8, 8, 8, 8]
 
 
@@ -50,20 +75,42 @@ def test_tracker_jitter_stays_in_bounds() -> None:
     policy = RestartSpec(
         backoff_initial_s=10, backoff_max_s=300, jitter=0.25, max_failures=1000, window_s=1
     )
-    tracker = RestartTracker(policy, random.Random(1))
+    b, now = budget(policy, 1)
     for n in range(1, 60):
-        decision = tracker.on_failure(n * 10.0)
+        now.t = n * 10.0
+        decision = b.on_failure()
         base = min(10 * 2 ** (n - 1), 300)
-        assert base * 0.75 <= decision.delay_s <= base * 1.25
+        assert base <= decision.delay_s <= base * 1.25
 
 
 def test_tracker_counts_failures_in_a_sliding_window() -> None:
     policy = RestartSpec(backoff_initial_s=1, backoff_max_s=1, max_failures=3, window_s=60)
-    tracker = RestartTracker(policy)
-    assert not tracker.on_failure(0).give_up
-    assert not tracker.on_failure(30).give_up
-    assert not tracker.on_failure(70).give_up, "the failure at t=0 left the window"
-    assert tracker.on_failure(80).give_up, "30, 70 and 80 are within 60 s"
+    b, now = budget(policy)
+    for t, gives_up in ((0, False), (30, False), (70, False), (80, True)):
+        now.t = t
+        assert b.on_failure().give_up is gives_up, t
+
+
+def test_budget_survives_a_round_trip_through_the_state_file() -> None:
+    policy = RestartSpec(backoff_initial_s=1, backoff_max_s=8, jitter=0, max_failures=10)
+    b, now = budget(policy)
+    for t in (1.0, 2.0, 3.0):
+        now.t = t
+        b.on_failure()
+    again, now2 = budget(policy)
+    again.restore(b.to_record())
+    now2.t = 4.0
+    assert again.on_failure().delay_s == 8, "the doubling streak was restored"
+    assert again.failures_in_window() == 4
+    broken, _ = budget(policy)
+    broken.restore({"streak": "x", "failures": [None]})
+    assert broken.consecutive == 0 and broken.failures == []
+
+
+def test_manifest_restart_block_is_closed() -> None:
+    """The backoff always doubles (srt's); a multiplier is not a setting."""
+    with pytest.raises(ValueError, match="multiplier"):
+        RestartSpec.model_validate({"multiplier": 3})
 
 
 def test_F05_crash_loop_makes_exactly_max_failures_starts() -> None:
@@ -95,7 +142,7 @@ def test_F05_crash_loop_makes_exactly_max_failures_starts() -> None:
             assert len(delays) == 4
             for n, delay in enumerate(delays, start=1):
                 base = min(1 * 2 ** (n - 1), 4)
-                assert base * 0.75 <= delay <= base * 1.25
+                assert base <= delay <= base * 1.25
             assert mgr.capabilities() == {"svc": False}
             await clock.advance(10_000)
             assert ops.count("start") == 5, "started again after giving up"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from srt_oarbank.documents import (
+from srt_oarbank.protocol.documents import (
     ErrorCode,
     ErrorDocument,
     Fingerprint,
@@ -14,8 +14,8 @@ from srt_oarbank.documents import (
     Status,
     parse_document,
 )
-from srt_oarbank.errors import DocumentSchemaError, DocumentSyntaxError, ManifestError
-from srt_oarbank.manifest import ModuleManifest, parse_manifest
+from srt_oarbank.protocol.errors import DocumentSchemaError, DocumentSyntaxError, ManifestError
+from srt_oarbank.protocol.manifest import ModuleManifest, parse_manifest
 
 
 def raw(value: object) -> bytes:
@@ -175,3 +175,10 @@ def test_probe_entry() -> None:
     assert (probe.period_s, probe.failure_threshold, probe.success_threshold) == (10, 3, 1)
     with pytest.raises(ManifestError, match="no probe"):
         manifest.probe("nope")
+
+
+def test_sandbox_and_broker_are_not_silently_accepted() -> None:
+    """srt runs no sandbox and no container broker; a manifest that asks for them is told so
+    (rather than believing its containers are brokered)."""
+    with pytest.raises(ManifestError, match="sandbox"):
+        parse_manifest({"name": "m", "sandbox": {"containers": ["redis"]}})

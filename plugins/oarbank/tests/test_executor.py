@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from oarbank_testkit import FakeBundle, alive, service_entry, wait_until
-from srt_oarbank.documents import Fingerprint, Status
-from srt_oarbank.environment import ExecContext, check_extra_env
-from srt_oarbank.errors import OpFailed
-from srt_oarbank.executor import DEFAULT_TIMEOUTS, Executor
-from srt_oarbank.redaction import Redactor, secret_values
+from srt_oarbank.execution.environment import ExecContext, check_extra_env
+from srt_oarbank.execution.executor import DEFAULT_TIMEOUTS, Executor
+from srt_oarbank.execution.redaction import Redactor, secret_values
+from srt_oarbank.protocol.documents import Fingerprint, Status
+from srt_oarbank.protocol.errors import OpFailed
 
 SPEC_ENV = {
     "PATH",
@@ -188,7 +188,7 @@ def test_a_finished_descriptor_stays_open_until_the_driver_unregistered_it() -> 
     import os
     import subprocess
 
-    from srt_oarbank.executor import ExecLimits, _OpRun
+    from srt_oarbank.execution.executor import ExecLimits, _OpRun
 
     proc = subprocess.Popen(
         ["true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True

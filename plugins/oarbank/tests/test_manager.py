@@ -9,22 +9,22 @@ from typing import Any
 
 import pytest
 from oarbank_testkit import NODE, FakeOps, drive, exec_error, run, service_entry
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.documents import Fingerprint
-from srt_oarbank.errors import (
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.events import ManagerEvent
+from srt_oarbank.lifecycle.manager import AdmissionRequest, ModuleManager
+from srt_oarbank.lifecycle.probes import ProbeMonitor, check_probe
+from srt_oarbank.lifecycle.resources import NodeResources
+from srt_oarbank.lifecycle.state_store import StateStore
+from srt_oarbank.lifecycle.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.protocol.documents import Fingerprint
+from srt_oarbank.protocol.errors import (
     AdmissionRefused,
     AdmissionTimeout,
     CapabilityUnavailable,
     MemoryExhausted,
     UnknownCapability,
 )
-from srt_oarbank.events import ManagerEvent
-from srt_oarbank.lifecycle import AdmissionRequest, ModuleManager
-from srt_oarbank.manifest import ModuleManifest
-from srt_oarbank.probes import ProbeMonitor, check_probe
-from srt_oarbank.resources import NodeResources
-from srt_oarbank.state_store import StateStore
-from srt_oarbank.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.protocol.manifest import ModuleManifest
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -95,6 +95,43 @@ def test_yieldable_idle_service_is_stopped_under_memory_pressure() -> None:
             # A service in use is never yielded: now nothing fits.
             with pytest.raises(MemoryExhausted, match="need 6 GB"):
                 await manager.admit(AdmissionRequest("a3", needs=frozenset({"cache"})))
+        finally:
+            await manager.shutdown()
+
+    run(main())
+
+
+def test_memory_pressure_yields_only_what_is_missing_and_nothing_in_vain() -> None:
+    small, big = FakeOps("small"), FakeOps("big")
+    small.mem_gb, big.mem_gb = 2.0, 3.0
+
+    def entry(name: str) -> dict[str, Any]:
+        return service_entry(
+            name, exec=["x"], reserves_host_memory=True, yieldable=True, idle_timeout_s=600
+        )
+
+    async def main() -> None:
+        clock = FakeClock()
+        manager = build(
+            [entry("small"), entry("big")],
+            {"small": small, "big": big},
+            clock=clock,
+            resources=NodeResources(mem_budget_gb=8),
+        )
+        await manager.start()
+        try:
+            for name in ("small", "big"):
+                await drive(clock, manager.admit(AdmissionRequest(name, needs=frozenset({name}))))
+                manager.release(name)
+            assert manager.resources.mem_charged_gb == 5.0
+            # 9 GB can never fit in 8: nothing is yielded for it.
+            with pytest.raises(MemoryExhausted):
+                await manager.admit(AdmissionRequest("huge", mem_gb=9))
+            assert small.count("stop") == big.count("stop") == 0
+            # 4 GB needs 1 more than is free: one yield (of the first that frees enough).
+            await drive(clock, manager.admit(AdmissionRequest("job", mem_gb=4)))
+            stopped = [n for n in ("small", "big") if manager.services[n].state == "stopped"]
+            assert stopped == ["small"], stopped
         finally:
             await manager.shutdown()
 
@@ -220,7 +257,7 @@ def test_snapshot_and_shutdown_reports() -> None:
         reports = await manager.reap_now()
         assert reports["svc"].skipped == "no liveness source configured"
         assert svc.objects
-        from srt_oarbank.reaper import static_liveness
+        from srt_oarbank.lifecycle.reaper import static_liveness
 
         final = await manager.shutdown(reap_liveness=static_liveness(()))
         assert final["svc"].destroyed == ["o1"]

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 from oarbank_testkit import NODE, FakeBundle, FakeOps, run, service_entry
-from srt_oarbank.clock import SystemClock
-from srt_oarbank.errors import ManifestError
-from srt_oarbank.manifest import ProbeSpec
-from srt_oarbank.probes import ProbeMonitor
-from srt_oarbank.readiness import probe_ready, service_ready
+from srt_oarbank.lifecycle.clock import SystemClock
+from srt_oarbank.lifecycle.probes import ProbeMonitor
+from srt_oarbank.protocol.errors import ManifestError
+from srt_oarbank.protocol.manifest import ProbeSpec
+from srt_oarbank.srt.readiness import probe_ready, service_ready
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,3 +63,69 @@ def test_probe_period_real_time() -> None:
 
     checks = run(main())
     assert 4 <= checks <= 7, f"{checks} checks in ~1 s with period 0.2 s"
+
+
+def test_service_ready_skips_a_platform_the_manifest_excludes(
+    bundle_factory: BundleFactory,
+) -> None:
+    fake = bundle_factory(
+        services=[service_entry(platforms=["darwin"])],
+        probes=[{"name": "jdk", "exec": ["bin/fake"], "platforms": ["windows-x86_64"]}],
+    )
+    got = run(service_ready(fake.root, "svc", node_id=NODE, data_dir=fake.data_dir))
+    assert not got.ready
+    assert "does not run on platform" in got.detail and "darwin" in got.detail
+    probe = run(probe_ready(fake.root, "jdk", node_id=NODE, data_dir=fake.data_dir))
+    assert not probe.ready and "does not run on platform" in probe.detail
+    assert fake.calls() == [] and fake.calls(service="jdk") == []
+    here = run(
+        service_ready(
+            fake.root, "svc", node_id=NODE, data_dir=fake.data_dir, platform="darwin-aarch64"
+        )
+    )
+    assert "does not run" not in here.detail and fake.calls("ready")
+
+
+def test_service_ready_takes_the_manifests_timeout_then_the_kinds(
+    bundle_factory: BundleFactory,
+) -> None:
+    fake = bundle_factory(
+        services=[service_entry(timeouts={"ready": 0.4})],
+        config={"ops": {"ready": {"sleep_s": 3}}},
+    )
+    began = time.monotonic()
+    got = run(service_ready(fake.root, "svc", node_id=NODE, data_dir=fake.data_dir))
+    assert not got.ready and "timed out after 0.4 s" in got.detail
+    assert time.monotonic() - began < 2.5
+    got = run(
+        service_ready(
+            fake.root, "svc", node_id=NODE, data_dir=fake.data_dir, timeouts={"ready": 0.2}
+        )
+    )
+    assert "timed out after 0.2 s" in got.detail
+
+
+def test_service_ready_refuses_ready_without_running(bundle_factory: BundleFactory) -> None:
+    fake = bundle_factory(services=[service_entry()], config={"broken": ["ready_without_running"]})
+    got = run(service_ready(fake.root, "svc", node_id=NODE, data_dir=fake.data_dir))
+    assert not got.ready and "protocol violation" in got.detail
+
+
+def test_service_ready_leaves_the_agents_files_alone(bundle_factory: BundleFactory) -> None:
+    fake = bundle_factory(services=[service_entry()])
+    files = fake.data_dir / ".oarbank"
+    files.mkdir(parents=True)
+    (files / "tools.json").write_text('{"docker": "/usr/bin/docker"}')
+    (files / "settings.json").write_text('{"cpus": 4}')
+    run(
+        service_ready(
+            fake.root,
+            "svc",
+            node_id=NODE,
+            data_dir=fake.data_dir,
+            settings={"cpus": 1},
+            write_files=False,
+        )
+    )
+    assert (files / "tools.json").read_text() == '{"docker": "/usr/bin/docker"}'
+    assert fake.calls("ready")[0]["settings"] == {"cpus": 4}

@@ -22,25 +22,25 @@ from oarbank_testkit import (
     run,
     service_entry,
 )
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE, OwnedObject
-from srt_oarbank.errors import (
-    CapabilityUnavailable,
-    MemoryExhausted,
-    PoolExhausted,
-    ServiceStartFailed,
-)
-from srt_oarbank.lifecycle import AdmissionRequest, ModuleManager
-from srt_oarbank.manifest import ModuleManifest
-from srt_oarbank.reaper import (
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.manager import AdmissionRequest, ModuleManager
+from srt_oarbank.lifecycle.reaper import (
     LivenessUnknown,
     ReapPolicy,
     ReapReport,
     select_candidates,
     static_liveness,
 )
-from srt_oarbank.resources import NodeResources
-from srt_oarbank.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.lifecycle.resources import NodeResources
+from srt_oarbank.lifecycle.supervisor import ServiceState, SupervisorOptions
+from srt_oarbank.protocol.documents import LABEL_ATTEMPT, LABEL_NODE, LABEL_SERVICE, OwnedObject
+from srt_oarbank.protocol.errors import (
+    CapabilityUnavailable,
+    MemoryExhausted,
+    PoolExhausted,
+    ServiceStartFailed,
+)
+from srt_oarbank.protocol.manifest import ModuleManifest
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -23,10 +23,13 @@ from oarbank_testkit import (
     service_entry,
     wait_until,
 )
-from srt_oarbank.clock import FakeClock
-from srt_oarbank.documents import Fingerprint, OpResult, OwnedList, Status
-from srt_oarbank.environment import ExecContext
-from srt_oarbank.errors import (
+from srt_oarbank.execution.environment import ExecContext
+from srt_oarbank.execution.executor import ExecLimits, Executor
+from srt_oarbank.lifecycle.clock import FakeClock
+from srt_oarbank.lifecycle.manager import AdmissionRequest
+from srt_oarbank.lifecycle.supervisor import ServiceState
+from srt_oarbank.protocol.documents import Fingerprint, OpResult, OwnedList, Status
+from srt_oarbank.protocol.errors import (
     BadInterpreter,
     CapabilityUnavailable,
     ExecutableIsDirectory,
@@ -40,9 +43,6 @@ from srt_oarbank.errors import (
     ServiceStartFailed,
     TextFileBusy,
 )
-from srt_oarbank.executor import ExecLimits, Executor
-from srt_oarbank.lifecycle import AdmissionRequest
-from srt_oarbank.supervisor import ServiceState
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -552,7 +552,7 @@ def test_P12_unknown_fields_are_ignored_and_logged(
     fake = bundle_factory(services=[service_entry()])
     fake.set_op("list_owned", extra_fields={"next_page_token": "abc", "v2_feature": {"x": 1}})
     executor = fake.executor()
-    with caplog.at_level(logging.WARNING, logger="srt_oarbank.executor"):
+    with caplog.at_level(logging.WARNING, logger="srt_oarbank.execution.executor"):
         parsed = executor.call_sync("list_owned", OwnedList)
         executor.call_sync("list_owned", OwnedList)
     assert parsed.document.objects == []

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from oarbank_testkit import SRC_DIR
-from srt_oarbank.schemas import SCHEMA_DIR, SCHEMA_MODELS, export_schemas, stale_schemas
+from srt_oarbank.protocol.schemas import SCHEMA_DIR, SCHEMA_MODELS, export_schemas, stale_schemas
 
 REQUIRED = {
     "service-fingerprint-1.schema.json",
@@ -21,7 +21,7 @@ REQUIRED = {
 def test_committed_schemas_are_current() -> None:
     assert set(SCHEMA_MODELS) >= REQUIRED
     stale = stale_schemas()
-    assert not stale, f"regenerate with `python -m srt_oarbank.schemas`: {stale}"
+    assert not stale, f"regenerate with `python -m srt_oarbank.protocol.schemas`: {stale}"
 
 
 def test_schema_files_are_valid_json_with_ids() -> None:
@@ -43,14 +43,14 @@ def test_export_and_stale_detection(tmp_path: Path) -> None:
 def test_regenerator_module_check_mode(tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(SRC_DIR), "PATH": "/usr/bin:/bin"}
     ok = subprocess.run(
-        [sys.executable, "-m", "srt_oarbank.schemas", "--check"],
+        [sys.executable, "-m", "srt_oarbank.protocol.schemas", "--check"],
         env=env,
         capture_output=True,
         check=False,
     )
     assert ok.returncode == 0, ok.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "srt_oarbank.schemas", "--out", str(tmp_path)],
+        [sys.executable, "-m", "srt_oarbank.protocol.schemas", "--out", str(tmp_path)],
         env=env,
         capture_output=True,
         check=False,

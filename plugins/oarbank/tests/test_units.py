@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 from oarbank_testkit import run
-from srt_oarbank.bundle import load_bundle
-from srt_oarbank.clock import FakeClock, wait_event
-from srt_oarbank.errors import ManifestError, MemoryExhausted, PoolExhausted, StateLocked
-from srt_oarbank.names import check_name, check_object_id, is_object_id
-from srt_oarbank.platforms import current_platform, platform_matches
-from srt_oarbank.reaper import LivenessUnknown, file_liveness
-from srt_oarbank.resources import NodeResources
-from srt_oarbank.state_store import StateStore
-from srt_oarbank.thresholds import HealthFilter
+from srt_oarbank.execution.bundle import load_bundle
+from srt_oarbank.lifecycle.clock import FakeClock, wait_event
+from srt_oarbank.lifecycle.reaper import LivenessUnknown, file_liveness
+from srt_oarbank.lifecycle.resources import NodeResources
+from srt_oarbank.lifecycle.state_store import StateStore
+from srt_oarbank.lifecycle.thresholds import HealthFilter
+from srt_oarbank.protocol.errors import ManifestError, MemoryExhausted, PoolExhausted, StateLocked
+from srt_oarbank.protocol.names import check_name, check_object_id, is_object_id
+from srt_oarbank.protocol.platforms import current_platform, platform_matches
 
 
 def test_state_store_round_trip_and_lock(tmp_path: Path) -> None:

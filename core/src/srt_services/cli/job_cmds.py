@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import sys
+from typing import Any
 
 import rich_click as click
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds in a range; ``nan`` and ``inf`` are refused (a NaN compares
+    false with both bounds, so a plain FloatRange lets it through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return number
 
 
 @click.command()
@@ -23,7 +36,7 @@ import rich_click as click
 @click.option("--plain", is_flag=True, default=None, help="One line per event, even on a terminal.")
 @click.option(
     "--grace",
-    type=click.FloatRange(0, 3600),
+    type=Seconds(0, 3600),
     help="Override every SIGTERM-to-SIGKILL grace (seconds).",
 )
 @click.option(
@@ -125,7 +138,7 @@ def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
 @click.option("--now", is_flag=True, help="Skip the graces: SIGKILL at once.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(0, 3600),
+    type=Seconds(0, 3600),
     help="Grace to give each tier (default: the plan's).",
 )
 @click.option(

@@ -82,8 +82,6 @@ def job_over(path: str) -> Callable[[], bool]:
                 asked["at"] = time.monotonic()
                 asked["active"] = job_state(job_id) in ACTIVE
             return not asked["active"]
-        if view.state is not None and not view.orchestrator_here:
-            return False  # another host's job: only its result says it ended
         return not view.orchestrator_alive()
 
     return over

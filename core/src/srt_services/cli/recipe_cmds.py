@@ -165,10 +165,16 @@ def dry_run(
         raise click.UsageError("--unit filters the text output; filter --json with jq")
     plugins = _plugins()
     request = _allocation(nodes, nodelist, local)
-    planned = app.plan(recipe, request, plugins=plugins)
+    with app.collector_paused():
+        _dry_run(app.plan(recipe, request, plugins=plugins), units, as_json, show_srun, local)
+
+
+def _dry_run(
+    planned: Any, units: tuple[str, ...], as_json: bool, show_srun: bool, local: bool
+) -> None:
     loaded, plan, site = planned.loaded, planned.plan, planned.site
     if local:  # what `srt run` will say before it starts
-        plan.warnings.extend(plugins.launcher_class("local").unapplied(plan))
+        plan.warnings.extend(_plugins().launcher_class("local").unapplied(plan))
     only = _known_units(plan, units) if units else None
     if as_json:
         sys.stdout.buffer.write(plan.to_json(indent=False))

@@ -101,6 +101,13 @@ def head_lines(data: dict[str, Any]) -> list[str]:
     orch = "running" if data["orchestrator_alive"] else "not running"
     head += f"; orchestrator pid {data['orchestrator_pid']} {orch}"
     lines = [head]
+    if data.get("elsewhere"):
+        lines.append(f"seen from here: the orchestrator {data['elsewhere']}")
+    if data.get("status") == "lost":
+        lines.append(
+            "its orchestrator is gone without writing a result;"
+            f" `srt stop {data['job_dir']}` stops whatever it left"
+        )
     if data.get("slurm"):
         s = data["slurm"]
         state = s["state"] or "no longer listed"

@@ -20,7 +20,9 @@ What lives where:
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
 * helpers: :mod:`~srt_services.extend.servers` (binaries, URLs), :func:`render`
-  (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times),
+  (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
+  PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
+  supervisor uses, for plugins that restart things themselves),
   :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does).
 """
 

@@ -76,6 +76,8 @@ class JobPaths:
 
     job_dir: str
     job_id: str
+    #: Root of node-local storage on every node (the site config's ``storage.node_local``).
+    local_root: str = "/tmp"
 
     @property
     def log_dir(self) -> str:
@@ -83,6 +85,16 @@ class JobPaths:
 
     def work_dir(self, step: str) -> str:
         return f"{self.job_dir}/work/{step}"
+
+    @property
+    def local_job_dir(self) -> str:
+        """This job's node-local directory on every node (removed when the job ends)."""
+        return f"{self.local_root}/srt-{self.job_id}"
+
+    def local_dir(self, step: str) -> str:
+        """An instance's node-local scratch (``{local_dir}``): for state that must not sit
+        on the shared job directory (a WAL, a Ray session) and dies with the job."""
+        return f"{self.local_job_dir}/{step}"
 
 
 @dataclass(slots=True)
@@ -108,3 +120,7 @@ class InstanceContext:
     @property
     def work_dir(self) -> str:
         return self.paths.work_dir(self.step)
+
+    @property
+    def local_dir(self) -> str:
+        return self.paths.local_dir(self.step)

@@ -93,6 +93,9 @@ class ServiceKind:
     stop_signal: ClassVar[str] = "TERM"
     default_readiness_timeout: ClassVar[float] = 120.0
     default_readiness_interval: ClassVar[float] = 2.0
+    #: Stop after every other unit of the job, the discovery plane included (a metrics
+    #: scraper keeps the last samples of everything it scrapes).
+    stops_last: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ validation
 
@@ -132,6 +135,37 @@ class ServiceKind:
     ) -> DefaultProbe | None:
         """The probe used when the recipe writes no ``readiness``."""
         return None
+
+    def fleet_readiness(
+        self, spec: ServiceSpec, options: Any, instances: Sequence[InstanceContext]
+    ) -> DefaultProbe | None:
+        """A probe over the whole service, run once every instance passed its own.
+
+        For services whose instances form one thing (a Ray cluster: the head must list
+        every member ALIVE): the phase waits for it, an instance that exits meanwhile
+        fails it at once, and its timeout's message is the probe's last word (say which
+        members are missing). ``instances`` are every instance's context, in launch order;
+        the probe's config is rendered with the first one's values.
+        """
+        return None
+
+    def container_fallback(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> str | None:
+        """The image to use when the entry writes no ``container`` (the Mooncake stores
+        run in the master's); ``None`` falls back to the job's."""
+        return None
+
+    def worker_env(
+        self, spec: ServiceSpec, options: Any, role: str, recipe: Recipe
+    ) -> dict[str, str]:
+        """What the engine workers of ``role`` must be told about this service (an LMCache
+        server's address for SGLang workers that use it).
+
+        Layered over the discovery environment and under the role's own ``env`` (so a
+        recipe value wins). Placeholders are rendered for each worker instance, so
+        ``{node_ip}`` is the worker's own node. Called for every service that runs or is
+        ``external``.
+        """
+        return {}
 
     def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
         """Ports the kind's own command binds on every node it runs on (for the port ledger)."""

@@ -74,6 +74,10 @@ class Launcher:
     async def prepare(self) -> None:
         """Called once before the first launch."""
 
+    async def finish(self) -> None:
+        """Called once after every process of the job stopped: remove what the job made on
+        the nodes outside the job directory (the node-local ``{local_dir}`` tree)."""
+
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
         """Start ``instance`` without waiting. Register its exit with the watcher."""
         raise NotImplementedError
@@ -110,6 +114,21 @@ class Launcher:
     def stray_processes(self, cookie: str) -> dict[int, str | None]:
         """Processes of this job that escaped their process group: pid -> step (if known)."""
         return {}
+
+    def sweep(self, steps: list[str] | None = None) -> None:
+        """SIGKILL whatever is left of these steps (``None``: of the whole job) through the
+        kernel's bookkeeping (a cgroup), where the launcher has one; else nothing."""
+
+    def cgroup_path(self) -> str | None:
+        """The job's cgroup, if the launcher made one (recorded for ``srt stop``)."""
+        return None
+
+    def sessions(self) -> dict[int, str]:
+        """Session ids this launcher created on this machine -> their step (for ``srt stop``)."""
+        return {}
+
+    def close(self) -> None:
+        """Called once after the teardown: release what :meth:`prepare` took."""
 
     async def run_oneshot(
         self,

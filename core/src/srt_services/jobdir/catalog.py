@@ -117,6 +117,7 @@ def _state_of(view: JobView) -> str:
         return "submitted" if view.submitted is not None else "planned"
     if state.finished:
         return {"finished": "succeeded"}.get(state.status, state.status)
-    if view.slurm_job_id is not None or not view.orchestrator_here:
-        return state.status  # the orchestrator runs on another host: its word stands
+    if view.slurm_job_id is not None:
+        return state.status  # the orchestrator runs on a batch node: Slurm decides
+    # (on another host, whether it lives is told by the job directory's lock)
     return state.status if view.orchestrator_alive() else "dead"

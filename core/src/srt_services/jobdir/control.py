@@ -215,6 +215,9 @@ def _unreachable(view: JobView, exc: OSError, command: str) -> str:
         else:
             text += f" Run it on {orch.host}: {command}"
         return text
+    why = orch.elsewhere()  # another PID namespace, a reboot since
+    if why is not None:
+        return f"the orchestrator of this job (pid {orch.pid}) cannot be reached from here: {why}"
     if not view.orchestrator_alive():
         return f"the orchestrator of this job (pid {orch.pid}) is not running"
     if exc.errno == errno.ENOENT or not _is_socket(view.job.control_socket):

@@ -7,10 +7,14 @@ people, ``srt run``'s display and tests, never a source of decisions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
 from typing import Any
+
+#: Event lines kept in memory while the file cannot be written.
+MAX_BACKLOG = 10_000
 
 
 class EventLog:
@@ -26,6 +30,8 @@ class EventLog:
         self._pending: list[bytes] = []
         self._scheduled = False
         self.on_event = on_event
+        #: told when a write fails (the lines are kept, up to ``MAX_BACKLOG``)
+        self.on_error: Callable[[OSError], None] | None = None
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"t": round(time.time(), 6), "mono": round(time.monotonic(), 6), "event": event}
@@ -50,8 +56,17 @@ class EventLog:
         self._scheduled = False
         if self._pending:
             data = b"".join(self._pending)
-            self._pending.clear()
-            self._fh.write(data)
+            try:
+                self._fh.write(data)
+            except OSError as exc:
+                # a full or read-only disk: keep the newest lines for a later flush (bounded)
+                # and tell the owner once; a log for people must never stop the job
+                while len(self._pending) > MAX_BACKLOG:
+                    self._pending.pop(0)
+                if self.on_error is not None:
+                    self.on_error(exc)
+            else:
+                self._pending.clear()
         flush = getattr(self.on_event, "flush", None)
         if flush is not None:
             try:
@@ -61,7 +76,8 @@ class EventLog:
 
     def close(self) -> None:
         self.flush()
-        self._fh.close()
+        with contextlib.suppress(OSError):
+            self._fh.close()
 
 
 def read_events(path: str) -> list[dict[str, Any]]:

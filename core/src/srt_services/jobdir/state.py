@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
 import orjson
 from pydantic import Field, FiniteFloat
 
+from srt_services import procfs
 from srt_services.jobdir import reading
 from srt_services.jobdir.cause import StopCause
 from srt_services.jobdir.layout import JobDir, atomic_write
@@ -59,11 +60,42 @@ class OrchestratorInfo:
     host: str
     #: wall time the job started
     started: FiniteFloat
+    #: the PID namespace and the kernel boot its PIDs belong to: from another namespace,
+    #: host or boot they name nothing (``None`` in files written before they were recorded)
+    pid_ns: str | None = None
+    boot_id: str | None = None
 
     @classmethod
     def this_process(cls, started: float) -> OrchestratorInfo:
         pid = os.getpid()
-        return cls(pid, start_ticks(pid), socket.gethostname(), started)
+        return cls(
+            pid,
+            start_ticks(pid),
+            socket.gethostname(),
+            started,
+            procfs.pid_namespace(),
+            procfs.boot_id(),
+        )
+
+    def elsewhere(self) -> str | None:
+        """Why this process cannot see the orchestrator's processes, or ``None`` if it can."""
+        if self.host != socket.gethostname():
+            return f"it runs on host {self.host}, not on {socket.gethostname()}"
+        ns = procfs.pid_namespace()
+        if self.pid_ns is not None and ns is not None and self.pid_ns != ns:
+            return f"it runs in another PID namespace ({self.pid_ns}; this is {ns})"
+        boot = procfs.boot_id()
+        if self.boot_id is not None and boot is not None and self.boot_id != boot:
+            return "the machine has rebooted since it started"
+        return None
+
+
+@dataclass
+class SessionRecord:
+    """A session (and process group) srt created: its processes are the job's."""
+
+    sid: Pid
+    step: str
 
 
 @dataclass
@@ -105,6 +137,12 @@ class JobState:
     unkillable: list[str]
     #: set by ``srt stop`` when it cleaned up after a dead orchestrator
     stopped_by: str | None = None
+    #: the job's cgroup (``None``: the host gave it none); see :mod:`srt_services.launch.cgroup`
+    cgroup: str | None = None
+    #: sessions srt created on this machine (every attempt and build), for ``srt stop``
+    sessions: list[SessionRecord] = field(default_factory=list)
+    #: source builds, running or done, by step (``service_x.build``); shown by ``srt status``
+    builds: dict[str, InstanceState] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -128,6 +166,12 @@ def encode_state(state: JobState) -> bytes:
     }
     if state.stopped_by is not None:
         doc["stopped_by"] = state.stopped_by
+    if state.cgroup is not None:
+        doc["cgroup"] = state.cgroup
+    if state.sessions:
+        doc["sessions"] = state.sessions
+    if state.builds:
+        doc["builds"] = state.builds
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
 

@@ -9,10 +9,10 @@ start here: read the files once, typed, then ask whether the orchestrator still 
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 
 from srt_services import procfs
+from srt_services.jobdir import lock
 from srt_services.jobdir.layout import JobDir, JobDirError
 from srt_services.jobdir.planview import PlanView, read_plan_view
 from srt_services.jobdir.result import JobResult, SubmittedJob, read_result, read_submitted
@@ -58,17 +58,17 @@ class JobView:
         return self.state.orchestrator.pid if self.state is not None else None
 
     def orchestrator_alive(self) -> bool:
-        """Whether the process that wrote ``state.json`` still runs the job."""
+        """Whether the process that wrote ``state.json`` still runs the job.
+
+        Here: its PID with its start time. Seen from another host or PID namespace, where
+        its PID means nothing: whether it still holds the job directory's lock.
+        """
         if self.state is None or self.state.finished:
             return False
         orch = self.state.orchestrator
+        if orch.elsewhere() is not None:
+            return lock.held(self.job.path) is not None
         return procfs.same_process(orch.pid, orch.start_ticks)
-
-    @property
-    def orchestrator_here(self) -> bool:
-        """Whether the orchestrator runs (or ran) on this host, so that /proc can say if it
-        still lives; a job directory on a shared filesystem may belong to another host."""
-        return self.state is not None and self.state.orchestrator.host == socket.gethostname()
 
     def not_before_ticks(self) -> int | None:
         """The orchestrator's start: no process of the job started before it."""

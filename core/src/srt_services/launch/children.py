@@ -30,10 +30,17 @@ def exit_code(status: int) -> int:
 class ChildWatcher:
     """Reaps children on SIGCHLD and dispatches exit codes to registered callbacks."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_error: Callable[[int, BaseException], None] | None = None,
+    ) -> None:
         self.loop = loop
         self._callbacks: dict[int, ExitCallback] = {}
         self._popens: dict[int, subprocess.Popen[bytes]] = {}
+        #: told about an exception raised by an exit callback (the orchestrator fails the
+        #: unit loudly); without it the exception propagates to the loop's handler
+        self.on_error = on_error
         loop.add_signal_handler(signal.SIGCHLD, self.reap)
 
     def close(self) -> None:
@@ -72,8 +79,16 @@ class ChildWatcher:
                 popen.returncode = code
             # an orphan re-parented to us has no callback: reaping it is all it needs
             callback = self._callbacks.pop(pid, None)
-            if callback is not None:
+            if callback is None:
+                continue
+            try:
                 callback(code)
+            except Exception as exc:
+                # never let one callback's failure stop the reaping of the others, or
+                # leave the exit unhandled without anyone hearing of it
+                if self.on_error is None:
+                    raise
+                self.on_error(pid, exc)
 
 
 @dataclass(slots=True)
@@ -169,21 +184,35 @@ async def run_command(
     cwd: str | None = None,
     stdout_path: str | None = None,
     max_output: int = 4 << 20,
+    on_spawn: Callable[[int], object] | None = None,
+    on_kill: Callable[[], object] | None = None,
 ) -> CommandResult:
     """Run a short command to completion under the watcher, bounded by ``timeout``.
 
     Output goes to ``stdout_path`` (appended, stderr merged) or is captured (capped). On
-    timeout the command's whole process group is killed.
+    timeout, and when the caller is cancelled (a stop during a build), the command's whole
+    tree is killed: its process group, every descendant (a ``setsid`` child included), and
+    whatever ``on_kill`` knows of (the launcher's cgroup leaf). ``on_spawn`` gets the PID
+    right after the start (to put it in that leaf and record its session).
     """
     try:
         popen = _popen(argv, env, cwd, stdout_path)
-    except OSError as exc:
-        return CommandResult(127, "", f"{argv[0]}: {exc.strerror}")
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        return CommandResult(127, "", f"{argv[0]}: {why}")
+    if on_spawn is not None:
+        on_spawn(popen.pid)
     done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     def on_exit(code: int) -> None:
         if not done.done():
             done.set_result(code)
+
+    def kill() -> None:
+        if not done.done():  # not reaped yet: its PID is still its own
+            kill_tree(popen.pid)
+        if on_kill is not None:
+            on_kill()
 
     watcher.watch(popen.pid, on_exit, popen)
     capture = _Capture(popen, max_output)
@@ -193,8 +222,29 @@ async def run_command(
             code = await asyncio.shield(done)
     except TimeoutError:
         timed_out = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(popen.pid, signal.SIGKILL)
+        kill()
         code = await done
+    except asyncio.CancelledError:
+        kill()
+        with contextlib.suppress(Exception):
+            await capture.close(popen)
+        raise
     out, err = await capture.close(popen)
     return CommandResult(code, out, err, timed_out)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``'s process group and every descendant (and their groups)."""
+    from srt_services.launch.process import descendants
+
+    kids = descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    me = os.getpgrp()
+    for kid in kids:
+        with contextlib.suppress(OSError):
+            group = os.getpgid(kid)
+            if group not in (me, pid):
+                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(kid, signal.SIGKILL)

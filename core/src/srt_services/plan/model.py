@@ -35,6 +35,8 @@ TIER_OF_PHASE = {
     "before_workers": 1,
     "infra": 2,
 }
+#: The tier of kinds that stop after everything else (``ServiceKind.stops_last``).
+LAST_TIER = max(TIER_OF_PHASE.values()) + 1
 
 
 @dataclass
@@ -132,6 +134,8 @@ class PlannedUnit:
     nodes: list[str] = field(default_factory=list)
     timeout: float | None = None
     warnings: list[str] = field(default_factory=list)
+    #: the kind's probe over every instance (``ServiceKind.fleet_readiness``)
+    fleet: PlannedProbe | None = None
 
     @property
     def label(self) -> str:
@@ -171,6 +175,12 @@ class Plan:
     ports: list[dict[str, Any]]
     scrape_targets: list[ScrapeTarget]
     warnings: list[str] = field(default_factory=list)
+    #: the job's node-local directory on every node (``{local_dir}`` lives under it)
+    local_dir: str | None = None
+
+    def local_dir_of(self, step: str) -> str | None:
+        """An instance's ``{local_dir}``."""
+        return f"{self.local_dir}/{step}" if self.local_dir else None
 
     def drop_unit(self, name: str, reason: str) -> None:
         """Remove a unit that cannot run here (a kind's ``skip_reason``), keeping a note."""
@@ -199,7 +209,9 @@ class Plan:
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """Rebuild a Plan from ``plan.json`` (``srt status``, a resumed orchestrator)."""
+    """Rebuild a Plan from its JSON (``plan.json``, ``srt dry-run --json``): the inverse of
+    :meth:`Plan.to_json`, which is how the tests prove that the JSON holds the whole plan.
+    The runtime reads ``plan.json`` as plain data today."""
 
     def probe(d: dict[str, Any] | None) -> PlannedProbe | None:
         return PlannedProbe(**d) if d else None
@@ -223,6 +235,7 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
                     "instances": instances,
                     "build": PlannedBuild(**u["build"]) if u.get("build") else None,
                     "restart": PlannedRestart(**u["restart"]) if u.get("restart") else None,
+                    "fleet": probe(u.get("fleet")),
                 }
             )
         )

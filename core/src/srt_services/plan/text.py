@@ -10,7 +10,15 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterator
 
-from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedProbe, PlannedUnit
+from srt_services.plan.model import (
+    LAST_TIER,
+    PHASE_ORDER,
+    Plan,
+    PlannedBuild,
+    PlannedInstance,
+    PlannedProbe,
+    PlannedUnit,
+)
 
 PHASE_TITLES = {
     "infra": "infra",
@@ -37,46 +45,47 @@ def _env_lines(env: dict[str, str], indent: str) -> Iterator[str]:
         yield f"{indent}  {key}={env[key]}"
 
 
-def _instance_lines(
-    unit: PlannedUnit, inst: PlannedInstance, first: PlannedInstance, indent: str
-) -> Iterator[str]:
+def _instance_lines(inst: PlannedInstance, first: PlannedInstance, indent: str) -> Iterator[str]:
+    """An instance: the first one in full, the others by what differs from the first."""
     where = f"{inst.step} on {inst.node} ({inst.node_ip})"
     if inst.worker:
         where += f" for worker {inst.worker} gpus {','.join(map(str, inst.gpus or []))}"
     yield f"{indent}- {where}"
     sub = indent + "  "
-    if inst is first or inst.argv != first.argv:
-        yield f"{sub}command: {shlex.join(inst.argv) if inst.argv else '(none)'}"
-    if inst.preamble and (inst is first or inst.preamble != first.preamble):
-        yield f"{sub}preamble: {inst.preamble!r}"
-    if inst.cwd and inst is first:
-        yield f"{sub}cwd: {inst.cwd}"
     if inst is first:
+        yield from _first_instance_lines(inst, sub)
+        return
+    if inst.argv != first.argv:
+        yield f"{sub}command: {shlex.join(inst.argv) if inst.argv else '(none)'}"
+    if inst.preamble and inst.preamble != first.preamble:
+        yield f"{sub}preamble: {inst.preamble!r}"
+    if inst.readiness and first.readiness and inst.readiness.describe != first.readiness.describe:
         yield f"{sub}readiness: {_probe(inst.readiness)}"
-        if inst.liveness:
-            yield (
-                f"{sub}liveness: {inst.liveness.describe}, every {inst.liveness.period:g}s,"
-                f" {inst.liveness.failure_threshold} failures"
-            )
-        yield from _env_lines(inst.env, sub)
-    else:
-        if (
-            inst.readiness
-            and first.readiness
-            and inst.readiness.describe != first.readiness.describe
-        ):
-            yield f"{sub}readiness: {_probe(inst.readiness)}"
-        diff = {k: v for k, v in inst.env.items() if first.env.get(k) != v}
-        for key in sorted(diff):
-            yield f"{sub}env {key}={diff[key]}"
-    if inst.ports and inst is first:
+    diff = {k: v for k, v in inst.env.items() if first.env.get(k) != v}
+    for key in sorted(diff):
+        yield f"{sub}env {key}={diff[key]}"
+
+
+def _first_instance_lines(inst: PlannedInstance, sub: str) -> Iterator[str]:
+    yield f"{sub}command: {shlex.join(inst.argv) if inst.argv else '(none)'}"
+    if inst.preamble:
+        yield f"{sub}preamble: {inst.preamble!r}"
+    if inst.cwd:
+        yield f"{sub}cwd: {inst.cwd}"
+    yield f"{sub}readiness: {_probe(inst.readiness)}"
+    if inst.liveness:
+        yield (
+            f"{sub}liveness: {inst.liveness.describe}, every {inst.liveness.period:g}s,"
+            f" {inst.liveness.failure_threshold} failures"
+        )
+    yield from _env_lines(inst.env, sub)
+    if inst.ports:
         yield f"{sub}ports: {', '.join(map(str, inst.ports))}"
-    if inst.files and inst is first:
-        for name in sorted(inst.files):
-            yield f"{sub}file {inst.work_dir}/{name} ({len(inst.files[name])} bytes)"
+    for name in sorted(inst.files):
+        yield f"{sub}file {inst.work_dir}/{name} ({len(inst.files[name])} bytes)"
 
 
-def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
+def _unit_head(unit: PlannedUnit) -> str:
     head = f"  {unit.name}  type={unit.type}"
     if unit.placement:
         head += f" placement={unit.placement}"
@@ -95,7 +104,11 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
                 part += "@first"
             parts.append(part)
         head += " metrics=" + ",".join(parts)
-    yield head
+    return head
+
+
+def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
+    yield _unit_head(unit)
     if unit.implied_by:
         yield f"    implied by: {unit.implied_by} (declare a service named {unit.name} to change it)"
     if unit.replaces_implied:
@@ -111,14 +124,28 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
     yield f"    nodes: {', '.join(unit.nodes)}"
     yield f"    container: {unit.container or '<job container>'}"
     if unit.build:
-        b = unit.build
-        yield f"    source: {b.git} @ {b.rev}" + (
-            f" (commit {b.checkout})" if b.checkout != b.rev else ""
-        )
-        if b.path:
-            yield f"    source.path: {b.path}"
-        if b.build_command:
-            yield f"    build_command: {shlex.join(b.build_command)} (timeout {b.timeout:g}s)"
+        yield from _build_lines(unit.build)
+    yield from _lifecycle_lines(unit)
+    if unit.fleet is not None:
+        yield f"    fleet readiness: {_probe(unit.fleet)} (once every instance is ready)"
+    if unit.category == "service" and unit.instances:
+        yield f"    inherit_discovery_env: {'true' if unit.inherit_discovery_env else 'false'}"
+    for inst in unit.instances:
+        yield from _instance_lines(inst, unit.instances[0], "    ")
+
+
+def _build_lines(b: PlannedBuild) -> Iterator[str]:
+    yield f"    source: {b.git} @ {b.rev}" + (
+        f" (commit {b.checkout})" if b.checkout != b.rev else ""
+    )
+    if b.path:
+        yield f"    source.path: {b.path}"
+    if b.build_command:
+        yield f"    build_command: {shlex.join(b.build_command)} (timeout {b.timeout:g}s)"
+
+
+def _lifecycle_lines(unit: PlannedUnit) -> Iterator[str]:
+    """Restarts, time limit, how it is stopped; its options and warnings."""
     if unit.restart:
         r = unit.restart
         yield (
@@ -127,17 +154,12 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
         )
     if unit.timeout:
         yield f"    timeout: {unit.timeout:g}s"
-    yield f"    stop: SIGTERM, SIGKILL after {unit.stop_grace:g}s (tier {unit.tier})"
+    last = " (after everything else)" if unit.tier == LAST_TIER else ""
+    yield f"    stop: SIGTERM, SIGKILL after {unit.stop_grace:g}s (tier {unit.tier}){last}"
     if unit.options:
         yield f"    options: {unit.options}"
     for warning in unit.warnings:
         yield f"    warning: {warning}"
-    if unit.category == "service" and unit.instances:
-        yield f"    inherit_discovery_env: {'true' if unit.inherit_discovery_env else 'false'}"
-    first = unit.instances[0] if unit.instances else None
-    for inst in unit.instances:
-        assert first is not None
-        yield from _instance_lines(unit, inst, first, "    ")
 
 
 def render_plan(plan: Plan, only: frozenset[str] | None = None) -> str:
@@ -148,18 +170,7 @@ def render_plan(plan: Plan, only: frozenset[str] | None = None) -> str:
         f" head {plan.head}, infra {plan.infra}, client {plan.client}",
     ]
     if only is None:
-        lines.append("Nodes:")
-        width = max((len(n.name) for n in plan.nodes), default=4)
-        for n in plan.nodes:
-            lines.append(f"  {n.name.ljust(width)}  {n.ip}  {', '.join(n.roles)}")
-        if plan.discovery_env:
-            lines.append("Discovery:")
-            for key in sorted(plan.discovery_env):
-                lines.append(f"  {key}={plan.discovery_env[key]}")
-        lines.append("Start order:")
-        for phase in PHASE_ORDER:
-            names = plan.phases.get(phase, [])
-            lines.append(f"  {PHASE_TITLES[phase]}: {', '.join(names) if names else '-'}")
+        lines.extend(_overview_lines(plan))
     by_name = {u.name: u for u in plan.units}
     for phase in PHASE_ORDER:
         names = [n for n in plan.phases.get(phase, []) if only is None or n in only]
@@ -171,9 +182,23 @@ def render_plan(plan: Plan, only: frozenset[str] | None = None) -> str:
     targets = [t for t in plan.scrape_targets if only is None or t.service in only]
     if targets:
         lines.append("Metrics targets:")
-        for t in targets:
-            lines.append(f"  {t.name}  {t.url}  service={t.service}")
+        lines.extend(f"  {t.name}  {t.url}  service={t.service}" for t in targets)
     if only is None:
-        for w in plan.warnings:
-            lines.append(f"warning: {w}")
+        lines.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(lines) + "\n"
+
+
+def _overview_lines(plan: Plan) -> Iterator[str]:
+    """The nodes, the discovery environment and the start order of the whole job."""
+    yield "Nodes:"
+    width = max((len(n.name) for n in plan.nodes), default=4)
+    for n in plan.nodes:
+        yield f"  {n.name.ljust(width)}  {n.ip}  {', '.join(n.roles)}"
+    if plan.discovery_env:
+        yield "Discovery:"
+        for key in sorted(plan.discovery_env):
+            yield f"  {key}={plan.discovery_env[key]}"
+    yield "Start order:"
+    for phase in PHASE_ORDER:
+        names = plan.phases.get(phase, [])
+        yield f"  {PHASE_TITLES[phase]}: {', '.join(names) if names else '-'}"

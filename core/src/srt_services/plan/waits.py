@@ -2,7 +2,7 @@
 
 The orchestrator asks this at the start of each phase. It is a pure function of the plan,
 so the start order can be tested without starting anything. The recipe checks
-(``recipe.ordering``) have already refused every ``after`` that could make a phase hang.
+(``recipe.rules.after``) have already refused every ``after`` that could make a phase hang.
 """
 
 from __future__ import annotations

@@ -10,11 +10,12 @@ entry may also step aside when a service of a given type is declared under any n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from srt_services.recipe.problems import Path
 
 if TYPE_CHECKING:
+    from srt_services.extend.implied import ImpliedService
     from srt_services.recipe.models import ServiceSpec
 
 
@@ -24,8 +25,6 @@ class EffectiveService:
     #: Where the entry is in the document (``("services", i)``), or ``None`` when implied.
     path: Path | None
     implied_by: str | None = None
-    #: Plugin that implied it (for error messages).
-    implied_owner: str | None = None
     #: A declared entry that replaced an implied one keeps the implied reason here.
     replaces_implied: str | None = None
 
@@ -40,15 +39,15 @@ class EffectiveService:
 
 def merge(
     declared: list[ServiceSpec],
-    implied: list[tuple[str, Any, ServiceSpec]],
+    implied: list[tuple[ImpliedService, ServiceSpec]],
 ) -> list[EffectiveService]:
-    """``implied`` holds (owner, ImpliedService, validated spec) triples."""
+    """``implied`` holds (ImpliedService, validated spec) pairs, in launch order."""
     by_name = {s.name: (i, s) for i, s in enumerate(declared)}
     declared_types = {s.type for s in declared if s.enabled}
     used: set[int] = set()
     out: list[EffectiveService] = []
     seen: set[str] = set()
-    for owner, item, spec in implied:
+    for item, spec in implied:
         if spec.name in seen:
             continue
         seen.add(spec.name)
@@ -67,7 +66,7 @@ def merge(
         if any(t in declared_types for t in item.unless_type_declared):
             continue
         if spec.enabled:
-            out.append(EffectiveService(spec, None, implied_by=item.reason, implied_owner=owner))
+            out.append(EffectiveService(spec, None, implied_by=item.reason))
     for idx, spec in enumerate(declared):
         if idx in used or not spec.enabled:
             continue

@@ -9,18 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from srt_services.recipe.checks import Settled, check
+from srt_services.recipe import bounds
+from srt_services.recipe.checks import check
 from srt_services.recipe.models import Recipe
 from srt_services.recipe.problems import LocatedProblem, Problem, RecipeError, locate
 from srt_services.recipe.pydantic_errors import problems_from
+from srt_services.recipe.settled import JobProbes, Settled
 from srt_services.recipe.source import Document, gc_paused, parse_text
 
 if TYPE_CHECKING:
-    from srt_services.extend.probe import Probe
     from srt_services.plugins.manager import PluginSet
 
-#: Recipes are small; a 200 MB file is a mistake (or an attack on the parser).
-MAX_RECIPE_BYTES = 256 * 1024 * 1024
+#: Recipes are small; a larger file is a mistake (or an attack on the parser): see bounds.
+MAX_RECIPE_BYTES = bounds.MAX_RECIPE_BYTES
 #: How a recipe read from standard input (``-``) is named in messages.
 STDIN = "<stdin>"
 
@@ -33,8 +34,8 @@ class LoadedRecipe:
     services: list[Settled]
     document: Document
     warnings: list[LocatedProblem] = field(default_factory=list)
-    #: id(readiness/liveness block) -> (probe, validated config), from the checks
-    probes: dict[int, tuple[Probe, Any]] = field(default_factory=dict)
+    #: the bound readiness probes of the frontend and the roles (services carry their own)
+    job_probes: JobProbes = field(default_factory=JobProbes)
 
     @property
     def source(self) -> str:
@@ -159,10 +160,15 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
     errors = [p for p in located if not p.warning]
     if errors:
         raise RecipeError(doc.source, located)
+    # what the rules above do not look at (argv words, a preamble, a path) may not carry a
+    # NUL either: execve would refuse it at launch time
+    nul = bounds.nul_path(doc.text, data)
+    if nul is not None:
+        raise _fail(doc, [Problem(nul, "must not contain a NUL character")])
     return LoadedRecipe(
         recipe=recipe,
         services=result.services,
         document=doc,
         warnings=[p for p in located if p.warning],
-        probes=result.probes,
+        job_probes=result.job_probes,
     )

@@ -73,18 +73,8 @@ def migrate_document(tree: Any, plain: dict[str, Any]) -> list[str]:
 def _infra_entries(
     infra: dict[str, Any], ftype: str, planes_nats: bool, notes: list[str]
 ) -> list[dict[str, Any]]:
-    dedicated_flag = infra.get("etcd_nats_dedicated_node")
-    placement = infra.get("placement")
-    if isinstance(placement, dict) and placement.get("node") == "dedicated":
-        dedicated_flag = True  # the 2.0 draft spelling, `infra.placement.node`
-        notes.append("infra.placement.node: dedicated read as infra.etcd_nats_dedicated_node")
+    dedicated = _infra_dedicated(infra, notes)
     payload = infra.get("nats_max_payload_mb")
-    for key in infra:
-        if key not in ("etcd_nats_dedicated_node", "nats_max_payload_mb", "placement"):
-            notes.append(f"dropped infra.{key} (not a v1 setting)")
-    if dedicated_flag is False:
-        notes.append("dropped infra.etcd_nats_dedicated_node: false (the default)")
-    dedicated = bool(dedicated_flag)
     if ftype != "dynamo":
         if dedicated or payload is not None:
             notes.append(f"dropped infra (no discovery plane under frontend.type {ftype})")
@@ -102,6 +92,21 @@ def _infra_entries(
             notes.append("infra.nats_max_payload_mb -> services nats options.max_payload_mb")
         entries.append(entry)
     return entries
+
+
+def _infra_dedicated(infra: dict[str, Any], notes: list[str]) -> bool:
+    """Whether v1's ``infra`` asks for a dedicated etcd/NATS node; what is dropped is noted."""
+    dedicated_flag = infra.get("etcd_nats_dedicated_node")
+    placement = infra.get("placement")
+    if isinstance(placement, dict) and placement.get("node") == "dedicated":
+        dedicated_flag = True  # the 2.0 draft spelling, `infra.placement.node`
+        notes.append("infra.placement.node: dedicated read as infra.etcd_nats_dedicated_node")
+    for key in infra:
+        if key not in ("etcd_nats_dedicated_node", "nats_max_payload_mb", "placement"):
+            notes.append(f"dropped infra.{key} (not a v1 setting)")
+    if dedicated_flag is False:
+        notes.append("dropped infra.etcd_nats_dedicated_node: false (the default)")
+    return bool(dedicated_flag)
 
 
 def _mooncake_master(tree: Any, kv: dict[str, Any], kept: Any, notes: list[str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ twice.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 
 PLACEHOLDER_RE = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -39,6 +39,7 @@ COMMON: frozenset[str] = frozenset(
         "job_dir",
         "log_dir",
         "work_dir",
+        "local_dir",
         "job_id",
         "job_name",
         "frontend_port",
@@ -63,15 +64,6 @@ WORKER: frozenset[str] = frozenset(
     }
 )
 ALL: frozenset[str] = COMMON | WORKER
-
-
-def names_in(text: str) -> Iterator[str]:
-    """Placeholder names used in ``text`` (escaped ``{{name}}`` excluded)."""
-    if "{" not in text:
-        return
-    for m in PLACEHOLDER_RE.finditer(text):
-        if m.group(2) is not None:
-            yield m.group(2)
 
 
 def unknown_in(text: str, allowed: frozenset[str]) -> list[str]:

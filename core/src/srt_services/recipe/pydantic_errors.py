@@ -133,41 +133,21 @@ def _message(
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
-        parent = model_at(root, loc[:-1])
-        known = field_names(parent) if parent is not None else []
-        if extra_known and parent is not None and "timeout_seconds" in known:
-            known = known + extra_known
-        name = str(loc[-1]) if loc else "?"
-        close = get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        listed = f" (known: {', '.join(sorted(known))})" if known and not close else ""
-        return f"unknown key{hint}{listed}"
+        return _unknown_key(root, loc, extra_known)
     if kind == "literal_error":
         expected = ctx.get("expected", "")
         expected = expected.replace("'", "").replace(" or ", ", ")
-        what = "key" if key_error else "value"
         return f"must be one of {expected}; got {_shown(value)}" + (
-            "" if what == "value" else " as a key"
+            " as a key" if key_error else ""
         )
-    if kind == "string_type" and (value is None or isinstance(value, bool)):
-        return f"must be text, got {_shown(value)}; quote it if you mean the word"
-    if kind in _TYPE_WORDS:
-        return f"must be {_TYPE_WORDS[kind]}, got {_shown(value)}"
-    if kind == "string_pattern_mismatch":
-        rule = SCALAR_RULES.get(str(ctx.get("pattern")))
-        if rule is not None:
-            return rule.problem(value)
-    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
+    typed = _type_message(kind, value, ctx)
+    if typed is not None:
+        return typed
+    if kind in _BOUND_WORDS:
         bound = next(iter(ctx.values()), "?")
         if isinstance(bound, float) and bound.is_integer():
             bound = int(bound)  # "greater than 0", not "greater than 0.0"
-        words = {
-            "greater_than": "greater than",
-            "greater_than_equal": "at least",
-            "less_than": "less than",
-            "less_than_equal": "at most",
-        }[kind]
-        return f"must be {words} {bound}, got {_shown(value)}"
+        return f"must be {_BOUND_WORDS[kind]} {bound}, got {_shown(value)}"
     if kind == "finite_number":
         return "must be a finite number"
     if kind in {"value_error", "assertion_error"}:
@@ -177,3 +157,37 @@ def _message(
         return msg
     msg = str(err.get("msg", kind))
     return msg[:1].lower() + msg[1:]
+
+
+_BOUND_WORDS = {
+    "greater_than": "greater than",
+    "greater_than_equal": "at least",
+    "less_than": "less than",
+    "less_than_equal": "at most",
+}
+
+
+def _unknown_key(root: type[BaseModel], loc: Path, extra_known: list[str] | None) -> str:
+    """An unknown key, with the closest known one (or, with none close, all of them)."""
+    parent = model_at(root, loc[:-1])
+    known = field_names(parent) if parent is not None else []
+    if extra_known and parent is not None and "timeout_seconds" in known:
+        known = known + extra_known
+    name = str(loc[-1]) if loc else "?"
+    close = get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    listed = f" (known: {', '.join(sorted(known))})" if known and not close else ""
+    return f"unknown key{hint}{listed}"
+
+
+def _type_message(kind: str, value: Any, ctx: dict[str, Any]) -> str | None:
+    """A value of the wrong type, or text that breaks one of srt's scalar rules."""
+    if kind == "string_type" and (value is None or isinstance(value, bool)):
+        return f"must be text, got {_shown(value)}; quote it if you mean the word"
+    if kind in _TYPE_WORDS:
+        return f"must be {_TYPE_WORDS[kind]}, got {_shown(value)}"
+    if kind == "string_pattern_mismatch":
+        rule = SCALAR_RULES.get(str(ctx.get("pattern")))
+        if rule is not None:
+            return rule.problem(value)
+    return None

@@ -2,8 +2,9 @@
 
 PyYAML's C composer builds the node tree (it is the fast part of ``yaml.load``); we turn
 nodes into dicts and lists ourselves, which is quicker than ``SafeConstructor`` and lets us
-refuse duplicate keys and alias bombs. Marks are not copied anywhere: the node tree is kept
-and walked only when an error has to be shown. JSON recipes (generated ones) are parsed by
+refuse duplicate keys and alias bombs. Marks are not copied anywhere, and the node tree is
+not kept either: it is composed again from the text only when a problem has to be shown
+with its line (see :meth:`Document.mark_of`). JSON recipes (generated ones) are parsed by
 orjson; on error they are re-read as YAML (JSON is YAML) to find the position.
 """
 
@@ -142,9 +143,9 @@ def gc_paused() -> Iterator[None]:
     Parsing, checking and planning a 10,000-service recipe allocate millions of containers;
     with the collector on, each of its full passes rescans everything built so far, which
     doubles the run time. Nothing built here is cyclic garbage (what is dropped is freed by
-    reference counting), and what is kept (the recipe, the plan) lives as long as the
-    process, so the outermost block ends by moving every object into the collector's
-    permanent generation (``gc.freeze``) instead of letting the next collection rescan them.
+    reference counting). The collector's state is restored as it was found, and nothing is
+    moved out of its reach: a long-lived process (the orchestrator, a test run, a program
+    embedding srt) must still be able to collect the recipe and plan once it drops them.
     """
     if not gc.isenabled():
         yield
@@ -153,7 +154,6 @@ def gc_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        gc.freeze()
         gc.enable()
 
 
@@ -164,18 +164,45 @@ def parse_text(text: str, source: str) -> Document:
 
 
 def _parse_text(text: str, source: str) -> Document:
-    stripped = text.lstrip()
-    if stripped.startswith("{") and (
+    if text.lstrip().startswith("{") and (
         source.endswith(".json") or not source.endswith((".yaml", ".yml"))
     ):
         try:
             import orjson
 
-            return Document(source=source, data=orjson.loads(text), text=text, from_json=True)
+            data = orjson.loads(text)
         except ValueError:
             pass  # not valid JSON: the YAML parser gives a better positioned message
+        else:
+            from srt_services.recipe.bounds import json_has_duplicate_keys
+
+            # orjson keeps the last of two equal keys; the YAML path refuses them by line
+            if not json_has_duplicate_keys(text, data):
+                return Document(source=source, data=data, text=text, from_json=True)
+    root = _compose(text, source)
+    # The node tree is dropped once built from: it holds about a hundred tracked objects per
+    # service (nodes, marks, their dicts), which every later pass of the garbage collector
+    # would walk for as long as the recipe lives; a recipe with problems composes it again.
+    if root is None:
+        return Document(source=source, data=None, text=text, _root_ready=True)
     try:
-        root = yaml.compose(text, Loader=_Loader)
+        data = _Builder().build(root)
+    except _Fail as fail:
+        line = col = None
+        if fail.node is not None:
+            line, col = _mark(fail.node)
+        raise RecipeError(
+            source, [LocatedProblem("", fail.message, line=line, column=col)]
+        ) from None
+    except RecursionError:
+        raise RecipeError(source, [LocatedProblem("", "recipe is nested too deeply")]) from None
+    return Document(source=source, data=data, text=text)
+
+
+def _compose(text: str, source: str) -> yaml.Node | None:
+    """The YAML node tree of ``text``; a syntax error becomes a positioned RecipeError."""
+    try:
+        return yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = (exc.problem or "syntax error").strip()
@@ -196,23 +223,6 @@ def _parse_text(text: str, source: str) -> Document:
         ) from None
     except yaml.YAMLError as exc:  # e.g. ReaderError: invalid characters
         raise RecipeError(source, [LocatedProblem("", f"cannot read recipe: {exc}")]) from None
-    doc = Document(source=source, data=None, text=text, _root=root, _root_ready=True)
-    if root is None:
-        doc.data = None
-        return doc
-    builder = _Builder()
-    try:
-        doc.data = builder.build(root)
-    except _Fail as fail:
-        line = col = None
-        if fail.node is not None:
-            line, col = _mark(fail.node)
-        raise RecipeError(
-            source, [LocatedProblem("", fail.message, line=line, column=col)]
-        ) from None
-    except RecursionError:
-        raise RecipeError(source, [LocatedProblem("", "recipe is nested too deeply")]) from None
-    return doc
 
 
 class _Builder:
@@ -221,7 +231,6 @@ class _Builder:
     def __init__(self) -> None:
         self._memo: dict[int, Any] = {}
         self._sizes: dict[int, int] = {}
-        self._total = 0
         self._scalar_ctor = yaml.SafeLoader("")  # reused for the rare non-trivial scalar
 
     def build(self, node: yaml.Node) -> Any:
@@ -328,6 +337,10 @@ class _Builder:
                     f" (at most {sys.get_int_max_str_digits()})",
                     node,
                 ) from None
+        return self._other_scalar(node, tag, value)
+
+    def _other_scalar(self, node: yaml.ScalarNode, tag: str, value: str) -> Any:
+        """Scalars other than text and plain decimals: null, booleans, YAML 1.1 numbers."""
         if tag == _NULL:
             return None
         if tag == _BOOL:

@@ -30,7 +30,7 @@ import functools
 import os
 import signal
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from srt_services.jobdir.cause import StopCause, StopKind, death_signal
@@ -41,15 +41,17 @@ from srt_services.jobdir.result import JobResult, write_result
 from srt_services.jobdir.state import (
     VERSION,
     InstanceState,
+    InstanceStatus,
     JobState,
     JobStatus,
     OrchestratorInfo,
+    SessionRecord,
     write_state,
 )
 from srt_services.jobdir.stop_request import clear_stop_request, take_stop_request
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
-from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance
+from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedUnit
 from srt_services.plan.waits import is_chain, phase_waits
 from srt_services.supervise.builds import Builder
 from srt_services.supervise.control import ControlServer
@@ -65,7 +67,7 @@ from srt_services.supervise.runs import (
     describe_code,
 )
 from srt_services.supervise.service_ops import ServiceOps
-from srt_services.supervise.shutdown import Shutdown
+from srt_services.supervise.shutdown import Shutdown, stop_instances
 
 if TYPE_CHECKING:
     from srt_services.extend.launcher import Launcher
@@ -119,6 +121,10 @@ class Orchestrator:
         self._identity = OrchestratorInfo.this_process(self.started_wall)
         self.phase: str | None = None
         self.unkillable: list[str] = []
+        self.builds: dict[str, InstanceState] = {}
+        #: job files that could not be written (file -> why), reported once each
+        self.write_errors: dict[str, str] = {}
+        self._final_status: JobStatus | None = None
         self._signals = 0
 
     # ------------------------------------------------------------------ entry point
@@ -147,17 +153,22 @@ class Orchestrator:
         process.become_subreaper()
         self.kill_now = asyncio.Event()
         self._stop_requested = asyncio.Event()
-        self.watcher = ChildWatcher(loop)
+        self.watcher = ChildWatcher(loop, on_error=self._on_callback_error)
         for sig in STOP_SIGNALS:
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue  # started under nohup: a hung-up terminal must not stop the job
             loop.add_signal_handler(sig, self._on_signal, sig)
         loop.add_signal_handler(signal.SIGUSR1, self._dump_tasks)
         self.events = EventLog(self.job.events_file, self.options.on_event)
+        self.events.on_error = self._events_unwritable
         clear_stop_request(self.job)
         try:
             self.hub = InotifyHub(loop)
         except OSError:
             self.hub = None
-        self.launcher = self.launcher_cls(self.plan, self.job.path, self.watcher)
+        self.launcher = self.launcher_cls(
+            self.plan, self.job.path, self.watcher, {"cookie": self.options.cookie}
+        )
         # the inherited part of every instance's environment, computed once per job
         self._base_env = process.service_env(
             {},
@@ -171,7 +182,13 @@ class Orchestrator:
         os.makedirs(self.job.logs, exist_ok=True)
         self.poller = PortPoller(loop)
         self.probing = Probing(
-            self.plugins, self.job, self.launcher, self._emit, self.hub, self.poller
+            self.plugins,
+            self.job,
+            self.launcher,
+            self._emit,
+            self.hub,
+            self.poller,
+            stop=self._stop_instance,
         )
         self._open_control()
         self.events.emit(
@@ -187,6 +204,7 @@ class Orchestrator:
     def _open_control(self) -> None:
         """The control socket ``srt restart`` and ``srt stop JOBDIR SERVICE`` talk to."""
         assert self.launcher is not None
+        assert self.kill_now is not None
         ops = ServiceOps(
             self.units,
             self.launcher,
@@ -194,6 +212,7 @@ class Orchestrator:
             self._emit,
             relaunch=self._relaunch,
             stopping=lambda: self.stopping,
+            kill_now=self.kill_now,
             grace_override=self.options.grace_override,
         )
         describe = f"job {self.plan.job_name}, orchestrator pid {os.getpid()}"
@@ -220,6 +239,11 @@ class Orchestrator:
         for inst in self.instances:
             if inst.state in ("backoff", "pending"):
                 inst.state = "stopped"  # it will never run again: the final state says so
+        try:
+            await self.launcher.finish()
+        except Exception as exc:  # leftover scratch must not turn a finished job into a crash
+            self._emit("cleanup_failed", detail=f"{type(exc).__name__}: {exc}")
+        self.launcher.close()
         self._write_state(status="stopping")
 
     def _close(self, loop: asyncio.AbstractEventLoop) -> int:
@@ -230,9 +254,8 @@ class Orchestrator:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
         code = self.exit_code if self.exit_code is not None else 1
-        self._write_state(
-            status="stopped" if self._by_user else "finished" if code == 0 else "failed"
-        )
+        self._final_status = "stopped" if self._by_user else "finished" if code == 0 else "failed"
+        self._write_state(status=self._final_status)
         self._write_result(code)
         assert self.events is not None
         assert self.watcher is not None
@@ -333,7 +356,7 @@ class Orchestrator:
         if u.restart is not None:
             unit.tracker = RestartTracker(u.restart, clock=time.monotonic)
         if u.build is not None:
-            await self._builder().build_source(u)
+            await self._build(u)
         await self._preflight(unit)
         for inst in unit.instances:
             self._launch(inst)
@@ -345,7 +368,41 @@ class Orchestrator:
     def _builder(self) -> Builder:
         assert self.launcher is not None
         assert self.watcher is not None
-        return Builder(self.launcher, self.watcher, self.job, self.options.cookie, self._emit)
+        return Builder(
+            self.launcher, self.watcher, self.job, self.options.cookie, self._build_event
+        )
+
+    async def _build(self, u: PlannedUnit) -> None:
+        """Check out and build ``u``'s source; the build shows in state.json meanwhile."""
+        step = f"service_{u.name}.build"
+        try:
+            await self._builder().build_source(u)
+        except PhaseFailed as exc:
+            self._build_ended(step, "failed", exc.cause.code)
+            raise
+        except asyncio.CancelledError:
+            self._build_ended(step, "stopped", None)
+            raise
+
+    def _build_event(self, event: str, /, **fields: Any) -> None:
+        self._emit(event, **fields)
+        unit = fields.get("unit")
+        if event == "build_started" and unit:
+            step = f"service_{unit}.build"
+            self.builds[step] = InstanceState(
+                unit, fields.get("node", ""), "starting", None, None, None, time.time(),
+                None, 1, 0, None, f"logs/{step}.out", None, {"build": True},
+            )  # fmt: skip
+            self._mark_state_dirty()
+        elif event == "build_done" and unit:
+            self._build_ended(f"service_{unit}.build", "exited", 0)
+
+    def _build_ended(self, step: str, state: InstanceStatus, code: int | None) -> None:
+        build = self.builds.get(step)
+        if build is not None and build.state == "starting":
+            build.state = state
+            build.exit_code = code
+            self._mark_state_dirty()
 
     async def _preflight(self, unit: UnitRun) -> None:
         """Reap provable leftovers on the unit's ports; fail if anything else holds one."""
@@ -377,6 +434,9 @@ class Orchestrator:
         for inst in unit.instances:
             if inst.planned.readiness is None and inst.state == "starting":
                 self._mark_ready(inst)
+        if unit.planned.fleet is not None:
+            assert self.probing is not None
+            await self.probing.wait_fleet(unit)
 
     # ------------------------------------------------------------------ launching
 
@@ -399,7 +459,7 @@ class Orchestrator:
         inst.killed_for = None
         try:
             handle = self.launcher.launch(p, env, log_path)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
             self._cannot_execute(inst, log_path, exc)
             return
         inst.handle = handle
@@ -418,16 +478,17 @@ class Orchestrator:
         )
         self._mark_state_dirty()
 
-    def _cannot_execute(self, inst: InstanceRun, log_path: str, exc: OSError) -> None:
+    def _cannot_execute(self, inst: InstanceRun, log_path: str, error: Exception) -> None:
         """The command could not be executed at all: the log says why, and the instance
         takes the ordinary exit path with code 127 (what a shell reports)."""
         p = inst.planned
-        with open(log_path, "a", encoding="utf-8") as fh:
-            fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {exc.strerror}\n")
+        why = error.strerror if isinstance(error, OSError) else str(error)
+        with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {why}\n")
         inst.handle = None
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
-        self._emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=exc.strerror)
+        self._emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=why)
         asyncio.get_running_loop().call_soon(self._on_exit, inst, 127)
 
     # ------------------------------------------------------------------ readiness
@@ -599,8 +660,8 @@ class Orchestrator:
                 unit=inst.planned.unit,
                 detail=str(exc).splitlines()[0],
             )
-            if inst.running and self.launcher is not None and inst.handle is not None:
-                await self.launcher.kill([inst.handle])
+            if inst.running:
+                await self._stop_instance(inst, "restart failed")
             if inst.exit_fut is not None:
                 code = await inst.exit_fut
                 if not self.stopping:
@@ -629,6 +690,22 @@ class Orchestrator:
             )
 
     # ------------------------------------------------------------------ stopping
+
+    async def _stop_instance(self, inst: InstanceRun, reason: str) -> None:
+        """One instance, while the job goes on: SIGTERM, its grace, SIGKILL."""
+        assert self.launcher is not None
+        assert self.kill_now is not None
+        grace = self.options.grace_override
+        if grace is None:
+            grace = inst.unit.planned.stop_grace
+        await stop_instances(
+            [inst],
+            self.launcher,
+            self.launcher.stop_budget(grace),
+            self.kill_now,
+            self._emit,
+            reason,
+        )
 
     def request_stop(self, cause: StopCause, code: int) -> None:
         """The one entry to ending the job; the first cause wins and ``code`` with it."""
@@ -687,14 +764,45 @@ class Orchestrator:
         for task in asyncio.all_tasks():
             out.write(f"--- {task!r}\n")
             task.print_stack(file=out)
-        with open(self.job.file("debug-tasks.txt"), "w", encoding="utf-8") as fh:
+        with (
+            contextlib.suppress(OSError),
+            open(self.job.file("debug-tasks.txt"), "w", encoding="utf-8") as fh,
+        ):
             fh.write(out.getvalue())
 
     def _spawn_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        """A background task (a restart, a liveness watch) that raised ends the job loudly:
+        a failure there must never leave a service silently down."""
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._fail_internally(exc, f"in {task.get_coro().__qualname__}")  # type: ignore[union-attr]
+
+    def _on_callback_error(self, pid: int, exc: BaseException) -> None:
+        """An exit callback raised (the SIGCHLD path): fail the unit, and the job, loudly."""
+        step = next((i.step for i in self.instances if i.handle and i.handle.pid == pid), None)
+        self._fail_internally(
+            exc, f"handling the exit of pid {pid}" + (f" ({step})" if step else "")
+        )
+
+    def _fail_internally(self, exc: BaseException, where: str) -> None:
+        self._emit("internal_error", detail=f"{where}: {type(exc).__name__}: {exc}")
+        self.request_stop(
+            StopCause(
+                StopKind.INTERNAL_ERROR,
+                f"internal error {where}: {exc}",
+                error=f"{type(exc).__name__}: {exc}",
+            ),
+            1,
+        )
 
     def _emit(self, event: str, /, **fields: Any) -> None:
         if self.events is not None:
@@ -713,6 +821,9 @@ class Orchestrator:
         self._write_state(status="stopping" if self.stopping else "running")
 
     def _write_state(self, status: JobStatus) -> None:
+        self._guarded("state.json", lambda: write_state(self.job, self._state(status)))
+
+    def _state(self, status: JobStatus) -> JobState:
         state = JobState(
             version=VERSION,
             job_name=self.plan.job_name,
@@ -726,7 +837,62 @@ class Orchestrator:
             cause=self.stop_cause,
             unkillable=self.unkillable,
         )
-        write_state(self.job, state)
+        if self.launcher is not None:
+            state.cgroup = self.launcher.cgroup_path()
+            state.sessions = [
+                SessionRecord(sid, step) for sid, step in self.launcher.sessions().items()
+            ]
+        if self.builds and self.launcher is not None:
+            self._fill_build_pids(self.launcher.sessions())
+        state.builds = self.builds
+        return state
+
+    def _guarded(self, what: str, write: Callable[[], None]) -> bool:
+        """Write a job file; a failure (ENOSPC, a read-only remount) is reported once and
+        the job goes on with its state in memory, rewritten at the next change."""
+        try:
+            write()
+        except OSError as exc:
+            if what not in self.write_errors:
+                self.write_errors[what] = exc.strerror or str(exc)
+                self._emit(
+                    "job_dir_error",
+                    detail=f"cannot write {what} in {self.job.path}: {exc.strerror};"
+                    " the job goes on with its state in memory",
+                )
+            return False
+        if self.write_errors.pop(what, None) is not None:
+            self._emit("job_dir_recovered", detail=f"{what} written again")
+        return True
+
+    def _events_unwritable(self, exc: OSError) -> None:
+        if "events.jsonl" not in self.write_errors:
+            self.write_errors["events.jsonl"] = exc.strerror or str(exc)
+            self._emit(
+                "job_dir_error",
+                detail=f"cannot write events.jsonl in {self.job.path}: {exc.strerror};"
+                " the job goes on with its state in memory",
+            )
+
+    def _last_write(self, what: str, write: Callable[[], None]) -> None:
+        """The final state and result: if the disk is full, give back the space set aside
+        when the job started, and try again."""
+        if self._guarded(what, write):
+            return
+        if self.options.reserve is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.options.reserve)
+            self._guarded(what, write)
+
+    def _fill_build_pids(self, sessions: dict[int, str]) -> None:
+        """A running build's PID is the newest session the launcher started for its step."""
+        for step, build in self.builds.items():
+            if build.state != "starting":
+                continue
+            pids = [pid for pid, s in sessions.items() if s == step]
+            if pids and pids[-1] != build.pid:
+                build.pid = build.pgid = pids[-1]
+                build.start_ticks = process.start_ticks(pids[-1])
 
     def _write_result(self, code: int) -> None:
         result = JobResult(
@@ -739,7 +905,10 @@ class Orchestrator:
             ended=time.time(),
             unkillable=self.unkillable,
         )
-        write_result(self.job, result)
+        self._last_write("result.json", lambda: write_result(self.job, result))
+        if "state.json" in self.write_errors and self._final_status is not None:
+            final = self._final_status
+            self._last_write("state.json", lambda: write_state(self.job, self._state(final)))
 
 
 def _instance_state(inst: InstanceRun) -> InstanceState:

@@ -42,6 +42,9 @@ SHOWN = {
     "service_stopped": "{unit} stopped on request; it stays down",
     "control_unavailable": "no control socket (srt restart will not work): {detail}",
     "note": "{detail}",
+    "job_dir_error": "{detail}",
+    "job_dir_recovered": "{detail}",
+    "internal_error": "internal error {detail}",
 }
 
 

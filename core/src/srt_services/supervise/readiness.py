@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from srt_services.launch import process
 from srt_services.plan.model import PlannedProbe
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub, Target
-from srt_services.supervise.runs import Emit, InstanceRun, PhaseFailed, describe_code
+from srt_services.supervise.runs import Emit, InstanceRun, PhaseFailed, UnitRun, describe_code
 
 if TYPE_CHECKING:
     from srt_services.extend.launcher import Launcher
@@ -47,6 +47,15 @@ class Probing:
     emit: Emit
     hub: InotifyHub | None
     poller: PortPoller | None
+    #: how to stop an instance that failed a probe (SIGTERM, grace, SIGKILL); without
+    #: it, SIGKILL at once
+    stop: Callable[[InstanceRun, str], Awaitable[None]] | None = None
+
+    async def _stop(self, inst: InstanceRun, reason: str) -> None:
+        if self.stop is not None:
+            await self.stop(inst, reason)
+        elif inst.handle is not None:
+            await self.launcher.kill([inst.handle])
 
     def target(self, inst: InstanceRun, probe: PlannedProbe) -> Target:
         """What the probe of ``inst``'s current attempt looks at."""
@@ -108,10 +117,9 @@ class Probing:
     ) -> PhaseFailed:
         """Stop the instance now (the job is failing anyway) and say why it failed."""
         p = inst.planned
-        inst.state = "failed"
         inst.killed_for = "readiness timeout"
-        if inst.handle is not None:
-            await self.launcher.kill([inst.handle])
+        await self._stop(inst, "readiness timeout")
+        inst.state = "failed"
         last = f"; last probe error: {last_error}" if last_error else ""
         message = (
             f"{inst.label} on {p.node} was not ready within {spec.timeout:g}s"
@@ -127,6 +135,68 @@ class Probing:
                 node=p.node,
                 timeout=spec.timeout,
             )
+        )
+
+    async def wait_fleet(self, unit: UnitRun) -> None:
+        """Return once the unit's fleet probe passes (every instance is ready already).
+
+        The kind's whole-service gate (a Ray head listing every member ALIVE) races every
+        instance's exit: a member that dies while the cluster forms fails the phase at once
+        with its log tail, and a fleet that does not form in time fails it with the probe's
+        last word (which members are missing).
+        """
+        spec = unit.planned.fleet
+        assert spec is not None
+        u = unit.planned
+        exits = {i.exit_fut: i for i in unit.instances if i.exit_fut is not None}
+        for fut, inst in exits.items():
+            if fut.done():
+                raise self._exited_before_ready(inst, fut.result(), spec)
+        probe = self.plugins.probe(spec.probe)
+        first = unit.instances[0]
+        target = self.target(first, spec)
+        target.owner_check = lambda port: None  # the fleet answers for many processes
+        attempt_timeout = spec.attempt_timeout or HTTP_ATTEMPT_TIMEOUT
+        waiter = asyncio.ensure_future(probe.wait_ready(target, min(attempt_timeout, spec.timeout)))
+        self.emit("fleet_waiting", unit=u.name, probe=spec.describe)
+        started = time.monotonic()
+        racing: set[asyncio.Future[Any]] = {waiter, *exits}
+        try:
+            done, _ = await asyncio.wait(
+                racing, timeout=spec.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                await asyncio.wait({waiter}, timeout=PROBE_CANCEL_WAIT)
+        for fut, inst in exits.items():
+            if fut.done():
+                raise self._exited_before_ready(inst, fut.result(), spec)
+        if waiter in done and waiter.exception() is None:
+            self.emit("fleet_ready", unit=u.name, waited=round(time.monotonic() - started, 6))
+            return
+        if waiter in done and waiter.exception() is not None:
+            err = waiter.exception()
+            target.last_error = f"probe error: {type(err).__name__}: {err}"
+        raise await self._fleet_not_ready(unit, spec, target.last_error)
+
+    async def _fleet_not_ready(
+        self, unit: UnitRun, spec: PlannedProbe, last_error: str
+    ) -> PhaseFailed:
+        u = unit.planned
+        running = [i for i in unit.instances if i.running]
+        for inst in running:
+            inst.state = "failed"
+            inst.killed_for = "fleet readiness timeout"
+        await self.launcher.kill([i.handle for i in running if i.handle is not None])
+        last = f"; {last_error}" if last_error else ""
+        message = (
+            f"{u.label} did not form within {spec.timeout:g}s ({spec.describe}){last};"
+            f" see the logs of {', '.join(self.job.inside(i.planned.log) for i in unit.instances)}"
+        )
+        self.emit("ready_timeout", unit=u.name, error=last_error, fleet=True)
+        return PhaseFailed(
+            StopCause(StopKind.READINESS_TIMEOUT, message, unit=u.name, timeout=spec.timeout)
         )
 
     def _exited_before_ready(self, inst: InstanceRun, code: int, spec: PlannedProbe) -> PhaseFailed:
@@ -167,6 +237,5 @@ class Probing:
             self.emit("liveness_failed", step=inst.step, count=failures, error=result.detail)
             if failures >= threshold:
                 inst.killed_for = f"liveness failed {failures} times: {result.detail}"
-                if inst.handle is not None:
-                    await self.launcher.kill([inst.handle])
+                await self._stop(inst, "liveness failed")
                 return

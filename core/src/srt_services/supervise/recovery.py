@@ -1,24 +1,37 @@
 """Acting on a job directory from another process: stop, and leftovers.
 
-The job directory's ``state.json`` names the orchestrator (PID plus start time) and the
-job's cookie. If the orchestrator lives, ``srt stop`` asks it to stop (SIGTERM) and waits;
-it alone knows the tiers and graces. If it died (SIGKILL, OOM, a crashed node), its
-leftovers are found by cookie, confirmed by start time (never by PID alone: PIDs are
-reused), and stopped tier by tier from here.
+The job directory's ``state.json`` names the orchestrator (PID plus start time, host, PID
+namespace and boot) and records how to find the job's processes: the cookie, the cgroup,
+every session srt created, each instance's PID with its start time. If the orchestrator
+lives, ``srt stop`` asks it to stop (SIGTERM) and waits; it alone knows the tiers and
+graces. If it died (SIGKILL, OOM, a crashed node), its leftovers are found through all of
+those (:mod:`srt_services.launch.jobprocs`), so a descendant that scrubbed its environment
+is found too, and stopped tier by tier from here: SIGTERM to each process group, SIGKILL
+after the grace, then rescans until nothing is left. Every signal goes through
+:func:`srt_services.procfs.signal_same` (a pidfd, checked against the start time seen), so a
+PID that was reused meanwhile is never hit. "nothing of the job is running" is printed only
+after a last scan found nothing.
+
+From another host, another PID namespace or after a reboot the recorded PIDs name nothing
+here; ``srt stop`` says so and signals nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from srt_services import procfs
 from srt_services.jobdir.planview import DEFAULT_GRACE
 from srt_services.jobdir.state import write_state
 from srt_services.jobdir.stop_request import write_stop_request
 from srt_services.jobdir.view import JobView
-from srt_services.launch import process
+from srt_services.launch import jobprocs
+from srt_services.launch.cgroup import JobCgroup
 
 Log = Callable[[str], object]
 
@@ -26,23 +39,85 @@ Log = Callable[[str], object]
 KILL_WAIT = 5.0
 #: What ``srt stop`` adds to the longest grace before it stops waiting for the orchestrator.
 ORCHESTRATOR_MARGIN = 15.0
+#: The longest grace ``srt stop`` honours from a plan (a corrupt plan may say 1e308).
+MAX_GRACE = 3600.0
+POLL = 0.02
 
 
-def leftovers(view: JobView) -> list[tuple[int, str | None]]:
-    """Live processes carrying the job's cookie that started no earlier than the job."""
-    if not view.cookie:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Leftover:
+    pid: int
+    step: str | None
+    ticks: int
+
+
+def leftovers(view: JobView) -> list[Leftover]:
+    """Live processes of the job (the orchestrator itself excluded), however they are found."""
+    state = view.state
+    if state is None or not state.cookie or state.orchestrator.elsewhere() is not None:
         return []
-    return process.pids_with_cookie(view.cookie, view.not_before_ticks())
+    known: dict[int, str | None] = {}
+    group = JobCgroup.existing(state.cgroup)
+    if group is not None:
+        known = group.members()
+    sessions: dict[int, str | None] = {s.sid: s.step for s in state.sessions}
+    roots = []
+    for name, inst in [*state.instances.items(), *state.builds.items()]:
+        if inst.pgid is not None:
+            sessions.setdefault(inst.pgid, name)
+        if inst.pid is not None and procfs.same_process(inst.pid, inst.start_ticks):
+            roots.append(inst.pid)
+            known.setdefault(inst.pid, name)
+    found = jobprocs.find(
+        state.cookie,
+        sessions=sessions,
+        roots=roots,
+        not_before=view.not_before_ticks(),
+        known=known,
+    )
+    orch = state.orchestrator
+    out = []
+    for pid, step in found.items():
+        if pid == orch.pid and procfs.same_process(pid, orch.start_ticks):
+            continue
+        ticks = procfs.start_ticks(pid)
+        if ticks is not None:
+            out.append(Leftover(pid, step, ticks))
+    return out
+
+
+def _signal(found: Iterable[Leftover], sig: int) -> None:
+    """``sig`` to each leftover's process group and to itself, checked by start time."""
+    mine = os.getpgrp()
+    groups: set[int] = set()
+    for left in found:
+        ids = procfs.stat_ids(left.pid)
+        if ids is None or ids[3] != left.ticks:
+            continue
+        pgid = ids[1]
+        # a group's id is its leader's PID, never reused while the group exists, and a
+        # group lives inside one session, which the job created: all of it is the job's
+        if pgid != mine and pgid not in groups and procfs.signal_same(left.pid, left.ticks, 0):
+            groups.add(pgid)
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                pass
+        procfs.signal_same(left.pid, left.ticks, sig)
 
 
 def wait_gone(pids: list[int], timeout: float) -> list[int]:
     """Wait until ``pids`` are gone, at most ``timeout`` seconds; return those still alive."""
     deadline = time.monotonic() + timeout
-    left = [p for p in pids if process.alive(p)]
+    left = [p for p in pids if procfs.alive(p)]
     while left and time.monotonic() < deadline:
-        time.sleep(0.02)
-        left = [p for p in left if process.alive(p)]
+        time.sleep(POLL)
+        left = [p for p in left if procfs.alive(p)]
     return left
+
+
+def _grace(value: float) -> float:
+    return min(value, MAX_GRACE) if math.isfinite(value) and value >= 0 else DEFAULT_GRACE
 
 
 def stop_leftovers(view: JobView, grace: float | None = None, log: Log = print) -> list[str]:
@@ -51,33 +126,57 @@ def stop_leftovers(view: JobView, grace: float | None = None, log: Log = print) 
     if not found:
         return []
     tiers = view.tiers()
-    by_tier: dict[int, list[tuple[int, str | None]]] = {}
-    for pid, step in found:
-        by_tier.setdefault(tiers.get(step or "", 0), []).append((pid, step))
     graces = view.grace()
-    survivors: list[str] = []
+    by_tier: dict[int, list[Leftover]] = {}
+    for left in found:
+        by_tier.setdefault(tiers.get(left.step or "", 0), []).append(left)
     for tier in sorted(by_tier):
         members = by_tier[tier]
         wait = grace
         if wait is None:
-            wait = max(graces.get(s or "", DEFAULT_GRACE) for _, s in members)
-        survivors += _stop_leftover_tier(tier, members, wait, log)
-    return survivors
+            wait = max(_grace(graces.get(m.step or "", DEFAULT_GRACE)) for m in members)
+        _stop_leftover_tier(view, tier, members, wait, log)
+    return _chase(view, log)
 
 
 def _stop_leftover_tier(
-    tier: int, members: list[tuple[int, str | None]], wait: float, log: Log
-) -> list[str]:
-    """SIGTERM the tier's leftovers, SIGKILL them after ``wait``; return what survived."""
-    log(f"stopping tier {tier}: " + ", ".join(f"{s or '?'} (pid {p})" for p, s in members))
-    for pid, _ in members:
-        process.signal_pid(pid, signal.SIGTERM)
-        process.signal_pid(pid, signal.SIGCONT)
-    left = wait_gone([p for p, _ in members], wait)
-    for pid in left:
-        log(f"pid {pid} did not exit {wait:g}s after SIGTERM; sending SIGKILL")
-        process.signal_pid(pid, signal.SIGKILL)
-    return [f"pid {pid} (state {process.proc_state(pid)})" for pid in wait_gone(left, KILL_WAIT)]
+    view: JobView, tier: int, members: list[Leftover], wait: float, log: Log
+) -> None:
+    """SIGTERM the tier's leftovers (their whole groups), SIGKILL them after ``wait``."""
+    log(f"stopping tier {tier}: " + ", ".join(f"{m.step or '?'} (pid {m.pid})" for m in members))
+    _signal(members, signal.SIGTERM)
+    _signal(members, signal.SIGCONT)
+    left = set(wait_gone([m.pid for m in members], wait))
+    late = [m for m in members if m.pid in left]
+    if late:
+        for m in late:
+            log(f"pid {m.pid} did not exit {wait:g}s after SIGTERM; sending SIGKILL")
+        _signal(late, signal.SIGKILL)
+    group = JobCgroup.existing(view.state.cgroup if view.state else None)
+    if group is not None:
+        for step in {m.step for m in members if m.step}:
+            group.kill(step)
+    wait_gone([m.pid for m in late], KILL_WAIT)
+
+
+def _chase(view: JobView, log: Log) -> list[str]:
+    """Rescan and SIGKILL (the graces are over) until nothing is found or the budget ends."""
+    deadline = time.monotonic() + KILL_WAIT
+    group = JobCgroup.existing(view.state.cgroup if view.state else None)
+    while True:
+        found = leftovers(view)
+        if not found:
+            return []
+        if time.monotonic() >= deadline:
+            return [
+                f"pid {f.pid}{f' ({f.step})' if f.step else ''} (state {procfs.proc_state(f.pid)})"
+                for f in found
+            ]
+        log("stopping what the first pass orphaned: " + ", ".join(str(f.pid) for f in found))
+        _signal(found, signal.SIGKILL)
+        if group is not None:
+            group.kill()
+        wait_gone([f.pid for f in found], 1.0)
 
 
 def mark_stopped(view: JobView, note: str) -> None:
@@ -102,19 +201,25 @@ def _stop_slurm_job(job_id: str, now: bool, timeout: float | None, log: Log) -> 
 
 def _ask_orchestrator(view: JobView, now: bool, timeout: float | None, log: Log) -> bool:
     """SIGTERM the live orchestrator (twice with ``now``) and wait; True once it is gone."""
-    pid = view.orchestrator_pid
-    assert pid is not None
-    log(f"asking the orchestrator (pid {pid}) to stop the job")
-    process.signal_pid(pid, signal.SIGTERM)
+    assert view.state is not None
+    orch = view.state.orchestrator
+    log(f"asking the orchestrator (pid {orch.pid}) to stop the job")
+    procfs.signal_same(orch.pid, orch.start_ticks, signal.SIGTERM)
     if now:
         time.sleep(0.05)
-        process.signal_pid(pid, signal.SIGTERM)
-    grace = max(view.grace().values(), default=DEFAULT_GRACE)
+        procfs.signal_same(orch.pid, orch.start_ticks, signal.SIGTERM)
+    grace = max((_grace(g) for g in view.grace().values()), default=DEFAULT_GRACE)
     limit = timeout if timeout is not None else grace + ORCHESTRATOR_MARGIN
-    if wait_gone([pid], limit):
+    if wait_gone([orch.pid], limit):
         log(f"the orchestrator did not finish within {limit:g}s; stopping its processes directly")
         return False
     return True
+
+
+def _remove_cgroup(view: JobView) -> None:
+    group = JobCgroup.existing(view.state.cgroup if view.state else None)
+    if group is not None:
+        group.remove(wait=0.5)
 
 
 def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Log = print) -> int:
@@ -124,6 +229,20 @@ def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Lo
         if view.result is None:
             write_stop_request(view.job, view.cookie, now)
         return _stop_slurm_job(view.slurm_job_id, now, timeout, log)
+    elsewhere = view.state.orchestrator.elsewhere() if view.state is not None else None
+    if elsewhere is not None:
+        assert view.state is not None
+        orch = view.state.orchestrator
+        if "rebooted" in elsewhere:
+            log(f"the job's orchestrator (pid {orch.pid}) cannot be running: {elsewhere}")
+            if not view.state.finished:
+                mark_stopped(view, "srt stop (after a reboot)")
+            return 0
+        log(
+            f"cannot stop this job from here: its orchestrator (pid {orch.pid}) {elsewhere};"
+            " run `srt stop` there"
+        )
+        return 1
     alive = view.orchestrator_alive()
     if alive:
         # read by the orchestrator when the signal arrives: the job ends as stopped by us
@@ -131,13 +250,17 @@ def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Lo
     if alive and _ask_orchestrator(view, now, timeout, log):
         view = JobView.read(path)
         if not leftovers(view):
+            _remove_cgroup(view)
             log("stopped")
             return 0
     survivors = stop_leftovers(view, 0.0 if now else timeout, log)
     if view.state is not None and not view.orchestrator_alive():
         mark_stopped(view, "srt stop")
-    if survivors:
-        log("could not stop: " + ", ".join(survivors))
+    left = leftovers(view)
+    if survivors or left:
+        shown = survivors or [f"pid {f.pid} ({f.step or '?'})" for f in left]
+        log("could not stop: " + ", ".join(shown))
         return 1
+    _remove_cgroup(view)
     log("nothing of the job is running")
     return 0

@@ -9,12 +9,16 @@ counted within a sliding window; ``max_failures`` of them and the service stays 
 from __future__ import annotations
 
 import random
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
 from srt_services.plan.model import PlannedRestart
+
+#: 2**64 times the smallest delay is past any maximum a recipe can write.
+MAX_EXPONENT = 64
 
 
 class Action(Enum):
@@ -69,6 +73,9 @@ class RestartTracker:
                 reason=f"{len(self.failures)} failures within {p.window:g}s (max_failures"
                 f" {p.max_failures}); giving up",
             )
-        base = min(p.backoff_initial * (2**self.streak), p.backoff_max)
-        self.streak += 1
-        return Decision(Action.RESTART, delay=base * (1 + p.jitter * self.rand()))
+        # Capped before doubling, with a bounded exponent: a service that has crashed ten
+        # thousand times must not turn 2**n into an OverflowError in the SIGCHLD path.
+        base = min(p.backoff_initial * (2.0 ** min(self.streak, MAX_EXPONENT)), p.backoff_max)
+        self.streak = min(self.streak + 1, MAX_EXPONENT)
+        delay = min(base * (1 + p.jitter * self.rand()), sys.float_info.max)
+        return Decision(Action.RESTART, delay=delay)

@@ -40,6 +40,8 @@ class RunOptions:
     site_passthrough: tuple[str, ...] = ()
     grace_override: float | None = None
     on_event: Callable[[dict[str, Any]], None] | None = None
+    #: a file holding space set aside for the last writes, removed if the disk fills up
+    reserve: str | None = None
 
 
 @dataclass(eq=False, slots=True)

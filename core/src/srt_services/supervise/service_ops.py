@@ -1,8 +1,9 @@
 """Restarting or stopping one service of a running job, on request (``srt restart``,
 ``srt stop JOBDIR SERVICE``).
 
-A restart uses the paths the job already has: the stop is the teardown's (the unit's stop
-signal to every process group, its grace, then SIGKILL, then its escaped processes), and
+A restart uses the paths the job already has: the stop is the one a readiness timeout uses
+(:func:`~srt_services.supervise.shutdown.stop_instances`: the unit's stop signal to every
+process group, its grace, then SIGKILL), followed by the instances' escaped processes, and
 the start is the restart policy's (launch, then the unit's readiness probe, handed in by
 the orchestrator as ``relaunch``). While srt stops an instance on request it is *held*:
 its exit is expected, so neither the restart policy nor the rule that a critical unit's
@@ -28,12 +29,11 @@ from typing import TYPE_CHECKING
 from srt_services.jobdir.control import Peer, Reply, Request
 from srt_services.launch import process
 from srt_services.supervise.runs import Emit, InstanceRun, UnitRun, describe_code
+from srt_services.supervise.shutdown import stop_instances
 
 if TYPE_CHECKING:
     from srt_services.extend.launcher import Launcher
 
-#: How long SIGKILLed processes may take to disappear.
-KILL_WAIT = 5.0
 #: Polling step for escaped processes (not our children: no exit event).
 STRAY_POLL = 0.02
 
@@ -64,6 +64,8 @@ class ServiceOps:
     relaunch: Callable[[InstanceRun], Awaitable[None]]
     #: whether the job is being torn down
     stopping: Callable[[], bool]
+    #: set by a second signal: skip what is left of a grace
+    kill_now: asyncio.Event
     grace_override: float | None = None
     _busy: set[str] = field(default_factory=set)
 
@@ -201,8 +203,8 @@ class ServiceOps:
         return Reply(True, f"restarted in {took:g}s: {pids}")
 
     async def stop(self, members: list[InstanceRun], reason: str, note: Note) -> list[str]:
-        """Stop ``members`` like the teardown would (stop signal, grace, SIGKILL, escaped
-        processes) and hold them; return what could not be stopped."""
+        """Stop ``members`` like any stop (stop signal, grace, SIGKILL; then what escaped
+        their process groups) and hold them; return what could not be stopped."""
         for inst in members:
             inst.held = reason
             if inst.liveness is not None:
@@ -218,24 +220,13 @@ class ServiceOps:
                 + ", ".join(f"{i.step} (pid {i.handle.pid})" for i in running if i.handle)
                 + f": stop signal, SIGKILL after {grace:g}s"
             )
-            await self.launcher.terminate([i.handle for i in running if i.handle is not None])
-            await _wait_exits(running, grace)
-            late = [i for i in running if i.running]
-            for inst in late:
-                self.emit(
-                    "escalated",
-                    step=inst.step,
-                    unit=inst.planned.unit,
-                    node=inst.planned.node,
-                    detail=f"did not exit {grace:g}s after the stop signal; sending SIGKILL",
-                )
-            if late:
-                await self.launcher.kill([i.handle for i in late if i.handle is not None])
-                await _wait_exits(late, KILL_WAIT)
+            await stop_instances(running, self.launcher, grace, self.kill_now, self.emit, reason)
             for inst in running:
                 if inst.exit_code is not None:
                     note(f"{inst.step} exited ({describe_code(inst.exit_code)})")
-        await self._stop_strays({i.step for i in members}, grace)
+        steps = [i.step for i in members]
+        await self._stop_strays(set(steps), grace)
+        self.launcher.sweep(steps)  # whatever the kernel still counts in these steps
         return [f"{i.step} (pid {i.handle.pid})" for i in running if i.running and i.handle]
 
     def _grace(self, members: list[InstanceRun]) -> float:
@@ -263,9 +254,3 @@ class ServiceOps:
         for pid in strays:
             if process.alive(pid):
                 process.signal_pid(pid, signal.SIGKILL)
-
-
-async def _wait_exits(members: list[InstanceRun], timeout: float) -> None:
-    pending = {i.exit_fut for i in members if i.exit_fut is not None and not i.exit_fut.done()}
-    if pending:
-        await asyncio.wait(pending, timeout=timeout)

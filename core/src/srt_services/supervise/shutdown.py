@@ -4,10 +4,17 @@ Tiers stop in reverse dependency order: tier 0 (benchmark, after_frontend servic
 frontend, workers), then tier 1 (before_workers services), then tier 2 (infra: etcd, NATS),
 so workers deregister while the discovery plane still answers. Within a tier every process
 is signalled at once (SIGTERM, then SIGCONT so a stopped process can act on it); each gets
-its own grace, then SIGKILL. Processes that escaped their group are found by their job
-cookie among our re-parented children and stopped with their tier. A second Ctrl-C (or
-``srt stop --now``) skips the graces. At the end a sweep of every process carrying the job
-cookie guarantees nothing is left, and anything that survives SIGKILL (uninterruptible
+its own grace, then SIGKILL. A second Ctrl-C (or ``srt stop --now``) skips the graces.
+
+Processes that escaped their instance's process group (a double fork, ``setsid``, a
+scrubbed environment) are stopped like instances: the launcher lists them
+(:meth:`~srt_services.extend.launcher.Launcher.stray_processes`: the job's cgroup, or the
+subreaper's children, the sessions srt created and the cookie), and each gets SIGTERM to
+its whole process group with its tier, then SIGKILL to that group at the end of the grace
+of the unit it escaped from, plus the kernel's ``cgroup.kill`` of the unit's leaf where
+there is one. Then a rescan waits for the kills to land and catches what they orphaned,
+again and again until nothing of the tier is left or the budget (``KILL_WAIT``) is spent.
+A last sweep does the same for the whole job; whatever survives SIGKILL (uninterruptible
 sleep) is reported, not waited for forever.
 
 The coordinator is handed what it acts on (:class:`Shutdown`): the instances, the
@@ -19,14 +26,14 @@ internals.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from srt_services import procfs
 from srt_services.launch import process
 from srt_services.supervise.runs import Emit, InstanceRun
 
@@ -37,49 +44,106 @@ if TYPE_CHECKING:
 KILL_WAIT = 5.0
 #: Polling step for processes we cannot wait on (not our children).
 STRAY_POLL = 0.02
-#: Rescans for escaped processes per tier (more may appear as process groups die).
-STRAY_ROUNDS = 5
 
 
-def _term_strays(pids: list[int]) -> None:
+def signal_groups(pids: Iterable[int], sig: int) -> None:
+    """``sig`` to each process's whole process group (never the orchestrator's own), and to
+    the process itself (it may have left its group since)."""
+    mine = os.getpgrp()
+    done: set[int] = set()
     for pid in pids:
-        with contextlib.suppress(OSError):
-            if os.getpgid(pid) == pid:
-                process.terminate_group(pid)
-        process.signal_pid(pid, signal.SIGTERM)
-        process.signal_pid(pid, signal.SIGCONT)
+        ids = procfs.stat_ids(pid)
+        if ids is None:
+            continue
+        pgid = ids[1]
+        if pgid != mine and pgid not in done:
+            done.add(pgid)
+            process.signal_group(pgid, sig)
+        process.signal_pid(pid, sig)
+
+
+def _term(pids: Iterable[int]) -> None:
+    pids = list(pids)
+    signal_groups(pids, signal.SIGTERM)
+    signal_groups(pids, signal.SIGCONT)
 
 
 async def _wait_until(
-    futures: set[asyncio.Future[int]], deadline: float, kill_now: asyncio.Event
+    futures: set[asyncio.Future[int]],
+    deadline: float,
+    kill_now: asyncio.Event,
+    strays: Sequence[int] = (),
 ) -> bool:
-    """Wait for ``futures`` until ``deadline`` (loop time); True if an immediate kill was asked."""
+    """Wait for ``futures`` (and the ``strays`` to die) until ``deadline`` (loop time);
+    True if an immediate kill was asked."""
     loop = asyncio.get_running_loop()
     pending = {f for f in futures if not f.done()}
-    if not pending:
+    left = [p for p in strays if procfs.alive(p)]
+    if not pending and not left:
         return kill_now.is_set()
     killer = asyncio.ensure_future(kill_now.wait())
+    poll = 0.001
     try:
-        await asyncio.wait(
-            pending | {killer},
-            timeout=max(0.0, deadline - loop.time()),
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        while not killer.done() and any(not f.done() for f in pending) and loop.time() < deadline:
-            pending = {f for f in pending if not f.done()}
+        while not killer.done() and loop.time() < deadline and (pending or left):
+            remaining = max(0.0, deadline - loop.time())
             await asyncio.wait(
                 pending | {killer},
-                timeout=max(0.0, deadline - loop.time()),
+                timeout=min(remaining, poll) if left else remaining,
                 return_when=asyncio.FIRST_COMPLETED,
             )
+            poll = min(poll * 2, STRAY_POLL)
+            pending = {f for f in pending if not f.done()}
+            left = [p for p in left if procfs.alive(p)]
     finally:
         if not killer.done():
             killer.cancel()
     return kill_now.is_set()
 
 
+async def _wait_gone(pids: list[int], deadline: float) -> None:
+    """Poll until ``pids`` are gone or ``deadline`` (loop time): SIGKILL lands quickly but
+    not at once, and a rescan before it did would find the same processes again."""
+    loop = asyncio.get_running_loop()
+    step = 0.001
+    while any(procfs.alive(p) for p in pids) and loop.time() < deadline:
+        await asyncio.sleep(step)
+        step = min(step * 2, STRAY_POLL)
+
+
 def _exits(members: Sequence[InstanceRun]) -> set[asyncio.Future[int]]:
     return {i.exit_fut for i in members if i.exit_fut is not None}
+
+
+async def stop_instances(
+    insts: Sequence[InstanceRun],
+    launcher: Launcher,
+    grace: float,
+    kill_now: asyncio.Event,
+    emit: Emit,
+    reason: str,
+) -> None:
+    """Stop some instances while the job goes on, like any stop: SIGTERM (the stop
+    signal), ``grace``, then SIGKILL (a readiness timeout, a failed liveness probe).
+    Services that clean up on SIGTERM (databases, the oarbank agent) get to."""
+    live = [i for i in insts if i.running and i.handle is not None]
+    if not live:
+        return
+    await launcher.terminate([i.handle for i in live if i.handle is not None])
+    loop = asyncio.get_running_loop()
+    await _wait_until(_exits(live), loop.time() + grace, kill_now)
+    late = [i for i in live if i.running]
+    for inst in late:
+        emit(
+            "escalated",
+            step=inst.step,
+            unit=inst.planned.unit,
+            node=inst.planned.node,
+            detail=f"{reason}: did not exit {grace:g}s after SIGTERM; sending SIGKILL",
+        )
+    if late:
+        await launcher.kill([i.handle for i in late if i.handle is not None])
+        launcher.sweep([i.step for i in late])
+        await _wait_until(_exits(late), loop.time() + KILL_WAIT, asyncio.Event())
 
 
 @dataclass
@@ -97,12 +161,24 @@ class Shutdown:
     #: what survived SIGKILL, one sentence per process (filled by :meth:`run`)
     unkillable: list[str] = field(default_factory=list)
     _tier_of: dict[str, int] = field(init=False, repr=False)
+    _grace_of: dict[str, float] = field(init=False, repr=False)
+    _snapshot: dict[int, str | None] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._tier_of = {i.step: i.unit.planned.tier for i in self.instances}
+        self._grace_of = {i.step: self._grace(i) for i in self.instances}
+
+    def _grace(self, inst: InstanceRun) -> float:
+        wanted = self.grace_override
+        if wanted is None:
+            wanted = inst.unit.planned.stop_grace
+        return self.launcher.stop_budget(wanted)
 
     async def run(self) -> list[str]:
         """Stop every tier, then sweep; return what could not be killed."""
+        # one look at the escaped processes serves every tier; each tier rescans after its
+        # kills (orphans appear as their parents die)
+        self._snapshot = self._strays()
         for tier in sorted(set(self._tier_of.values())):
             await self._stop_tier(tier)
         await self._final_sweep()
@@ -110,15 +186,16 @@ class Shutdown:
 
     # ------------------------------------------------------------------ one tier
 
-    def _strays_of(self, tier: int, skip: set[int] | None = None) -> list[int]:
-        """Escaped processes attributed (by their cookie's step) to ``tier``."""
-        return [
-            pid
+    def _strays(self) -> dict[int, str | None]:
+        running = {i.handle.pid for i in self.instances if i.running and i.handle is not None}
+        return {
+            pid: step
             for pid, step in self.launcher.stray_processes(self.cookie).items()
-            if (skip is None or pid not in skip)
-            and step is not None
-            and self._tier_of.get(step) == tier
-        ]
+            if pid not in running
+        }
+
+    def _in_tier(self, tier: int) -> Callable[[str | None], bool]:
+        return lambda step: step is not None and self._tier_of.get(step) == tier
 
     async def _stop_tier(self, tier: int) -> None:
         """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
@@ -128,39 +205,42 @@ class Shutdown:
         handles = [i.handle for i in members if i.handle is not None]
         if handles:
             await self.launcher.terminate(handles)
-        strays = self._strays_of(tier, skip={h.pid for h in handles})
-        _term_strays(strays)
+        in_tier = self._in_tier(tier)
+        strays = {p: s for p, s in self._snapshot.items() if in_tier(s) and procfs.alive(p)}
+        _term(strays)
         if not members and not strays:
             return
         self.emit(
-            "stopping_tier", tier=tier, steps=[i.step for i in members], strays=strays or None
+            "stopping_tier",
+            tier=tier,
+            steps=[i.step for i in members],
+            strays=sorted(strays) or None,
         )
         for inst in members:
             inst.state = "stopping"
         started = loop.time()
-        longest = await self._escalate_per_grace(members, started)
-        # Wait for the SIGKILLed, and for escaped processes (more may appear as groups die).
+        longest = await self._escalate_per_grace(members, strays, started)
+        # Wait for the SIGKILLed, then for what their deaths orphaned.
         await _wait_until(_exits(members), loop.time() + KILL_WAIT, self.kill_now)
-        await self._chase_strays(tier, strays, started + longest)
+        await self._chase(in_tier, started + longest, started + longest + KILL_WAIT)
 
-    def _by_grace(self, members: list[InstanceRun]) -> dict[float, list[InstanceRun]]:
-        out: dict[float, list[InstanceRun]] = {}
+    async def _escalate_per_grace(
+        self, members: list[InstanceRun], strays: dict[int, str | None], started: float
+    ) -> float:
+        """SIGKILL each member, and each escaped process, still running at the end of its
+        unit's grace; return the longest grace."""
+        by_grace: dict[float, tuple[list[InstanceRun], list[int]]] = {}
         for inst in members:
-            wanted = self.grace_override
-            if wanted is None:
-                wanted = inst.unit.planned.stop_grace
-            out.setdefault(self.launcher.stop_budget(wanted), []).append(inst)
-        return out
-
-    async def _escalate_per_grace(self, members: list[InstanceRun], started: float) -> float:
-        """SIGKILL each member still running at its grace's end; return the longest grace."""
-        by_grace = self._by_grace(members)
+            by_grace.setdefault(self._grace_of[inst.step], ([], []))[0].append(inst)
+        for pid, step in strays.items():
+            by_grace.setdefault(self._grace_of.get(step or "", 0.0), ([], []))[1].append(pid)
         for grace in sorted(by_grace):
-            group = by_grace[grace]
-            immediate = await _wait_until(_exits(group), started + grace, self.kill_now)
+            group, escaped = by_grace[grace]
+            immediate = await _wait_until(
+                _exits(group), started + grace, self.kill_now, strays=escaped
+            )
             late = [i for i in group if i.running]
-            if not late:
-                continue
+            late_escaped = [p for p in escaped if procfs.alive(p)]
             reason = (
                 "immediate stop requested"
                 if immediate
@@ -174,50 +254,64 @@ class Shutdown:
                     node=inst.planned.node,
                     detail=f"{reason}; sending SIGKILL",
                 )
-            await self.launcher.kill([i.handle for i in late if i.handle is not None])
-        return max(by_grace, default=0.0)
-
-    async def _chase_strays(self, tier: int, strays: list[int], not_before: float) -> None:
-        """Rescan for the tier's escaped processes until none is left: each new one gets
-        SIGTERM, and whatever is still alive after the tier's longest grace gets SIGKILL."""
-        loop = asyncio.get_running_loop()
-        for _ in range(STRAY_ROUNDS):
-            more = self._strays_of(tier)
-            if not more:
-                return
-            _term_strays([p for p in more if p not in strays])
-            strays = list(dict.fromkeys([*strays, *more]))
-            deadline = max(not_before, loop.time())
-            while loop.time() < deadline and not self.kill_now.is_set():
-                if not any(process.alive(p) for p in more):
-                    break
-                await asyncio.sleep(STRAY_POLL)
-            left = [p for p in more if process.alive(p)]
-            if left:
+            if late:
+                await self.launcher.kill([i.handle for i in late if i.handle is not None])
+            if late_escaped:
                 self.emit(
                     "escalated",
-                    pids=left,
-                    detail="escaped processes did not exit after SIGTERM; sending SIGKILL",
+                    pids=late_escaped,
+                    detail=f"escaped processes {reason}; sending SIGKILL to their process groups",
                 )
-                for pid in left:
-                    process.signal_pid(pid, signal.SIGKILL)
+                signal_groups(late_escaped, signal.SIGKILL)
+            if late or late_escaped:
+                steps = {i.step for i in late} | {strays[p] for p in late_escaped}
+                self.launcher.sweep(sorted(s for s in steps if s))
+        return max(by_grace, default=0.0)
+
+    async def _chase(
+        self, wanted: Callable[[str | None], bool], grace_end: float, budget_end: float
+    ) -> list[int]:
+        """Rescan until nothing ``wanted`` is left: a process found before ``grace_end``
+        gets SIGTERM and the rest of the grace, one found after it SIGKILL at once; each
+        round waits for its kills to land. Returns what is still alive at ``budget_end``."""
+        loop = asyncio.get_running_loop()
+        termed: set[int] = set()
+        while True:
+            more = {p: s for p, s in self._strays().items() if wanted(s)}
+            if not more:
+                return []
+            if loop.time() >= budget_end:
+                return list(more)
+            if loop.time() < grace_end and not self.kill_now.is_set():
+                fresh = [p for p in more if p not in termed]
+                _term(fresh)
+                termed.update(fresh)
+                await _wait_until(set(), grace_end, self.kill_now, strays=list(more))
+                continue
+            self.emit(
+                "escalated",
+                pids=sorted(more),
+                detail="processes left after the grace; sending SIGKILL to their process groups",
+            )
+            signal_groups(more, signal.SIGKILL)
+            self.launcher.sweep(sorted({s for s in more.values() if s}))
+            await _wait_gone(list(more), min(budget_end, loop.time() + 1.0))
 
     # ------------------------------------------------------------------ the last sweep
 
     async def _final_sweep(self) -> None:
         """Whatever of the job is still around (unattributed strays, late forks) dies now."""
-        running = {i.handle.pid for i in self.instances if i.running and i.handle is not None}
-        # As a child subreaper every process the job started is our descendant: our children
-        # are the complete list (srt stop's recovery path scans /proc by cookie instead).
-        left = [pid for pid in self.launcher.stray_processes(self.cookie) if pid not in running]
+        loop = asyncio.get_running_loop()
+        left = list(self._strays())
         if left:
             self.emit(
                 "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"
             )
-            for pid in left:
-                process.signal_pid(pid, signal.SIGKILL)
-        if not await self._gone_within(left, KILL_WAIT):
-            self._report_stuck(left)
+            signal_groups(left, signal.SIGKILL)
+        self.launcher.sweep(None)
+        stuck = await self._chase(lambda _: True, loop.time(), loop.time() + KILL_WAIT)
+        if not await self._gone_within(stuck, 0.5) or stuck:
+            self._report_stuck(stuck)
 
     async def _gone_within(self, pids: list[int], timeout: float) -> bool:
         """Whether every instance and every one of ``pids`` is gone within ``timeout``."""

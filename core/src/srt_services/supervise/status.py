@@ -33,13 +33,19 @@ def status_rows(path: str) -> dict[str, Any]:
     cause = result.cause if result is not None and result.cause is not None else None
     if cause is None and state is not None:
         cause = state.cause
+    status: str = (
+        (result.status if result else None) or (state.status if state else None) or "planned"
+    )
+    if status in {"running", "stopping"} and not alive_orch:
+        status = "lost"  # never "running" about a job whose orchestrator is gone
+    builds = state.builds if state is not None else {}
+    rows += [_row(view, step, b, alive_orch, now, build=True) for step, b in builds.items()]
     return {
         "slurm": slurm,
         "job": (state.job_name if state else None) or (view.plan.job_name if view.plan else None),
         "job_dir": view.job.path,
-        "status": (result.status if result else None)
-        or (state.status if state else None)
-        or "planned",
+        "status": status,
+        "elsewhere": state.orchestrator.elsewhere() if state is not None else None,
         "exit_code": result.exit_code if result else None,
         "orchestrator_alive": alive_orch,
         "orchestrator_pid": view.orchestrator_pid,
@@ -49,12 +55,19 @@ def status_rows(path: str) -> dict[str, Any]:
 
 
 def _row(
-    view: JobView, step: str, inst: InstanceState, alive_orch: bool, now: float
+    view: JobView,
+    step: str,
+    inst: InstanceState,
+    alive_orch: bool,
+    now: float,
+    build: bool = False,
 ) -> dict[str, Any]:
     pid = inst.pid
     running = pid is not None and procfs.same_process(pid, inst.start_ticks)
     uptime = now - inst.started if running and inst.started is not None else None
     state_name: str = inst.state
+    if build and state_name == "starting":
+        state_name = "building"
     if not running and state_name in LIVE_STATES and not alive_orch and pid:
         state_name = f"{state_name} (orchestrator gone)"
     return {

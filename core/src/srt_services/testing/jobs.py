@@ -193,6 +193,26 @@ class Jobs:
         return self.start(text, *args, **kw).wait(timeout)
 
 
+def plugin_env(site: Path, dist: str, modules: dict[str, str], entry: str) -> dict[str, str]:
+    """Install a plugin for ``srt run`` subprocesses, without pip: ``modules`` (module name ->
+    source) and a ``<dist>`` distribution whose ``srt.plugins`` entry point is ``entry``
+    are written into ``site``; returns the environment (``PYTHONPATH``) that makes an srt
+    subprocess load it exactly like an installed plugin.
+    """
+    site.mkdir(parents=True, exist_ok=True)
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    info = site / f"{dist.replace('-', '_')}-1.0.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(f"[srt.plugins]\n{dist} = {entry}\n", encoding="utf-8")
+    (info / "RECORD").write_text("", encoding="utf-8")
+    path = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {"PYTHONPATH": path}
+
+
 def events_of(run: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
     return [
         e

@@ -2,8 +2,8 @@
 
 The package root stays import-light on purpose: srt loads ``srt_oarbank.plugin`` through an
 entry point, and nothing here should drag pydantic or psutil into ``srt --help``. Import the
-submodules you need (``srt_oarbank.documents``, ``srt_oarbank.executor``,
-``srt_oarbank.lifecycle`` ...).
+submodules you need (``srt_oarbank.protocol.documents``, ``srt_oarbank.execution.executor``,
+``srt_oarbank.lifecycle.manager`` ...).
 """
 
 __version__ = "1.0.0"

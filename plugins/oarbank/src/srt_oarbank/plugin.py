@@ -13,20 +13,20 @@ if TYPE_CHECKING:
 
 @hookimpl
 def srt_register_service_kinds() -> list[type[ServiceKind]]:
-    from srt_oarbank.srt_kind import OarbankKind
+    from srt_oarbank.srt.kind import OarbankKind
 
     return [OarbankKind]
 
 
 @hookimpl
 def srt_register_probes() -> list[type[Probe]]:
-    from srt_oarbank.srt_probes import OarbankProbe, OarbankReadyProbe
+    from srt_oarbank.srt.probes import OarbankProbe, OarbankReadyProbe
 
     return [OarbankReadyProbe, OarbankProbe]
 
 
 @hookimpl
 def srt_cli_commands() -> list[click.Command]:
-    from srt_oarbank.cli import oarbank
+    from srt_oarbank.srt.cli import oarbank
 
     return [oarbank]

@@ -1,0 +1,127 @@
+"""Finding every process of a job, with or without its cookie.
+
+The cookie in the environment (:mod:`srt_services.jobdir.identity`) finds most of them,
+but a process can drop it (``env -i``, a protocol that passes no environment) or carry
+another one. So a job's processes are whatever any of these says is the job's:
+
+* the job's cgroup (:mod:`srt_services.launch.cgroup`), where there is one: the kernel's
+  bookkeeping, which nothing short of root can leave;
+* the sessions and process groups srt created (every launch starts a new session), for
+  processes that started no earlier than the job;
+* the descendants of everything above, and of the orchestrator's own children (as a child
+  subreaper it inherits every orphan of the job);
+* the cookie (needed after the orchestrator died: its orphans went to PID 1).
+
+A process carrying *another* job's cookie is left alone only when that cookie belongs to
+a live srt job of this machine (its job directory says so); otherwise the cookie is just
+an environment variable a service set, and the process is this job's like any other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+
+from srt_services import procfs
+from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key in (b"SRT_JOB_COOKIE", b"SRT_INSTANCE", b"SRT_JOB_DIR"):
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+@lru_cache(maxsize=64)
+def _live_job(job_dir: str, cookie: str) -> bool:
+    from srt_services.jobdir.layout import JobDirError
+    from srt_services.jobdir.view import JobView
+
+    try:
+        view = JobView.read(job_dir)
+    except (JobDirError, OSError):
+        return False
+    return view.cookie == cookie and view.orchestrator_alive()
+
+
+def foreign_live(env: Mapping[str, str], cookie: str) -> bool:
+    """Whether ``env`` carries the cookie of another srt job that runs on this machine."""
+    other = env.get(COOKIE_VAR)
+    if not other or other == cookie:
+        return False
+    job_dir = env.get("SRT_JOB_DIR")
+    if not job_dir:
+        return False
+    live = _live_job(job_dir, other)
+    _live_job.cache_clear()  # a decision for this scan only: the other job may end
+    return live
+
+
+def find(
+    cookie: str,
+    *,
+    sessions: Mapping[int, str | None] = {},
+    roots: Iterable[int] = (),
+    not_before: int | None = None,
+    by_cookie: bool = True,
+    known: Mapping[int, str | None] = {},
+) -> dict[int, str | None]:
+    """pid -> step (when known) of every live process of the job, in one pass over /proc.
+
+    ``sessions`` maps a session or process-group id srt created to its step; ``roots``
+    are processes whose descendants are the job's (the orchestrator's children);
+    ``known`` is what the cgroup already says. ``not_before`` (clock ticks) excludes
+    processes older than the job from the session and cookie matches, so a recycled id
+    never drags in a stranger. ``by_cookie`` also reads every process's environment (the
+    only way to find an orphan that left the job's sessions after the orchestrator died).
+    """
+    me = os.getpid()
+    children: dict[int, list[int]] = {}
+    found: dict[int, str | None] = {}
+    for pid in procfs.all_pids():
+        if pid == me:
+            continue
+        ids = procfs.stat_ids(pid)
+        if ids is None:
+            continue
+        ppid, pgid, sid, ticks = ids
+        children.setdefault(ppid, []).append(pid)
+        if pid in known:
+            found[pid] = known[pid]
+            continue
+        young = not_before is None or ticks >= not_before
+        if young and (sid in sessions or pgid in sessions):
+            found[pid] = sessions.get(sid) or sessions.get(pgid)
+        elif by_cookie and young:
+            env = _environ(pid)
+            if env.get(COOKIE_VAR) == cookie:
+                found[pid] = env.get(INSTANCE_VAR)
+    steps = dict(found)
+    for pid in roots:
+        if pid != me and pid not in steps and procfs.alive(pid):
+            steps[pid] = known.get(pid)
+    todo = list(steps)
+    while todo:
+        parent = todo.pop()
+        for kid in children.get(parent, ()):
+            if kid not in steps and kid != me:
+                steps[kid] = steps.get(parent)
+                todo.append(kid)
+    out: dict[int, str | None] = {}
+    for pid, step in steps.items():
+        env = _environ(pid)
+        if foreign_live(env, cookie):
+            continue
+        if env.get(COOKIE_VAR) == cookie and env.get(INSTANCE_VAR):
+            step = env[INSTANCE_VAR]
+        out[pid] = step
+    return out

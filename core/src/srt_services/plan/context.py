@@ -1,0 +1,34 @@
+"""What every part of planning shares during one :func:`~.resolve.resolve` run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from srt_services.extend.context import JobPaths, Layout
+    from srt_services.plan.model import PlannedRestart
+    from srt_services.plan.ports import PortLedger
+    from srt_services.plugins.manager import PluginSet
+    from srt_services.recipe.load import LoadedRecipe
+    from srt_services.recipe.problems import Problem
+
+
+@dataclass(slots=True)
+class PlanContext:
+    loaded: LoadedRecipe
+    plugins: PluginSet
+    layout: Layout
+    paths: JobPaths
+    #: the job's placeholder values, the same for every instance (see :mod:`.values`)
+    common: dict[str, str]
+    ledger: PortLedger
+    #: node name -> position in ``layout.compute`` (``{node_id}``), computed once
+    node_ids: dict[str, int]
+    #: the plan's restart record of services that write no ``restart``: one shared record
+    #: (never mutated), as most services use the default
+    default_restart: PlannedRestart | None
+    #: the site's least readiness budget for probes whose recipe gives none (0: none)
+    readiness_floor: float = 0.0
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)

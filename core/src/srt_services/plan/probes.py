@@ -1,0 +1,73 @@
+"""An instance's readiness and liveness probes, as the plan records them.
+
+The probe is the one the recipe's block was bound to by the checks (a
+:class:`~srt_services.recipe.settled.ProbeBinding`), or else the one the kind asks for by
+default. The probe plugin fills in what the instance decides (its address, a rendered
+path), and the recipe's timing, or the defaults, go with it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from srt_services.plan.model import PlannedProbe
+from srt_services.recipe.placeholders import render
+
+if TYPE_CHECKING:
+    from srt_services.extend.context import InstanceContext
+    from srt_services.extend.kind import DefaultProbe
+    from srt_services.plan.context import PlanContext
+    from srt_services.recipe.settled import ProbeBinding
+
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_INTERVAL = 2.0
+
+
+def planned_probe(
+    ctx: PlanContext,
+    binding: ProbeBinding | None,
+    default: DefaultProbe | None,
+    ictx: InstanceContext,
+    default_port: int | None,
+    default_timeout: float,
+    default_interval: float,
+    liveness: bool = False,
+) -> PlannedProbe | None:
+    """The probe of one instance: the recipe's (``binding``), else the kind's ``default``."""
+    if binding is not None:
+        probe, config, block = binding.probe, binding.config, binding.block
+        timeout = block.timeout_seconds or _least(ctx, DEFAULT_TIMEOUT, liveness)
+        interval = block.interval_seconds or DEFAULT_INTERVAL
+    elif default is not None:
+        probe = ctx.plugins.probe(default.name)
+        config = probe.Config.model_validate(default.config)
+        timeout = _least(ctx, default.timeout or default_timeout, liveness)
+        interval = default.interval or default_interval
+    else:
+        return None
+    planned = probe.plan(config, ictx, default_port)
+    path = planned.get("path")
+    if isinstance(path, str) and "{" in path:
+        planned["path"] = render(path, ictx.values)
+    result = PlannedProbe(
+        probe=probe.name,
+        config=planned,
+        timeout=timeout,
+        interval=interval,
+        describe=probe.describe(planned),
+    )
+    if liveness and binding is not None:
+        result.period = getattr(binding.block, "period_seconds", None)
+        result.failure_threshold = getattr(binding.block, "failure_threshold", None)
+        result.attempt_timeout = getattr(binding.block, "attempt_timeout_seconds", None)
+    port = probe.port(config) if probe.uses_port else None
+    if probe.uses_port and port is None:
+        port = default_port
+    if port is not None:
+        result.config.setdefault("port", port)
+    return result
+
+
+def _least(ctx: PlanContext, default: float, liveness: bool) -> float:
+    """A default readiness budget, raised to the site's least one (liveness has none)."""
+    return default if liveness else max(default, ctx.readiness_floor)

@@ -1,0 +1,240 @@
+"""The units of the job's own processes: each role's workers, the frontend, the benchmark.
+
+Unlike services, these are defined by the recipe alone (no kind, no hooks): their
+instances render the recipe's strings with the instance's values and take the readiness
+block the checks bound for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from srt_services.extend.context import InstanceContext
+from srt_services.extend.kind import ServiceKind
+from srt_services.extend.servers import url_host
+from srt_services.names import env_key
+from srt_services.plan.model import TIER_OF_PHASE, PlannedInstance, PlannedUnit
+from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
+from srt_services.plan.values import (
+    NO_OWN_NODES,
+    instance_values,
+    render_all,
+    render_env,
+    with_local_dir,
+)
+from srt_services.recipe.placeholders import render
+from srt_services.recipe.settled import bound
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from srt_services.extend.context import Node, Worker
+    from srt_services.plan.context import PlanContext
+    from srt_services.recipe.models import ProcessSpec, RoleSpec
+    from srt_services.recipe.settled import ProbeBinding
+
+#: Default stop grace of each category, in seconds (a recipe's ``stop_grace_seconds`` wins).
+GRACE = {"workers": 30.0, "frontend": 20.0, "benchmark": 10.0}
+
+
+@dataclass(slots=True)
+class _Placed:
+    """Where one process instance runs, and as what."""
+
+    unit: str
+    step: str
+    node: Node
+    index: int
+    role: str
+    worker: Worker | None = None
+    rank: int = 0
+
+
+def _process_instance(
+    ctx: PlanContext,
+    spec: ProcessSpec,
+    at: _Placed,
+    env_base: dict[str, str],
+    readiness: ProbeBinding | None = None,
+    default_port: int | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> PlannedInstance:
+    node, worker = at.node, at.worker
+    values = instance_values(ctx, node, at.index, at.role, NO_OWN_NODES, at.step, worker, at.rank)
+    ictx = InstanceContext(
+        service=at.unit,
+        step=at.step,
+        node=node,
+        index=at.index,
+        role=at.role,
+        nodes=(node,),
+        layout=ctx.layout,
+        paths=ctx.paths,
+        worker=worker,
+        worker_node_rank=at.rank,
+        values=values,
+    )
+    env = dict(env_base)
+    if extra_env:
+        env.update(render_env(extra_env, values))
+    env.update(render_env(spec.env, values))
+    if worker is not None and not worker.whole_node:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in worker.gpus)
+    probe = planned_probe(
+        ctx, readiness, None, ictx, default_port, DEFAULT_TIMEOUT, DEFAULT_INTERVAL
+    )
+    argv = render_all(spec.command, values) + render_all(spec.args, values)
+    preamble = with_local_dir(
+        render(spec.preamble, values) if spec.preamble else None, ictx.local_dir, argv, env
+    )
+    return PlannedInstance(
+        step=at.step,
+        unit=at.unit,
+        node=node.name,
+        node_ip=node.ip,
+        index=at.index,
+        argv=argv,
+        env=env,
+        log=f"logs/{at.step}.out",
+        work_dir=values["work_dir"],
+        preamble=preamble,
+        readiness=probe,
+        worker=worker.key if worker else None,
+        gpus=list(worker.gpus) if worker else None,
+        container=render(spec.container, values) if spec.container else None,
+    )
+
+
+def _told_workers(ctx: PlanContext, role: str) -> dict[str, str]:
+    """What the services tell this role's workers (``ServiceKind.worker_env``), in the
+    order the services launch; a later service's value wins."""
+    out: dict[str, str] = {}
+    recipe = ctx.loaded.recipe
+    for s in ctx.loaded.services:
+        if s.options is None or type(s.kind).worker_env is ServiceKind.worker_env:
+            continue  # most kinds tell workers nothing: skip the call
+        out.update(s.kind.worker_env(s.spec, s.options, role, recipe))
+    return out
+
+
+def _grace(spec: ProcessSpec, category: str) -> float:
+    return spec.stop_grace_seconds if spec.stop_grace_seconds is not None else GRACE[category]
+
+
+def worker_unit(
+    ctx: PlanContext, role: str, spec: RoleSpec, discovery: dict[str, str]
+) -> PlannedUnit:
+    """A role's workers: one instance per node of each worker, the first one probed."""
+    readiness = bound(
+        spec.readiness, ctx.loaded.job_probes.roles.get(role), f"roles.{role}", "readiness"
+    )
+    told = _told_workers(ctx, role)
+    instances: list[PlannedInstance] = []
+    for worker in ctx.layout.workers:
+        if worker.role != role:
+            continue
+        for rank, node in enumerate(worker.nodes):
+            step = (
+                f"{role}_{worker.index}"
+                if len(worker.nodes) == 1
+                else f"{role}_{worker.index}_{node.name}"
+            )
+            inst = _process_instance(
+                ctx,
+                spec,
+                _Placed(role, step, node, len(instances), role, worker, rank),
+                dict(discovery),
+                readiness if rank == 0 else None,
+                worker.port,
+                told,
+            )
+            if worker.port is not None and rank == 0:
+                ctx.ledger.claim(
+                    node.name, worker.port, f"roles.{role}", step, ("roles", role, "port")
+                )
+                inst.ports.append(worker.port)
+            instances.append(inst)
+    return PlannedUnit(
+        name=role,
+        category="workers",
+        type=role,
+        phase="workers",
+        tier=TIER_OF_PHASE["workers"],
+        critical=True,
+        terminal=False,
+        stop_grace=_grace(spec, "workers"),
+        instances=instances,
+        placement=role,
+        nodes=list(dict.fromkeys(i.node for i in instances)),
+        container=instances[0].container if instances else None,
+    )
+
+
+def frontend_unit(ctx: PlanContext, discovery: dict[str, str]) -> PlannedUnit:
+    spec = ctx.loaded.recipe.frontend
+    assert spec is not None
+    head = ctx.layout.head
+    inst = _process_instance(
+        ctx,
+        spec,
+        _Placed("frontend", "frontend", head, 0, "head"),
+        dict(discovery),
+        readiness=bound(spec.readiness, ctx.loaded.job_probes.frontend, "frontend", "readiness"),
+        default_port=spec.port,
+    )
+    ctx.ledger.claim(head.name, spec.port, "frontend", "frontend", ("frontend", "port"))
+    inst.ports.append(spec.port)
+    return PlannedUnit(
+        name="frontend",
+        category="frontend",
+        type=spec.type,
+        phase="frontend",
+        tier=TIER_OF_PHASE["frontend"],
+        critical=True,
+        terminal=False,
+        stop_grace=_grace(spec, "frontend"),
+        instances=[inst],
+        placement="head",
+        nodes=[head.name],
+        container=inst.container,
+    )
+
+
+def benchmark_unit(
+    ctx: PlanContext, units: list[PlannedUnit], discovery: dict[str, str]
+) -> PlannedUnit:
+    """The benchmark, on the client node, told where the frontend and every service are."""
+    recipe = ctx.loaded.recipe
+    spec = recipe.benchmark
+    client = ctx.layout.client
+    env = dict(discovery)
+    env["SRT_GPUS_PER_NODE"] = str(recipe.resources.gpus_per_node)
+    env["SRT_WORKER_NODES"] = ",".join(n.name for n in ctx.layout.worker_nodes)
+    if recipe.frontend is not None and recipe.frontend.type != "none":
+        host = url_host(ctx.layout.head.ip)
+        env["SRT_FRONTEND_URL"] = f"http://{host}:{recipe.frontend.port}"
+    for unit in units:
+        if unit.category != "service" or not unit.instances:
+            continue
+        key = env_key(unit.name)
+        ips = list(dict.fromkeys(i.node_ip for i in unit.instances))
+        env[f"SRT_SERVICE_{key}_NODES"] = ",".join(unit.nodes)
+        env[f"SRT_SERVICE_{key}_IPS"] = ",".join(ips)
+        env[f"SRT_SERVICE_{key}_NODE_COUNT"] = str(len(unit.nodes))
+    inst = _process_instance(ctx, spec, _Placed("benchmark", "benchmark", client, 0, "client"), env)
+    return PlannedUnit(
+        name="benchmark",
+        category="benchmark",
+        type="command",
+        phase="benchmark",
+        tier=TIER_OF_PHASE["benchmark"],
+        critical=False,
+        terminal=True,
+        stop_grace=_grace(spec, "benchmark"),
+        instances=[inst],
+        placement="client",
+        nodes=[client.name],
+        container=inst.container,
+        timeout=spec.timeout_seconds,
+    )

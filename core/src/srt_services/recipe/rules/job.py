@@ -1,0 +1,142 @@
+"""Rules of the job's own processes: the frontend, the benchmark and the roles' workers.
+
+A frontend type and the discovery planes pick service kinds that a plugin provides (etcd,
+NATS), so a missing plugin is reported here, naming what to install or why an installed
+one was not allowed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from srt_services.errors import PluginError
+from srt_services.recipe import placeholders as ph
+from srt_services.recipe.rules import strings
+from srt_services.recipe.settled import JobProbes, ProbeBinding
+
+if TYPE_CHECKING:
+    from srt_services.recipe.models import RoleSpec
+    from srt_services.recipe.problems import Path
+    from srt_services.recipe.rules.context import RuleContext
+    from srt_services.recipe.rules.probes import ProbeRules
+
+
+def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
+    """Every rule of the frontend, the planes, the benchmark and the roles."""
+    bound = JobProbes()
+    bound.frontend = _frontend(ctx, probes)
+    _planes(ctx)
+    _benchmark(ctx)
+    for role, spec in ctx.recipe.roles.items():
+        binding = _role(ctx, probes, role, spec)
+        if binding is not None:
+            bound.roles[role] = binding
+    return bound
+
+
+def _frontend(ctx: RuleContext, probes: ProbeRules) -> ProbeBinding | None:
+    r = ctx.recipe
+    ftype = r.frontend_type
+    binding = None
+    if ftype == "none":
+        if r.roles:
+            ctx.add(
+                ("frontend", "type") if r.frontend else ("roles",),
+                "engine workers need a frontend (frontend.type dynamo, sglang or vllm);"
+                " `none` is only for jobs without roles",
+            )
+    elif r.frontend is not None:
+        if r.frontend.command is None:
+            ctx.add(("frontend", "command"), f"is required for frontend.type {ftype}")
+        strings.process(ctx, ("frontend",), r.frontend, allowed=ph.COMMON)
+        binding = probes.bind(
+            ("frontend", "readiness"), r.frontend.readiness, r.frontend.port, False
+        )
+    if ftype == "dynamo" and not ctx.plugins.has("kind", "etcd"):
+        ctx.add(
+            ("frontend", "type"),
+            "frontend.type dynamo needs the etcd service kind: " + _why_missing(ctx, "etcd"),
+        )
+    return binding
+
+
+def _planes(ctx: RuleContext) -> None:
+    """Dynamo's request and event planes on NATS need the nats kind."""
+    nats_planes = [
+        f"dynamo.{k}"
+        for k in ("request_plane", "event_plane")
+        if getattr(ctx.recipe.dynamo, k) == "nats"
+    ]
+    if nats_planes and not ctx.plugins.has("kind", "nats"):
+        verb = "needs" if len(nats_planes) == 1 else "need"
+        ctx.add(
+            ("dynamo",),
+            f"{' and '.join(nats_planes)} {verb} the nats service kind: "
+            + _why_missing(ctx, "nats"),
+        )
+
+
+def _benchmark(ctx: RuleContext) -> None:
+    b = ctx.recipe.benchmark
+    if b.type == "command" and b.command is None:
+        ctx.add(("benchmark", "command"), "is required for benchmark.type command")
+    if b.type == "manual" and b.command is not None:
+        ctx.add(
+            ("benchmark", "type"),
+            "is manual, so benchmark.command would never run; set type: command",
+        )
+    strings.process(ctx, ("benchmark",), b, allowed=ph.COMMON)
+
+
+def _role(ctx: RuleContext, probes: ProbeRules, role: str, spec: RoleSpec) -> ProbeBinding | None:
+    where: Path = ("roles", role)
+    if spec.command is None:
+        ctx.add((*where, "command"), "is required")
+    _role_width(ctx, where, spec)
+    strings.process(ctx, where, spec, allowed=ph.ALL)
+    return probes.bind((*where, "readiness"), spec.readiness, spec.port, False)
+
+
+def _role_width(ctx: RuleContext, where: Path, spec: RoleSpec) -> None:
+    """Workers, GPUs per worker and nodes must fit whole nodes without leaving one idle."""
+    gpn = ctx.recipe.resources.gpus_per_node
+    g = spec.gpus_per_worker or gpn
+    if g > gpn:
+        if g % gpn:
+            ctx.add(
+                (*where, "gpus_per_worker"),
+                f"a worker wider than a node must use whole nodes: {g} is not a multiple of"
+                f" resources.gpus_per_node ({gpn})",
+            )
+        elif spec.nodes is not None and spec.nodes != spec.workers * (g // gpn):
+            ctx.add(
+                (*where, "nodes"),
+                f"{spec.workers} worker(s) of {g} GPUs need exactly"
+                f" {spec.workers * (g // gpn)} node(s) of {gpn} GPUs; got {spec.nodes}",
+            )
+    elif spec.nodes is not None:
+        per_node = gpn // g
+        needed = -(-spec.workers // per_node)
+        if spec.nodes < needed:
+            ctx.add(
+                (*where, "nodes"),
+                f"{spec.workers} worker(s) of {g} GPUs need at least {needed} node(s) of"
+                f" {gpn} GPUs; got {spec.nodes}",
+            )
+        elif spec.nodes > spec.workers:
+            ctx.add(
+                (*where, "nodes"),
+                f"{spec.nodes} nodes for {spec.workers} worker(s) would leave nodes idle",
+            )
+
+
+def _why_missing(ctx: RuleContext, kind: str) -> str:
+    """Why ``kind`` is unavailable: not installed, or installed but blocked/incompatible
+    (the plugin set's own message names the plugin and the rule)."""
+    try:
+        ctx.plugins.kind(kind)
+    except PluginError as exc:
+        text = str(exc)
+        if "comes from plugin" in text:
+            return text
+    return f"install srt-{kind}"

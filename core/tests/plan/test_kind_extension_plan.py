@@ -1,0 +1,171 @@
+"""What the kind extension points put into a plan: fleet probes, the last stop tier, a
+container fallback, what services tell workers, and ``{local_dir}``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import pytest
+from srt_services.extend import (
+    DefaultProbe,
+    InstanceContext,
+    Recipe,
+    ServiceKind,
+    ServiceSpec,
+    hookimpl,
+)
+from srt_services.plan.model import LAST_TIER, TIER_OF_PHASE, Plan
+
+WORKERS = {
+    "resources": {"gpus_per_node": 8},
+    "frontend": {"type": "sglang", "command": ["python3", "-m", "f"]},
+    "roles": {
+        "prefill": {"workers": 2, "command": ["python3", "-m", "w"]},
+        "decode": {"workers": 1, "command": ["python3", "-m", "w"], "env": {"CACHE_HOST": "mine"}},
+    },
+}
+
+
+class Fleet(ServiceKind):
+    name: ClassVar[str] = "x-fleet"
+    summary: ClassVar[str] = "fleet"
+    requires_command: ClassVar[bool] = True
+    seen: ClassVar[list[list[str]]] = []
+
+    def fleet_readiness(
+        self, spec: ServiceSpec, options: Any, instances: Sequence[InstanceContext]
+    ) -> DefaultProbe:
+        Fleet.seen.append([c.node.name for c in instances])
+        members = ",".join(c.node.ip for c in instances)
+        return DefaultProbe("http", {"port": 9100, "path": f"/members?want={members}"}, timeout=42)
+
+
+class Scraper(ServiceKind):
+    name: ClassVar[str] = "x-scraper"
+    summary: ClassVar[str] = "stops last"
+    requires_command: ClassVar[bool] = True
+    stops_last: ClassVar[bool] = True
+
+
+class Store(ServiceKind):
+    name: ClassVar[str] = "x-store"
+    summary: ClassVar[str] = "runs in its master's image"
+    requires_command: ClassVar[bool] = True
+
+    def container_fallback(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> str | None:
+        masters = [s for s in recipe.services if s.name == "master"]
+        return masters[0].container if masters else None
+
+
+class Cache(ServiceKind):
+    name: ClassVar[str] = "x-cache"
+    summary: ClassVar[str] = "tells the decode workers where it is"
+    requires_command: ClassVar[bool] = True
+
+    def worker_env(
+        self, spec: ServiceSpec, options: Any, role: str, recipe: Recipe
+    ) -> dict[str, str]:
+        if role != "decode" and role != "prefill":
+            return {}
+        return {"CACHE_HOST": "{node_ip}", "CACHE_ROLE": role}
+
+
+class Kinds:
+    @hookimpl
+    def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+        return [Fleet, Scraper, Store, Cache]
+
+
+@pytest.fixture
+def plan(srt_register: Callable[..., str], srt_plan: Callable[..., Plan]) -> Callable[..., Plan]:
+    srt_register(Kinds(), "kinds")
+
+    def make(services: list[dict[str, Any]], **more: Any) -> Plan:
+        return srt_plan({**WORKERS, "services": services, **more})
+
+    return make
+
+
+def test_a_fleet_probe_is_planned_over_every_instance(plan: Callable[..., Plan]) -> None:
+    Fleet.seen.clear()
+    p = plan(
+        [{"name": "ray", "type": "x-fleet", "command": ["x"], "placement": {"node": "workers"}}]
+    )
+    unit = p.unit("ray")
+    assert Fleet.seen == [[i.node for i in unit.instances]]
+    assert len(unit.instances) == 3
+    assert unit.fleet is not None
+    assert unit.fleet.probe == "http" and unit.fleet.timeout == 42
+    want = ",".join(i.node_ip for i in unit.instances)
+    first = unit.instances[0].node_ip
+    assert unit.fleet.config["url"] == f"http://{first}:9100/members?want={want}"
+    # the plan's JSON round-trips it (srt status and a resumed run read plan.json)
+    import json
+
+    from srt_services.plan.model import plan_from_dict
+
+    assert plan_from_dict(json.loads(p.to_json())).unit("ray").fleet == unit.fleet
+
+
+def test_a_kind_without_a_fleet_probe_plans_none(plan: Callable[..., Plan]) -> None:
+    p = plan([{"name": "s", "command": ["x"]}])
+    assert p.unit("s").fleet is None
+
+
+def test_stops_last_puts_the_unit_after_the_discovery_plane(plan: Callable[..., Plan]) -> None:
+    p = plan(
+        [
+            {"name": "prom", "type": "x-scraper", "command": ["x"], "start": "infra"},
+            {"name": "plane", "command": ["x"], "start": "infra"},
+        ]
+    )
+    assert p.unit("plane").tier == TIER_OF_PHASE["infra"]
+    assert p.unit("prom").tier == LAST_TIER > max(TIER_OF_PHASE.values())
+    assert p.unit("prom").phase == "infra", "stopping last does not change when it starts"
+
+
+def test_container_fallback_applies_only_when_the_entry_writes_none(
+    plan: Callable[..., Plan],
+) -> None:
+    p = plan(
+        [
+            {"name": "master", "command": ["x"], "container": "mooncake:1"},
+            {"name": "store", "type": "x-store", "command": ["x"]},
+            {"name": "own", "type": "x-store", "command": ["x"], "container": "other:2"},
+        ]
+    )
+    assert p.unit("store").container == "mooncake:1"
+    assert [i.container for i in p.unit("store").instances] == ["mooncake:1"]
+    assert p.unit("own").container == "other:2"
+
+
+def test_services_tell_workers_rendered_per_worker_and_the_role_env_wins(
+    plan: Callable[..., Plan],
+) -> None:
+    p = plan([{"name": "cache", "type": "x-cache", "command": ["x"]}])
+    prefill = p.unit("prefill").instances
+    assert [i.env["CACHE_HOST"] for i in prefill] == [i.node_ip for i in prefill]
+    assert {i.env["CACHE_ROLE"] for i in prefill} == {"prefill"}
+    (decode,) = p.unit("decode").instances
+    assert decode.env["CACHE_HOST"] == "mine", "the recipe's role env wins over a service's"
+    assert decode.env["CACHE_ROLE"] == "decode"
+    assert "CACHE_HOST" not in p.unit("cache").instances[0].env
+
+
+def test_local_dir_is_made_on_the_node_only_when_an_instance_names_it(
+    plan: Callable[..., Plan],
+) -> None:
+    p = plan(
+        [
+            {"name": "wal", "command": ["db", "--data", "{local_dir}/data"]},
+            {"name": "plain", "command": ["db"]},
+        ]
+    )
+    (inst,) = p.unit("wal").instances
+    local = f"{p.local_dir}/{inst.step}"
+    assert inst.argv == ["db", "--data", f"{local}/data"]
+    assert inst.preamble is not None and inst.preamble.startswith(f"mkdir -p -- {local}")
+    assert p.unit("plain").instances[0].preamble is None
+    assert p.local_dir == f"/tmp/srt-{p.job_id}"
+    assert p.local_dir_of(inst.step) == local
