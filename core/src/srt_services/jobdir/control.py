@@ -32,7 +32,7 @@ import shlex
 import socket
 import stat
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,27 +133,38 @@ def ask(
     _check_running(view)
     sock = _connect(view, command)
     with sock:
-        sock.sendall(encode(request.as_json()))
-        sock.shutdown(socket.SHUT_WR)
+        try:
+            sock.sendall(encode(request.as_json()))
+            sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before it read the request: the refusal is there to read
         sock.settimeout(None)  # a restart takes as long as its stop and readiness take
-        reader = sock.makefile("rb")
-        for line in reader:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(message, dict):
-                continue
-            if "note" in message:
-                on_note(str(message["note"]))
-                continue
-            return Reply(
-                bool(message.get("ok")), str(message.get("text", "")), bool(message.get("refused"))
-            )
+        with sock.makefile("rb") as reader:
+            reply = _read_reply(reader, on_note)
+    if reply is not None:
+        return reply
     raise ControlError(
         f"the orchestrator of {view.job.path} closed the connection without an answer"
         " (did the job end meanwhile? `srt status` says)"
     )
+
+
+def _read_reply(reader: Iterable[bytes], on_note: Callable[[str], object]) -> Reply | None:
+    """The final answer after the notes (handed to ``on_note``); ``None`` if none came."""
+    for line in reader:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(message, dict):
+            continue
+        if "note" in message:
+            on_note(str(message["note"]))
+            continue
+        return Reply(
+            bool(message.get("ok")), str(message.get("text", "")), bool(message.get("refused"))
+        )
+    return None
 
 
 def _check_running(view: JobView) -> None:

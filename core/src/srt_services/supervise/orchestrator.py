@@ -818,6 +818,8 @@ class Orchestrator:
 
     def _flush_state(self) -> None:
         self._state_dirty = False
+        if self._final_status is not None:
+            return  # the final state is written: a timer firing while asyncio.run winds down
         self._write_state(status="stopping" if self.stopping else "running")
 
     def _write_state(self, status: JobStatus) -> None:
