@@ -44,10 +44,10 @@ def test_newest_first_and_the_latest(tmp_path: Path) -> None:
 
 def test_a_dead_orchestrator_here_and_one_on_another_host(tmp_path: Path) -> None:
     dead = read_entry(str(_job(tmp_path, "here", socket.gethostname(), 5)))
-    assert dead.state == "dead" and dead.nodes == 2 and dead.name == "here"
+    assert dead.state == "lost" and dead.nodes == 2 and dead.name == "here"
     # another host's PID means nothing here: its job directory's lock tells
     there = _job(tmp_path, "there", "another-host", 5)
-    assert read_entry(str(there)).state == "dead"
+    assert read_entry(str(there)).state == "lost"
     lock = JobLock(str(there))
     lock.acquire()
     try:

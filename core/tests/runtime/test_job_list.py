@@ -103,7 +103,7 @@ def test_ps_lists_every_kind_of_job_newest_first(
     assert by_job["e-running"][-3:] == ["-", "1", "-"]
     assert by_job["a-finished"][1:3] == ["done", "failed"]
     assert by_job["a-finished"][-3:] == ["3", "1", "-"]
-    assert by_job["b-dead"][2] == "dead"
+    assert by_job["b-dead"][2] == "lost"
     assert by_job["c-corrupt"][1:3] == ["-", "unreadable"]
     # Slurm cannot be asked here: the record's own word, its id and node count
     assert by_job["d-submitted"][2] == "submitted"

@@ -204,8 +204,8 @@ def _list_command(name: str, alias_of: str | None = None) -> click.Command:
         if alias_of
         else "List the jobs under the job root, newest first: state, start, duration, exit"
         " status, node count and Slurm job id.\n\nA job whose orchestrator died without"
-        " writing its result reads `dead` (`srt stop JOBDIR` cleans up after it); a Slurm"
-        " job not yet started reads `pending`."
+        " writing its result reads `lost`, as in `srt status` (`srt stop JOBDIR` cleans up"
+        " after it); a Slurm job not yet started reads `pending`."
     )
     return command
 

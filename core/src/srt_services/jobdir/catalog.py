@@ -24,7 +24,7 @@ from srt_services.jobdir.view import JobView
 class JobEntry:
     path: str
     name: str | None
-    #: ``running``, ``stopping``, ``succeeded``, ``failed``, ``stopped``; ``dead`` (the
+    #: ``running``, ``stopping``, ``succeeded``, ``failed``, ``stopped``; ``lost`` (the
     #: orchestrator is gone and left no result); ``submitted`` (a Slurm job whose
     #: orchestrator has not written anything yet); ``planned``; ``unreadable``
     state: str
@@ -40,7 +40,7 @@ class JobEntry:
 
     @property
     def over(self) -> bool:
-        return self.state in {"succeeded", "failed", "stopped", "dead", "unreadable"}
+        return self.state in {"succeeded", "failed", "stopped", "lost", "unreadable"}
 
 
 def started_at(path: str) -> float:
@@ -120,4 +120,4 @@ def _state_of(view: JobView) -> str:
     if view.slurm_job_id is not None:
         return state.status  # the orchestrator runs on a batch node: Slurm decides
     # (on another host, whether it lives is told by the job directory's lock)
-    return state.status if view.orchestrator_alive() else "dead"
+    return state.status if view.orchestrator_alive() else "lost"

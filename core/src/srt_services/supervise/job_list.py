@@ -40,7 +40,7 @@ def _row(entry: JobEntry, slurm_states: dict[str, str] | None, now: float) -> di
         if slurm_state is None:
             # Slurm no longer lists it and its orchestrator wrote no result: it was
             # cancelled (or killed) before it could
-            state = "dead" if entry.state != "submitted" else "cancelled"
+            state = "lost" if entry.state != "submitted" else "cancelled"
         elif slurm_state == "PENDING":
             state = "pending"
         elif entry.state == "submitted":
