@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -689,3 +690,89 @@ def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> N
     assert pins["job_id"] == job.job_id
     staged = (job.job_dir / "recipe.yaml").read_text()
     assert "sha:" in staged, "srt apply pinned v1 to its commit"
+
+
+# --------------------------------------------------------------------------- day-2 operations
+
+
+def test_ps_logs_restart_and_stop_of_a_slurm_job(
+    submit: Any, cluster: Any, tmp_path: Path, wait_until: Any
+) -> None:
+    """What a user does with a running Slurm job, from the submitting host: list it, read
+    and follow its logs (written by the nodes into the shared job directory), restart one
+    service (the orchestrator runs on the batch node; on this test cluster that is a
+    network namespace of the same kernel, so its AF_UNIX socket is reachable), then stop
+    the job, which ends as stopped by the user."""
+    job = submit(
+        """
+        schema: 2
+        name: ops
+        slurm: {signal_before_end_seconds: 0}
+        services:
+          - name: web
+            nodes: 1
+            command: [bash, -c, "echo web up on $(hostname); i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"]
+            readiness: {log: {pattern: web up}}
+          - name: base
+            nodes: 2
+            critical: true
+            command: [bash, -c, "echo base up; exec sleep 1000"]
+            readiness: {log: {pattern: base up}}
+        """
+    )
+    env = cluster.env()
+    job.wait_event("serving")
+
+    listed = srt("ps", "--root", str(tmp_path), "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)["jobs"]
+    assert (row["state"], row["slurm_state"], row["slurm_job_id"]) == (
+        "running",
+        "RUNNING",
+        job.job_id,
+    )
+    assert row["nodes"] == 3 and row["launcher"] == "slurm"
+
+    logs = srt("logs", str(job.job_dir), env=env)
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    assert any(re.fullmatch(r"service_web +\| web up on n\d", line) for line in lines), lines
+    assert sum(1 for line in lines if re.fullmatch(r"service_base_\S+ +\| base up", line)) == 2
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "srt_services", "logs", "-f", str(job.job_dir), "web", "-n", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+    old_srun = job.instance_pid("service_web")
+    restarted = srt("restart", str(job.job_dir), "web", env=env)
+    assert restarted.returncode == 0, restarted.stderr + job.sbatch_log()
+    web = job.srt_state().instances["service_web"]
+    assert web.attempt == 2 and web.state == "ready"
+    assert web.pid != old_srun, "a new srun step"
+    assert len(job.events("launched", step="service_web")) == 2
+    (first,) = job.events("exited", step="service_web", attempt=1)
+    assert first["signal"] == 15, "the old step was stopped with scancel --signal=TERM"
+    refused = srt("stop", str(job.job_dir), "base", env=env)
+    assert refused.returncode == 1 and "critical" in refused.stderr
+
+    stopped = srt("stop", str(job.job_dir), env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    result = job.result()
+    assert result["status"] == "stopped" and result["exit_code"] == 0
+    assert result["cause"]["kind"] == "user_stop"
+
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    followed = [line.split(" | ", 1)[1] for line in out.splitlines()]
+    assert any(re.fullmatch(r"=== attempt 2 \(pid \d+\) started .+: restarted by srt restart .+", f)
+               for f in followed), followed  # fmt: skip
+    assert followed.count("tick 0") == 1, "the new attempt's lines, followed"
+    assert (
+        json.loads(srt("ps", "--root", str(tmp_path), "--json", env=env).stdout)["jobs"][0]["state"]
+        == "stopped"
+    )
+    job.assert_nothing_left(wait_until)
