@@ -15,6 +15,8 @@ from srt_services.testing.jobs import Jobs
 
 DONE = """
 schema: 2
+observability:
+  metrics: false
 name: done
 services:
   - name: end
@@ -23,6 +25,8 @@ services:
 """
 SERVING = """
 schema: 2
+observability:
+  metrics: false
 name: serving
 services:
   - name: svc

@@ -15,6 +15,8 @@ from srt_services.testing.jobs import Jobs, events_of, wait_for
 
 RECIPE = """
 schema: 2
+observability:
+  metrics: false
 name: logs
 services:
   - name: ticker
@@ -115,6 +117,8 @@ def test_follow_sees_restarts_truncation_and_rotation_until_the_job_ends(
     run = jobs.start(
         f"""
         schema: 2
+        observability:
+          metrics: false
         name: follow
         services:
           - name: talker

@@ -35,6 +35,8 @@ def srt(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 def recipe(port: int, extra: str = "") -> str:
     return f"""
         schema: 2
+        observability:
+          metrics: false
         name: ctl
         services:
           - name: web
@@ -180,6 +182,8 @@ def test_a_restart_that_does_not_come_back_ready_says_so_and_the_job_goes_on(
     run = jobs.start(
         f"""
         schema: 2
+        observability:
+          metrics: false
         name: noready
         services:
           - name: svc
@@ -208,6 +212,8 @@ def test_a_forced_critical_restart_that_does_not_come_back_ends_the_job(
     run = jobs.start(
         f"""
         schema: 2
+        observability:
+          metrics: false
         name: critical-noready
         services:
           - name: svc
@@ -371,6 +377,8 @@ def test_a_job_that_cannot_make_its_socket_still_runs_and_says_why(jobs: Jobs, t
     run = jobs.start(
         """
         schema: 2
+        observability:
+          metrics: false
         name: nosock
         services:
           - name: svc

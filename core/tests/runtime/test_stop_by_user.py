@@ -27,6 +27,8 @@ def test_a_stopped_benchmark_job_exits_143_as_stopped_not_failed(jobs: Jobs) -> 
     run = jobs.start(
         """
         schema: 2
+        observability:
+          metrics: false
         name: bench-stop
         services:
           - name: svc
@@ -59,6 +61,8 @@ def test_a_plain_sigterm_is_still_a_signal(jobs: Jobs) -> None:
     run = jobs.start(
         """
         schema: 2
+        observability:
+          metrics: false
         name: sig
         services:
           - name: svc
@@ -78,6 +82,8 @@ def test_a_request_for_another_run_of_the_directory_is_ignored(jobs: Jobs) -> No
     run = jobs.start(
         """
         schema: 2
+        observability:
+          metrics: false
         name: stale
         services:
           - name: svc
@@ -98,6 +104,8 @@ def test_services_waiting_to_restart_or_never_started_end_stopped(jobs: Jobs) ->
     run = jobs.start(
         """
         schema: 2
+        observability:
+          metrics: false
         name: settle
         services:
           - name: flaky
