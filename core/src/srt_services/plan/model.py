@@ -80,7 +80,9 @@ class PlannedInstance:
 
 @dataclass
 class PlannedBuild:
-    """Clone and build a source checkout once per node before the first launch."""
+    """Clone and build a source checkout before the first launch: on every node of the
+    unit (``scope`` ``node``, each in its own node-local ``src_dir/<node>``), or once in the
+    shared job directory (``shared``)."""
 
     git: str
     checkout: str
@@ -91,6 +93,11 @@ class PlannedBuild:
     timeout: float
     nodes: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    scope: str = "node"
+
+    def checkout_dir(self, node: str) -> str:
+        """Where ``node``'s instances find the checkout (before ``path``)."""
+        return f"{self.src_dir}/{node}" if self.scope == "node" else self.src_dir
 
 
 @dataclass

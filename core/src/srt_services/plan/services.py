@@ -190,10 +190,16 @@ def _build(
         timeout=spec.build_timeout_seconds,
         nodes=list(unit.nodes),
         env=dict(unit.instances[0].env),
+        scope=spec.build_scope,
     )
 
 
 def _src_dir(ctx: PlanContext, s: Settled) -> str:
+    """The checkout's root: the shared job directory's ``src/<name>``, or for a build on
+    every node the node-local ``<local_dir root>/src/<name>`` (one ``<node>`` under it each,
+    so virtual nodes on one machine do not share one)."""
+    if s.spec.build_scope == "node":
+        return f"{ctx.paths.local_job_dir}/src/{s.name}"
     return f"{ctx.paths.job_dir}/src/{s.name}"
 
 
@@ -247,6 +253,7 @@ class _Instances:
         "metrics",
         "metrics_written",
         "needs_ctx",
+        "node_scope",
         "nodes",
         "options",
         "own",
@@ -288,10 +295,12 @@ class _Instances:
         self.metrics = metrics
         self.metrics_written = bool(spec.metrics)
         self.kind_ports = tuple(self.kind.listen_ports(spec, self.options))
+        #: the checkout the instances run in: one per node (``node_scope``) or shared
         self.cwd: str | None = None
+        self.node_scope = False
         if spec.source is not None:
-            src_dir = _src_dir(ctx, s)
-            self.cwd = f"{src_dir}/{spec.source.path}" if spec.source.path else src_dir
+            self.cwd = _src_dir(ctx, s)
+            self.node_scope = spec.build_scope == "node"
         hooks = self.hooks = _overridden(self.kind)
         #: the argv's words when the recipe gives them all (``None``: the kind's command),
         #: and whether they hold no placeholder, so every instance has them as they are
@@ -397,7 +406,7 @@ class _Instances:
             log=f"logs/{step}.out",
             work_dir=ctx.paths.work_dir(step),
             preamble=preamble,
-            cwd=self.cwd,
+            cwd=self._cwd(node.name) if self.cwd is not None else None,
             readiness=readiness,
             liveness=liveness,
             ports=self._claim_ports(index, node.name, step, readiness),
@@ -412,6 +421,14 @@ class _Instances:
             ),
             stop_signal=self.kind.stop_signal,
         )
+
+    def _cwd(self, node: str) -> str:
+        """The instance's directory in its checkout (``source.path`` under it)."""
+        source = self.spec.source
+        assert self.cwd is not None
+        assert source is not None
+        root = f"{self.cwd}/{node}" if self.node_scope else self.cwd
+        return f"{root}/{source.path}" if source.path else root
 
     def _kind_argv(self, values: Mapping[str, str], ictx: InstanceContext | None) -> list[str]:
         """The kind's command (the recipe writes none), then the recipe's args."""
