@@ -84,6 +84,7 @@ def plan(
     directory, or ``SRT_RECIPE_DIR`` when ``srt apply`` staged a copy elsewhere).
     """
     from srt_services.plan.resolve import resolve
+    from srt_services.site_config import node_local_root
 
     plugins = plugins or plugin_set()
     loaded = load(recipe, plugins) if isinstance(recipe, str) else recipe
@@ -95,7 +96,7 @@ def plan(
         job_dir,
         recipe_dir=recipe_dir or os.environ.get("SRT_RECIPE_DIR") or None,
         readiness_timeout=config.readiness_timeout,
-        local_root=config.node_local,
+        local_root=node_local_root(config),
     )
     return Planned(loaded, result, config)
 

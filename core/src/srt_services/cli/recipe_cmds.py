@@ -183,7 +183,7 @@ def _dry_run(
 
     for w in loaded.warnings:
         sys.stderr.write("warning: " + w.render(loaded.source) + "\n")
-    sys.stdout.write(render_plan(plan, only))
+    sys.stdout.write(render_plan(plan, only, site.container_aliases))
     if show_srun:
         import shlex
 

@@ -19,10 +19,12 @@ What lives where:
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
-* helpers: :mod:`~srt_services.extend.servers` (binaries, URLs), :func:`render`
+* helpers: :mod:`~srt_services.extend.servers` (binaries, URLs, directory options),
+  :func:`render`
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
-  supervisor uses, for plugins that restart things themselves),
+  supervisor uses, for plugins that restart things themselves), :func:`unknown_placeholders`
+  (refuse a typo in a path or template an option takes, as srt does in the recipe),
   :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does).
 """
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
         ServerKind,
         ServerOptions,
         binary_option_problems,
+        dir_option_problems,
         missing_binary_check,
         server_binary,
         url_host,
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
     )
     from srt_services.hookspecs import hookimpl
     from srt_services.recipe.models import MetricsSpec, Port, Recipe, ServiceSpec, StrictModel
-    from srt_services.recipe.placeholders import render
+    from srt_services.recipe.placeholders import render, unknown_placeholders
     from srt_services.recipe.problems import Problem
 
 #: public name -> module that defines it
@@ -78,6 +81,7 @@ _WHERE: dict[str, str] = {
     "ServerKind": "srt_services.extend.servers",
     "ServerOptions": "srt_services.extend.servers",
     "binary_option_problems": "srt_services.extend.servers",
+    "dir_option_problems": "srt_services.extend.servers",
     "missing_binary_check": "srt_services.extend.servers",
     "server_binary": "srt_services.extend.servers",
     "url_host": "srt_services.extend.servers",
@@ -88,6 +92,7 @@ _WHERE: dict[str, str] = {
     "ServiceSpec": "srt_services.recipe.models",
     "StrictModel": "srt_services.recipe.models",
     "render": "srt_services.recipe.placeholders",
+    "unknown_placeholders": "srt_services.recipe.placeholders",
     "Problem": "srt_services.recipe.problems",
 }
 
@@ -120,10 +125,12 @@ __all__ = [
     "StrictModel",
     "Worker",
     "binary_option_problems",
+    "dir_option_problems",
     "hookimpl",
     "missing_binary_check",
     "render",
     "server_binary",
+    "unknown_placeholders",
     "url_host",
     "venv_bin",
 ]

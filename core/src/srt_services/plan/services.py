@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from srt_services.extend.expansion import InstanceSeed
     from srt_services.plan.context import PlanContext
     from srt_services.plan.model import PlannedProbe
-    from srt_services.recipe.models import MetricsSpec, RestartSpec
+    from srt_services.recipe.models import MetricsSpec, Recipe, RestartSpec
     from srt_services.recipe.problems import Path
     from srt_services.recipe.settled import Settled
 
@@ -77,6 +77,19 @@ def service_unit(ctx: PlanContext, s: Settled, discovery: dict[str, str]) -> Pla
     if spec.source is not None:
         unit.build = _build(ctx, s, unit, seeds[0], plan.own)
     return unit
+
+
+def effective_container(s: Settled, recipe: Recipe) -> str | None:
+    """The service's image: its own, else its kind's fallback (the Mooncake stores run in
+    the master's), else the job container unless the kind runs on the bare node."""
+    spec = s.spec
+    if spec.container:
+        return spec.container
+    if s.options is not None:
+        fallback = s.kind.container_fallback(spec, s.options, recipe)
+        if fallback:
+            return fallback
+    return None if s.kind.host_native else recipe.container
 
 
 def _fleet(ctx: PlanContext, s: Settled, contexts: list[InstanceContext]) -> PlannedProbe | None:
@@ -327,9 +340,7 @@ class _Instances:
         self.needs_ctx = bool(hooks) or self.readiness is not None or self.liveness is not None
         #: every instance's context, kept only for a kind with a fleet probe
         self.contexts: list[InstanceContext] = []
-        self.container = spec.container or self.kind.container_fallback(
-            spec, self.options, ctx.loaded.recipe
-        )
+        self.container = effective_container(s, ctx.loaded.recipe)
         self.files_hook = "files" in hooks
         # Values are built lazily when only a hook or a probe might read them, and at once
         # when a recipe string will (a plain dict keeps ``format_map`` lookups in C).
@@ -388,8 +399,9 @@ class _Instances:
         if worker is not None and not worker.whole_node:
             env = {**env, "CUDA_VISIBLE_DEVICES": ",".join([str(g) for g in worker.gpus])}
         preamble = self._preamble(values, ictx) if self.render_preamble else self.preamble
+        files = self._files(values, ictx) if ictx is not None and self.files_hook else {}
         if self.eager or self.needs_ctx:  # something was rendered: it may name {local_dir}
-            preamble = with_local_dir(preamble, ctx.paths.local_dir(step), argv, env)
+            preamble = with_local_dir(preamble, ctx.paths.local_dir(step), argv, env, files)
         readiness = liveness = None
         if ictx is not None:
             readiness, liveness = self._probes(ictx)
@@ -410,7 +422,7 @@ class _Instances:
             readiness=readiness,
             liveness=liveness,
             ports=self._claim_ports(index, node.name, step, readiness),
-            files=self._files(values, ictx) if ictx is not None and self.files_hook else {},
+            files=files,
             worker=worker.key if worker else None,
             gpus=list(worker.gpus) if worker else None,
             container=render(container, values) if container else None,

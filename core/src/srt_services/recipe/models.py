@@ -287,7 +287,11 @@ class ServiceSpec(StrictModel):
         None, description="Argv, not shell-interpreted. Required for `generic`."
     )
     args: list[Arg] = Field(default_factory=list, description="Appended to the command.")
-    container: Text | None = Field(None, description="Image or site alias (Slurm/pyxis only).")
+    container: Text | None = Field(
+        None,
+        description="Image or site alias (default: the kind's fallback, then the job"
+        " container; Slurm/pyxis only).",
+    )
     env: Env = Field(default_factory=dict, description="Environment; see the layering rules.")
     options: dict[str, Any] = Field(
         default_factory=dict, description="Kind-specific settings, checked by the kind."
@@ -391,7 +395,9 @@ class ProcessSpec(StrictModel):
     command: list[Arg] | None = Field(None, description="Argv.")
     args: list[Arg] = Field(default_factory=list, description="Appended to the command.")
     env: Env = Field(default_factory=dict, description="Environment (placeholders allowed).")
-    container: Text | None = Field(None, description="Image (Slurm/pyxis only).")
+    container: Text | None = Field(
+        None, description="Image or site alias (default: the job container; Slurm/pyxis only)."
+    )
     preamble: str | None = Field(None, description="Shell run by bash before `exec`.")
     stop_grace_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
         None, description="SIGTERM to SIGKILL grace at teardown."
@@ -486,6 +492,14 @@ class Recipe(StrictModel):
     name: SafeName = Field(description="Job name (used in job directory names).")
     resources: ResourcesSpec = Field(
         default_factory=ResourcesSpec, description="Node shape (GPUs per node)."
+    )
+    container: Text | None = Field(
+        None,
+        description="The job container: an image or site alias that the workers, the frontend,"
+        " the benchmark and the services run in unless they set their own `container` (a"
+        " kind's fallback, such as the Mooncake stores' master image, comes first; host-native"
+        " kinds run on the bare node). Slurm/pyxis only: `srt run` warns that it does not"
+        " apply it.",
     )
     engine: EngineSpec = Field(default_factory=EngineSpec, description="Inference engine.")
     dynamo: DynamoSpec = Field(default_factory=DynamoSpec, description="Dynamo planes.")
