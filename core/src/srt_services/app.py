@@ -1,8 +1,9 @@
 """The composition root: recipe file -> checked recipe -> plan, with the site applied.
 
-``srt validate``, ``dry-run``, ``run``, ``apply`` and ``srt oarbank expose`` all go through
-here, so a site setting that changes what a plan says (the readiness floor today) is read
-in one place and cannot be missed by one of them. Nothing here starts a process.
+``srt validate`` (:func:`verdict`: it plans too), ``dry-run``, ``run``, ``apply`` and
+``srt oarbank expose`` all go through here, so a site setting that changes what a plan
+says (the readiness floor, the node-local root) is read in one place and cannot be missed
+by one of them. Nothing here starts a process.
 """
 
 from __future__ import annotations
@@ -99,6 +100,21 @@ def plan(
         local_root=node_local_root(config),
     )
     return Planned(loaded, result, config)
+
+
+def verdict(recipe: str, plugins: PluginSet | None = None) -> Planned:
+    """What ``srt validate`` answers: the recipe checked, then planned on the smallest
+    symbolic allocation that fits it (what ``srt dry-run`` plans without ``--nodes``, and
+    the node count ``srt apply`` asks Slurm for).
+
+    The plan-time problems (two listeners on one port of a node, a placement that selects
+    no nodes) raise :class:`~srt_services.recipe.problems.RecipeError` with their lines,
+    like the load-time ones, so a CI job that runs only ``validate`` has the verdict
+    ``dry-run`` and ``run`` would give. Nothing touches the network or the machine.
+    """
+    from srt_services.plan.allocation import AllocationRequest
+
+    return plan(recipe, AllocationRequest(kind="symbolic"), plugins=plugins)
 
 
 def for_launcher(planned: Planned, launcher: type[Launcher]) -> list[str]:

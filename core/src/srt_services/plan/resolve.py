@@ -25,6 +25,7 @@ from srt_services.plan.model import (
     PHASE_ORDER,
     PLAN_VERSION,
     Plan,
+    PlannedInstance,
     PlannedNode,
     PlannedUnit,
     ScrapeTarget,
@@ -32,8 +33,9 @@ from srt_services.plan.model import (
 from srt_services.plan.ports import PortLedger
 from srt_services.plan.processes import benchmark_unit, frontend_unit, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
-from srt_services.plan.values import job_values
+from srt_services.plan.values import NO_OWN_NODES, OwnNodes, instance_values, job_values
 from srt_services.recipe.models import MAX_NODES, RestartSpec
+from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem, RecipeError, locate
 from srt_services.recipe.source import gc_paused
 
@@ -109,7 +111,7 @@ def _resolve(
         phases=phases,
         discovery_env=discovery,
         ports=ctx.ledger.entries(),
-        scrape_targets=_scrape_targets(units),
+        scrape_targets=_scrape_targets(ctx, units),
         warnings=ctx.warnings,
         local_dir=paths.local_job_dir,
     )
@@ -214,27 +216,41 @@ def _discovery_env(ctx: PlanContext) -> dict[str, str]:
     return env
 
 
-def _scrape_targets(units: list[PlannedUnit]) -> list[ScrapeTarget]:
-    """One Prometheus target per metrics endpoint of a service, per node it runs on."""
+def _scrape_targets(ctx: PlanContext, units: list[PlannedUnit]) -> list[ScrapeTarget]:
+    """One Prometheus target per metrics endpoint of a service, per node it runs on; none
+    at all when the recipe turns metrics off (``observability.metrics: false``)."""
     targets: list[ScrapeTarget] = []
+    if not ctx.loaded.recipe.observability.metrics:
+        return targets
     for unit in units:
         if unit.category != "service" or not unit.instances or not unit.metrics:
             continue
-        by_node: dict[str, str] = {}
+        by_node: dict[str, PlannedInstance] = {}
         for inst in unit.instances:
-            by_node.setdefault(inst.node, inst.node_ip)
+            by_node.setdefault(inst.node, inst)
         for m in unit.metrics:
             nodes = list(by_node.items())
             if m["nodes"] == "first":
                 nodes = nodes[:1]
             name = m.get("name") or unit.name
-            for node, ip in nodes:
+            for node, inst in nodes:
+                path = m["path"]
+                if "{" in path:
+                    path = render(path, _values_of(ctx, unit, inst))
                 targets.append(
                     ScrapeTarget(
                         name=f"{name}_{node}",
                         service=unit.name,
-                        url=f"http://{url_host(ip)}:{m['port']}{m['path']}",
+                        url=f"http://{url_host(inst.node_ip)}:{m['port']}{path}",
                         node=node,
                     )
                 )
     return targets
+
+
+def _values_of(ctx: PlanContext, unit: PlannedUnit, inst: PlannedInstance) -> dict[str, str]:
+    """The placeholder values ``inst`` was planned with (for a ``metrics.path``)."""
+    by_name = {n.name: n for n in ctx.layout.nodes}
+    own = OwnNodes(tuple(by_name[n] for n in unit.nodes)) if len(unit.nodes) > 1 else NO_OWN_NODES
+    role = unit.placement or ""
+    return instance_values(ctx, by_name[inst.node], inst.index, role, own, inst.step, None, 0)

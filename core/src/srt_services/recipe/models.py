@@ -209,7 +209,9 @@ class MetricsSpec(StrictModel):
     """A Prometheus endpoint the service serves."""
 
     port: Port = Field(description="Port of the endpoint on every node the service runs on.")
-    path: str = Field("/metrics", description="HTTP path.")
+    path: str = Field(
+        "/metrics", description="HTTP path; placeholders are rendered for each scraped node."
+    )
     nodes: Literal["all", "first"] = Field(
         "all", description="`first` scrapes only the service's first node."
     )
@@ -443,7 +445,11 @@ class FrontendSpec(ProcessSpec):
 class ObservabilitySpec(StrictModel):
     """Metrics collection for the job."""
 
-    metrics: bool = Field(True, description="Run the metrics exporters plugins imply.")
+    metrics: bool = Field(
+        True,
+        description="`false`: no metrics exporters are implied and the plan has no scrape"
+        " targets at all (a service's own `metrics` endpoints are not scraped either).",
+    )
 
 
 class BenchmarkSpec(ProcessSpec):

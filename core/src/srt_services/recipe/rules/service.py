@@ -18,6 +18,7 @@ from srt_services.recipe.problems import Problem
 from srt_services.recipe.pydantic_errors import problems_from
 from srt_services.recipe.rules import strings
 from srt_services.recipe.rules.external import check_external
+from srt_services.recipe.rules.metrics import metrics_path_placeholders
 from srt_services.recipe.settled import Settled
 
 if TYPE_CHECKING:
@@ -132,6 +133,9 @@ class ServiceRules:
             self.ctx.add((*at, "build_scope"), "needs a source to build")
 
     def _metrics(self, at: Path, spec: ServiceSpec) -> None:
+        if not spec.metrics:
+            return
+        metrics_path_placeholders(self.ctx, at, spec)
         if len(spec.metrics) > 1:
             names = [m.name for m in spec.metrics]
             if None in names or len(set(names)) != len(names):
