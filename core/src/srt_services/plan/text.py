@@ -148,6 +148,12 @@ def _build_lines(b: PlannedBuild) -> Iterator[str]:
     )
     if b.path:
         yield f"    source.path: {b.path}"
+    where = (
+        f"shared, once in {b.src_dir}"
+        if b.scope == "shared"
+        else f"node, on each of {', '.join(b.nodes)} in {b.src_dir}/<node>"
+    )
+    yield f"    build_scope: {where}"
     if b.build_command:
         yield f"    build_command: {shlex.join(b.build_command)} (timeout {b.timeout:g}s)"
 
