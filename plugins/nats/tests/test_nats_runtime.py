@@ -12,10 +12,9 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from srt_services.testing.jobs import JobRun, run_recipe
+from srt_services.testing.jobs import JobRun, events_of, run_recipe
 from srt_services.testing.survivors import assert_no_survivors
 
 HERE = Path(__file__).resolve().parent
@@ -29,13 +28,6 @@ pytestmark = [
         reason="needs nats-server (apt-get install nats-server, or pip install 'srt-nats[server]')",
     ),
 ]
-
-
-def events_of(job: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
-    return [
-        e for e in job.events()
-        if e["event"] == name and all(e.get(k) == v for k, v in match.items())
-    ]  # fmt: skip
 
 
 def run(tmp_path: Path, nats_entry: str, benchmark: list[str]) -> JobRun:
