@@ -559,7 +559,7 @@ class PluginSet:
                 *(
                     n
                     for r in self._records
-                    if r.loadable
+                    if r.status in {"discovered", "loaded"}
                     for n in r.provides.get(capability, ())
                     if not registry.conflicts.get(n)
                 ),
