@@ -75,6 +75,7 @@ def plan(
     job_dir: str = "<job_dir>",
     recipe_dir: str | None = None,
     plugins: PluginSet | None = None,
+    local_root: str | None = None,
 ) -> Planned:
     """Plan ``recipe`` on ``nodes`` as the site config says.
 
@@ -83,6 +84,11 @@ def plan(
 
     ``recipe_dir`` is what ``{recipe_dir}`` renders to (default: the recipe file's
     directory, or ``SRT_RECIPE_DIR`` when ``srt apply`` staged a copy elsewhere).
+
+    ``local_root`` replaces the node-local root (``[storage] node_local``,
+    ``$SLURM_TMPDIR``, ``/tmp``) for a caller that runs a service outside a job and must
+    keep its state in a directory of its own (``srt oarbank expose``: the module's data
+    directory), where nothing would remove a job's node-local tree.
     """
     from srt_services.plan.resolve import resolve
     from srt_services.site_config import node_local_root
@@ -97,7 +103,7 @@ def plan(
         job_dir,
         recipe_dir=recipe_dir or os.environ.get("SRT_RECIPE_DIR") or None,
         readiness_timeout=config.readiness_timeout,
-        local_root=node_local_root(config),
+        local_root=local_root or node_local_root(config),
     )
     return Planned(loaded, result, config)
 
