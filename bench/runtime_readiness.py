@@ -197,6 +197,7 @@ def srt_latency(root: Path, mode: str, samples: int, prog: Path, parallel: bool)
             )
     recipe = {
         "schema": 2,
+        "observability": {"metrics": False},
         "name": name,
         "services": services,
         "benchmark": {"type": "command", "command": ["true"]},
@@ -371,7 +372,12 @@ def _cpu_jobs(root: Path, port: int) -> dict[str, tuple[Job, int]]:
         if probe:
             service["readiness"] = {"tcp": {"port": port}, "timeout_seconds": 300}
         service["stop_grace_seconds"] = 2
-        return {"schema": 2, "name": name, "services": [service]}
+        return {
+            "schema": 2,
+            "name": name,
+            "observability": {"metrics": False},
+            "services": [service],
+        }
 
     return {
         "srt idle (no probe)": (Job(root, "cpu-idle", recipe("cpu-idle", None, False)), 0),

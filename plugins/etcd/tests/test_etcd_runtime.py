@@ -43,6 +43,7 @@ def recipe(etcd_entry: str, worker: list[str], benchmark: list[str] | None) -> s
     return (
         "schema: 2\n"
         "name: etcdrt\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: sglang, command: [sleep, "600"]}\n'
         "roles:\n"

@@ -36,6 +36,7 @@ def run(tmp_path: Path, nats_entry: str, benchmark: list[str]) -> JobRun:
     text = (
         "schema: 2\n"
         "name: natsrt\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: sglang, command: [sleep, "600"]}\n'
         'roles:\n  agg: {command: [sleep, "600"]}\n'

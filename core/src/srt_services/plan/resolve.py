@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from srt_services.extend.context import JobPaths, Layout, Node
 from srt_services.extend.kind import ServiceKind
-from srt_services.extend.servers import url_host
 from srt_services.plan import layout as layout_mod
 from srt_services.plan.allocation import Allocation, AllocationRequest
 from srt_services.plan.context import PlanContext
@@ -25,7 +24,6 @@ from srt_services.plan.model import (
     PHASE_ORDER,
     PLAN_VERSION,
     Plan,
-    PlannedInstance,
     PlannedNode,
     PlannedUnit,
     ScrapeTarget,
@@ -33,9 +31,8 @@ from srt_services.plan.model import (
 from srt_services.plan.ports import PortLedger
 from srt_services.plan.processes import benchmark_unit, frontend_unit, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
-from srt_services.plan.values import NO_OWN_NODES, OwnNodes, instance_values, job_values
+from srt_services.plan.values import job_values
 from srt_services.recipe.models import MAX_NODES, RestartSpec
-from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem, RecipeError, locate
 from srt_services.recipe.source import gc_paused
 
@@ -111,7 +108,7 @@ def _resolve(
         phases=phases,
         discovery_env=discovery,
         ports=ctx.ledger.entries(),
-        scrape_targets=_scrape_targets(ctx, units),
+        scrape_targets=_scrape_targets(ctx),
         warnings=ctx.warnings,
         local_dir=paths.local_job_dir,
     )
@@ -216,41 +213,9 @@ def _discovery_env(ctx: PlanContext) -> dict[str, str]:
     return env
 
 
-def _scrape_targets(ctx: PlanContext, units: list[PlannedUnit]) -> list[ScrapeTarget]:
-    """One Prometheus target per metrics endpoint of a service, per node it runs on; none
-    at all when the recipe turns metrics off (``observability.metrics: false``)."""
-    targets: list[ScrapeTarget] = []
+def _scrape_targets(ctx: PlanContext) -> list[ScrapeTarget]:
+    """Every metrics endpoint of the job, one per node it is served on; none when the
+    recipe switches metrics off (``observability.metrics: false``: nothing scrapes them)."""
     if not ctx.loaded.recipe.observability.metrics:
-        return targets
-    for unit in units:
-        if unit.category != "service" or not unit.instances or not unit.metrics:
-            continue
-        by_node: dict[str, PlannedInstance] = {}
-        for inst in unit.instances:
-            by_node.setdefault(inst.node, inst)
-        for m in unit.metrics:
-            nodes = list(by_node.items())
-            if m["nodes"] == "first":
-                nodes = nodes[:1]
-            name = m.get("name") or unit.name
-            for node, inst in nodes:
-                path = m["path"]
-                if "{" in path:
-                    path = render(path, _values_of(ctx, unit, inst))
-                targets.append(
-                    ScrapeTarget(
-                        name=f"{name}_{node}",
-                        service=unit.name,
-                        url=f"http://{url_host(inst.node_ip)}:{m['port']}{path}",
-                        node=node,
-                    )
-                )
-    return targets
-
-
-def _values_of(ctx: PlanContext, unit: PlannedUnit, inst: PlannedInstance) -> dict[str, str]:
-    """The placeholder values ``inst`` was planned with (for a ``metrics.path``)."""
-    by_name = {n.name: n for n in ctx.layout.nodes}
-    own = OwnNodes(tuple(by_name[n] for n in unit.nodes)) if len(unit.nodes) > 1 else NO_OWN_NODES
-    role = unit.placement or ""
-    return instance_values(ctx, by_name[inst.node], inst.index, role, own, inst.step, None, 0)
+        return []
+    return ctx.targets

@@ -210,7 +210,8 @@ class MetricsSpec(StrictModel):
 
     port: Port = Field(description="Port of the endpoint on every node the service runs on.")
     path: str = Field(
-        "/metrics", description="HTTP path; placeholders are rendered for each scraped node."
+        "/metrics",
+        description="HTTP path; may use the instance's placeholders (`{node}`, `{index}`...).",
     )
     nodes: Literal["all", "first"] = Field(
         "all", description="`first` scrapes only the service's first node."
@@ -430,6 +431,12 @@ class RoleSpec(ProcessSpec):
     )
     readiness: ReadinessSpec | None = Field(None, description="Worker health probe.")
     connector: NonBlank | None = Field(None, description="KV connector (e.g. lmcache-mp).")
+    metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list,
+        description="Prometheus endpoints of each worker (one mapping or a list), scraped on"
+        " its first node. Like `port`, `port` is a base: the worker in slot k of a node serves"
+        " on port+k.",
+    )
 
 
 class FrontendSpec(ProcessSpec):
@@ -440,6 +447,10 @@ class FrontendSpec(ProcessSpec):
     )
     port: Port = Field(8000, description="Public port, given to the benchmark.")
     readiness: ReadinessSpec | None = Field(None, description="Frontend health probe.")
+    metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list,
+        description="Prometheus endpoints the frontend serves (one mapping or a list).",
+    )
 
 
 class ObservabilitySpec(StrictModel):
@@ -447,8 +458,9 @@ class ObservabilitySpec(StrictModel):
 
     metrics: bool = Field(
         True,
-        description="`false`: no metrics exporters are implied and the plan has no scrape"
-        " targets at all (a service's own `metrics` endpoints are not scraped either).",
+        description="Collect the job's metrics: the exporters and the Prometheus that plugins"
+        " imply (srt-exporters), and the scrape targets srt keeps in"
+        " `<job_dir>/metrics/targets.json`. `false`: none of them.",
     )
 
 
