@@ -646,7 +646,8 @@ def test_the_local_demo_runs_on_the_cluster(
         job.assert_nothing_left(wait_until)
 
 
-def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> None:
+def _tagged_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A bare repository with tag v1 and a branch ``feature``; returns (path, v1's commit)."""
     work = tmp_path / "work"
     work.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
@@ -655,11 +656,17 @@ def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> N
     subprocess.run([*git, "add", "."], cwd=work, check=True)
     subprocess.run([*git, "commit", "-qm", "one"], cwd=work, check=True)
     subprocess.run([*git, "tag", "v1"], cwd=work, check=True)
+    subprocess.run([*git, "branch", "feature"], cwd=work, check=True)
+    sha = subprocess.run(
+        [*git, "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True, text=True
+    ).stdout.strip()
     bare = tmp_path / "repo.git"
     subprocess.run([*git, "clone", "-q", "--bare", str(work), str(bare)], check=True)
-    out = tmp_path / "served"
-    job = submit(
-        f"""
+    return bare, sha
+
+
+def _build_recipe(bare: Path, out: Path, scope: str) -> str:
+    return f"""
         schema: 2
         name: built
         observability:
@@ -669,27 +676,130 @@ def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> N
           - name: app
             nodes: 2
             source: {{git: "{bare}", rev: v1}}
-            build_command: [bash, -c, "echo ok-$(git rev-parse --short HEAD) > built"]
+            build_scope: {scope}
+            build_command: [bash, -c, "echo ok-$(git rev-parse --short HEAD)-$(hostname) > built"]
             command: [bash, -c, "bash serve.sh >> {out}; sleep 1000"]
           - name: end
             terminal: true
             command: [bash, -c, "while [ $(wc -l < {out} 2>/dev/null || echo 0) -lt 2 ]; do sleep 0.1; done"]
         """
-    )
+
+
+def test_source_build_on_every_node_of_a_multi_node_service(submit: Any, tmp_path: Path) -> None:
+    """build_scope: node (the default): each node clones and builds into its own
+    node-local checkout, which the Slurm launcher removes on every node at the end."""
+    bare, sha = _tagged_repo(tmp_path)
+    out = tmp_path / "served"
+    job = submit(_build_recipe(bare, out, "node"))
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    lines = sorted(out.read_text().splitlines())
+    assert len(lines) == 2
+    local = f"/tmp/srt-{job.job_id}"
+    for line, node in zip(lines, ("n1", "n2"), strict=True):
+        # served on its node, from that node's own checkout, built there
+        assert line == (f"serving from {local}/src/app/{node} on {node}: ok-{sha[:7]}-{node}"), line
+    builds = job.events("build_started", unit="app")
+    assert sorted(e["node"] for e in builds) == ["n1", "n2"]
+    assert {e["commit"] for e in job.events("checkout_done", unit="app")} == {sha}
+    assert not os.path.exists(local), "the node-local checkouts outlived the job"
+    staged = (job.job_dir / "recipe.yaml").read_text()
+    assert f"sha: {sha}" in staged, "srt apply pinned v1 to its commit"
+
+
+def test_source_build_shared_once_in_the_job_directory(submit: Any, tmp_path: Path) -> None:
+    bare, sha = _tagged_repo(tmp_path)
+    out = tmp_path / "served"
+    job = submit(_build_recipe(bare, out, "shared"))
     assert job.wait_done() == "COMPLETED", job.sbatch_log()
     lines = sorted(out.read_text().splitlines())
     assert len(lines) == 2
     assert {line.split(" on ")[1].split(":")[0] for line in lines} == {"n1", "n2"}
-    assert all(
-        line.endswith(": ok-" + line.split("ok-")[1]) and "/src/app" in line for line in lines
-    )
-    assert len(job.events("build_started", unit="app")) == 1, (
-        "built once: the job directory is shared"
-    )
+    built_on = {line.rsplit("-", 1)[1] for line in lines}
+    assert len(built_on) == 1, "one build, in the shared job directory, serves both nodes"
+    assert all(f"from {job.job_dir}/src/app on" in line for line in lines)
+    assert len(job.events("build_started", unit="app")) == 1
+    assert [e["commit"] for e in job.events("checkout_done", unit="app")] == [sha]
     pins = json.loads((job.job_dir / "job.json").read_text())
     assert pins["job_id"] == job.job_id
-    staged = (job.job_dir / "recipe.yaml").read_text()
-    assert "sha:" in staged, "srt apply pinned v1 to its commit"
+
+
+def test_apply_refuses_a_rev_that_is_a_branch_before_anything_is_written(
+    cluster: Any, tmp_path: Path
+) -> None:
+    bare, _ = _tagged_repo(tmp_path)
+    recipe = tmp_path / "branch.yaml"
+    recipe.write_text(
+        textwrap.dedent(
+            f"""
+            schema: 2
+            name: branchy
+            services:
+              - name: app
+                source:
+                  git: "{bare}"
+                  rev: feature
+                build_command: [make]
+                command: [sleep, "1"]
+            """
+        )
+    )
+    job_dir = tmp_path / "branchy-dir"
+    out = srt("apply", str(recipe), "-o", str(job_dir), env=cluster.env())
+    assert out.returncode == 2, out.stderr
+    assert f"{recipe}:8:7: services[app].source.rev: cannot be pinned to a commit:" in out.stderr
+    assert "'feature' is a branch of" in out.stderr
+    assert not job_dir.exists(), "nothing staged, nothing submitted"
+
+
+def test_node_local_state_is_removed_on_every_node_at_the_end(submit: Any, tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    job = submit(
+        f"""
+        schema: 2
+        name: scratch
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: wal
+            nodes: 2
+            command: [bash, -c, 'echo x > {{local_dir}}/wal && echo $(hostname) {{local_dir}} >> {seen}; sleep 1000']
+          - name: end
+            terminal: true
+            command: [bash, -c, "while [ $(wc -l < {seen} 2>/dev/null || echo 0) -lt 2 ]; do sleep 0.1; done"]
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    lines = sorted(seen.read_text().splitlines())
+    root = f"/tmp/srt-{job.job_id}"
+    assert lines == [f"n1 {root}/service_wal_n1", f"n2 {root}/service_wal_n2"]
+    assert not os.path.exists(root), "the Slurm launcher left node-local state behind"
+
+
+def test_slurm_tmpdir_is_the_node_local_root_when_the_job_has_one(
+    submit: Any, tmp_path: Path
+) -> None:
+    """Sites that give each job a node-local $SLURM_TMPDIR get {local_dir} under it (a
+    site sets it with a TaskProlog or a job_container plugin; here `--export` hands it to
+    the batch step, where the orchestrator makes the plan)."""
+    tmpdir = tmp_path / "slurm-tmpdir"
+    tmpdir.mkdir()
+    tmpdir.chmod(0o777)
+    seen = tmp_path / "seen"
+    job = submit(
+        f"""
+        schema: 2
+        name: tmpdir
+        slurm:
+          signal_before_end_seconds: 0
+          sbatch_extra: ["--export=ALL,SLURM_TMPDIR={tmpdir}"]
+        services:
+          - name: wal
+            terminal: true
+            command: [bash, -c, 'test -d {{local_dir}} && echo {{local_dir}} > {seen}']
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert seen.read_text().strip() == f"{tmpdir}/srt-{job.job_id}/service_wal"
+    assert not os.path.exists(f"{tmpdir}/srt-{job.job_id}")
 
 
 # --------------------------------------------------------------------------- day-2 operations

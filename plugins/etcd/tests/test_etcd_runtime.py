@@ -75,9 +75,35 @@ def test_a_worker_writes_and_reads_through_etcd_endpoints(
         assert names.index(("ready", "service_etcd")) < names.index(("launched", "agg_0"))
         assert f"via http://127.0.0.1:{cp}" in job.log("agg_0")
         assert "check srt/test/worker: 'agg_0-was-here'" in job.log("benchmark")
-        assert os.path.isdir(os.path.join(job_dir, "work", "service_etcd", "data", "member"))
         (stopped,) = events_of(job, "exited", step="service_etcd")
         assert stopped["code"] in (0, 143)  # SIGTERM at teardown, nothing else
+    finally:
+        assert_no_survivors(job_dir)
+
+
+def test_the_wal_is_node_local_while_the_job_runs_and_gone_after(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    """The spec's "fresh data dir on node-local /tmp each job": under the site's
+    [storage] node_local, never in the (shared, often NFS) job directory."""
+    local = tmp_path / "node-local"
+    local.mkdir()
+    site = tmp_path / "site.toml"
+    site.write_text(f'[storage]\nnode_local = "{local}"\n')
+    cp, pp = free_port(), free_port()
+    job_dir = str(tmp_path / "job")
+    data = local / "srt-job" / "service_etcd" / "data"
+    text = recipe(
+        f"{{name: etcd, type: etcd, options: {{client_port: {cp}, peer_port: {pp}}}}}",
+        [sys.executable, CLIENT, "worker", "srt/test/local", "x"],
+        ["bash", "-c", f"test -d {data}/member && echo wal-is-node-local"],
+    )
+    job = run_recipe(write(tmp_path, text), job_dir, timeout=60, env={"SRT_SITE_CONFIG": str(site)})
+    try:
+        assert job.code == 0, job.stdout + job.stderr
+        assert "wal-is-node-local" in job.log("benchmark")
+        assert not os.path.exists(os.path.join(job_dir, "work", "service_etcd", "data"))
+        assert not (local / "srt-job").exists(), "the node-local data dir outlived the job"
     finally:
         assert_no_survivors(job_dir)
 

@@ -179,3 +179,19 @@ def test_bad_options_are_refused_with_their_line(plugins: Any, load: Any) -> Non
     assert "services[prometheus].options.retention" in text
     assert "services[prometheus].options.scrape_interval_seconds" in text
     assert "recipe.yaml:7:" in text
+
+
+def test_the_job_container_is_not_inherited_by_the_host_exporters(
+    plan: Callable[..., Plan],
+) -> None:
+    """They run host binaries (host_native); only an entry's own container applies."""
+    p = plan(
+        JOB
+        + "container: job-image\n"
+        + "services:\n  - {name: node-exporter, container: quay.io/prometheus/node-exporter}\n"
+    )
+    u = units(p)
+    for name in ("dcgm-exporter", "process-exporter", "prometheus"):
+        assert u[name].container is None, name
+    assert u["node-exporter"].container == "quay.io/prometheus/node-exporter"
+    assert u["agg"].container == "job-image"

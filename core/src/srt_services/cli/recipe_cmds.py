@@ -48,8 +48,10 @@ def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
 def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     """Check recipes without running anything; every problem is reported with its line.
 
-    `-` reads a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe
-    is invalid.
+    The verdict is `srt dry-run`'s: each recipe is also planned on the smallest symbolic
+    allocation that fits it, so two services on one port of a node, or a placement that
+    selects no nodes, fail here too. Nothing is started and no network is used. `-` reads
+    a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe is invalid.
     """
     from srt_services import app
     from srt_services.errors import RecipeInvalid
@@ -63,7 +65,8 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         path = source_name(given)
         problems: list[LocatedProblem]
         try:
-            loaded = app.load(given, plugins)
+            with app.collector_paused():
+                planned = app.verdict(given, plugins)
         except RecipeInvalid as exc:
             failed += 1
             if fmt == "text":
@@ -73,12 +76,18 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
             )
             reports.append(_report(path, None, problems))
             continue
+        loaded = planned.loaded
+        # what planning says without failing (an implied service that selects no nodes)
+        warnings = [
+            *loaded.warnings,
+            *(LocatedProblem("", w, warning=True) for w in planned.plan.warnings),
+        ]
         if fmt == "text":
-            for w in loaded.warnings:
+            for w in warnings:
                 sys.stderr.write("warning: " + w.render(path) + "\n")
             if not quiet:
                 click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
-        reports.append(_report(path, len(loaded.services), loaded.warnings))
+        reports.append(_report(path, len(loaded.services), warnings))
     if fmt == "json":
         import json
 
@@ -183,7 +192,7 @@ def _dry_run(
 
     for w in loaded.warnings:
         sys.stderr.write("warning: " + w.render(loaded.source) + "\n")
-    sys.stdout.write(render_plan(plan, only))
+    sys.stdout.write(render_plan(plan, only, site.container_aliases))
     if show_srun:
         import shlex
 

@@ -99,6 +99,7 @@ def _process_instance(
         ctx, readiness, None, ictx, default_port, DEFAULT_TIMEOUT, DEFAULT_INTERVAL
     )
     argv = render_all(spec.command, values) + render_all(spec.args, values)
+    container = spec.container or ctx.loaded.recipe.container  # the job container
     preamble = with_local_dir(
         render(spec.preamble, values) if spec.preamble else None, ictx.local_dir, argv, env
     )
@@ -116,7 +117,7 @@ def _process_instance(
         readiness=probe,
         worker=worker.key if worker else None,
         gpus=list(worker.gpus) if worker else None,
-        container=render(spec.container, values) if spec.container else None,
+        container=render(container, values) if container else None,
     )
     if scraped is not None and scraped.metrics:
         ctx.targets.extend(
@@ -268,7 +269,7 @@ def benchmark_unit(
     for unit in units:
         if unit.category != "service" or not unit.instances:
             continue
-        key = env_key(unit.name)
+        key = env_key(unit.name)  # distinct for every service (rules/envnames.py)
         ips = list(dict.fromkeys(i.node_ip for i in unit.instances))
         env[f"SRT_SERVICE_{key}_NODES"] = ",".join(unit.nodes)
         env[f"SRT_SERVICE_{key}_IPS"] = ",".join(ips)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from srt_services.extend.expansion import InstanceSeed
     from srt_services.plan.context import PlanContext
     from srt_services.plan.model import PlannedProbe
-    from srt_services.recipe.models import MetricsSpec, RestartSpec
+    from srt_services.recipe.models import MetricsSpec, Recipe, RestartSpec
     from srt_services.recipe.problems import Path
     from srt_services.recipe.settled import Settled
 
@@ -78,6 +78,19 @@ def service_unit(ctx: PlanContext, s: Settled, discovery: dict[str, str]) -> Pla
     if spec.source is not None:
         unit.build = _build(ctx, s, unit, seeds[0], plan.own)
     return unit
+
+
+def effective_container(s: Settled, recipe: Recipe) -> str | None:
+    """The service's image: its own, else its kind's fallback (the Mooncake stores run in
+    the master's), else the job container unless the kind runs on the bare node."""
+    spec = s.spec
+    if spec.container:
+        return spec.container
+    if s.options is not None:
+        fallback = s.kind.container_fallback(spec, s.options, recipe)
+        if fallback:
+            return fallback
+    return None if s.kind.host_native else recipe.container
 
 
 def _fleet(ctx: PlanContext, s: Settled, contexts: list[InstanceContext]) -> PlannedProbe | None:
@@ -186,10 +199,16 @@ def _build(
         timeout=spec.build_timeout_seconds,
         nodes=list(unit.nodes),
         env=dict(unit.instances[0].env),
+        scope=spec.build_scope,
     )
 
 
 def _src_dir(ctx: PlanContext, s: Settled) -> str:
+    """The checkout's root: the shared job directory's ``src/<name>``, or for a build on
+    every node the node-local ``<local_dir root>/src/<name>`` (one ``<node>`` under it each,
+    so virtual nodes on one machine do not share one)."""
+    if s.spec.build_scope == "node":
+        return f"{ctx.paths.local_job_dir}/src/{s.name}"
     return f"{ctx.paths.job_dir}/src/{s.name}"
 
 
@@ -243,6 +262,7 @@ class _Instances:
         "metrics",
         "metrics_written",
         "needs_ctx",
+        "node_scope",
         "nodes",
         "options",
         "own",
@@ -287,10 +307,12 @@ class _Instances:
         #: nodes whose targets are made (the first instance on a node serves them)
         self.scraped_nodes: set[str] = set()
         self.kind_ports = tuple(self.kind.listen_ports(spec, self.options))
+        #: the checkout the instances run in: one per node (``node_scope``) or shared
         self.cwd: str | None = None
+        self.node_scope = False
         if spec.source is not None:
-            src_dir = _src_dir(ctx, s)
-            self.cwd = f"{src_dir}/{spec.source.path}" if spec.source.path else src_dir
+            self.cwd = _src_dir(ctx, s)
+            self.node_scope = spec.build_scope == "node"
         hooks = self.hooks = _overridden(self.kind)
         #: the argv's words when the recipe gives them all (``None``: the kind's command),
         #: and whether they hold no placeholder, so every instance has them as they are
@@ -317,9 +339,7 @@ class _Instances:
         self.needs_ctx = bool(hooks) or self.readiness is not None or self.liveness is not None
         #: every instance's context, kept only for a kind with a fleet probe
         self.contexts: list[InstanceContext] = []
-        self.container = spec.container or self.kind.container_fallback(
-            spec, self.options, ctx.loaded.recipe
-        )
+        self.container = effective_container(s, ctx.loaded.recipe)
         self.files_hook = "files" in hooks
         # Values are built lazily when only a hook or a probe might read them, and at once
         # when a recipe string will (a plain dict keeps ``format_map`` lookups in C).
@@ -378,8 +398,9 @@ class _Instances:
         if worker is not None and not worker.whole_node:
             env = {**env, "CUDA_VISIBLE_DEVICES": ",".join([str(g) for g in worker.gpus])}
         preamble = self._preamble(values, ictx) if self.render_preamble else self.preamble
+        files = self._files(values, ictx) if ictx is not None and self.files_hook else {}
         if self.eager or self.needs_ctx:  # something was rendered: it may name {local_dir}
-            preamble = with_local_dir(preamble, ctx.paths.local_dir(step), argv, env)
+            preamble = with_local_dir(preamble, ctx.paths.local_dir(step), argv, env, files)
         readiness = liveness = None
         if ictx is not None:
             readiness, liveness = self._probes(ictx)
@@ -396,11 +417,11 @@ class _Instances:
             log=f"logs/{step}.out",
             work_dir=ctx.paths.work_dir(step),
             preamble=preamble,
-            cwd=self.cwd,
+            cwd=self._cwd(node.name) if self.cwd is not None else None,
             readiness=readiness,
             liveness=liveness,
             ports=self._claim_ports(index, node.name, step, readiness),
-            files=self._files(values, ictx) if ictx is not None and self.files_hook else {},
+            files=files,
             worker=worker.key if worker else None,
             gpus=list(worker.gpus) if worker else None,
             container=render(container, values) if container else None,
@@ -425,6 +446,14 @@ class _Instances:
             )
             self.scraped_nodes.add(node.name)
         return planned
+
+    def _cwd(self, node: str) -> str:
+        """The instance's directory in its checkout (``source.path`` under it)."""
+        source = self.spec.source
+        assert self.cwd is not None
+        assert source is not None
+        root = f"{self.cwd}/{node}" if self.node_scope else self.cwd
+        return f"{root}/{source.path}" if source.path else root
 
     def _kind_argv(self, values: Mapping[str, str], ictx: InstanceContext | None) -> list[str]:
         """The kind's command (the recipe writes none), then the recipe's args."""

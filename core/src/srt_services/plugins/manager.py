@@ -550,20 +550,43 @@ class PluginSet:
                 f"{noun} {name!r} is declared by plugin {record.dist} {record.version}"
                 f" (srt.provides {capability}.{name}) but the plugin did not register it"
             )
+        # names installed plugins declare but that nobody asked for yet (so not imported)
+        # are as known as registered ones, and first-party kinds that are not installed are
+        # worth a hint: a typo of either gets "did you mean"
+        known = sorted(
+            {
+                *known,
+                *(
+                    n
+                    for r in self._records
+                    if r.status in {"discovered", "loaded"}
+                    for n in r.provides.get(capability, ())
+                    if not registry.conflicts.get(n)
+                ),
+            }
+        )
+        installed = {r.key for r in self._records}
+        missing = (
+            [k for k, d in FIRST_PARTY_KINDS.items() if normalize(d) not in installed]
+            if capability == "kind"
+            else []
+        )
         hints: list[str] = []
-        close = get_close_matches(name, known, n=1)
-        if close:
-            hints.append(f"did you mean {close[0]!r}?")
-        if capability == "kind" and name in FIRST_PARTY_KINDS:
-            dist = FIRST_PARTY_KINDS[name]
-            installed = {r.key for r in self._records}
-            if normalize(dist) not in installed:
-                how = (
-                    f"pip install 'srt-services[{dist.removeprefix('srt-')}]'"
-                    if dist in CORE_EXTRAS
-                    else f"pip install {dist}"
-                )
-                hints.append(f"it is provided by {dist}, which is not installed ({how})")
+        close = get_close_matches(name, [*known, *(m for m in missing if m not in known)], n=1)
+        wanted = close[0] if close else name
+        where = ""
+        if wanted in missing:
+            dist = FIRST_PARTY_KINDS[wanted]
+            how = (
+                f"pip install 'srt-services[{dist.removeprefix('srt-')}]'"
+                if dist in CORE_EXTRAS
+                else f"pip install {dist}"
+            )
+            where = f"provided by {dist}, which is not installed: {how}"
+        if wanted != name:
+            hints.append(f"did you mean {wanted!r}?" + (f" ({where})" if where else ""))
+        elif where:
+            hints.append(f"it is {where}")
         silent = [
             f"{r.dist} {r.version} ({r.status}: {r.reason})"
             for r in self._records

@@ -379,28 +379,33 @@ class Orchestrator:
 
     async def _build(self, u: PlannedUnit) -> None:
         """Check out and build ``u``'s source; the build shows in state.json meanwhile."""
-        step = f"service_{u.name}.build"
         try:
             await self._builder().build_source(u)
         except PhaseFailed as exc:
-            self._build_ended(step, "failed", exc.cause.code)
+            self._builds_ended(u.name, "failed", exc.cause.code)
             raise
         except asyncio.CancelledError:
-            self._build_ended(step, "stopped", None)
+            self._builds_ended(u.name, "stopped", None)
             raise
+
+    def _builds_ended(self, unit: str, state: InstanceStatus, code: int | None) -> None:
+        """Every build of ``unit`` still running (one per node with ``build_scope: node``)."""
+        for step, build in self.builds.items():
+            if build.unit == unit:
+                self._build_ended(step, state, code)
 
     def _build_event(self, event: str, /, **fields: Any) -> None:
         self._emit(event, **fields)
         unit = fields.get("unit")
+        step = fields.get("step") or f"service_{unit}.build"
         if event == "build_started" and unit:
-            step = f"service_{unit}.build"
             self.builds[step] = InstanceState(
                 unit, fields.get("node", ""), "starting", None, None, None, time.time(),
                 None, 1, 0, None, f"logs/{step}.out", None, {"build": True},
             )  # fmt: skip
             self._mark_state_dirty()
         elif event == "build_done" and unit:
-            self._build_ended(f"service_{unit}.build", "exited", 0)
+            self._build_ended(step, "exited", 0)
 
     def _build_ended(self, step: str, state: InstanceStatus, code: int | None) -> None:
         build = self.builds.get(step)

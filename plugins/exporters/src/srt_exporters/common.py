@@ -52,6 +52,9 @@ class MetricsServerKind(ServerKind):
     """
 
     Options: ClassVar[type[MetricsServerOptions]] = MetricsServerOptions
+    #: host binaries: the job container (the recipe's top-level ``container``) is not
+    #: theirs to inherit; an entry's own ``container`` selects the upstream image
+    host_native: ClassVar[bool] = True
 
     def preamble(self, spec: ServiceSpec, options: Any, ctx: Any) -> str | None:
         if spec.container is not None:

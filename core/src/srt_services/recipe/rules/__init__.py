@@ -12,6 +12,7 @@ instead of raising, so one run reports everything that is wrong.
 - ``placement``: where a service runs and what it attaches to (node, pool, per);
 - ``external``: services that srt does not launch;
 - ``services``: the list as a whole: unique names, implied services merged in;
+- ``envnames``: distinct ``SRT_SERVICE_<KEY>_*`` variables for every running service;
 - ``cross``: rules between services (shared infra node, pools, terminal vs benchmark);
 - ``after``: start-up dependencies between services.
 """

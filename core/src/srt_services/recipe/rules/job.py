@@ -1,4 +1,5 @@
-"""Rules of the job's own processes: the frontend, the benchmark and the roles' workers.
+"""Rules of the job's own processes: the frontend, the benchmark and the roles' workers
+(and the job container they run in).
 
 A frontend type and the discovery planes pick service kinds that a plugin provides (etcd,
 NATS), so a missing plugin is reported here, naming what to install or why an installed
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
     """Every rule of the frontend, the planes, the benchmark and the roles."""
     bound = JobProbes()
+    if ctx.recipe.container:
+        strings.text(ctx, ("container",), ctx.recipe.container, ph.COMMON)
     bound.frontend = _frontend(ctx, probes)
     _planes(ctx)
     _benchmark(ctx)

@@ -128,6 +128,8 @@ class ServiceRules:
             )
         if spec.build_command is not None and spec.source is None:
             self.ctx.add((*at, "build_command"), "needs a source to build")
+        if spec.source is None and "build_scope" in spec.model_fields_set:
+            self.ctx.add((*at, "build_scope"), "needs a source to build")
 
     def _lifecycle(self, at: Path, spec: ServiceSpec, critical: bool) -> None:
         """A terminal service needs a process; critical and terminal ones never restart."""
