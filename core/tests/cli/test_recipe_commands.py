@@ -832,7 +832,9 @@ def test_migrate_verify_writes_only_results_that_load(srt, tmp_path: Path) -> No
     assert "schema" not in yaml.safe_load(Path(bad).read_text())
 
 
-def test_migrate_text_ruamel_cannot_read_is_migrated_without_its_layout(srt, tmp_path, v1_kinds) -> None:
+def test_migrate_text_ruamel_cannot_read_is_migrated_without_its_layout(
+    srt, tmp_path, v1_kinds
+) -> None:
     # libyaml (srt's loader) accepts a tab after a value; ruamel's scanner refuses it
     r = srt(
         "migrate", write(tmp_path, "v1.yaml", "# c\nname: old\t\ninfra: {nats_max_payload_mb: 4}\n")
@@ -914,9 +916,7 @@ def test_migrate_fails_when_the_result_does_not_load_even_without_verify(
     assert "not migrated" not in r.err
 
 
-def test_migrate_in_place_counts_results_that_do_not_load(
-    srt, tmp_path: Path, v1_kinds
-) -> None:
+def test_migrate_in_place_counts_results_that_do_not_load(srt, tmp_path: Path, v1_kinds) -> None:
     good = write(tmp_path, "good.yaml", V1)
     # the v1 env has no role to carry it, so backend.mooncake_kv_store stays and is refused
     bad = write(

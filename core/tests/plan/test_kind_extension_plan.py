@@ -220,7 +220,12 @@ def test_an_instance_context_carries_the_jobs_discovery_env(plan: Callable[..., 
 def test_an_external_services_address_reaches_the_context(plan: Callable[..., Plan]) -> None:
     p = plan(
         [
-            {"name": "ann", "type": "x-announcer", "external": "10.9.8.7", "options": {"port": 7200}},
+            {
+                "name": "ann",
+                "type": "x-announcer",
+                "external": "10.9.8.7",
+                "options": {"port": 7200},
+            },
             {"name": "f", "type": "x-follower", "command": ["x"]},
         ]
     )
@@ -243,7 +248,7 @@ def test_external_options_are_not_warned_about_the_others_are(
                     "options": {"port": 7200, "other": 1},
                 }
             ],
-        }
+        },
     )
     text = "\n".join(w.render(loaded.source) for w in loaded.warnings)
     assert "options.other" in text and "no effect with external" in text
