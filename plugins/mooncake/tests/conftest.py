@@ -31,10 +31,13 @@ def mooncake_binary(name: str) -> str | None:
     return found
 
 
-def need_mooncake() -> None:
-    """Skip without Mooncake, unless the environment says it must be there (tox sets it)."""
-    if mooncake_binary("mooncake_master") and mooncake_binary("mc_store_rest_server"):
-        return
+@pytest.fixture
+def mooncake() -> dict[str, str]:
+    """Mooncake's binaries by name; skips without them, unless the environment says they
+    must be there (tox's mooncake and suite environments set SRT_REQUIRE_MOONCAKE=1)."""
+    found = {n: mooncake_binary(n) for n in ("mooncake_master", "mc_store_rest_server")}
+    if all(found.values()):
+        return {n: p for n, p in found.items() if p is not None}
     if os.environ.get("SRT_REQUIRE_MOONCAKE") == "1":
         pytest.fail("Mooncake is not installed (pip install 'srt-mooncake[server]')")
     pytest.skip("needs Mooncake: pip install 'srt-mooncake[server]'")
