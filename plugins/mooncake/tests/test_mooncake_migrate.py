@@ -112,7 +112,7 @@ def test_migrate_verify_passes_and_writes_the_result(
     assert "not migrated" not in err and "does not load" not in err
     assert yaml.safe_load(path.read_text())["schema"] == 2
     assert (tmp_path / "v1.yaml.v1").read_text() == V1
-    code, out, err = srt(capsys, "validate", str(path))
+    code, _, err = srt(capsys, "validate", str(path))
     assert code == 0, err
 
 
