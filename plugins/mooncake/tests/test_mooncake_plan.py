@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from srt_services.plan.model import LAST_TIER, Plan, PlannedInstance, PlannedUnit
@@ -378,3 +379,52 @@ def test_a_dedicated_master_gets_a_node_of_its_own(plan: MakePlan) -> None:
     assert master.node not in worker_nodes
     assert {i.node for i in unit(p, "store").instances} == worker_nodes
     assert only(p, "prefill").env["MOONCAKE_MASTER"] == f"{master.node_ip}:8700"
+
+
+def test_binary_lookup_order(
+    plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """options.binary, else the site's [binaries] entry, else the name (PATH, then the venv)."""
+    text = JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: prefill}}\n"
+    p = plan(text)
+    assert (only(p, "mooncake-master").argv[0], only(p, "s").argv[0]) == (
+        "mooncake_master",
+        "mc_store_rest_server",
+    )
+    site = tmp_path / "site.toml"
+    site.write_text(
+        '[binaries]\nmooncake_master = "/site/mc/mooncake_master"\n'
+        'mc_store_rest_server = "/site/mc/mc_store_rest_server"\n'
+    )
+    monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
+    p = plan(text)
+    master, store = only(p, "mooncake-master"), only(p, "s")
+    assert (master.argv[0], store.argv[0]) == (
+        "/site/mc/mooncake_master",
+        "/site/mc/mc_store_rest_server",
+    )
+    assert "command -v -- /site/mc/mooncake_master " in (master.preamble or "")
+    own = plan(
+        text.replace("type: mooncake-store,", "type: mooncake-store, options: {binary: /mine/mc},")
+    )
+    assert only(own, "s").argv[0] == "/mine/mc"
+
+
+def test_a_missing_binary_explains_how_to_install(tmp_path: Path) -> None:
+    """The preamble srt plans, run with an empty PATH: what a user reads in the log."""
+    import subprocess
+
+    from srt_mooncake.master import INSTALL_HINT
+    from srt_services.extend import missing_binary_check
+
+    script = missing_binary_check("mooncake_master_not_here", "mooncake-master", INSTALL_HINT)
+    done = subprocess.run(
+        ["/bin/bash", "-c", script],
+        env={"PATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 127
+    assert "pip install 'srt-mooncake[server]', which needs Debian's libibverbs1" in done.stderr
+    assert "[binaries] mooncake_master in the site config" in done.stderr
