@@ -208,6 +208,7 @@ def test_a_dynamo_style_job_finds_itself_through_etcd_and_nats(tmp_path: Path) -
     recipe.write_text(
         "schema: 2\n"
         "name: plane\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: dynamo, command: [sleep, "600"]}\n'
         "dynamo: {request_plane: nats}\n"

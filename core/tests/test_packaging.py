@@ -27,6 +27,7 @@ PACKAGES = {
     "core": "srt_services",
     "plugins/etcd": "srt_etcd",
     "plugins/nats": "srt_nats",
+    "plugins/exporters": "srt_exporters",
     "plugins/mooncake": "srt_mooncake",
 }
 

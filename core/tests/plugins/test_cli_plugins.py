@@ -175,7 +175,7 @@ def test_plugin_command_loads_on_demand(site: Site, run_srt: Run) -> None:
 
 def recipe(path: Path, kind: str) -> Path:
     path.write_text(
-        f"schema: 2\nname: uses-{kind}\nservices:\n  - name: svc\n    type: {kind}\n"
+        f"schema: 2\nname: uses-{kind}\nobservability:\n  metrics: false\nservices:\n  - name: svc\n    type: {kind}\n"
         "    command: [sleep, '30']\n",
         encoding="utf-8",
     )
@@ -230,7 +230,7 @@ def test_recipe_with_a_loadable_plugin_kind_runs(site: Site, run_srt: Run, tmp_p
     site.install("good", "broken")
     path = tmp_path / "ok.yaml"
     path.write_text(
-        "schema: 2\nname: ok\nservices:\n  - name: svc\n    type: good-kind\n"
+        "schema: 2\nname: ok\nobservability:\n  metrics: false\nservices:\n  - name: svc\n    type: good-kind\n"
         "    command: [python3, -c, 'print(42)']\n    terminal: true\n",
         encoding="utf-8",
     )

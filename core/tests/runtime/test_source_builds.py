@@ -53,6 +53,8 @@ def recipe(git_url: str, rev: str, build: str = "echo built > built.txt", extra:
     return f"""
         schema: 2
         name: src
+        observability:
+          metrics: false
         services:
           - name: app
             terminal: true

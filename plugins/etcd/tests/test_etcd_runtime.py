@@ -16,10 +16,9 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from srt_services.testing.jobs import JobRun, run_recipe, start_srt
+from srt_services.testing.jobs import events_of, run_recipe, start_srt
 from srt_services.testing.survivors import assert_no_survivors
 
 HERE = Path(__file__).resolve().parent
@@ -30,13 +29,6 @@ pytestmark = [
     pytest.mark.component,
     pytest.mark.skipif(ETCD is None, reason="needs the etcd server (apt-get install etcd-server)"),
 ]
-
-
-def events_of(job: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
-    return [
-        e for e in job.events()
-        if e["event"] == name and all(e.get(k) == v for k, v in match.items())
-    ]  # fmt: skip
 
 
 def write(tmp_path: Path, text: str) -> str:
@@ -51,6 +43,7 @@ def recipe(etcd_entry: str, worker: list[str], benchmark: list[str] | None) -> s
     return (
         "schema: 2\n"
         "name: etcdrt\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: sglang, command: [sleep, "600"]}\n'
         "roles:\n"

@@ -13,10 +13,9 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from srt_services.testing.jobs import JobRun, run_recipe
+from srt_services.testing.jobs import JobRun, events_of, run_recipe
 from srt_services.testing.survivors import assert_no_survivors
 
 HERE = Path(__file__).resolve().parent
@@ -32,18 +31,12 @@ pytestmark = [
 ]
 
 
-def events_of(job: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
-    return [
-        e for e in job.events()
-        if e["event"] == name and all(e.get(k) == v for k, v in match.items())
-    ]  # fmt: skip
-
-
 def run(tmp_path: Path, nats_entry: str, benchmark: list[str]) -> JobRun:
     """A static-frontend job whose benchmark step is the NATS client under test."""
     text = (
         "schema: 2\n"
         "name: natsrt\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: sglang, command: [sleep, "600"]}\n'
         'roles:\n  agg: {command: [sleep, "600"]}\n'

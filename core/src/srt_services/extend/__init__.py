@@ -23,7 +23,9 @@ What lives where:
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
   supervisor uses, for plugins that restart things themselves),
-  :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does).
+  :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does),
+  :mod:`~srt_services.extend.jobs` (read a job directory: :func:`read_job`, for plugin
+  commands such as ``srt metrics``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from srt_services.extend.context import InstanceContext, JobPaths, Layout, Node, Worker
     from srt_services.extend.expansion import Expansion, InstanceSeed
     from srt_services.extend.implied import ImpliedService
+    from srt_services.extend.jobs import JobDirError, JobRecord, read_job
     from srt_services.extend.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
     from srt_services.extend.launcher import LAUNCH_SETTINGS, Launcher, Preflight
     from srt_services.extend.placement import Placement
@@ -64,6 +67,9 @@ _WHERE: dict[str, str] = {
     "Expansion": "srt_services.extend.expansion",
     "InstanceSeed": "srt_services.extend.expansion",
     "ImpliedService": "srt_services.extend.implied",
+    "JobDirError": "srt_services.extend.jobs",
+    "JobRecord": "srt_services.extend.jobs",
+    "read_job": "srt_services.extend.jobs",
     "DefaultProbe": "srt_services.extend.kind",
     "KindOptions": "srt_services.extend.kind",
     "NoOptions": "srt_services.extend.kind",
@@ -98,7 +104,9 @@ __all__ = [
     "ImpliedService",
     "InstanceContext",
     "InstanceSeed",
+    "JobDirError",
     "JobPaths",
+    "JobRecord",
     "KindOptions",
     "Launcher",
     "Layout",
@@ -122,6 +130,7 @@ __all__ = [
     "binary_option_problems",
     "hookimpl",
     "missing_binary_check",
+    "read_job",
     "render",
     "server_binary",
     "url_host",

@@ -152,10 +152,21 @@ class PlannedNode:
 
 @dataclass
 class ScrapeTarget:
+    """One Prometheus endpoint of one instance (see :mod:`.targets`)."""
+
+    #: ``<endpoint name>_<node>``: the ``instance`` label
     name: str
+    #: the unit: a service's name, a role (``prefill``...) or ``frontend``
     service: str
     url: str
     node: str
+    #: the instance serving it: srt lists the target only while that process runs
+    step: str = ""
+    #: ``service``, the workers' role, or ``frontend``
+    role: str = "service"
+    #: ``host:port`` and the path, as Prometheus's ``file_sd`` wants them
+    address: str = ""
+    path: str = "/metrics"
 
 
 @dataclass

@@ -212,7 +212,10 @@ class MetricsSpec(StrictModel):
     """A Prometheus endpoint the service serves."""
 
     port: Port = Field(description="Port of the endpoint on every node the service runs on.")
-    path: str = Field("/metrics", description="HTTP path.")
+    path: str = Field(
+        "/metrics",
+        description="HTTP path; may use the instance's placeholders (`{node}`, `{index}`...).",
+    )
     nodes: Literal["all", "first"] = Field(
         "all", description="`first` scrapes only the service's first node."
     )
@@ -419,6 +422,12 @@ class RoleSpec(ProcessSpec):
     )
     readiness: ReadinessSpec | None = Field(None, description="Worker health probe.")
     connector: NonBlank | None = Field(None, description="KV connector (e.g. lmcache-mp).")
+    metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list,
+        description="Prometheus endpoints of each worker (one mapping or a list), scraped on"
+        " its first node. Like `port`, `port` is a base: the worker in slot k of a node serves"
+        " on port+k.",
+    )
 
 
 class FrontendSpec(ProcessSpec):
@@ -429,12 +438,21 @@ class FrontendSpec(ProcessSpec):
     )
     port: Port = Field(8000, description="Public port, given to the benchmark.")
     readiness: ReadinessSpec | None = Field(None, description="Frontend health probe.")
+    metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list,
+        description="Prometheus endpoints the frontend serves (one mapping or a list).",
+    )
 
 
 class ObservabilitySpec(StrictModel):
     """Metrics collection for the job."""
 
-    metrics: bool = Field(True, description="Run the metrics exporters plugins imply.")
+    metrics: bool = Field(
+        True,
+        description="Collect the job's metrics: the exporters and the Prometheus that plugins"
+        " imply (srt-exporters), and the scrape targets srt keeps in"
+        " `<job_dir>/metrics/targets.json`. `false`: none of them.",
+    )
 
 
 class BenchmarkSpec(ProcessSpec):

@@ -59,6 +59,9 @@ class InstanceRun:
     liveness: asyncio.Task[None] | None = None
     #: why srt itself stopped this attempt (a liveness failure, a timeout), for the report
     killed_for: str | None = None
+    #: set while srt stops it on request (``srt restart``, ``srt stop JOBDIR SERVICE``): its
+    #: exit is expected, so neither the restart policy nor a critical unit's rule applies
+    held: str | None = None
 
     @property
     def step(self) -> str:
@@ -84,6 +87,8 @@ class UnitRun:
     planned: PlannedUnit
     instances: list[InstanceRun] = field(default_factory=list)
     tracker: RestartTracker | None = None
+    #: its first start is done (every instance ready): from then on it may be restarted
+    started: bool = False
 
     @property
     def name(self) -> str:

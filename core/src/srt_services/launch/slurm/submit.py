@@ -78,5 +78,7 @@ def submit(sub: Submission) -> str:
     if not job_id.isdigit():
         raise SlurmError(f"sbatch answered {out!r}, not a job id")
     sub.job_id = job_id
-    write_submitted(JobDir(sub.job_dir), SubmittedJob(job_id, time.time(), sub.script))
+    write_submitted(
+        JobDir(sub.job_dir), SubmittedJob(job_id, time.time(), sub.script, nodes=sub.nodes)
+    )
     return job_id

@@ -7,6 +7,7 @@ instead of raising, so one run reports everything that is wrong.
 - ``job``: the frontend, the benchmark, the roles and the discovery planes they need;
 - ``strings``: placeholders in the strings handed to processes, env names, srun options;
 - ``probes``: readiness and liveness blocks, bound to their probe and config;
+- ``metrics``: ``metrics`` annotations (services, roles, frontend);
 - ``service``: one service entry: its kind, options, command, source, lifecycle;
 - ``placement``: where a service runs and what it attaches to (node, pool, per);
 - ``external``: services that srt does not launch;

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from srt_services.errors import PluginError
 from srt_services.recipe import placeholders as ph
-from srt_services.recipe.rules import strings
+from srt_services.recipe.rules import metrics, strings
 from srt_services.recipe.settled import JobProbes, ProbeBinding
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ def _frontend(ctx: RuleContext, probes: ProbeRules) -> ProbeBinding | None:
         if r.frontend.command is None:
             ctx.add(("frontend", "command"), f"is required for frontend.type {ftype}")
         strings.process(ctx, ("frontend",), r.frontend, allowed=ph.COMMON)
+        metrics.endpoints(ctx, ("frontend",), r.frontend.metrics, ph.COMMON)
         binding = probes.bind(
             ("frontend", "readiness"), r.frontend.readiness, r.frontend.port, False
         )
@@ -94,6 +95,7 @@ def _role(ctx: RuleContext, probes: ProbeRules, role: str, spec: RoleSpec) -> Pr
         ctx.add((*where, "command"), "is required")
     _role_width(ctx, where, spec)
     strings.process(ctx, where, spec, allowed=ph.ALL)
+    metrics.endpoints(ctx, where, spec.metrics, ph.ALL)
     return probes.bind((*where, "readiness"), spec.readiness, spec.port, False)
 
 
