@@ -62,6 +62,7 @@ def test_dedicated_master_with_stores_on_two_other_nodes(
             name: mooncake
             slurm: {{signal_before_end_seconds: 0}}
             resources: {{gpus_per_node: 1}}
+            observability: {{metrics: false}}
             frontend: {{type: sglang, port: 9081, command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]}}
             roles:
               prefill: {{command: {json.dumps(prefill)}, readiness: {ready}}}

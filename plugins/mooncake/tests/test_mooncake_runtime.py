@@ -73,6 +73,7 @@ def pool_recipe(p: Ports, master: str, benchmark: bool = True) -> str:
         "schema: 2\n"
         "name: mooncake-rt\n"
         "resources: {gpus_per_node: 1}\n"
+        "observability: {metrics: false}\n"
         'frontend: {type: sglang, command: [sleep, "600"], port: ' + str(p.store_b + 1) + "}\n"
         "roles:\n"
         f"  prefill: {{command: {json.dumps(prefill)}, {ready}}}\n"

@@ -40,7 +40,8 @@ def test_the_venv_master_and_store_run_without_activation_or_path(
     )
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
-        "schema: 2\nname: venv-mooncake\nfrontend: {type: none}\nservices:\n"
+        "schema: 2\nname: venv-mooncake\nfrontend: {type: none}\n"
+        "observability: {metrics: false}\nservices:\n"
         f"  - {{name: mooncake-master, type: mooncake-master, placement: {{node: head}},"
         f" options: {{rpc_port: {rpc}, metadata_port: {meta}, metrics_port: {metrics}}}}}\n"
         f"  - {{name: store, type: mooncake-store, placement: {{node: head}},"
