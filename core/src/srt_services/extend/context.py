@@ -132,6 +132,11 @@ class InstanceContext:
     worker: Worker | None = None
     worker_node_rank: int = 0
     values: Mapping[str, str] = field(default_factory=dict)
+    #: What the job's discovery services announce (``ETCD_ENDPOINTS``, ``MOONCAKE_MASTER``...,
+    #: external addresses included), whether or not this instance inherits it: for a kind
+    #: that must point its own process or config file at another service (a Mooncake
+    #: store at its master) without re-deriving where that service runs.
+    discovery_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def work_dir(self) -> str:

@@ -78,6 +78,10 @@ class ServiceKind:
     supports_external: ClassVar[bool] = False
     #: URL schemes accepted for ``external`` (``("http", "https")`` for etcd).
     external_schemes: ClassVar[tuple[str, ...]] = ()
+    #: ``options`` keys that still mean something with ``external``: they shape what
+    #: consumers are told (the Mooncake master's metadata port and protocol), so srt does
+    #: not warn that they have no effect. Every other option is unused then.
+    external_options: ClassVar[frozenset[str]] = frozenset()
     supports_dedicated: ClassVar[bool] = False
     #: Kinds that share the infra node must all be ``dedicated`` or none (etcd and nats).
     shares_infra_node: ClassVar[bool] = False

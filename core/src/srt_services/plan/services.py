@@ -251,6 +251,7 @@ class _Instances:
         "contexts",
         "ctx",
         "cwd",
+        "discovery",
         "eager",
         "env_base",
         "env_hooked",
@@ -321,6 +322,7 @@ class _Instances:
         if "command" not in hooks or spec.command is not None:
             self.words = [*(spec.command or ()), *spec.args]
             self.static_argv = "{" not in "".join(self.words)
+        self.discovery = discovery
         self.env_base: dict[str, str] = discovery if unit.inherit_discovery_env else {}
         self.recipe_env_static = "{" not in "".join(spec.env.values())
         self.env_hooked = bool(hooks & {"default_env", "forced_env"})
@@ -378,6 +380,7 @@ class _Instances:
                 worker=worker,
                 worker_node_rank=rank,
                 values=values,
+                discovery_env=self.discovery,
             )
             if "fleet_readiness" in self.hooks:
                 self.contexts.append(ictx)

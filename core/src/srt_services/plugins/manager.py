@@ -75,7 +75,7 @@ FIRST_PARTY_KINDS: dict[str, str] = {
     "gms": "srt-gms",
 }
 #: First-party plugins that have a core extra (``srt-services[etcd]``).
-CORE_EXTRAS = frozenset({"srt-etcd", "srt-nats", "srt-oarbank"})
+CORE_EXTRAS = frozenset({"srt-etcd", "srt-nats", "srt-oarbank", "srt-exporters", "srt-mooncake"})
 
 
 class UnknownName(PluginError):
