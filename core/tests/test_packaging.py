@@ -23,7 +23,12 @@ REPO = Path(__file__).resolve().parents[2]
 LICENSE = (REPO / "LICENSE").read_text(encoding="utf-8")
 #: Every package directory that publishes a distribution. (srt-oarbank joins once its
 #: rework lands with its LICENSE and metadata.)
-PACKAGES = {"core": "srt_services", "plugins/etcd": "srt_etcd", "plugins/nats": "srt_nats"}
+PACKAGES = {
+    "core": "srt_services",
+    "plugins/etcd": "srt_etcd",
+    "plugins/nats": "srt_nats",
+    "plugins/ray": "srt_ray",
+}
 
 
 def build(package: str, out: Path) -> tuple[Path, Path]:
