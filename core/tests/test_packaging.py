@@ -29,6 +29,7 @@ PACKAGES = {
     "plugins/nats": "srt_nats",
     "plugins/exporters": "srt_exporters",
     "plugins/mooncake": "srt_mooncake",
+    "plugins/ray": "srt_ray",
 }
 
 

@@ -527,6 +527,66 @@ def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(
     assert len(marker.read_text().splitlines()) == 2, "the other nodes' services were stopped"
 
 
+FLEET_PLUGIN = """
+from typing import Any, ClassVar
+
+from srt_services.extend import DefaultProbe, ServiceKind, hookimpl
+
+
+class FleetKind(ServiceKind):
+    name: ClassVar[str] = "fleet-test"
+    summary: ClassVar[str] = "ready per instance, then when <job dir>/formed exists"
+    requires_command: ClassVar[bool] = True
+    default_readiness_timeout: ClassVar[float] = 3.0
+    default_readiness_interval: ClassVar[float] = 0.1
+
+    def fleet_readiness(self, spec: Any, options: Any, instances: Any) -> DefaultProbe:
+        return DefaultProbe("file", {"path": "formed"})
+
+
+@hookimpl
+def srt_register_service_kinds() -> list[type[ServiceKind]]:
+    return [FleetKind]
+"""
+
+
+def test_a_fleet_that_never_forms_fails_as_a_readiness_timeout_not_as_a_members_exit(
+    submit: Any, tmp_path: Path
+) -> None:
+    """The gate stops the members when it gives up; srun reports their exits while the
+    stop is still under way, and the job's cause must stay the gate's, naming its probe."""
+    from srt_services.testing.jobs import plugin_env
+
+    env = plugin_env(
+        tmp_path / "site", "srt-fleettest", {"fleettest_plugin": FLEET_PLUGIN}, "fleettest_plugin"
+    )
+    # sbatch gets a scrubbed environment: the batch shell (the orchestrator) is told where
+    # the test plugin is through the script itself
+    site = env["PYTHONPATH"].split(os.pathsep)[0]
+    job = submit(
+        f"""
+        schema: 2
+        name: fleet
+        slurm: {{signal_before_end_seconds: 0, sbatch_extra: ["--export=ALL,PYTHONPATH={site}"]}}
+        services:
+          - name: cluster
+            type: fleet-test
+            nodes: 2
+            critical: true
+            command: [bash, -c, "echo joined; sleep 1000"]
+            readiness: {{log: {{pattern: joined}}}}
+        benchmark: {{type: command, command: [bash, -c, "exit 0"]}}
+        """,
+        extra_env=env,
+    )
+    job.wait_done()
+    cause = job.result()["cause"]
+    assert (cause["kind"], cause["unit"]) == ("readiness_timeout", "cluster"), cause
+    assert "did not form within 3s" in cause["message"]
+    assert "formed does not exist yet" in cause["message"]
+    assert not job.events("launched", unit="benchmark")
+
+
 # --------------------------------------------------------------------------- rendering (no cluster needed)
 
 

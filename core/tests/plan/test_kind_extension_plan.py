@@ -12,6 +12,7 @@ from srt_services.extend import (
     DefaultProbe,
     InstanceContext,
     KindOptions,
+    Node,
     Recipe,
     ServiceKind,
     ServiceSpec,
@@ -104,10 +105,25 @@ class Follower(ServiceKind):
         return {"FOLLOWS": ctx.discovery_env.get("ANNOUNCED", "nothing")}
 
 
+class Facts(ServiceKind):
+    name: ClassVar[str] = "x-facts"
+    summary: ClassVar[str] = "tells the benchmark where its head listens"
+    requires_command: ClassVar[bool] = True
+
+    def service_facts(
+        self, spec: ServiceSpec, options: Any, nodes: Sequence[Node]
+    ) -> dict[str, str]:
+        return {
+            "head address": f"{nodes[0].ip}:6379",
+            "members": ",".join(n.name for n in nodes[1:]),
+            "nodes": "a kind cannot take core's keys",
+        }
+
+
 class Kinds:
     @hookimpl
     def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
-        return [Fleet, Scraper, Store, Cache, Announcer, Follower]
+        return [Fleet, Scraper, Store, Cache, Announcer, Follower, Facts]
 
 
 @pytest.fixture
@@ -253,3 +269,36 @@ def test_external_options_are_not_warned_about_the_others_are(
     text = "\n".join(w.render(loaded.source) for w in loaded.warnings)
     assert "options.other" in text and "no effect with external" in text
     assert "options.port" not in text
+
+
+def test_service_facts_reach_the_benchmark_under_the_service_name(
+    plan: Callable[..., Plan],
+) -> None:
+    p = plan(
+        [
+            {
+                "name": "my-ray",
+                "type": "x-facts",
+                "command": ["x"],
+                "placement": {"node": "workers"},
+            },
+            {
+                "name": "off",
+                "type": "x-facts",
+                "external": None,
+                "command": ["x"],
+                "enabled": False,
+            },
+        ],
+        benchmark={"type": "command", "command": ["bench"]},
+    )
+    unit = p.unit("my-ray")
+    (bench,) = p.unit("benchmark").instances
+    first = unit.instances[0]
+    assert bench.env["SRT_SERVICE_MY_RAY_HEAD_ADDRESS"] == f"{first.node_ip}:6379"
+    assert bench.env["SRT_SERVICE_MY_RAY_MEMBERS"] == ",".join(unit.nodes[1:])
+    # core's own keys win over a kind's
+    assert bench.env["SRT_SERVICE_MY_RAY_NODES"] == ",".join(unit.nodes)
+    assert not any(k.startswith("SRT_SERVICE_OFF_") for k in bench.env)
+    # only the benchmark is told: the service's facts are not discovery environment
+    assert "SRT_SERVICE_MY_RAY_HEAD_ADDRESS" not in unit.instances[0].env

@@ -189,7 +189,7 @@ class GoodKind(ServiceKind):
     name: ClassVar[str] = "goodk"
     summary: ClassVar[str] = "a good kind"
     Options: ClassVar[type[BaseModel]] = GoodOptions
-    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "all"})
+    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "all", "pool"})
 
     def command(self, spec: Any, options: Any, ctx: Any) -> list[str]:
         return ["serve", "--host", "{node_ip}", "--port", str(options.port)]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from srt_services.extend.context import InstanceContext
+from srt_services.extend.context import InstanceContext, Node
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
@@ -189,6 +189,21 @@ class ServiceKind:
 
         ``address`` is the IP of the node it runs on, or ``None`` when ``external`` is set
         (then use ``spec.external``). Return ``{}`` for services nobody discovers.
+        """
+        return {}
+
+    def service_facts(
+        self, spec: ServiceSpec, options: Any, nodes: Sequence[Node]
+    ) -> dict[str, str]:
+        """What the benchmark is told about this service beyond where it runs.
+
+        The benchmark step already gets ``SRT_SERVICE_<NAME>_NODES``, ``_IPS`` and
+        ``_NODE_COUNT`` for every service; a kind whose clients need more (a Ray cluster's
+        GCS address and dashboard URL) returns ``{KEY: value}`` here and the benchmark gets
+        ``SRT_SERVICE_<NAME>_<KEY>``. ``nodes`` are the service's nodes in launch order (the
+        first is its first instance's). Keys are spelled like the name (upper case, other
+        characters ``_``); core's own keys win. Values are plain text (no placeholders),
+        because they describe the service, not the benchmark's node.
         """
         return {}
 

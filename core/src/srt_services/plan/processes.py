@@ -17,6 +17,7 @@ from srt_services.names import env_key
 from srt_services.plan.model import TIER_OF_PHASE, PlannedInstance, PlannedUnit
 from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
 from srt_services.plan.targets import endpoint_targets, metric_record
+from srt_services.plan.services import service_nodes
 from srt_services.plan.values import (
     NO_OWN_NODES,
     instance_values,
@@ -253,6 +254,21 @@ def frontend_unit(ctx: PlanContext, discovery: dict[str, str]) -> PlannedUnit:
     )
 
 
+def _service_facts(ctx: PlanContext) -> dict[str, dict[str, str]]:
+    """What each kind tells the benchmark about its service (``ServiceKind.service_facts``),
+    by service name; only kinds that override the hook are asked."""
+    out: dict[str, dict[str, str]] = {}
+    for s in ctx.loaded.services:
+        if s.options is None or s.spec.external is not None:
+            continue
+        if type(s.kind).service_facts is ServiceKind.service_facts:
+            continue
+        nodes = service_nodes(ctx, s)
+        if nodes:
+            out[s.name] = s.kind.service_facts(s.spec, s.options, nodes)
+    return out
+
+
 def benchmark_unit(
     ctx: PlanContext, units: list[PlannedUnit], discovery: dict[str, str]
 ) -> PlannedUnit:
@@ -266,9 +282,13 @@ def benchmark_unit(
     if recipe.frontend is not None and recipe.frontend.type != "none":
         host = url_host(ctx.layout.head.ip)
         env["SRT_FRONTEND_URL"] = f"http://{host}:{recipe.frontend.port}"
-    for unit in units:
-        if unit.category != "service" or not unit.instances:
-            continue
+    services = [u for u in units if u.category == "service" and u.instances]
+    # what kinds add first, so that core's own keys win over any spelling that collides
+    facts = _service_facts(ctx)
+    for unit in services:
+        for fact, value in facts.get(unit.name, {}).items():
+            env[f"SRT_SERVICE_{env_key(unit.name)}_{env_key(fact)}"] = value
+    for unit in services:
         key = env_key(unit.name)  # distinct for every service (rules/envnames.py)
         ips = list(dict.fromkeys(i.node_ip for i in unit.instances))
         env[f"SRT_SERVICE_{key}_NODES"] = ",".join(unit.nodes)

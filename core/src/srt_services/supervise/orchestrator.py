@@ -539,6 +539,10 @@ class Orchestrator:
         inst.state = "exited" if code == 0 else "failed"
         if was == "starting" and inst.planned.readiness is not None:
             return  # the readiness wait reports it
+        if was == "failed":
+            # a wait that gave up on it (a fleet that did not form) stopped it and reports
+            # why; on Slurm its exit can arrive before that report does
+            return
         u = inst.unit.planned
         if u.category == "benchmark":
             self._benchmark_exited(inst, code)

@@ -477,7 +477,14 @@ class ServiceKindContract:
         for placement in sorted(kind.allowed_placements):
             if placement == "dedicated" and not kind.supports_dedicated:
                 continue
-            moved = sample.with_entry(placement={"node": placement})
+            if placement == "pool":
+                # a pool is ridden by naming its owner: add one that owns a node
+                moved = sample.with_entry(placement={"pool": "kit-pool-owner"})
+                moved.recipe["services"].insert(
+                    0, {"name": "kit-pool-owner", "nodes": 1, "command": ["sleep", "1000"]}
+                )
+            else:
+                moved = sample.with_entry(placement={"node": placement})
             errors = kit.recipe_errors(kind_plugins, moved.recipe)
             assert not errors, f"allowed placement {placement!r} is refused:\n" + "\n".join(errors)
 
