@@ -16,8 +16,8 @@ from srt_services.extend.servers import url_host
 from srt_services.names import env_key
 from srt_services.plan.model import TIER_OF_PHASE, PlannedInstance, PlannedUnit
 from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
-from srt_services.plan.targets import endpoint_targets, metric_record
 from srt_services.plan.services import service_nodes
+from srt_services.plan.targets import endpoint_targets, metric_record
 from srt_services.plan.values import (
     NO_OWN_NODES,
     instance_values,
