@@ -85,7 +85,10 @@ def test_verbose_shows_the_traceback_behind_a_one_line_error(
 
 def test_verbose_traces_plugin_hooks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("schema: 2\nname: t\nservices:\n  - {name: a, command: [a]}\n")
+    recipe.write_text(
+        "schema: 2\nname: t\nobservability: {metrics: false}\nservices:\n"
+        "  - {name: a, command: [a]}\n"
+    )
     code, _, err = srt(capsys, "-v", "validate", str(recipe))
     assert code == 0, err
     assert "srt: srt.plugins: srt-trace: " in err
