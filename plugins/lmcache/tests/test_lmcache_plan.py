@@ -139,7 +139,7 @@ def test_argv_probe_ports_and_env_on_a_virtual_node(plan: MakePlan) -> None:
     assert (probe.probe, probe.config["url"], probe.config["status"]) == (
         "http", "http://127.0.0.2:8751/healthcheck", 200,
     )  # fmt: skip
-    assert (probe.timeout, probe.interval) == (300.0, 1.0)
+    assert (probe.timeout, probe.interval) == (300.0, 0.25)
     assert inst.env["LMCACHE_TRACK_USAGE"] == "false"
     assert inst.env["DO_NOT_TRACK"] == "1"
     assert unit(p, "lmcache-server").metrics == [
