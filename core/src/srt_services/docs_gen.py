@@ -300,6 +300,32 @@ def _field_table(model: type[BaseModel], skip: frozenset[str] = frozenset()) -> 
     return lines
 
 
+def _implying_settings() -> list[str]:
+    from srt_services.plugins.availability import pip_command
+    from srt_services.plugins.manager import FIRST_PARTY_KINDS
+    from srt_services.recipe.rules.implied_kinds import IMPLYING_SETTINGS
+
+    out = [
+        "## Settings that imply services",
+        "",
+        "These settings start services the recipe does not list (`srt dry-run` shows each with"
+        " `implied by:`). Their kinds come from plugins: when the plugin is not installed, or"
+        " the site does not allow it, the recipe is refused at the setting's line, naming the"
+        " plugin and how to install it, exactly as a `type:` no plugin provides is. A services"
+        " entry of the implied service's name changes it (`enabled: false` switches it off);"
+        " an entry of its type under another name replaces it.",
+        "",
+        "| setting | implies | needs | to run without it |",
+        "| --- | --- | --- | --- |",
+    ]
+    for row in IMPLYING_SETTINGS:
+        dists = sorted({FIRST_PARTY_KINDS[k] for k in row.kinds})
+        needs = ", ".join(f"{d} (`{pip_command(d)}`)" for d in dists)
+        kinds = ", ".join(f"`{k}`" for k in row.kinds)
+        out.append(f"| {row.setting} | {kinds} | {_cell(needs)} | {_cell(row.off)} |")
+    return [*out, ""]
+
+
 def recipe_reference(plugins: PluginSet | None = None) -> str:
     """The whole ``docs/recipe-reference.md``."""
     plugins = plugins or PluginSet(autoload=False)
@@ -319,6 +345,7 @@ def recipe_reference(plugins: PluginSet | None = None) -> str:
                 "",
             ]
 
+    out += _implying_settings()
     out += ["## Readiness probes", ""]
     out += [
         "A `readiness` (or `liveness`) block names exactly one of these. Per-worker services"

@@ -59,15 +59,21 @@ def write(tmp_path: Path, name: str, text: str) -> str:
     return str(path)
 
 
-GOOD = "schema: 2\nname: t\nservices:\n  - {name: a, command: [a]}\n  - {name: b, command: [b]}\n"
+#: ``observability.metrics: false`` (last, so the lines above stay put) keeps the warning
+#: that the default metrics would give without srt-exporters out of these outputs.
+NO_METRICS = "observability: {metrics: false}\n"
+GOOD = (
+    "schema: 2\nname: t\nservices:\n  - {name: a, command: [a]}\n  - {name: b, command: [b]}\n"
+    + NO_METRICS
+)
 #: Valid, with one warning (a source nothing builds) on line 6.
 WARNS = (
     "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n"
-    "    source: {git: https://example.invalid/r, rev: v1}\n"
+    "    source: {git: https://example.invalid/r, rev: v1}\n" + NO_METRICS
 )
 BAD = (
     "schema: 2\nname: t\nservices:\n  - {name: a}\n"
-    "  - {name: a, command: [a], placement: {node: later}}\n"
+    "  - {name: a, command: [a], placement: {node: later}}\n" + NO_METRICS
 )
 
 

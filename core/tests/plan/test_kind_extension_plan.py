@@ -216,7 +216,13 @@ def test_local_dir_is_made_on_the_node_only_when_an_instance_names_it(
     assert inst.argv == ["db", "--data", f"{local}/data"]
     assert inst.preamble is not None and inst.preamble.startswith(f"mkdir -p -- {local}")
     assert p.unit("plain").instances[0].preamble is None
-    assert p.local_dir == f"/tmp/srt-{p.job_id}"
+    assert p.local_dir == f"/tmp/srt-{p.job_id}"  # a dry run: the symbolic job dir
+    # a real job dir adds a digest of it: two jobs named alike never share their files
+    from srt_services.extend import JobPaths
+
+    one, two = JobPaths("/a/job", "job").local_job_dir, JobPaths("/b/job", "job").local_job_dir
+    assert one.startswith("/tmp/srt-job-") and two.startswith("/tmp/srt-job-")
+    assert one != two
     assert p.local_dir_of(inst.step) == local
 
 

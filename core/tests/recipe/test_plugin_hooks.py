@@ -197,7 +197,7 @@ def test_recorded_kind_reaches_a_plan() -> None:
     plugins = PluginSet(autoload=False)
     plugins.register(Recorder(), "recorder")
     text = (
-        "schema: 2\nname: job\nservices:\n"
+        "schema: 2\nname: job\nobservability: {metrics: false}\nservices:\n"
         "  - {name: a, command: [a], placement: {node: rec-placement, per: node},"
         " readiness: {rec-probe: {token: y}}}\n"
     )

@@ -127,22 +127,7 @@ def test_unknown_frontend_type(one) -> None:
     assert p.message == "must be one of dynamo, sglang, vllm, none; got 'trtllm'"
 
 
-def test_dynamo_frontend_needs_the_etcd_kind(one) -> None:
-    p = one("schema: 2\nname: t\nfrontend: {type: dynamo, command: [f]}\n")
-    assert p.label == "frontend.type"
-    assert p.message == "frontend.type dynamo needs the etcd service kind: install srt-etcd"
-
-
-def test_nats_planes_need_the_nats_kind(one) -> None:
-    p = one(
-        "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"
-        "dynamo: {request_plane: nats, event_plane: nats}\n"
-    )
-    assert p.label == "dynamo"
-    assert p.message == (
-        "dynamo.request_plane and dynamo.event_plane need the nats service kind: install srt-nats"
-    )
-    assert (p.line, p.column) == (4, 1)
+# the services a frontend type or a plane implies, without their plugin: test_rules_implied.py
 
 
 # --------------------------------------------------------------------------- benchmark

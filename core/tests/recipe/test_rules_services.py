@@ -165,7 +165,8 @@ def test_source_without_build_command_is_a_warning(load) -> None:
           source: {git: https://example.invalid/r, rev: v1.0}
         """)
     )
-    (w,) = loaded.warnings
+    # the other warning: the default metrics without srt-exporters (test_rules_implied.py)
+    (w,) = [w for w in loaded.warnings if w.label.startswith("services")]
     assert w.warning
     assert w.label == "services[a].source"
     assert "nothing builds it" in w.message

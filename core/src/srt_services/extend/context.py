@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -104,8 +105,17 @@ class JobPaths:
 
     @property
     def local_job_dir(self) -> str:
-        """This job's node-local directory on every node (removed when the job ends)."""
-        return f"{self.local_root}/srt-{self.job_id}"
+        """This job's node-local directory on every node (removed when the job ends).
+
+        A local job's id is its directory's name (``job``, ``run1``...), which other jobs on
+        the same machine may share; a digest of the job directory tells them apart, so one
+        job never writes into, or at its end removes, another one's node-local files. A
+        symbolic dry run (``<job_dir>``) keeps the plain name.
+        """
+        if not self.job_dir.startswith("/"):
+            return f"{self.local_root}/srt-{self.job_id}"
+        digest = hashlib.sha1(self.job_dir.encode(), usedforsecurity=False).hexdigest()[:8]
+        return f"{self.local_root}/srt-{self.job_id}-{digest}"
 
     def local_dir(self, step: str) -> str:
         """An instance's node-local scratch (``{local_dir}``): for state that must not sit

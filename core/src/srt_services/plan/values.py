@@ -38,6 +38,7 @@ def job_values(
         "gpus_per_node": str(recipe.resources.gpus_per_node),
         "job_dir": paths.job_dir,
         "log_dir": paths.log_dir,
+        "local_job_dir": paths.local_job_dir,
         "job_id": paths.job_id,
         "job_name": recipe.name,
         "frontend_port": str(recipe.frontend.port) if recipe.frontend else "",

@@ -71,6 +71,7 @@ FIRST_PARTY_KINDS: dict[str, str] = {
     "dcgm-exporter": "srt-exporters",
     "node-exporter": "srt-exporters",
     "process-exporter": "srt-exporters",
+    "prometheus": "srt-exporters",
     "lmcache-server": "srt-lmcache",
     "gms": "srt-gms",
 }

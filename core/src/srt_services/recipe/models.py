@@ -81,6 +81,15 @@ MAX_GPUS_PER_NODE = 1024
 NodeCount = Annotated[int, Field(ge=1, le=MAX_NODES)]
 
 Phase = Literal["infra", "before_workers", "after_frontend"]
+
+#: The KV connectors a vLLM role may name (vLLM's ``kv_connector`` classes, by the short
+#: names the original tool used). ``lmcache-mp`` (``LMCacheMPConnector``) talks to an
+#: LMCache server outside the engine, so it implies an ``lmcache-server`` service; ``nixl``
+#: (``NixlConnector``), ``lmcache`` (``LMCacheConnectorV1``, in-process) and ``mooncake``
+#: (the Mooncake store connector, whose master is always a declared service) imply none.
+#: ``none`` on a role switches off the engine-level connector for that role.
+Connector = Literal["none", "nixl", "lmcache", "lmcache-mp", "mooncake"]
+CONNECTORS: tuple[str, ...] = ("none", "nixl", "lmcache", "lmcache-mp", "mooncake")
 PHASES: tuple[str, ...] = ("infra", "before_workers", "after_frontend")
 
 
@@ -381,15 +390,29 @@ class EngineSpec(StrictModel):
     """The inference engine the workers run (decides implied services such as `gms`)."""
 
     type: Literal["sglang", "vllm", "trtllm"] = Field("vllm", description="Inference engine.")
-    failover: bool = Field(False, description="Shadow engine recovery (implies `gms`).")
-    connector: NonBlank | None = Field(None, description="KV connector for every role.")
+    failover: bool = Field(
+        False,
+        description="Shadow engine recovery: `true` implies one `gms` (GPU Memory Service) per"
+        " worker, which needs the srt-gms plugin (`pip install srt-gms`).",
+    )
+    connector: Connector | None = Field(
+        None,
+        description="vLLM KV connector of every role (a role's own `connector` wins):"
+        " `lmcache-mp` implies an `lmcache-server` on the nodes of the roles that use it,"
+        " which needs the srt-lmcache plugin (`pip install srt-lmcache`); `nixl`, `lmcache`"
+        " and `mooncake` imply no service. vLLM only.",
+    )
 
 
 class DynamoSpec(StrictModel):
     """Dynamo transport planes (only with `frontend.type: dynamo`)."""
 
-    request_plane: Literal["tcp", "nats"] = Field("tcp", description="`nats` implies NATS.")
-    event_plane: Literal["zmq", "nats"] = Field("zmq", description="`nats` implies NATS.")
+    request_plane: Literal["tcp", "nats"] = Field(
+        "tcp", description="`nats` implies NATS, which needs the srt-nats plugin."
+    )
+    event_plane: Literal["zmq", "nats"] = Field(
+        "zmq", description="`nats` implies NATS, which needs the srt-nats plugin."
+    )
 
 
 class ProcessSpec(StrictModel):
@@ -430,7 +453,12 @@ class RoleSpec(ProcessSpec):
         " `{worker_port}`; probes without a port use it.",
     )
     readiness: ReadinessSpec | None = Field(None, description="Worker health probe.")
-    connector: NonBlank | None = Field(None, description="KV connector (e.g. lmcache-mp).")
+    connector: Connector | None = Field(
+        None,
+        description="This role's vLLM KV connector, over `engine.connector`; `none` uses no"
+        " connector. `lmcache-mp` implies an `lmcache-server` on the role's nodes (needs"
+        " srt-lmcache).",
+    )
     metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
         default_factory=list,
         description="Prometheus endpoints of each worker (one mapping or a list), scraped on"
@@ -443,7 +471,9 @@ class FrontendSpec(ProcessSpec):
     """The job's public endpoint, started on the head node after the workers."""
 
     type: Literal["dynamo", "sglang", "vllm", "none"] = Field(
-        "dynamo", description="`dynamo` implies etcd; `none` runs no frontend."
+        "dynamo",
+        description="`dynamo` implies etcd, which needs the srt-etcd plugin; `none` runs no"
+        " frontend.",
     )
     port: Port = Field(8000, description="Public port, given to the benchmark.")
     readiness: ReadinessSpec | None = Field(None, description="Frontend health probe.")
@@ -458,9 +488,11 @@ class ObservabilitySpec(StrictModel):
 
     metrics: bool = Field(
         True,
-        description="Collect the job's metrics: the exporters and the Prometheus that plugins"
-        " imply (srt-exporters), and the scrape targets srt keeps in"
-        " `<job_dir>/metrics/targets.json`. `false`: none of them.",
+        description="Collect the job's metrics: the exporters (node, DCGM, process) and the"
+        " Prometheus that srt-exporters implies, and the scrape targets srt keeps in"
+        " `<job_dir>/metrics/targets.json`. `false`: none of them. Written as `true` without"
+        " srt-exporters, the recipe is refused; left at its default without it, the job runs"
+        " without them and srt warns.",
     )
 
 
@@ -542,3 +574,12 @@ class Recipe(StrictModel):
     @property
     def frontend_type(self) -> str:
         return self.frontend.type if self.frontend else "none"
+
+    def role_connector(self, role: str) -> str | None:
+        """The KV connector ``role``'s workers use: its own, else the engine's; ``None``
+        when it has none (unset, or ``none``) or the role is not in the recipe."""
+        spec = self.roles.get(role)  # type: ignore[call-overload]
+        if spec is None:
+            return None
+        found = spec.connector or self.engine.connector
+        return None if found in (None, "none") else found

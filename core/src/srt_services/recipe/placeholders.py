@@ -40,6 +40,7 @@ COMMON: frozenset[str] = frozenset(
         "log_dir",
         "work_dir",
         "local_dir",
+        "local_job_dir",
         "job_id",
         "job_name",
         "frontend_port",

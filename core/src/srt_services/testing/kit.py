@@ -178,6 +178,8 @@ def instance_context(
         "job_dir": job_dir,
         "log_dir": paths.log_dir,
         "work_dir": paths.work_dir(step),
+        "local_dir": paths.local_dir(step),
+        "local_job_dir": paths.local_job_dir,
         "job_id": "test",
         "job_name": "test",
         "frontend_port": "",

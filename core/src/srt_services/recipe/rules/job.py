@@ -1,16 +1,14 @@
 """Rules of the job's own processes: the frontend, the benchmark and the roles' workers
 (and the job container they run in).
 
-A frontend type and the discovery planes pick service kinds that a plugin provides (etcd,
-NATS), so a missing plugin is reported here, naming what to install or why an installed
-one was not allowed.
+The services these settings imply (etcd for a Dynamo frontend, NATS for its planes...) are
+checked against the installed plugins in :mod:`.implied_kinds`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services.errors import PluginError
 from srt_services.recipe import placeholders as ph
 from srt_services.recipe.rules import metrics, strings
 from srt_services.recipe.settled import JobProbes, ProbeBinding
@@ -28,7 +26,6 @@ def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
     if ctx.recipe.container:
         strings.text(ctx, ("container",), ctx.recipe.container, ph.COMMON)
     bound.frontend = _frontend(ctx, probes)
-    _planes(ctx)
     _benchmark(ctx)
     for role, spec in ctx.recipe.roles.items():
         binding = _role(ctx, probes, role, spec)
@@ -56,28 +53,7 @@ def _frontend(ctx: RuleContext, probes: ProbeRules) -> ProbeBinding | None:
         binding = probes.bind(
             ("frontend", "readiness"), r.frontend.readiness, r.frontend.port, False
         )
-    if ftype == "dynamo" and not ctx.plugins.has("kind", "etcd"):
-        ctx.add(
-            ("frontend", "type"),
-            "frontend.type dynamo needs the etcd service kind: " + _why_missing(ctx, "etcd"),
-        )
     return binding
-
-
-def _planes(ctx: RuleContext) -> None:
-    """Dynamo's request and event planes on NATS need the nats kind."""
-    nats_planes = [
-        f"dynamo.{k}"
-        for k in ("request_plane", "event_plane")
-        if getattr(ctx.recipe.dynamo, k) == "nats"
-    ]
-    if nats_planes and not ctx.plugins.has("kind", "nats"):
-        verb = "needs" if len(nats_planes) == 1 else "need"
-        ctx.add(
-            ("dynamo",),
-            f"{' and '.join(nats_planes)} {verb} the nats service kind: "
-            + _why_missing(ctx, "nats"),
-        )
 
 
 def _benchmark(ctx: RuleContext) -> None:
@@ -133,15 +109,3 @@ def _role_width(ctx: RuleContext, where: Path, spec: RoleSpec) -> None:
                 (*where, "nodes"),
                 f"{spec.nodes} nodes for {spec.workers} worker(s) would leave nodes idle",
             )
-
-
-def _why_missing(ctx: RuleContext, kind: str) -> str:
-    """Why ``kind`` is unavailable: not installed, or installed but blocked/incompatible
-    (the plugin set's own message names the plugin and the rule)."""
-    try:
-        ctx.plugins.kind(kind)
-    except PluginError as exc:
-        text = str(exc)
-        if "comes from plugin" in text:
-            return text
-    return f"install srt-{kind}"
