@@ -82,7 +82,14 @@ def _process_instance(
     if worker is not None and not worker.whole_node:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in worker.gpus)
     probe = planned_probe(
-        ctx, readiness, None, ictx, default_port, DEFAULT_TIMEOUT, DEFAULT_INTERVAL
+        ctx,
+        readiness,
+        None,
+        ictx,
+        default_port,
+        DEFAULT_TIMEOUT,
+        DEFAULT_INTERVAL,
+        at=(*_written_at(at.unit), "readiness"),
     )
     argv = render_all(spec.command, values) + render_all(spec.args, values)
     preamble = with_local_dir(
@@ -104,6 +111,11 @@ def _process_instance(
         gpus=list(worker.gpus) if worker else None,
         container=render(spec.container, values) if spec.container else None,
     )
+
+
+def _written_at(unit: str) -> tuple[str, ...]:
+    """Where the recipe writes a job process's settings (``roles.<role>``, ``frontend``)."""
+    return (unit,) if unit in ("frontend", "benchmark") else ("roles", unit)
 
 
 def _told_workers(ctx: PlanContext, role: str) -> dict[str, str]:

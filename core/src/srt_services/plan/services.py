@@ -464,11 +464,20 @@ class _Instances:
             None,
             kind.default_readiness_timeout,
             kind.default_readiness_interval,
+            at=(*self.at, "readiness") if self.readiness is not None else self.at,
         )
         liveness = None
         if self.liveness is not None:
             liveness = planned_probe(
-                ctx, self.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True
+                ctx,
+                self.liveness,
+                None,
+                ictx,
+                None,
+                DEFAULT_TIMEOUT,
+                DEFAULT_INTERVAL,
+                True,
+                at=(*self.at, "liveness"),
             )
         return readiness, liveness
 

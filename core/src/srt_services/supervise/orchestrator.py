@@ -427,6 +427,7 @@ class Orchestrator:
         inst.exit_fut = asyncio.get_running_loop().create_future()
         inst.exit_code = None
         inst.killed_for = None
+        Probing.launching(inst)
         try:
             handle = self.launcher.launch(p, env, log_path)
         except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
