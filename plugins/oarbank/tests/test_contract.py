@@ -23,7 +23,9 @@ PROBE = {"name": "health", "exec": ["bin/fake"]}
 
 @pytest.fixture
 def bundle(tmp_path: Path) -> str:
-    fake = make_bundle(tmp_path / "contract", services=[service_entry("db", lifecycle="always")], probes=[PROBE])
+    fake = make_bundle(
+        tmp_path / "contract", services=[service_entry("db", lifecycle="always")], probes=[PROBE]
+    )
     return str(fake.root)
 
 

@@ -24,7 +24,9 @@ from srt_services.plan.values import (
     with_local_dir,
 )
 from srt_services.recipe.placeholders import render
+from srt_services.recipe.problems import Problem
 from srt_services.recipe.settled import bound
+from srt_services.recipe.shell import ShellValueError, render_shell
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -92,9 +94,15 @@ def _process_instance(
         at=(*_written_at(at.unit), "readiness"),
     )
     argv = render_all(spec.command, values) + render_all(spec.args, values)
-    preamble = with_local_dir(
-        render(spec.preamble, values) if spec.preamble else None, ictx.local_dir, argv, env
-    )
+    preamble = None
+    if spec.preamble:
+        try:
+            preamble = render_shell(spec.preamble, values)  # bash: each value one word
+        except ShellValueError as exc:
+            problem = Problem((*_written_at(at.unit), "preamble"), str(exc))
+            if problem not in ctx.problems:
+                ctx.problems.append(problem)
+    preamble = with_local_dir(preamble, ictx.local_dir, argv, env)
     return PlannedInstance(
         step=at.step,
         unit=at.unit,
