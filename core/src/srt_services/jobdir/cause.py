@@ -37,7 +37,7 @@ class StopKind(StrEnum):
     BUILD_FAILED = "build_failed"
     #: the plan asked for something the runtime refuses (a file outside its work dir)
     BAD_PLAN = "bad_plan"
-    #: SIGTERM, SIGINT or SIGHUP reached the orchestrator (``srt stop``, Ctrl-C, scancel)
+    #: SIGTERM or SIGINT reached the orchestrator (``srt stop``, Ctrl-C, scancel)
     SIGNAL = "signal"
     #: a bug in srt: the orchestrator itself raised
     INTERNAL_ERROR = "internal_error"

@@ -74,7 +74,7 @@ __all__ = ["Orchestrator", "RunOptions"]
 
 STATE_FLUSH_DELAY = 0.02
 #: Signals that stop the job (a second one while stopping: kill at once).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class Orchestrator:
@@ -122,6 +122,8 @@ class Orchestrator:
         self.write_errors: dict[str, str] = {}
         self._final_status: JobStatus | None = None
         self._signals = 0
+        #: SIGHUP's disposition before the job (given back when it ends)
+        self._sighup: Any = None
 
     # ------------------------------------------------------------------ entry point
 
@@ -151,9 +153,10 @@ class Orchestrator:
         self._stop_requested = asyncio.Event()
         self.watcher = ChildWatcher(loop, on_error=self._on_callback_error)
         for sig in STOP_SIGNALS:
-            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
-                continue  # started under nohup: a hung-up terminal must not stop the job
             loop.add_signal_handler(sig, self._on_signal, sig)
+        self._sighup = signal.getsignal(signal.SIGHUP)
+        if self._sighup != signal.SIG_IGN:  # not under nohup
+            loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
         loop.add_signal_handler(signal.SIGUSR1, self._dump_tasks)
         self.events = EventLog(self.job.events_file, self.options.on_event)
         self.events.on_error = self._events_unwritable
@@ -223,9 +226,12 @@ class Orchestrator:
         """Write how the job ended and release what :meth:`_open` took; return the code."""
         for task in list(self._tasks):
             task.cancel()
-        for sig in (*STOP_SIGNALS, signal.SIGUSR1):
+        for sig in (*STOP_SIGNALS, signal.SIGHUP, signal.SIGUSR1):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
+        if self._sighup is not None:  # a hang-up after the job must not kill srt either
+            with contextlib.suppress(Exception):
+                signal.signal(signal.SIGHUP, self._sighup)
         code = self.exit_code if self.exit_code is not None else 1
         self._final_status = "finished" if code == 0 else "failed"
         self._write_state(status=self._final_status)
@@ -691,6 +697,12 @@ class Orchestrator:
             return
         self.request_stop(StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig)
         self._emit("signal", signal=name)
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: the terminal went away (an SSH session dropped, a closed window). The job
+        goes on and ends as it would have with the terminal there; its output goes nowhere.
+        ``srt stop``, SIGTERM or SIGINT end it."""
+        self._emit("signal", signal="SIGHUP", detail="the terminal hung up; the job goes on")
 
     # ------------------------------------------------------------------ bookkeeping
 
