@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import signal
 import subprocess
 import sys
@@ -59,7 +58,9 @@ def recipe(tmp_path: Path) -> Path:
 def reference(tmp_path: Path, recipe: Path) -> tuple[int, dict[str, Any]]:
     """The run with everything in place (stdout and stderr read to the end)."""
     job = tmp_path / "reference"
-    out = subprocess.run(_srt(job, recipe, "--plain"), capture_output=True, text=True, check=False, timeout=120)
+    out = subprocess.run(
+        _srt(job, recipe, "--plain"), capture_output=True, text=True, check=False, timeout=120
+    )
     assert "Traceback" not in out.stderr
     assert_no_survivors(str(job))
     return out.returncode, _outcome(job)
@@ -74,7 +75,7 @@ def _closed(job: Path, recipe: Path) -> tuple[int, str]:
             stdout=fh,
             stderr=fh,
             stdin=subprocess.DEVNULL,
-            preexec_fn=lambda: os.close(1),  # noqa: PLW1509
+            preexec_fn=lambda: os.close(1),
             check=False,
             timeout=120,
         ).returncode
@@ -87,7 +88,7 @@ def _all_closed(job: Path, recipe: Path) -> tuple[int, str]:
             os.close(fd)
 
     code = subprocess.run(
-        _srt(job, recipe), preexec_fn=close_all, check=False, timeout=120  # noqa: PLW1509
+        _srt(job, recipe), preexec_fn=close_all, check=False, timeout=120
     ).returncode
     return code, ""
 

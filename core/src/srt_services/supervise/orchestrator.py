@@ -422,8 +422,6 @@ class Orchestrator:
         p = inst.planned
         # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
         log_path = os.path.join(self.job.path, p.log)
-        if _needs_work_dir(p):
-            _write_files(p)
         env = dict(self._base_env)
         env.update(p.env)
         env[INSTANCE_VAR] = p.step
@@ -435,6 +433,8 @@ class Orchestrator:
         inst.killed_for = None
         Probing.launching(inst)
         try:
+            if _needs_work_dir(p):
+                _write_files(p)  # a full disk fails this attempt like a failed exec
             handle = self.launcher.launch(p, env, log_path)
         except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
             self._cannot_execute(inst, log_path, exc)
