@@ -92,9 +92,11 @@ def read_events(path: str) -> list[dict[str, Any]]:
         with open(path, "rb") as fh:
             for line in fh:
                 try:
-                    out.append(json.loads(line))
+                    record = json.loads(line)
                 except ValueError:
                     continue  # a line cut by a crash
+                if isinstance(record, dict) and isinstance(record.get("event"), str):
+                    out.append(record)  # anything else is not an event (an edited file)
     except FileNotFoundError:
         pass
     return out

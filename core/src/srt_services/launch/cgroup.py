@@ -127,9 +127,13 @@ class JobCgroup:
         return group
 
     @classmethod
-    def existing(cls, path: str | None) -> JobCgroup | None:
-        """The cgroup a job recorded, if it still exists and looks like one srt made."""
+    def existing(cls, path: str | None, cookie: str | None = None) -> JobCgroup | None:
+        """The cgroup a job recorded, if it still exists and looks like one srt made (for
+        the job whose ``cookie`` is given: its name carries it, so a state file naming
+        another job's cgroup never makes ``srt stop`` kill that job)."""
         if not path or not os.path.basename(path).startswith(PREFIX):
+            return None
+        if cookie is not None and os.path.basename(path) != PREFIX + cookie[:16]:
             return None
         mount = _cgroup2_mount()
         if mount is None or not os.path.realpath(path).startswith(mount.rstrip("/") + "/"):

@@ -93,7 +93,7 @@ def _take_over(job: JobDir, path: str, log: Log) -> None:
         raise SrtError(
             f"leftovers of the previous run in {job.path} could not be stopped: {', '.join(survivors)}"
         )
-    group = JobCgroup.existing(view.state.cgroup)
+    group = JobCgroup.existing(view.state.cgroup, view.state.cookie)
     if group is not None:
         group.remove(wait=0.5)
     for name in (STATE, RESULT):
