@@ -219,8 +219,8 @@ class Orchestrator:
             await self.launcher.finish()
         except Exception as exc:  # leftover scratch must not turn a finished job into a crash
             self._emit("cleanup_failed", detail=f"{type(exc).__name__}: {exc}")
-        self.launcher.close()
-        self._write_state(status="stopping")
+        # no state write here: _close writes the final one right after, and then lets the
+        # launcher release what it holds (the job's empty cgroups)
 
     def _close(self, loop: asyncio.AbstractEventLoop) -> int:
         """Write how the job ended and release what :meth:`_open` took; return the code."""
@@ -247,6 +247,10 @@ class Orchestrator:
             self.hub.close()
         self.watcher.close()
         self.events.close()
+        if self.launcher is not None:
+            # last: removing the job's (empty) cgroups is bookkeeping once every process is
+            # gone; the final state still names them, and a cgroup a survivor keeps stays
+            self.launcher.close()
         process.become_subreaper(False)
         return code
 

@@ -176,6 +176,7 @@ class Shutdown:
 
     async def run(self) -> list[str]:
         """Stop every tier, then sweep; return what could not be killed."""
+        self.launcher.teardown_started()
         # one look at the escaped processes serves every tier; each tier rescans after its
         # kills (orphans appear as their parents die)
         self._snapshot = self._strays()
@@ -219,16 +220,21 @@ class Shutdown:
         for inst in members:
             inst.state = "stopping"
         started = loop.time()
-        longest = await self._escalate_per_grace(members, strays, started)
+        longest, killed = await self._escalate_per_grace(members, strays, started)
         # Wait for the SIGKILLed, then for what their deaths orphaned.
         await _wait_until(_exits(members), loop.time() + KILL_WAIT, self.kill_now)
+        if killed:
+            # the kernel's sweep of what was SIGKILLed, once their groups are gone: most
+            # leaves are empty by now and cost a read instead of a cgroup.kill each
+            self.launcher.sweep(sorted(killed))
         await self._chase(in_tier, started + longest, started + longest + KILL_WAIT)
 
     async def _escalate_per_grace(
         self, members: list[InstanceRun], strays: dict[int, str | None], started: float
-    ) -> float:
+    ) -> tuple[float, set[str]]:
         """SIGKILL each member, and each escaped process, still running at the end of its
-        unit's grace; return the longest grace."""
+        unit's grace; return the longest grace and the steps that needed SIGKILL."""
+        killed: set[str] = set()
         by_grace: dict[float, tuple[list[InstanceRun], list[int]]] = {}
         for inst in members:
             by_grace.setdefault(self._grace_of[inst.step], ([], []))[0].append(inst)
@@ -263,10 +269,11 @@ class Shutdown:
                     detail=f"escaped processes {reason}; sending SIGKILL to their process groups",
                 )
                 signal_groups(late_escaped, signal.SIGKILL)
-            if late or late_escaped:
-                steps = {i.step for i in late} | {strays[p] for p in late_escaped}
-                self.launcher.sweep(sorted(s for s in steps if s))
-        return max(by_grace, default=0.0)
+            if late_escaped:
+                # escaped processes are not waited for by exit: sweep their leaves now
+                self.launcher.sweep(sorted({s for p in late_escaped if (s := strays[p])}))
+            killed.update(i.step for i in late)
+        return max(by_grace, default=0.0), killed
 
     async def _chase(
         self, wanted: Callable[[str | None], bool], grace_end: float, budget_end: float
@@ -303,13 +310,18 @@ class Shutdown:
         """Whatever of the job is still around (unattributed strays, late forks) dies now."""
         loop = asyncio.get_running_loop()
         left = list(self._strays())
+        stuck: list[int] = []
         if left:
             self.emit(
                 "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"
             )
             signal_groups(left, signal.SIGKILL)
-        self.launcher.sweep(None)
-        stuck = await self._chase(lambda _: True, loop.time(), loop.time() + KILL_WAIT)
+            self.launcher.sweep(None)
+            stuck = await self._chase(lambda _: True, loop.time(), loop.time() + KILL_WAIT)
+        else:
+            # nothing found: still let the kernel's bookkeeping have the last word (a
+            # process forked between the scan and now), at the cost of reading its leaves
+            self.launcher.sweep(None)
         if not await self._gone_within(stuck, 0.5) or stuck:
             self._report_stuck(stuck)
 
