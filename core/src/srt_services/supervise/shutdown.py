@@ -52,13 +52,15 @@ def signal_groups(pids: Iterable[int], sig: int) -> None:
     mine = os.getpgrp()
     done: set[int] = set()
     for pid in pids:
-        ids = procfs.stat_ids(pid)
-        if ids is None:
+        try:
+            pgid = os.getpgid(pid)  # one system call; /proc/<pid>/stat costs three
+        except OSError:
             continue
-        pgid = ids[1]
         if pgid != mine and pgid not in done:
             done.add(pgid)
             process.signal_group(pgid, sig)
+            if pgid == pid:
+                continue  # a group leader: the group's signal reached it
         process.signal_pid(pid, sig)
 
 
@@ -163,6 +165,8 @@ class Shutdown:
     _tier_of: dict[str, int] = field(init=False, repr=False)
     _grace_of: dict[str, float] = field(init=False, repr=False)
     _snapshot: dict[int, str | None] = field(init=False, repr=False, default_factory=dict)
+    #: the last scan found nothing of the job, and no instance ran
+    _clean: bool = field(init=False, repr=False, default=False)
 
     def __post_init__(self) -> None:
         self._tier_of = {i.step: i.unit.planned.tier for i in self.instances}
@@ -189,11 +193,11 @@ class Shutdown:
 
     def _strays(self) -> dict[int, str | None]:
         running = {i.handle.pid for i in self.instances if i.running and i.handle is not None}
-        return {
-            pid: step
-            for pid, step in self.launcher.stray_processes(self.cookie).items()
-            if pid not in running
-        }
+        found = self.launcher.stray_processes(self.cookie)
+        # nothing of the job at all (no instance, no stray): nothing can appear later
+        # either, since only a process of the job could start one
+        self._clean = not found and not running
+        return {pid: step for pid, step in found.items() if pid not in running}
 
     def _in_tier(self, tier: int) -> Callable[[str | None], bool]:
         return lambda step: step is not None and self._tier_of.get(step) == tier
@@ -220,9 +224,12 @@ class Shutdown:
         for inst in members:
             inst.state = "stopping"
         started = loop.time()
-        longest, killed = await self._escalate_per_grace(members, strays, started)
-        # Wait for the SIGKILLed, then for what their deaths orphaned.
+        longest, killed, gone = await self._escalate_per_grace(members, strays, started)
+        # Wait for the SIGKILLed (a rescan before they are gone would find them again),
+        # then for what their deaths orphaned.
         await _wait_until(_exits(members), loop.time() + KILL_WAIT, self.kill_now)
+        if gone:
+            await _wait_gone(gone, loop.time() + KILL_WAIT)
         if killed:
             # the kernel's sweep of what was SIGKILLed, once their groups are gone: most
             # leaves are empty by now and cost a read instead of a cgroup.kill each
@@ -231,10 +238,12 @@ class Shutdown:
 
     async def _escalate_per_grace(
         self, members: list[InstanceRun], strays: dict[int, str | None], started: float
-    ) -> tuple[float, set[str]]:
+    ) -> tuple[float, set[str], list[int]]:
         """SIGKILL each member, and each escaped process, still running at the end of its
-        unit's grace; return the longest grace and the steps that needed SIGKILL."""
+        unit's grace; return the longest grace, the steps that needed SIGKILL and the
+        escaped processes that did."""
         killed: set[str] = set()
+        gone: list[int] = []
         by_grace: dict[float, tuple[list[InstanceRun], list[int]]] = {}
         for inst in members:
             by_grace.setdefault(self._grace_of[inst.step], ([], []))[0].append(inst)
@@ -269,11 +278,12 @@ class Shutdown:
                     detail=f"escaped processes {reason}; sending SIGKILL to their process groups",
                 )
                 signal_groups(late_escaped, signal.SIGKILL)
+                gone += late_escaped
             if late_escaped:
                 # escaped processes are not waited for by exit: sweep their leaves now
                 self.launcher.sweep(sorted({s for p in late_escaped if (s := strays[p])}))
             killed.update(i.step for i in late)
-        return max(by_grace, default=0.0), killed
+        return max(by_grace, default=0.0), killed, gone
 
     async def _chase(
         self, wanted: Callable[[str | None], bool], grace_end: float, budget_end: float
@@ -309,7 +319,9 @@ class Shutdown:
     async def _final_sweep(self) -> None:
         """Whatever of the job is still around (unattributed strays, late forks) dies now."""
         loop = asyncio.get_running_loop()
-        left = list(self._strays())
+        # the last tier's rescan may have seen the whole job gone: a full scan of /proc (the
+        # fallback without a cgroup) would only say so again
+        left = [] if self._clean and not self._busy() else list(self._strays())
         stuck: list[int] = []
         if left:
             self.emit(
@@ -324,6 +336,9 @@ class Shutdown:
             self.launcher.sweep(None)
         if not await self._gone_within(stuck, 0.5) or stuck:
             self._report_stuck(stuck)
+
+    def _busy(self) -> bool:
+        return any(i.running for i in self.instances)
 
     async def _gone_within(self, pids: list[int], timeout: float) -> bool:
         """Whether every instance and every one of ``pids`` is gone within ``timeout``."""
