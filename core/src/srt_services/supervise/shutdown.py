@@ -180,12 +180,11 @@ class Shutdown:
 
     async def run(self) -> list[str]:
         """Stop every tier, then sweep; return what could not be killed."""
-        self.launcher.teardown_started()
-        # one look at the escaped processes serves every tier; each tier rescans after its
-        # kills (orphans appear as their parents die)
-        self._snapshot = self._strays()
-        for tier in sorted(set(self._tier_of.values())):
-            await self._stop_tier(tier)
+        for n, tier in enumerate(sorted(set(self._tier_of.values()))):
+            await self._stop_tier(tier, first=n == 0)
+        if not self._tier_of:
+            self._snapshot = self._strays()
+            self.launcher.teardown_started()
         await self._final_sweep()
         return self.unkillable
 
@@ -202,17 +201,26 @@ class Shutdown:
     def _in_tier(self, tier: int) -> Callable[[str | None], bool]:
         return lambda step: step is not None and self._tier_of.get(step) == tier
 
-    async def _stop_tier(self, tier: int) -> None:
+    async def _stop_tier(self, tier: int, first: bool = False) -> None:
         """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
-        batch per deadline (so 200 instances cost one wait, not 200 timers)."""
+        batch per deadline (so 200 instances cost one wait, not 200 timers).
+
+        The first tier's instances are signalled before anything else is looked at; then one
+        look at the escaped processes serves every tier (each tier rescans after its kills:
+        orphans appear as their parents die), and the launcher may start releasing what it
+        held for launches (a thread: it must not delay those first signals)."""
         loop = asyncio.get_running_loop()
         members = [i for i in self.instances if i.unit.planned.tier == tier and i.running]
         handles = [i.handle for i in members if i.handle is not None]
         if handles:
             await self.launcher.terminate(handles)
+        if first:
+            self._snapshot = self._strays()
         in_tier = self._in_tier(tier)
         strays = {p: s for p, s in self._snapshot.items() if in_tier(s) and procfs.alive(p)}
         _term(strays)
+        if first:
+            self.launcher.teardown_started()
         if not members and not strays:
             return
         self.emit(
