@@ -68,6 +68,7 @@ def srt_exits(root: Path, prog: Path, samples: int) -> list[float]:
     marks.mkdir()
     recipe = {
         "schema": 2,
+        "observability": {"metrics": False},
         "name": "exits",
         "services": [
             {
@@ -156,7 +157,11 @@ def srt_crash_round(
             "readiness": {"log": {"pattern": "srt-bench ready"}, "timeout_seconds": 30},
         }
     )
-    job = Job(root, name, {"schema": 2, "name": name, "services": services})
+    job = Job(
+        root,
+        name,
+        {"schema": 2, "name": name, "observability": {"metrics": False}, "services": services},
+    )
     try:
         job.start()
         job.wait(60)

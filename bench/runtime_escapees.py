@@ -57,6 +57,7 @@ def srt_round(root: Path, n: int) -> dict[str, Any]:
     pids = root / f"pids{n}"
     recipe = {
         "schema": 2,
+        "observability": {"metrics": False},
         "name": f"escapees-{n}",
         "services": [
             {

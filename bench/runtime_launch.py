@@ -49,7 +49,7 @@ def sleepers(name: str, services: int, nodes: int) -> dict[str, Any]:
                 spec["placement"] = {"pool": "s0"}
         spec["stop_grace_seconds"] = 5
         specs.append(spec)
-    return {"schema": 2, "name": name, "services": specs}
+    return {"schema": 2, "name": name, "observability": {"metrics": False}, "services": specs}
 
 
 def srt_round(root: Path, name: str, services: int, nodes: int) -> dict[str, float]:

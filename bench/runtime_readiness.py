@@ -197,6 +197,7 @@ def srt_latency(root: Path, mode: str, samples: int, prog: Path, parallel: bool)
             )
     recipe = {
         "schema": 2,
+        "observability": {"metrics": False},
         "name": name,
         "services": services,
         "benchmark": {"type": "command", "command": ["true"]},
@@ -256,33 +257,11 @@ def raw_latency(root: Path, mode: str, samples: int, prog: Path) -> list[float]:
         for i in range(samples):
             host = f"127.0.0.{i + 1}"
             argv = [*PY, str(prog), mode, f"{i}/{samples}", str(marks), host, str(port)]
-            with open(logs / f"{i}.out", "wb") as out:
-                procs.append(
-                    subprocess.Popen(
-                        argv,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                        env={**os.environ, "SRT_INSTANCE": f"raw_{i}"},
-                    )
-                )
+            procs.append(_spawn_raw(argv, logs / f"{i}.out", f"raw_{i}"))
         if watcher is not None:
-            while len(seen) < samples and time.monotonic() - started < 30:
-                for ev in watcher.read(timeout=1000):
-                    now = time.time()
-                    i = int(ev.name.split(".")[0])
-                    if i not in seen and b"READY" in (logs / ev.name).read_bytes():
-                        seen[i] = now
+            _watch_ready_lines(watcher, logs, samples, started, seen)
         else:
-
-            def poll(i: int) -> None:
-                seen[i] = _raw_poll(mode, f"127.0.0.{i + 1}", port, started)
-
-            threads = [threading.Thread(target=poll, args=(i,)) for i in range(samples)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            _poll_all(mode, port, samples, started, seen)
         deadline = time.monotonic() + 5  # a log line is written before its time is recorded
         while time.monotonic() < deadline and not all((marks / f"raw_{i}").exists() for i in seen):
             time.sleep(0.01)
@@ -294,6 +273,43 @@ def raw_latency(root: Path, mode: str, samples: int, prog: Path) -> list[float]:
         if watcher is not None:
             watcher.close()
     return [seen[i] - read_time(marks / f"raw_{i}") for i in sorted(seen)]
+
+
+def _spawn_raw(argv: list[str], out_path: Path, instance: str) -> subprocess.Popen[bytes]:
+    """One program, in its own session (killed as a group), output to ``out_path``."""
+    with open(out_path, "wb") as out:
+        return subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "SRT_INSTANCE": instance},
+        )
+
+
+def _watch_ready_lines(
+    watcher: Any, logs: Path, samples: int, started: float, seen: dict[int, float]
+) -> None:
+    """Note in ``seen`` when each program's log gets its ready line (inotify, like srt)."""
+    while len(seen) < samples and time.monotonic() - started < 30:
+        for ev in watcher.read(timeout=1000):
+            now = time.time()
+            i = int(ev.name.split(".")[0])
+            if i not in seen and b"READY" in (logs / ev.name).read_bytes():
+                seen[i] = now
+
+
+def _poll_all(mode: str, port: int, samples: int, started: float, seen: dict[int, float]) -> None:
+    """Poll every program's port from a thread of its own; note in ``seen`` when it passed."""
+
+    def poll(i: int) -> None:
+        seen[i] = _raw_poll(mode, f"127.0.0.{i + 1}", port, started)
+
+    threads = [threading.Thread(target=poll, args=(i,)) for i in range(samples)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 # --------------------------------------------------------------------------- CPU
@@ -312,34 +328,11 @@ def ran_seconds(pid: int) -> float:
 def cpu_cost(root: Path, window: float) -> dict[str, float]:
     """% of one core used while 0, 1 and 100 probes wait (srt and raw, same window)."""
     port = free_port()
-
-    def recipe(name: str, nodes: int | None, probe: bool) -> dict[str, Any]:
-        service: dict[str, Any] = {"name": "waits", "command": ["sleep", "600"]}
-        if nodes:
-            service["nodes"] = nodes
-        if probe:
-            service["readiness"] = {"tcp": {"port": port}, "timeout_seconds": 300}
-        service["stop_grace_seconds"] = 2
-        return {"schema": 2, "name": name, "services": [service]}
-
-    jobs = {
-        "srt idle (no probe)": (Job(root, "cpu-idle", recipe("cpu-idle", None, False)), 0),
-        "srt, 1 waiting tcp probe": (Job(root, "cpu-1", recipe("cpu-1", None, True)), 1),
-        "srt, 100 waiting tcp probes": (Job(root, "cpu-100", recipe("cpu-100", 100, True)), 100),
-    }
+    jobs = _cpu_jobs(root, port)
     out: dict[str, float] = {}
     raws: dict[str, subprocess.Popen[str]] = {}
     try:
-        for job, _ in jobs.values():
-            job.start()
-        for job, waiting in jobs.values():
-
-            def up(evs: Events, n: int = waiting) -> bool:
-                if n:
-                    return len(by_event(evs, "waiting")) >= n
-                return bool(by_event(evs, "serving"))
-
-            job.wait_for(up)
+        _start_until_waiting(jobs)
         pids = {label: job.pid for label, (job, _) in jobs.items()}
         before = {label: ran_seconds(pid) for label, pid in pids.items()}
         t0 = time.monotonic()
@@ -367,6 +360,45 @@ def cpu_cost(root: Path, window: float) -> dict[str, float]:
         for job, _ in jobs.values():
             job.report_problems(job.cleanup())
     return out
+
+
+def _cpu_jobs(root: Path, port: int) -> dict[str, tuple[Job, int]]:
+    """The measured jobs by label, each with how many probes it has waiting once up."""
+
+    def recipe(name: str, nodes: int | None, probe: bool) -> dict[str, Any]:
+        service: dict[str, Any] = {"name": "waits", "command": ["sleep", "600"]}
+        if nodes:
+            service["nodes"] = nodes
+        if probe:
+            service["readiness"] = {"tcp": {"port": port}, "timeout_seconds": 300}
+        service["stop_grace_seconds"] = 2
+        return {
+            "schema": 2,
+            "name": name,
+            "observability": {"metrics": False},
+            "services": [service],
+        }
+
+    return {
+        "srt idle (no probe)": (Job(root, "cpu-idle", recipe("cpu-idle", None, False)), 0),
+        "srt, 1 waiting tcp probe": (Job(root, "cpu-1", recipe("cpu-1", None, True)), 1),
+        "srt, 100 waiting tcp probes": (Job(root, "cpu-100", recipe("cpu-100", 100, True)), 100),
+    }
+
+
+def _start_until_waiting(jobs: dict[str, tuple[Job, int]]) -> None:
+    """Start every job, then wait until each has all its probes waiting (or, without a
+    probe, is serving): the measuring window starts there."""
+    for job, _ in jobs.values():
+        job.start()
+    for job, waiting in jobs.values():
+
+        def up(evs: Events, n: int = waiting) -> bool:
+            if n:
+                return len(by_event(evs, "waiting")) >= n
+            return bool(by_event(evs, "serving"))
+
+        job.wait_for(up)
 
 
 # --------------------------------------------------------------------------- main

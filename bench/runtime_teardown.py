@@ -54,7 +54,7 @@ def sleepers(name: str, services: int, nodes: int, ignore_term: bool) -> dict[st
         else:
             spec["stop_grace_seconds"] = 30
         specs.append(spec)
-    return {"schema": 2, "name": name, "services": specs}
+    return {"schema": 2, "name": name, "observability": {"metrics": False}, "services": specs}
 
 
 def ignores_term(pid: int) -> bool:

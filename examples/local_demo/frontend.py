@@ -34,6 +34,8 @@ class WorkerError(Exception):
 
 class FrontendHandler(Handler):
     server: FrontendServer
+    #: Whether the current answer is a stream whose headers are sent (errors go in it then).
+    streaming = False
 
     def do_GET(self) -> None:
         srv = self.server
@@ -50,52 +52,19 @@ class FrontendHandler(Handler):
             self.send_json(404, {"error": f"no route {self.path}"})
 
     def do_POST(self) -> None:
-        srv = self.server
         if self.path != "/v1/completions":
             self.send_json(404, {"error": f"no route {self.path}"})
             return
-        body = self.read_json()
-        prompt = body.get("prompt")
-        max_tokens = body.get("max_tokens", 16)
-        if not isinstance(prompt, str) or not prompt:
-            self.send_json(400, {"error": "prompt must be a non-empty string"})
-            return
-        if not isinstance(max_tokens, int) or not 1 <= max_tokens <= 4096:
-            self.send_json(400, {"error": "max_tokens must be an integer in 1..4096"})
-            return
-        stream = bool(body.get("stream"))
-        streaming = False
         try:
-            prefill_url = srv.pick("prefill")
-            decode_url = srv.pick("decode")
-            status, pre = request(
-                "POST", f"{prefill_url}/prefill", {"prompt": prompt, "max_tokens": max_tokens}
-            )
-            if status != 200 or not isinstance(pre, dict):
-                raise WorkerError(f"prefill {prefill_url}: HTTP {status} {pre}")
-            if stream:
-                self.start_stream()
-                streaming = True
-                self.send_chunk({"token": pre["first_token"]})
-            tokens = [pre["first_token"]]
-            done: dict[str, Any] = {}
-            for line in decode_stream(decode_url, pre["kv_handle"], prefill_url, max_tokens):
-                if line.get("done"):
-                    done = line
-                elif not done:
-                    tokens.append(line["token"])
-                    if stream:
-                        self.send_chunk({"token": line["token"]})
-            if not done:
-                raise WorkerError(f"decode {decode_url}: the stream ended early")
+            prompt, max_tokens, stream = completion_args(self.read_json())
+        except BadRequest as exc:
+            self.send_json(400, {"error": str(exc)})
+            return
+        self.streaming = False
+        try:
+            pre, tokens, done = self.generate(prompt, max_tokens, stream)
         except (OSError, WorkerError, ValueError, KeyError) as exc:
-            srv.count(failures=1)
-            if streaming:
-                # headers are gone already: end the stream with the error
-                self.send_chunk({"error": f"{type(exc).__name__}: {exc}"})
-                self.end_stream()
-                return
-            self.send_json(502, {"error": f"{type(exc).__name__}: {exc}"})
+            self.fail(exc)
             return
         usage = {"prompt_tokens": pre["prompt_tokens"], "completion_tokens": len(tokens)}
         if stream:
@@ -112,8 +81,65 @@ class FrontendHandler(Handler):
                     "decode": done.get("worker"),
                 },
             )
-        srv.count(requests=1, tokens=len(tokens))
-        srv.report({"requests": 1, "tokens": len(tokens)})
+        self.server.count(requests=1, tokens=len(tokens))
+        self.server.report({"requests": 1, "tokens": len(tokens)})
+
+    def generate(
+        self, prompt: str, max_tokens: int, stream: bool
+    ) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+        """Prefill on one worker, decode on another: (prefill answer, tokens, done line).
+
+        With ``stream``, each token is sent as it comes (``self.streaming`` tells that the
+        headers are gone).
+        """
+        srv = self.server
+        prefill_url = srv.pick("prefill")
+        decode_url = srv.pick("decode")
+        status, pre = request(
+            "POST", f"{prefill_url}/prefill", {"prompt": prompt, "max_tokens": max_tokens}
+        )
+        if status != 200 or not isinstance(pre, dict):
+            raise WorkerError(f"prefill {prefill_url}: HTTP {status} {pre}")
+        if stream:
+            self.start_stream()
+            self.streaming = True
+            self.send_chunk({"token": pre["first_token"]})
+        tokens = [pre["first_token"]]
+        done: dict[str, Any] = {}
+        for line in decode_stream(decode_url, pre["kv_handle"], prefill_url, max_tokens):
+            if line.get("done"):
+                done = line
+            elif not done:
+                tokens.append(line["token"])
+                if stream:
+                    self.send_chunk({"token": line["token"]})
+        if not done:
+            raise WorkerError(f"decode {decode_url}: the stream ended early")
+        return pre, tokens, done
+
+    def fail(self, exc: Exception) -> None:
+        self.server.count(failures=1)
+        if self.streaming:
+            # headers are gone already: end the stream with the error
+            self.send_chunk({"error": f"{type(exc).__name__}: {exc}"})
+            self.end_stream()
+            return
+        self.send_json(502, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+class BadRequest(Exception):
+    pass
+
+
+def completion_args(body: Any) -> tuple[str, int, bool]:
+    """(prompt, max_tokens, stream) of a completion request; BadRequest says what is wrong."""
+    prompt = body.get("prompt")
+    max_tokens = body.get("max_tokens", 16)
+    if not isinstance(prompt, str) or not prompt:
+        raise BadRequest("prompt must be a non-empty string")
+    if not isinstance(max_tokens, int) or not 1 <= max_tokens <= 4096:
+        raise BadRequest("max_tokens must be an integer in 1..4096")
+    return prompt, max_tokens, bool(body.get("stream"))
 
 
 def decode_stream(decode_url: str, handle: str, prefill_url: str, max_tokens: int) -> Any:

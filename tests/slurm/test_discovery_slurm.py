@@ -85,6 +85,8 @@ def test_dedicated_discovery_plane_reached_by_ip_from_other_nodes(
             f"""
             schema: 2
             name: plane
+            observability:
+              metrics: false
             slurm: {{signal_before_end_seconds: 0}}
             resources: {{gpus_per_node: 1}}
             frontend: {{type: dynamo, port: 9081, command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]}}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -177,6 +178,8 @@ def test_services_on_different_nodes_reach_each_other_by_node_ip(
         f"""
         schema: 2
         name: e2e
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: web
@@ -206,6 +209,8 @@ def test_pool_and_per_worker_services(submit: Any, cluster: Any, tmp_path: Path)
         f"""
         schema: 2
         name: shapes
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         resources: {{gpus_per_node: 8}}
         frontend:
@@ -267,6 +272,7 @@ def test_env_and_preamble_quoting(submit: Any, tmp_path: Path) -> None:
     code = f"import os,json; json.dump({{k: os.environ.get(k) for k in {keys!r}}}, open({str(dump)!r}, 'w'))"
     recipe = {
         "schema": 2,
+        "observability": {"metrics": False},
         "name": "quoting",
         "slurm": {"signal_before_end_seconds": 0},
         "services": [
@@ -302,6 +308,8 @@ def test_S01_scancel_of_the_job_stops_everything_inside_killwait(
         f"""
         schema: 2
         name: s01
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: a
@@ -336,6 +344,8 @@ def test_S02_graceful_step_stop_then_escalation(submit: Any, tmp_path: Path) -> 
         f"""
         schema: 2
         name: s02
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: polite
@@ -368,6 +378,8 @@ def test_S03_time_limit_with_an_early_signal(submit: Any, tmp_path: Path) -> Non
         f"""
         schema: 2
         name: s03
+        observability:
+          metrics: false
         slurm: {{time: "1", signal_before_end_seconds: 52}}
         services:
           - name: a
@@ -393,6 +405,8 @@ def test_S04_orchestrator_killed_leaves_nothing(
         """
         schema: 2
         name: s04
+        observability:
+          metrics: false
         slurm: {signal_before_end_seconds: 0}
         services:
           - name: a
@@ -435,6 +449,8 @@ def test_S05_leftover_of_a_dead_job_is_reaped_a_stranger_is_named(
         recipe = """
             schema: 2
             name: s05
+            observability:
+              metrics: false
             slurm: {signal_before_end_seconds: 0}
             services:
               - name: pad
@@ -479,6 +495,8 @@ def test_S06_a_failed_node_fails_its_critical_service_and_the_rest_stops(
         f"""
         schema: 2
         name: s06
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: others
@@ -531,6 +549,8 @@ def test_container_flags_and_site_aliases_in_srun_lines(tmp_path: Path) -> None:
             """
             schema: 2
             name: ctr
+            observability:
+              metrics: false
             services:
               - name: store
                 container: mooncake
@@ -579,7 +599,7 @@ def test_container_flags_and_site_aliases_in_srun_lines(tmp_path: Path) -> None:
 def test_render_writes_the_script_without_submitting(tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        "schema: 2\nname: rend\nslurm: {partition: gpu, account: ml, time: '02:00:00', sbatch_extra: ['--exclusive']}\n"
+        "schema: 2\nname: rend\nobservability:\n  metrics: false\nslurm: {partition: gpu, account: ml, time: '02:00:00', sbatch_extra: ['--exclusive']}\n"
         "services:\n  - {name: a, nodes: 2, command: [sleep, '1']}\n"
     )
     out = subprocess.run(
@@ -626,7 +646,8 @@ def test_the_local_demo_runs_on_the_cluster(
         job.assert_nothing_left(wait_until)
 
 
-def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> None:
+def _tagged_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A bare repository with tag v1 and a branch ``feature``; returns (path, v1's commit)."""
     work = tmp_path / "work"
     work.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
@@ -635,36 +656,233 @@ def test_source_build_for_a_multi_node_service(submit: Any, tmp_path: Path) -> N
     subprocess.run([*git, "add", "."], cwd=work, check=True)
     subprocess.run([*git, "commit", "-qm", "one"], cwd=work, check=True)
     subprocess.run([*git, "tag", "v1"], cwd=work, check=True)
+    subprocess.run([*git, "branch", "feature"], cwd=work, check=True)
+    sha = subprocess.run(
+        [*git, "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True, text=True
+    ).stdout.strip()
     bare = tmp_path / "repo.git"
     subprocess.run([*git, "clone", "-q", "--bare", str(work), str(bare)], check=True)
-    out = tmp_path / "served"
-    job = submit(
-        f"""
+    return bare, sha
+
+
+def _build_recipe(bare: Path, out: Path, scope: str) -> str:
+    return f"""
         schema: 2
         name: built
+        observability:
+          metrics: false
         slurm: {{signal_before_end_seconds: 0}}
         services:
           - name: app
             nodes: 2
             source: {{git: "{bare}", rev: v1}}
-            build_command: [bash, -c, "echo ok-$(git rev-parse --short HEAD) > built"]
+            build_scope: {scope}
+            build_command: [bash, -c, "echo ok-$(git rev-parse --short HEAD)-$(hostname) > built"]
             command: [bash, -c, "bash serve.sh >> {out}; sleep 1000"]
           - name: end
             terminal: true
             command: [bash, -c, "while [ $(wc -l < {out} 2>/dev/null || echo 0) -lt 2 ]; do sleep 0.1; done"]
         """
-    )
+
+
+def test_source_build_on_every_node_of_a_multi_node_service(submit: Any, tmp_path: Path) -> None:
+    """build_scope: node (the default): each node clones and builds into its own
+    node-local checkout, which the Slurm launcher removes on every node at the end."""
+    bare, sha = _tagged_repo(tmp_path)
+    out = tmp_path / "served"
+    job = submit(_build_recipe(bare, out, "node"))
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    lines = sorted(out.read_text().splitlines())
+    assert len(lines) == 2
+    local = f"/tmp/srt-{job.job_id}"
+    for line, node in zip(lines, ("n1", "n2"), strict=True):
+        # served on its node, from that node's own checkout, built there
+        assert line == (f"serving from {local}/src/app/{node} on {node}: ok-{sha[:7]}-{node}"), line
+    builds = job.events("build_started", unit="app")
+    assert sorted(e["node"] for e in builds) == ["n1", "n2"]
+    assert {e["commit"] for e in job.events("checkout_done", unit="app")} == {sha}
+    assert not os.path.exists(local), "the node-local checkouts outlived the job"
+    staged = (job.job_dir / "recipe.yaml").read_text()
+    assert f"sha: {sha}" in staged, "srt apply pinned v1 to its commit"
+
+
+def test_source_build_shared_once_in_the_job_directory(submit: Any, tmp_path: Path) -> None:
+    bare, sha = _tagged_repo(tmp_path)
+    out = tmp_path / "served"
+    job = submit(_build_recipe(bare, out, "shared"))
     assert job.wait_done() == "COMPLETED", job.sbatch_log()
     lines = sorted(out.read_text().splitlines())
     assert len(lines) == 2
     assert {line.split(" on ")[1].split(":")[0] for line in lines} == {"n1", "n2"}
-    assert all(
-        line.endswith(": ok-" + line.split("ok-")[1]) and "/src/app" in line for line in lines
-    )
-    assert len(job.events("build_started", unit="app")) == 1, (
-        "built once: the job directory is shared"
-    )
+    built_on = {line.rsplit("-", 1)[1] for line in lines}
+    assert len(built_on) == 1, "one build, in the shared job directory, serves both nodes"
+    assert all(f"from {job.job_dir}/src/app on" in line for line in lines)
+    assert len(job.events("build_started", unit="app")) == 1
+    assert [e["commit"] for e in job.events("checkout_done", unit="app")] == [sha]
     pins = json.loads((job.job_dir / "job.json").read_text())
     assert pins["job_id"] == job.job_id
-    staged = (job.job_dir / "recipe.yaml").read_text()
-    assert "sha:" in staged, "srt apply pinned v1 to its commit"
+
+
+def test_apply_refuses_a_rev_that_is_a_branch_before_anything_is_written(
+    cluster: Any, tmp_path: Path
+) -> None:
+    bare, _ = _tagged_repo(tmp_path)
+    recipe = tmp_path / "branch.yaml"
+    recipe.write_text(
+        textwrap.dedent(
+            f"""
+            schema: 2
+            name: branchy
+            services:
+              - name: app
+                source:
+                  git: "{bare}"
+                  rev: feature
+                build_command: [make]
+                command: [sleep, "1"]
+            """
+        )
+    )
+    job_dir = tmp_path / "branchy-dir"
+    out = srt("apply", str(recipe), "-o", str(job_dir), env=cluster.env())
+    assert out.returncode == 2, out.stderr
+    assert f"{recipe}:8:7: services[app].source.rev: cannot be pinned to a commit:" in out.stderr
+    assert "'feature' is a branch of" in out.stderr
+    assert not job_dir.exists(), "nothing staged, nothing submitted"
+
+
+def test_node_local_state_is_removed_on_every_node_at_the_end(submit: Any, tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    job = submit(
+        f"""
+        schema: 2
+        name: scratch
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: wal
+            nodes: 2
+            command: [bash, -c, 'echo x > {{local_dir}}/wal && echo $(hostname) {{local_dir}} >> {seen}; sleep 1000']
+          - name: end
+            terminal: true
+            command: [bash, -c, "while [ $(wc -l < {seen} 2>/dev/null || echo 0) -lt 2 ]; do sleep 0.1; done"]
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    lines = sorted(seen.read_text().splitlines())
+    root = f"/tmp/srt-{job.job_id}"
+    assert lines == [f"n1 {root}/service_wal_n1", f"n2 {root}/service_wal_n2"]
+    assert not os.path.exists(root), "the Slurm launcher left node-local state behind"
+
+
+def test_slurm_tmpdir_is_the_node_local_root_when_the_job_has_one(
+    submit: Any, tmp_path: Path
+) -> None:
+    """Sites that give each job a node-local $SLURM_TMPDIR get {local_dir} under it (a
+    site sets it with a TaskProlog or a job_container plugin; here `--export` hands it to
+    the batch step, where the orchestrator makes the plan)."""
+    tmpdir = tmp_path / "slurm-tmpdir"
+    tmpdir.mkdir()
+    tmpdir.chmod(0o777)
+    seen = tmp_path / "seen"
+    job = submit(
+        f"""
+        schema: 2
+        name: tmpdir
+        slurm:
+          signal_before_end_seconds: 0
+          sbatch_extra: ["--export=ALL,SLURM_TMPDIR={tmpdir}"]
+        services:
+          - name: wal
+            terminal: true
+            command: [bash, -c, 'test -d {{local_dir}} && echo {{local_dir}} > {seen}']
+        """
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert seen.read_text().strip() == f"{tmpdir}/srt-{job.job_id}/service_wal"
+    assert not os.path.exists(f"{tmpdir}/srt-{job.job_id}")
+
+
+# --------------------------------------------------------------------------- day-2 operations
+
+
+def test_ps_logs_restart_and_stop_of_a_slurm_job(
+    submit: Any, cluster: Any, tmp_path: Path, wait_until: Any
+) -> None:
+    """What a user does with a running Slurm job, from the submitting host: list it, read
+    and follow its logs (written by the nodes into the shared job directory), restart one
+    service (the orchestrator runs on the batch node; on this test cluster that is a
+    network namespace of the same kernel, so its AF_UNIX socket is reachable), then stop
+    the job, which ends as stopped by the user."""
+    job = submit(
+        """
+        schema: 2
+        name: ops
+        slurm: {signal_before_end_seconds: 0}
+        services:
+          - name: web
+            nodes: 1
+            command: [bash, -c, "echo web up on $(hostname); i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"]
+            readiness: {log: {pattern: web up}}
+          - name: base
+            nodes: 2
+            critical: true
+            command: [bash, -c, "echo base up; exec sleep 1000"]
+            readiness: {log: {pattern: base up}}
+        """
+    )
+    env = cluster.env()
+    job.wait_event("serving")
+
+    listed = srt("ps", "--root", str(tmp_path), "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)["jobs"]
+    assert (row["state"], row["slurm_state"], row["slurm_job_id"]) == (
+        "running",
+        "RUNNING",
+        job.job_id,
+    )
+    assert row["nodes"] == 3 and row["launcher"] == "slurm"
+
+    logs = srt("logs", str(job.job_dir), env=env)
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    assert any(re.fullmatch(r"service_web +\| web up on n\d", line) for line in lines), lines
+    assert sum(1 for line in lines if re.fullmatch(r"service_base_\S+ +\| base up", line)) == 2
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "srt_services", "logs", "-f", str(job.job_dir), "web", "-n", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+    old_srun = job.instance_pid("service_web")
+    restarted = srt("restart", str(job.job_dir), "web", env=env)
+    assert restarted.returncode == 0, restarted.stderr + job.sbatch_log()
+    web = job.srt_state().instances["service_web"]
+    assert web.attempt == 2 and web.state == "ready"
+    assert web.pid != old_srun, "a new srun step"
+    assert len(job.events("launched", step="service_web")) == 2
+    (first,) = job.events("exited", step="service_web", attempt=1)
+    assert first["signal"] == 15, "the old step was stopped with scancel --signal=TERM"
+    refused = srt("stop", str(job.job_dir), "base", env=env)
+    assert refused.returncode == 1 and "critical" in refused.stderr
+
+    stopped = srt("stop", str(job.job_dir), env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    result = job.result()
+    assert result["status"] == "stopped" and result["exit_code"] == 0
+    assert result["cause"]["kind"] == "user_stop"
+
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    followed = [line.split(" | ", 1)[1] for line in out.splitlines()]
+    assert any(re.fullmatch(r"=== attempt 2 \(pid \d+\) started .+: restarted by srt restart .+", f)
+               for f in followed), followed  # fmt: skip
+    assert followed.count("tick 0") == 1, "the new attempt's lines, followed"
+    assert (
+        json.loads(srt("ps", "--root", str(tmp_path), "--json", env=env).stdout)["jobs"][0]["state"]
+        == "stopped"
+    )
+    job.assert_nothing_left(wait_until)

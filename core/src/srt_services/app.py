@@ -1,8 +1,9 @@
 """The composition root: recipe file -> checked recipe -> plan, with the site applied.
 
-``srt validate``, ``dry-run``, ``run``, ``apply`` and ``srt oarbank expose`` all go through
-here, so a site setting that changes what a plan says (the readiness floor today) is read
-in one place and cannot be missed by one of them. Nothing here starts a process.
+``srt validate`` (:func:`verdict`: it plans too), ``dry-run``, ``run``, ``apply`` and
+``srt oarbank expose`` all go through here, so a site setting that changes what a plan
+says (the readiness floor, the node-local root) is read in one place and cannot be missed
+by one of them. Nothing here starts a process.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def plan(
     job_dir: str = "<job_dir>",
     recipe_dir: str | None = None,
     plugins: PluginSet | None = None,
+    local_root: str | None = None,
 ) -> Planned:
     """Plan ``recipe`` on ``nodes`` as the site config says.
 
@@ -82,8 +84,14 @@ def plan(
 
     ``recipe_dir`` is what ``{recipe_dir}`` renders to (default: the recipe file's
     directory, or ``SRT_RECIPE_DIR`` when ``srt apply`` staged a copy elsewhere).
+
+    ``local_root`` replaces the node-local root (``[storage] node_local``,
+    ``$SLURM_TMPDIR``, ``/tmp``) for a caller that runs a service outside a job and must
+    keep its state in a directory of its own (``srt oarbank expose``: the module's data
+    directory), where nothing would remove a job's node-local tree.
     """
     from srt_services.plan.resolve import resolve
+    from srt_services.site_config import node_local_root
 
     plugins = plugins or plugin_set()
     loaded = load(recipe, plugins) if isinstance(recipe, str) else recipe
@@ -95,9 +103,24 @@ def plan(
         job_dir,
         recipe_dir=recipe_dir or os.environ.get("SRT_RECIPE_DIR") or None,
         readiness_timeout=config.readiness_timeout,
-        local_root=config.node_local,
+        local_root=local_root or node_local_root(config),
     )
     return Planned(loaded, result, config)
+
+
+def verdict(recipe: str, plugins: PluginSet | None = None) -> Planned:
+    """What ``srt validate`` answers: the recipe checked, then planned on the smallest
+    symbolic allocation that fits it (what ``srt dry-run`` plans without ``--nodes``, and
+    the node count ``srt apply`` asks Slurm for).
+
+    The plan-time problems (two listeners on one port of a node, a placement that selects
+    no nodes) raise :class:`~srt_services.recipe.problems.RecipeError` with their lines,
+    like the load-time ones, so a CI job that runs only ``validate`` has the verdict
+    ``dry-run`` and ``run`` would give. Nothing touches the network or the machine.
+    """
+    from srt_services.plan.allocation import AllocationRequest
+
+    return plan(recipe, AllocationRequest(kind="symbolic"), plugins=plugins)
 
 
 def for_launcher(planned: Planned, launcher: type[Launcher]) -> list[str]:

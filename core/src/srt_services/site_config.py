@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 from srt_services.errors import SrtError
 
 DEFAULT_PATH = "/etc/srt/site.toml"
+#: Node-local storage when neither the site nor the job names any.
+DEFAULT_NODE_LOCAL = "/tmp"
 
 
 class SiteConfigError(SrtError):
@@ -61,8 +64,9 @@ class SiteConfig:
     #: a kind's) fails jobs that would have come up.
     readiness_timeout: float | None = None
     #: Root of node-local storage on the compute nodes (``{local_dir}`` lives under it):
-    #: state the discovery plane fsyncs must not sit on NFS or Lustre.
-    node_local: str = "/tmp"
+    #: state the discovery plane fsyncs must not sit on NFS or Lustre. ``None`` (not set):
+    #: ``$SLURM_TMPDIR`` where the job has one, else ``/tmp`` (see :func:`node_local_root`).
+    node_local: str | None = None
 
 
 _TABLES: dict[str, set[str]] = {
@@ -184,8 +188,26 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         binaries=dict(binaries),
         env_passthrough=_str_list(f"{where}: env.passthrough", env.get("passthrough", [])),
         readiness_timeout=float(timeout) if timeout is not None else None,
-        node_local=node_local.rstrip("/") or "/" if node_local else "/tmp",
+        node_local=(node_local.rstrip("/") or "/") if node_local else None,
     )
+
+
+def node_local_root(site: SiteConfig, env: Mapping[str, str] | None = None) -> str:
+    """Where the job's node-local directories go: the site's ``[storage] node_local`` when
+    the admin set it; else ``$SLURM_TMPDIR`` when the job has one (sites that set it give
+    every job a private, node-local directory at the same path on each of its nodes, which
+    Slurm removes at the end); else ``/tmp``.
+
+    Read where the plan is made: inside an allocation that is the batch step, whose
+    ``SLURM_TMPDIR`` is the one the job's steps see; a dry run on a login node shows
+    ``/tmp``.
+    """
+    if site.node_local:
+        return site.node_local
+    tmpdir = (os.environ if env is None else env).get("SLURM_TMPDIR", "").rstrip("/")
+    if tmpdir and os.path.isabs(tmpdir) and "\n" not in tmpdir:
+        return tmpdir
+    return DEFAULT_NODE_LOCAL
 
 
 def load(path: str | None = None) -> SiteConfig:

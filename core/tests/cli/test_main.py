@@ -85,7 +85,9 @@ def test_verbose_shows_the_traceback_behind_a_one_line_error(
 
 def test_verbose_traces_plugin_hooks(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("schema: 2\nname: t\nservices:\n  - {name: a, command: [a]}\n")
+    recipe.write_text(
+        "schema: 2\nname: t\nobservability:\n  metrics: false\nservices:\n  - {name: a, command: [a]}\n"
+    )
     code, _, err = srt(capsys, "-v", "validate", str(recipe))
     assert code == 0, err
     assert "srt: srt.plugins: srt-trace: " in err
@@ -134,7 +136,9 @@ def test_H10_non_finite_seconds_are_refused(tmp_path, value: str) -> None:
     import sys
 
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("schema: 2\nname: h10\nservices:\n  - {name: a, command: [sleep, '1']}\n")
+    recipe.write_text(
+        "schema: 2\nname: h10\nobservability:\n  metrics: false\nservices:\n  - {name: a, command: [sleep, '1']}\n"
+    )
     for args in (
         ["run", str(recipe), "--grace", value],
         ["stop", str(tmp_path), "--timeout", value],

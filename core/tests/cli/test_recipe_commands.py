@@ -13,12 +13,13 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import pytest
 import srt_services
 import yaml
 from srt_services.cli.main import main
+from srt_services.extend import KindOptions, ServiceKind, hookimpl
 from srt_services.plan.model import plan_from_dict
 from srt_services.plugins import manager
 from srt_services.plugins.manager import PluginSet
@@ -541,6 +542,55 @@ def test_kinds_json(srt) -> None:
 # --------------------------------------------------------------------------- migrate
 
 
+class V1Kinds:
+    """Stand-ins for the kinds migrated recipes name, so a result can load here: srt-etcd,
+    srt-nats and srt-mooncake are not part of core's tests (each plugin's own tests and
+    tests/ migrate with the real kinds). Their placement and option rules only."""
+
+    @hookimpl
+    def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
+        infra = frozenset({"head", "infra", "dedicated"})
+
+        class Etcd(ServiceKind):
+            name: ClassVar[str] = "etcd"
+            summary: ClassVar[str] = "stand-in"
+            default_placement: ClassVar[str] = "infra"
+            allowed_placements: ClassVar[frozenset[str] | None] = infra
+            supports_dedicated: ClassVar[bool] = True
+            shares_infra_node: ClassVar[bool] = True
+
+            def command(self, spec: Any, options: Any, ctx: Any) -> list[str]:
+                return ["etcd"]
+
+        class NatsOptions(KindOptions):
+            max_payload_mb: int | None = None
+
+        class Nats(Etcd):
+            name: ClassVar[str] = "nats"
+            Options: ClassVar[type[KindOptions]] = NatsOptions
+
+        class MasterOptions(KindOptions):
+            store_config: dict[str, Any] | None = None
+
+        class Master(Etcd):
+            name: ClassVar[str] = "mooncake-master"
+            Options: ClassVar[type[KindOptions]] = MasterOptions
+
+        return [Etcd, Nats, Master]
+
+
+@pytest.fixture
+def v1_kinds() -> Iterator[None]:
+    def make() -> PluginSet:
+        plugins = PluginSet(autoload=False)
+        plugins.register(V1Kinds(), "v1-kinds")
+        return plugins
+
+    manager.reset_default(make)
+    yield
+    manager.reset_default(None)
+
+
 V1 = """\
 name: old
 frontend: {type: dynamo, command: [f]}
@@ -553,7 +603,7 @@ services:
 """
 
 
-def test_migrate_infra_block(srt, tmp_path: Path) -> None:
+def test_migrate_infra_block(srt, tmp_path: Path, v1_kinds) -> None:
     path = write(tmp_path, "v1.yaml", V1)
     r = srt("migrate", path)
     assert r.code == 0, r.err
@@ -574,7 +624,7 @@ def test_migrate_infra_block(srt, tmp_path: Path) -> None:
     assert "infra.nats_max_payload_mb -> services nats options.max_payload_mb" in r.err
 
 
-def test_migrate_is_idempotent(srt, tmp_path: Path) -> None:
+def test_migrate_is_idempotent(srt, tmp_path: Path, v1_kinds) -> None:
     once = srt("migrate", write(tmp_path, "v1.yaml", V1)).out
     twice = srt("migrate", write(tmp_path, "v2.yaml", once))
     assert twice.code == 0
@@ -582,7 +632,7 @@ def test_migrate_is_idempotent(srt, tmp_path: Path) -> None:
     assert "already schema 2; nothing to do" in twice.err
 
 
-def test_migrate_in_place_keeps_a_backup(srt, tmp_path: Path) -> None:
+def test_migrate_in_place_keeps_a_backup(srt, tmp_path: Path, v1_kinds) -> None:
     path = write(tmp_path, "v1.yaml", V1)
     r = srt("migrate", "--in-place", path)
     assert (r.code, r.out) == (0, "")
@@ -590,7 +640,7 @@ def test_migrate_in_place_keeps_a_backup(srt, tmp_path: Path) -> None:
     assert yaml.safe_load((tmp_path / "v1.yaml").read_text())["schema"] == 2
 
 
-def test_migrate_output_file(srt, tmp_path: Path) -> None:
+def test_migrate_output_file(srt, tmp_path: Path, v1_kinds) -> None:
     out = tmp_path / "new.yaml"
     r = srt("migrate", write(tmp_path, "v1.yaml", V1), "-o", str(out))
     assert r.code == 0
@@ -623,15 +673,18 @@ def test_migrate_not_a_mapping(srt, tmp_path: Path) -> None:
     assert "a recipe is a mapping of settings" in r.err
 
 
-def test_migrate_backend_mooncake(srt, tmp_path: Path) -> None:
+def test_migrate_backend_mooncake(srt, tmp_path: Path, v1_kinds) -> None:
     text = (
         "name: old\nfrontend: {type: sglang, command: [f]}\n"
         "backend:\n  type: sglang\n  mooncake_kv_store:\n    container: mc\n"
         "    master_extra_args: [--x]\n    store_config: {a: 1}\n"
     )
     r = srt("migrate", write(tmp_path, "v1.yaml", text))
+    assert r.code == 0, r.err
     data = yaml.safe_load(r.out)
-    assert data["backend"] == {"type": "sglang"}
+    assert "backend" not in data
+    assert data["engine"] == {"type": "sglang"}
+    assert "backend.type -> engine.type" in r.err
     assert data["services"] == [
         {
             "name": "mooncake-master",
@@ -665,7 +718,7 @@ backend:
 """
 
 
-def test_migrate_keeps_comments_order_and_quoting(srt, tmp_path: Path) -> None:
+def test_migrate_keeps_comments_order_and_quoting(srt, tmp_path: Path, v1_kinds) -> None:
     r = srt("migrate", write(tmp_path, "v1.yaml", COMMENTED_V1))
     assert r.code == 0, r.err
     assert r.out == (
@@ -688,18 +741,20 @@ def test_migrate_keeps_comments_order_and_quoting(srt, tmp_path: Path) -> None:
         "  - name: mooncake-master\n"
         "    type: mooncake-master\n"
         "    container: mc\n"
+        "    placement:\n"
+        "      node: dedicated\n"
         "roles:\n"
         "  agg:\n"
         "    workers: 1\n"
         "    command: [\"python3\", '-m', server]   # quoted on purpose\n"
         '    env: {MC_X: "1", KEEP: "yes"}\n'
-        "backend:\n"
+        "engine:\n"
         "  type: sglang\n"
     )
     assert "backend.mooncake_kv_store.env -> roles.agg.env" in r.err
 
 
-def test_migrate_follows_the_files_own_indentation(srt, tmp_path: Path) -> None:
+def test_migrate_follows_the_files_own_indentation(srt, tmp_path: Path, v1_kinds) -> None:
     text = (
         "name: old\ninfra:\n    nats_max_payload_mb: 8\nservices:\n- name: side\n  command: [s]\n"
     )
@@ -717,7 +772,7 @@ def test_migrate_drops_the_default_false_with_a_note(srt, tmp_path: Path) -> Non
     assert "dropped infra.etcd_nats_dedicated_node: false (the default)" in r.err
 
 
-def test_migrate_a_json_recipe_stays_json(srt, tmp_path: Path) -> None:
+def test_migrate_a_json_recipe_stays_json(srt, tmp_path: Path, v1_kinds) -> None:
     r = srt(
         "migrate",
         write(tmp_path, "v1.json", '{"name": "old", "infra": {"nats_max_payload_mb": 4}}'),
@@ -729,7 +784,7 @@ def test_migrate_a_json_recipe_stays_json(srt, tmp_path: Path) -> None:
     }
 
 
-def test_migrate_a_directory_in_place_goes_past_a_bad_file(srt, tmp_path: Path) -> None:
+def test_migrate_a_directory_in_place_goes_past_a_bad_file(srt, tmp_path: Path, v1_kinds) -> None:
     tree = tmp_path / "recipes"
     (tree / "sub").mkdir(parents=True)
     (tree / "a.yaml").write_text(V1)
@@ -777,7 +832,9 @@ def test_migrate_verify_writes_only_results_that_load(srt, tmp_path: Path) -> No
     assert "schema" not in yaml.safe_load(Path(bad).read_text())
 
 
-def test_migrate_text_ruamel_cannot_read_is_migrated_without_its_layout(srt, tmp_path) -> None:
+def test_migrate_text_ruamel_cannot_read_is_migrated_without_its_layout(
+    srt, tmp_path, v1_kinds
+) -> None:
     # libyaml (srt's loader) accepts a tab after a value; ruamel's scanner refuses it
     r = srt(
         "migrate", write(tmp_path, "v1.yaml", "# c\nname: old\t\ninfra: {nats_max_payload_mb: 4}\n")
@@ -827,7 +884,7 @@ def test_site_readiness_timeout_must_be_a_positive_number(value: str) -> None:
         parse(tomllib.loads(f"[readiness]\ntimeout_seconds = {value}\n"), "site.toml")
 
 
-def test_migrate_a_flow_style_yaml_recipe_stays_yaml(srt, tmp_path: Path) -> None:
+def test_migrate_a_flow_style_yaml_recipe_stays_yaml(srt, tmp_path: Path, v1_kinds) -> None:
     # JSON or YAML is the loader's decision (the file's name counts), not a leading brace
     r = srt("migrate", write(tmp_path, "v1.yaml", "{name: old, infra: {nats_max_payload_mb: 4}}\n"))
     assert r.code == 0, r.err
@@ -837,3 +894,70 @@ def test_migrate_a_flow_style_yaml_recipe_stays_yaml(srt, tmp_path: Path) -> Non
         "name": "old",
         "services": [{"name": "nats", "type": "nats", "options": {"max_payload_mb": 4}}],
     }
+
+
+def test_migrate_fails_when_the_result_does_not_load_even_without_verify(
+    srt, tmp_path: Path
+) -> None:
+    # built-ins only: the migrated mooncake-master entry names a kind nobody provides here
+    path = write(
+        tmp_path,
+        "v1.yaml",
+        "name: mc\nfrontend: {type: none}\nbackend: {type: vllm, mooncake_kv_store: {container: mc}}\n",
+    )
+    r = srt("migrate", path)
+    assert r.code == 2
+    # the result is still shown (it is what the user fixes), with why it does not load
+    assert yaml.safe_load(r.out)["services"] == [
+        {"name": "mooncake-master", "type": "mooncake-master", "container": "mc"}
+    ]
+    assert f"{path}: the migrated recipe does not load" in r.err
+    assert "it is provided by srt-mooncake, which is not installed" in r.err
+    assert "not migrated" not in r.err
+
+
+def test_migrate_in_place_counts_results_that_do_not_load(srt, tmp_path: Path, v1_kinds) -> None:
+    good = write(tmp_path, "good.yaml", V1)
+    # the v1 env has no role to carry it, so backend.mooncake_kv_store stays and is refused
+    bad = write(
+        tmp_path,
+        "bad.yaml",
+        "name: mc\nfrontend: {type: none}\nbackend:\n  mooncake_kv_store: {env: {A: '1'}}\n",
+    )
+    r = srt("migrate", "--in-place", good, bad)
+    assert r.code == 2
+    assert "2 migrated (1 of them do not load), 0 already schema 2, 0 not migrated" in r.err
+    assert f"{bad}:4:1: backend: unknown key" in r.err
+    assert yaml.safe_load(Path(bad).read_text())["schema"] == 2  # written: --verify was not given
+    assert yaml.safe_load(Path(good).read_text())["schema"] == 2
+
+
+def test_migrate_backend_type_fills_an_engine_block_without_one(
+    srt, tmp_path: Path, v1_kinds
+) -> None:
+    r = srt(
+        "migrate",
+        write(
+            tmp_path,
+            "v1.yaml",
+            "name: old\nengine: {failover: false}\nbackend: {type: trtllm}\n",
+        ),
+    )
+    assert r.code == 0, r.err
+    assert yaml.safe_load(r.out) == {
+        "schema": 2,
+        "name": "old",
+        "engine": {"failover": False, "type": "trtllm"},
+    }
+
+
+def test_migrate_keeps_a_backend_type_that_disagrees_with_engine(
+    srt, tmp_path: Path, v1_kinds
+) -> None:
+    r = srt(
+        "migrate",
+        write(tmp_path, "v1.yaml", "name: old\nengine: {type: vllm}\nbackend: {type: sglang}\n"),
+    )
+    assert r.code == 2
+    assert "kept backend.type sglang: engine.type says vllm (drop one by hand)" in r.err
+    assert yaml.safe_load(r.out)["backend"] == {"type": "sglang"}

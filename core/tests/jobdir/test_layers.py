@@ -55,7 +55,16 @@ def test_launch_does_not_import_supervise() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["builds.py", "shutdown.py", "readiness.py", "runs.py", "restart.py"]
+    "name",
+    [
+        "builds.py",
+        "shutdown.py",
+        "readiness.py",
+        "runs.py",
+        "restart.py",
+        "control.py",
+        "service_ops.py",
+    ],
 )
 def test_what_the_orchestrator_calls_does_not_import_it(name: str) -> None:
     imported = _imports(SRC / "supervise" / name)

@@ -1,5 +1,6 @@
 """What the kind extension points put into a plan: fleet probes, the last stop tier, a
-container fallback, what services tell workers, and ``{local_dir}``."""
+container fallback, what services tell workers, the job's discovery env in each instance's
+context, options that still apply to an external service, and ``{local_dir}``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import pytest
 from srt_services.extend import (
     DefaultProbe,
     InstanceContext,
+    KindOptions,
     Recipe,
     ServiceKind,
     ServiceSpec,
     hookimpl,
 )
 from srt_services.plan.model import LAST_TIER, TIER_OF_PHASE, Plan
+from srt_services.plugins.manager import PluginSet
+from srt_services.testing import kit
 
 WORKERS = {
     "resources": {"gpus_per_node": 8},
@@ -71,10 +75,39 @@ class Cache(ServiceKind):
         return {"CACHE_HOST": "{node_ip}", "CACHE_ROLE": role}
 
 
+class Announcer(ServiceKind):
+    """Announces an address the way a discovery service does; one option shapes it."""
+
+    name: ClassVar[str] = "x-announcer"
+    summary: ClassVar[str] = "tells consumers where it is"
+    requires_command: ClassVar[bool] = True
+    supports_external: ClassVar[bool] = True
+    external_options: ClassVar[frozenset[str]] = frozenset({"port"})
+
+    class Options(KindOptions):
+        port: int = 7000
+        other: int = 0
+
+    def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
+        host = spec.external if address is None else address
+        return {"ANNOUNCED": f"{host}:{options.port}"}
+
+
+class Follower(ServiceKind):
+    """Reads the announced address from its context into its own forced env."""
+
+    name: ClassVar[str] = "x-follower"
+    summary: ClassVar[str] = "points its process at the announcer"
+    requires_command: ClassVar[bool] = True
+
+    def forced_env(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        return {"FOLLOWS": ctx.discovery_env.get("ANNOUNCED", "nothing")}
+
+
 class Kinds:
     @hookimpl
     def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
-        return [Fleet, Scraper, Store, Cache]
+        return [Fleet, Scraper, Store, Cache, Announcer, Follower]
 
 
 @pytest.fixture
@@ -169,3 +202,54 @@ def test_local_dir_is_made_on_the_node_only_when_an_instance_names_it(
     assert p.unit("plain").instances[0].preamble is None
     assert p.local_dir == f"/tmp/srt-{p.job_id}"
     assert p.local_dir_of(inst.step) == local
+
+
+def test_an_instance_context_carries_the_jobs_discovery_env(plan: Callable[..., Plan]) -> None:
+    p = plan(
+        [
+            {"name": "ann", "type": "x-announcer", "command": ["x"], "options": {"port": 7100}},
+            # it does not inherit the env, yet its kind can still point it at the announcer
+            {"name": "f", "type": "x-follower", "command": ["x"], "inherit_discovery_env": False},
+        ]
+    )
+    ann_ip = p.unit("ann").instances[0].node_ip
+    (inst,) = p.unit("f").instances
+    assert inst.env == {"FOLLOWS": f"{ann_ip}:7100"}
+
+
+def test_an_external_services_address_reaches_the_context(plan: Callable[..., Plan]) -> None:
+    p = plan(
+        [
+            {
+                "name": "ann",
+                "type": "x-announcer",
+                "external": "10.9.8.7",
+                "options": {"port": 7200},
+            },
+            {"name": "f", "type": "x-follower", "command": ["x"]},
+        ]
+    )
+    assert p.unit("f").instances[0].env["FOLLOWS"] == "10.9.8.7:7200"
+
+
+def test_external_options_are_not_warned_about_the_others_are(
+    srt_register: Callable[..., str], srt_plugins: PluginSet
+) -> None:
+    srt_register(Kinds(), "kinds")
+    loaded = kit.load(
+        srt_plugins,
+        {
+            **WORKERS,
+            "services": [
+                {
+                    "name": "ann",
+                    "type": "x-announcer",
+                    "external": "10.9.8.7",
+                    "options": {"port": 7200, "other": 1},
+                }
+            ],
+        },
+    )
+    text = "\n".join(w.render(loaded.source) for w in loaded.warnings)
+    assert "options.other" in text and "no effect with external" in text
+    assert "options.port" not in text

@@ -420,9 +420,9 @@ def test_json_round_trip(plugins: PluginSet, repo, example: str) -> None:
 def test_metric_record_is_the_model_dump() -> None:
     # the planner writes the record out by hand for speed: a field added to MetricsSpec
     # must show up here before it can go missing from plans
-    from srt_services.plan.services import _metric_record
+    from srt_services.plan.targets import metric_record
     from srt_services.recipe.models import MetricsSpec
 
     m = MetricsSpec.model_validate({"port": 9100, "path": "/m", "nodes": "first", "name": "x"})
-    assert _metric_record(m) == m.model_dump()
-    assert list(_metric_record(m)) == list(m.model_dump())
+    assert metric_record(m) == m.model_dump()
+    assert list(metric_record(m)) == list(m.model_dump())

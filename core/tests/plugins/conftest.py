@@ -106,3 +106,18 @@ def run_srt(site: Site) -> Callable[..., subprocess.CompletedProcess[str]]:
         )
 
     return run
+
+
+@pytest.fixture
+def absent_first_party() -> tuple[str, str]:
+    """``(kind, distribution)`` of a first-party kind whose plugin is not installed here, for
+    the "it is provided by srt-x, which is not installed" advice: which plugins a test
+    environment holds differs (the suite installs srt-mooncake, the core environment none)."""
+    from importlib import metadata
+
+    for kind, dist in sorted(manager.FIRST_PARTY_KINDS.items()):
+        try:
+            metadata.distribution(dist)
+        except metadata.PackageNotFoundError:
+            return kind, dist
+    pytest.skip("every first-party plugin is installed in this environment")

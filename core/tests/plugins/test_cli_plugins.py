@@ -175,7 +175,7 @@ def test_plugin_command_loads_on_demand(site: Site, run_srt: Run) -> None:
 
 def recipe(path: Path, kind: str) -> Path:
     path.write_text(
-        f"schema: 2\nname: uses-{kind}\nservices:\n  - name: svc\n    type: {kind}\n"
+        f"schema: 2\nname: uses-{kind}\nobservability:\n  metrics: false\nservices:\n  - name: svc\n    type: {kind}\n"
         "    command: [sleep, '30']\n",
         encoding="utf-8",
     )
@@ -203,10 +203,11 @@ def test_recipe_with_blocked_kind_fails_before_anything_starts(
 
 
 def test_recipe_with_wrong_version_or_missing_plugin(
-    site: Site, run_srt: Run, tmp_path: Path
+    site: Site, run_srt: Run, tmp_path: Path, absent_first_party: tuple[str, str]
 ) -> None:
+    kind, dist = absent_first_party
     site.install("good", "oldcore")
-    site.write_config('[plugins]\nrequire = ["srt-good>=2", "srt-mooncake>=1"]\n')
+    site.write_config(f'[plugins]\nrequire = ["srt-good>=2", "{dist}>=1"]\n')
     result = run_srt("validate", str(recipe(tmp_path / "a.yaml", "good-kind")))
     assert result.returncode == 2
     assert "srt-good 1.2.0, which is incompatible" in result.stderr
@@ -215,10 +216,10 @@ def test_recipe_with_wrong_version_or_missing_plugin(
     assert result.returncode == 2
     assert "srt-oldcore 0.5.0, which is incompatible" in result.stderr
     assert "requires srt-services<1,>=0.1 but this is srt-services 1.0.0" in result.stderr
-    result = run_srt("validate", str(recipe(tmp_path / "c.yaml", "mooncake-master")))
+    result = run_srt("validate", str(recipe(tmp_path / "c.yaml", kind)))
     assert result.returncode == 2
-    assert "provided by srt-mooncake, which is not installed" in result.stderr
-    assert "the site config requires srt-mooncake>=1, which is not installed" in result.stderr
+    assert f"provided by {dist}, which is not installed" in result.stderr
+    assert f"the site config requires {dist}>=1, which is not installed" in result.stderr
     job = tmp_path / "job"
     result = run_srt("run", str(tmp_path / "b.yaml"), "--job-dir", str(job))
     assert result.returncode == 2
@@ -229,7 +230,7 @@ def test_recipe_with_a_loadable_plugin_kind_runs(site: Site, run_srt: Run, tmp_p
     site.install("good", "broken")
     path = tmp_path / "ok.yaml"
     path.write_text(
-        "schema: 2\nname: ok\nservices:\n  - name: svc\n    type: good-kind\n"
+        "schema: 2\nname: ok\nobservability:\n  metrics: false\nservices:\n  - name: svc\n    type: good-kind\n"
         "    command: [python3, -c, 'print(42)']\n    terminal: true\n",
         encoding="utf-8",
     )

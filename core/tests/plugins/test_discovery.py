@@ -218,11 +218,14 @@ def test_site_require_refuses_another_version(site: Site, plugin_set: MakeSet) -
     assert "incompatible" in problems["srt-good 1.2.0"]
 
 
-def test_missing_first_party_kind_says_what_to_install(site: Site, plugin_set: MakeSet) -> None:
+def test_missing_first_party_kind_says_what_to_install(
+    site: Site, plugin_set: MakeSet, absent_first_party: tuple[str, str]
+) -> None:
+    kind, dist = absent_first_party
     plugins = plugin_set()
     with pytest.raises(UnknownName) as err:
-        plugins.kind("mooncake-master")
-    assert "provided by srt-mooncake, which is not installed" in str(err.value)
+        plugins.kind(kind)
+    assert f"provided by {dist}, which is not installed" in str(err.value)
 
 
 def test_site_lock_pins_versions_and_files(site: Site, plugin_set: MakeSet) -> None:

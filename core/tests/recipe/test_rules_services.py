@@ -162,7 +162,7 @@ def test_source_without_build_command_is_a_warning(load) -> None:
         services("""
         - name: a
           command: [a]
-          source: {git: https://example.invalid/r, rev: 0123abcd}
+          source: {git: https://example.invalid/r, rev: v1.0}
         """)
     )
     (w,) = loaded.warnings
@@ -271,35 +271,101 @@ def test_unknown_options_key_names_the_kind(one) -> None:
 # --------------------------------------------------------------------------- source
 
 
-@pytest.mark.parametrize("rev", ["main", "master", "HEAD", "develop", "refs/heads/feature-x"])
-def test_moving_source_rev(one, rev: str) -> None:
+@pytest.mark.parametrize(
+    ("rev", "why"),
+    [
+        ("main", "not the moving 'main'"),
+        ("master", "not the moving 'master'"),
+        ("HEAD", "not the moving 'HEAD'"),
+        ("develop", "not the moving 'develop'"),
+        ("refs/heads/feature-x", "not the branch 'refs/heads/feature-x'"),
+        ("HEAD~1", "'HEAD~1' is a revision expression"),
+        ("v1^", "'v1^' is a revision expression"),
+        ("main@{yesterday}", "is a revision expression"),
+        ("refs/pull/7/merge", "recomputed whenever the base branch moves"),
+        ("refs/remotes/origin/x", "is not a tag or a PR head"),
+        ("refs/tags/a..b", "is a revision expression or not a valid ref name"),
+    ],
+)
+def test_moving_source_rev(one, rev: str, why: str) -> None:
     p = one(
         services(f"""
         - name: a
           command: [a]
           source:
             git: https://example.invalid/r
-            rev: {rev}
+            rev: "{rev}"
           build_command: [make]
         """)
     )
     assert p.label == "services[a].source.rev"
-    assert "must be an immutable ref (commit SHA, tag, or refs/pull/<n>/head)" in p.message
-    assert repr(rev) in p.message
+    assert p.message.startswith("must be a full commit SHA, a tag, or refs/pull/<n>/head")
+    assert why in p.message
     assert where(p) == (9, 5)
 
 
-@pytest.mark.parametrize("rev", ["v1.2.0", "0123abc", "refs/pull/14000/head", "refs/tags/v1"])
+@pytest.mark.parametrize("rev", ["0123abc", "deadbeef0123", "a" * 39])
+def test_abbreviated_shas_are_refused(one, rev: str) -> None:
+    p = one(
+        services(f"""
+        - name: a
+          command: [a]
+          source: {{git: https://example.invalid/r, rev: "{rev}"}}
+          build_command: [make]
+        """)
+    )
+    assert p.label == "services[a].source.rev"
+    assert p.message.startswith(f"{rev!r} looks like an abbreviated commit SHA; write all 40")
+
+
+@pytest.mark.parametrize(
+    "rev",
+    [
+        "v1.2.0",
+        "release/2024.1",
+        "beef",
+        "20240101",
+        "0123456789abcdef0123456789abcdef01234567",
+        "refs/pull/14000/head",
+        "refs/tags/v1",
+    ],
+)
 def test_immutable_source_revs_are_accepted(load, rev: str) -> None:
     loaded = load(
         services(f"""
         - name: a
           command: [a]
-          source: {{git: https://example.invalid/r, rev: {rev}}}
+          source: {{git: https://example.invalid/r, rev: "{rev}"}}
           build_command: [make]
         """)
     )
     assert loaded.services[0].spec.source is not None
+
+
+def test_a_full_sha_is_taken_in_any_case(load) -> None:
+    sha = "0123456789ABCDEF0123456789ABCDEF01234567"
+    loaded = load(
+        services(f"""
+        - name: a
+          command: [a]
+          source: {{git: https://example.invalid/r, rev: {sha}}}
+          build_command: [make]
+        """)
+    )
+    source = loaded.services[0].spec.source
+    assert source is not None and source.checkout == sha.lower()
+
+
+def test_build_scope_needs_a_source(one) -> None:
+    p = one(
+        services("""
+        - name: a
+          command: [a]
+          build_scope: shared
+        """)
+    )
+    assert p.label == "services[a].build_scope"
+    assert p.message == "needs a source to build"
 
 
 def test_source_path_must_stay_inside_the_checkout(one) -> None:
@@ -325,7 +391,7 @@ def test_source_sha_must_look_like_a_commit(one) -> None:
         """)
     )
     assert p.label == "services[a].source.sha"
-    assert "must be a commit SHA" in p.message
+    assert "must be a full commit SHA" in p.message
 
 
 # --------------------------------------------------------------------------- pools

@@ -49,6 +49,8 @@ def _hostile_recipe(name: str, mode: str, pids: Path, grace: float = 0.5) -> str
     return f"""
         schema: 2
         name: {name}
+        observability:
+          metrics: false
         services:
           - name: hostile
             command: [{sys.executable}, {HOSTILE}, {mode}, {pids}]
@@ -161,6 +163,8 @@ def test_H05_a_second_srt_run_on_the_same_directory_is_refused(jobs: Jobs, tmp_p
     text = """
         schema: 2
         name: h05
+        observability:
+          metrics: false
         services:
           - name: a
             command: [sleep, "1000"]
@@ -186,6 +190,8 @@ def test_H06_status_and_stop_from_another_host_say_so(jobs: Jobs, tmp_path: Path
         """
         schema: 2
         name: h06
+        observability:
+          metrics: false
         services:
           - name: a
             command: [sleep, "1000"]

@@ -23,7 +23,14 @@ def test_V03_unsafe_names_are_refused_by_one_rule(tmp_path: Path, name: str) -> 
 
     recipe = tmp_path / "r.json"
     recipe.write_text(
-        json.dumps({"schema": 2, "name": "v03", "services": [{"name": name, "command": ["true"]}]})
+        json.dumps(
+            {
+                "schema": 2,
+                "name": "v03",
+                "observability": {"metrics": False},
+                "services": [{"name": name, "command": ["true"]}],
+            }
+        )
     )
     with pytest.raises(RecipeInvalid) as err:
         load_recipe(str(recipe), PluginSet(autoload=False))
@@ -35,7 +42,7 @@ def test_V03_job_and_node_names_too(tmp_path: Path, name: str) -> None:
     import json
 
     recipe = tmp_path / "r.json"
-    recipe.write_text(json.dumps({"schema": 2, "name": name}))
+    recipe.write_text(json.dumps({"schema": 2, "name": name, "observability": {"metrics": False}}))
     with pytest.raises(RecipeInvalid):
         load_recipe(str(recipe), PluginSet(autoload=False))
 
@@ -68,7 +75,7 @@ def test_V03_nothing_is_written_outside_the_job_dir(tmp_path: Path) -> None:
     plugins.register(_Plugin(), "escaper-plugin")
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        "schema: 2\nname: v03\nservices:\n  - {name: e, type: escaper, command: [sleep, '1']}\n"
+        "schema: 2\nname: v03\nobservability:\n  metrics: false\nservices:\n  - {name: e, type: escaper, command: [sleep, '1']}\n"
     )
     loaded = load_recipe(str(recipe), plugins)
     job = JobDir(str(tmp_path / "root" / "job"))
@@ -86,6 +93,8 @@ def test_V04_environment_is_allow_listed(jobs: Jobs, tmp_path: Path) -> None:
         f"""
         schema: 2
         name: v04
+        observability:
+          metrics: false
         services:
           - name: show
             terminal: true
@@ -139,6 +148,8 @@ def test_V05_arguments_are_never_shell_interpreted(jobs: Jobs, tmp_path: Path) -
         f"""
         schema: 2
         name: v05
+        observability:
+          metrics: false
         services:
           - name: plain
             terminal: true

@@ -60,6 +60,8 @@ def fleet_recipe(member: str, after: str = "echo after") -> str:
     return f"""
         schema: 2
         name: fleet
+        observability:
+          metrics: false
         services:
           - name: cluster
             type: fleet-test
@@ -127,6 +129,8 @@ def test_a_kind_that_stops_last_outlives_the_discovery_plane(
         f"""
         schema: 2
         name: last
+        observability:
+          metrics: false
         services:
           - name: scraper
             type: last-test
@@ -156,6 +160,8 @@ def test_local_dir_exists_on_the_node_while_the_job_runs_and_is_gone_after(
         f"""
         schema: 2
         name: scratch
+        observability:
+          metrics: false
         services:
           - name: keeper
             command: [bash, -c, 'echo state > {{local_dir}}/wal; cat {{local_dir}}/wal > {seen}; echo up; sleep 30']

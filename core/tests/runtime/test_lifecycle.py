@@ -8,7 +8,7 @@ import signal
 import socket
 import time
 
-from srt_services.testing.jobs import Jobs, events_of, wait_for
+from srt_services.testing.jobs import Jobs, events_of
 
 
 def test_F01_critical_exits_before_ready_fails_fast(jobs: Jobs, port: int) -> None:
@@ -16,6 +16,8 @@ def test_F01_critical_exits_before_ready_fails_fast(jobs: Jobs, port: int) -> No
         f"""
         schema: 2
         name: f01
+        observability:
+          metrics: false
         services:
           - name: early
             critical: true
@@ -40,6 +42,8 @@ def test_F02_critical_exit_zero_before_ready_is_a_failure(jobs: Jobs, port: int)
         f"""
         schema: 2
         name: f02
+        observability:
+          metrics: false
         services:
           - name: quits
             critical: true
@@ -65,6 +69,8 @@ def test_F03_critical_sigkill_after_ready_tears_down_in_tier_order(
         f"""
         schema: 2
         name: f03
+        observability:
+          metrics: false
         services:
           - name: infra-svc
             start: infra
@@ -101,6 +107,8 @@ def test_F08_readiness_timeout_kills_and_reports_last_error(jobs: Jobs, port: in
         f"""
         schema: 2
         name: f08
+        observability:
+          metrics: false
         services:
           - name: mute
             command: [bash, -c, "sleep 1000 & sleep 1000"]
@@ -120,6 +128,8 @@ def test_F09_log_file_never_created(jobs: Jobs, tmp_path) -> None:
         f"""
         schema: 2
         name: f09
+        observability:
+          metrics: false
         services:
           - name: waits
             command: [sleep, "1000"]
@@ -136,6 +146,8 @@ def test_F09_process_exits_first_fails_immediately(jobs: Jobs, tmp_path) -> None
         f"""
         schema: 2
         name: f09b
+        observability:
+          metrics: false
         services:
           - name: dies
             command: [bash, -c, "exit 7"]
@@ -155,6 +167,8 @@ def test_F13_port_held_by_a_stranger_is_named_before_launch(jobs: Jobs, port: in
             f"""
             schema: 2
             name: f13
+            observability:
+              metrics: false
             services:
               - name: web
                 command: [python3, -m, http.server, "{port}", --bind, "{{node_ip}}"]
@@ -174,6 +188,8 @@ def test_F13_F14_probe_never_trusts_a_strangers_listener(jobs: Jobs, port: int) 
         f"""
         schema: 2
         name: f14
+        observability:
+          metrics: false
         services:
           - name: slow
             command: [sleep, "1000"]
@@ -198,6 +214,8 @@ def test_instances_of_a_service_start_together_and_are_gated_together(jobs: Jobs
         """
         schema: 2
         name: parallel
+        observability:
+          metrics: false
         services:
           - name: pool
             nodes: 3
@@ -223,6 +241,8 @@ def test_terminal_worst_status_counts_signals(jobs: Jobs) -> None:
         """
         schema: 2
         name: worst
+        observability:
+          metrics: false
         services:
           - name: ok
             terminal: true
@@ -241,6 +261,8 @@ def test_noncritical_exit_is_recorded_and_the_job_goes_on(jobs: Jobs) -> None:
         """
         schema: 2
         name: goeson
+        observability:
+          metrics: false
         services:
           - name: flaky
             command: [bash, -c, "sleep 0.2; exit 0"]
@@ -258,6 +280,8 @@ def test_benchmark_exit_status_is_the_jobs(jobs: Jobs) -> None:
         """
         schema: 2
         name: bench
+        observability:
+          metrics: false
         services:
           - name: side
             command: [sleep, "1000"]
@@ -279,6 +303,8 @@ def test_status_works_during_and_after_the_job(jobs: Jobs) -> None:
         """
         schema: 2
         name: st
+        observability:
+          metrics: false
         services:
           - name: a
             command: [sleep, "1000"]
@@ -314,6 +340,8 @@ def test_every_phase_runs_even_without_a_discovery_plane(jobs: Jobs) -> None:
         """
         schema: 2
         name: phases
+        observability:
+          metrics: false
         services:
           - name: in-infra
             start: infra
@@ -336,6 +364,8 @@ def test_srt_stop_from_another_shell(jobs: Jobs) -> None:
         """
         schema: 2
         name: stopme
+        observability:
+          metrics: false
         services:
           - name: a
             command: [sleep, "1000"]
@@ -347,9 +377,12 @@ def test_srt_stop_from_another_shell(jobs: Jobs) -> None:
         [sys.executable, "-m", "srt_services", "stop", run.job_dir], check=True, capture_output=True
     )
     run.wait(30)
-    assert run.code == 143
+    assert run.code == 0, "a serving job ends well when the user stops it"
     assert time.monotonic() - t0 < 20
-    wait_for(lambda: run.result()["status"] == "failed")
+    result = run.result()
+    assert result["status"] == "stopped"
+    assert result["cause"]["kind"] == "user_stop"
+    assert result["cause"]["message"].startswith("stopped by srt stop from ")
 
 
 def test_after_starts_a_service_once_what_it_names_is_ready(jobs: Jobs) -> None:
@@ -359,6 +392,8 @@ def test_after_starts_a_service_once_what_it_names_is_ready(jobs: Jobs) -> None:
         """
         schema: 2
         name: after
+        observability:
+          metrics: false
         services:
           - name: slow
             command: [bash, -c, "sleep 1; echo up; exec sleep 1000"]
@@ -395,6 +430,8 @@ def test_after_a_service_that_fails_never_starts_the_waiting_one(jobs: Jobs) -> 
         """
         schema: 2
         name: after-fail
+        observability:
+          metrics: false
         services:
           - name: waiter
             command: [sleep, "1000"]
@@ -421,6 +458,8 @@ def test_srun_settings_the_local_launcher_cannot_apply_are_named_before_the_star
         """
         schema: 2
         name: srun-only
+        observability:
+          metrics: false
         services:
           - name: pinned
             terminal: true
@@ -449,6 +488,8 @@ def test_F08_H07_readiness_timeout_stops_like_any_stop(jobs: Jobs, port: int, tm
         f"""
         schema: 2
         name: h07
+        observability:
+          metrics: false
         services:
           - name: polite
             command: [bash, -c, "trap 'echo done > {marker}; exit 0' TERM; while true; do sleep 0.05; done"]
@@ -468,6 +509,8 @@ def test_H07_readiness_timeout_escalates_after_the_grace(jobs: Jobs, port: int) 
         f"""
         schema: 2
         name: h07b
+        observability:
+          metrics: false
         services:
           - name: deaf
             command: [bash, -c, "trap '' TERM; while true; do sleep 0.05; done"]

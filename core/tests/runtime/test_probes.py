@@ -202,6 +202,8 @@ def test_F10_rerun_in_the_same_job_dir_ignores_the_old_ready_line(jobs: Jobs) ->
     text = """
         schema: 2
         name: f10
+        observability:
+          metrics: false
         services:
           - name: svc
             command: [bash, -c, "sleep {delay}; echo READY; sleep 0.3"]

@@ -109,6 +109,8 @@ def test_F04_noncritical_crash_is_restarted_and_others_are_not(jobs: Jobs, tmp_p
         f"""
         schema: 2
         name: f04
+        observability:
+          metrics: false
         services:
           - name: steady
             command: [bash, -c, "echo up; sleep 1000"]
@@ -139,6 +141,8 @@ def test_F05_crash_loop_stops_after_max_failures(jobs: Jobs, tmp_path) -> None:
         f"""
         schema: 2
         name: f05
+        observability:
+          metrics: false
         services:
           - name: hold
             command: [sleep, "1000"]
@@ -160,6 +164,8 @@ def _stall_recipe(port: int, critical: bool) -> str:
     return f"""
         schema: 2
         name: stall
+        observability:
+          metrics: false
         services:
           - name: hold
             command: [sleep, "1000"]
@@ -224,6 +230,8 @@ def test_a_stopped_process_is_stopped_gracefully_at_teardown(jobs: Jobs) -> None
         """
         schema: 2
         name: stopped
+        observability:
+          metrics: false
         services:
           - name: paused
             command: [bash, -c, "trap 'exit 0' TERM; echo up; while true; do sleep 0.05; done"]

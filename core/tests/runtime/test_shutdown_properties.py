@@ -52,7 +52,10 @@ def test_teardown_properties(services: list[dict[str, object]]) -> None:
             )
         entries.append("  - {name: end, terminal: true, command: [bash, -c, 'sleep 0.2']}\n")
         recipe = root / "r.yaml"
-        recipe.write_text("schema: 2\nname: prop\nservices:\n" + "".join(entries))
+        recipe.write_text(
+            "schema: 2\nname: prop\nobservability:\n  metrics: false\nservices:\n"
+            + "".join(entries)
+        )
         plugins = PluginSet(autoload=False)
         loaded = load_recipe(str(recipe), plugins)
         job = JobDir(str(root / "job"))

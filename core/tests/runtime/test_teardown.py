@@ -23,6 +23,8 @@ def test_F15_daemonized_grandchildren_are_stopped(jobs: Jobs, tmp_path) -> None:
         f"""
         schema: 2
         name: f15
+        observability:
+          metrics: false
         services:
           - name: setsid-daemon
             command: [bash, -c, "setsid bash -c 'echo $$ >> {pids}; exec sleep 1000' & sleep 0.2; exit 0"]
@@ -48,6 +50,8 @@ def test_F16_term_ignored_gets_sigkill_after_the_grace(jobs: Jobs) -> None:
         """
         schema: 2
         name: f16
+        observability:
+          metrics: false
         services:
           - name: deaf
             command: [bash, -c, "trap '' TERM; echo up; while true; do sleep 0.05; done"]
@@ -89,6 +93,8 @@ def test_F17_unkillable_process_is_reported_and_teardown_is_bounded(jobs: Jobs, 
             """
             schema: 2
             name: f17
+            observability:
+              metrics: false
             services:
               - name: stuck
                 command: [sleep, "1000"]
@@ -132,7 +138,7 @@ def test_F18_200_services_no_fd_or_thread_leak(tmp_path) -> None:
     )
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        "schema: 2\nname: f18\nservices:\n"
+        "schema: 2\nname: f18\nobservability:\n  metrics: false\nservices:\n"
         + services
         + "\n  - {name: end, terminal: true, command: [bash, -c, 'sleep 0.5']}\n"
     )
@@ -159,6 +165,8 @@ def test_F19_sigterm_during_the_start_phase(jobs: Jobs, port: int) -> None:
         f"""
         schema: 2
         name: f19
+        observability:
+          metrics: false
         services:
           - name: first
             start: before_workers
@@ -186,6 +194,8 @@ def test_F20_first_sigint_is_graceful(jobs: Jobs, tmp_path) -> None:
         f"""
         schema: 2
         name: f20a
+        observability:
+          metrics: false
         services:
           - name: polite
             command: [bash, -c, "trap 'echo ok > {marker}; exit 0' TERM; echo up; while true; do sleep 0.05; done"]
@@ -205,6 +215,8 @@ def test_F20_second_sigint_kills_at_once(jobs: Jobs) -> None:
         """
         schema: 2
         name: f20b
+        observability:
+          metrics: false
         services:
           - name: deaf
             command: [bash, -c, "trap '' TERM INT; echo up; while true; do sleep 0.05; done"]
@@ -234,6 +246,8 @@ def test_orchestrator_sigkilled_then_srt_stop_cleans_up_by_cookie(jobs: Jobs, tm
         f"""
         schema: 2
         name: f21
+        observability:
+          metrics: false
         services:
           - name: a
             command: [bash, -c, "echo $$ >> {pids}; exec sleep 1000"]
@@ -265,6 +279,8 @@ def test_rerun_on_a_job_dir_of_a_killed_orchestrator_stops_leftovers_first(
     text = f"""
         schema: 2
         name: rerun
+        observability:
+          metrics: false
         services:
           - name: a
             command: [bash, -c, "echo $$ >> {pids}; exec sleep 1000"]
@@ -298,6 +314,8 @@ def test_the_job_stops_even_when_its_terminal_is_gone(jobs: Jobs) -> None:
         """
         schema: 2
         name: deafterm
+        observability:
+          metrics: false
         services:
           - name: a
             command: [sleep, "1000"]

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from srt_etcd.kind import EtcdKind, EtcdOptions
@@ -46,7 +47,7 @@ def test_default_command_binds_the_node_ip_and_a_fresh_data_dir(plan: MakePlan) 
     assert inst.argv == [
         "etcd",
         "--name", "etcd",
-        "--data-dir", "/jobs/j/work/service_etcd/data",
+        "--data-dir", f"{p.local_dir}/service_etcd/data",
         "--listen-client-urls", "http://127.0.0.1:2379",
         "--advertise-client-urls", "http://127.0.0.1:2379",
         "--listen-peer-urls", "http://127.0.0.1:2380",
@@ -55,8 +56,40 @@ def test_default_command_binds_the_node_ip_and_a_fresh_data_dir(plan: MakePlan) 
         "--initial-cluster-state", "new",
     ]  # fmt: skip
     assert "0.0.0.0" not in " ".join(inst.argv)
-    # the data dir is inside the job directory, so every job starts from an empty one
-    assert inst.work_dir == "/jobs/j/work/service_etcd"
+    # the WAL is node-local (a fsync on NFS or Lustre stalls the discovery plane) and under
+    # the job's own directory there, so every job starts from an empty one
+    assert p.local_dir == f"/tmp/srt-{p.job_id}"
+    assert inst.preamble is not None
+    assert inst.preamble.startswith(f"mkdir -p -- {p.local_dir}/service_etcd\n")
+    assert p.local_dir_nodes() == [inst.node]
+
+
+def test_the_data_dir_option_keeps_it_with_the_job(plan: MakePlan) -> None:
+    p = plan(
+        DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {data_dir: '{work_dir}/data'}}\n"
+    )
+    (inst,) = unit(p, "etcd").instances
+    assert inst.argv[inst.argv.index("--data-dir") + 1] == "/jobs/j/work/service_etcd/data"
+    assert p.local_dir_nodes() == []
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{local_dr}/data", "unknown placeholder {local_dr}"),
+        ("data", "must be an absolute path or start with {local_dir} or {work_dir}"),
+        ('/a"b', "must not contain a double quote"),
+    ],
+)
+def test_a_bad_data_dir_is_refused_at_load(load: Any, value: str, message: str) -> None:
+    with pytest.raises(RecipeError) as info:
+        load(
+            DYNAMO
+            + f"services:\n  - {{name: etcd, type: etcd, options: {{data_dir: '{value}'}}}}\n"
+        )
+    (problem,) = info.value.errors
+    assert problem.label == "services[etcd].options.data_dir"
+    assert problem.message.startswith(message)
 
 
 def test_on_a_dedicated_node_it_binds_that_node(plan: MakePlan) -> None:

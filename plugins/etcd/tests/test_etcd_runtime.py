@@ -16,10 +16,9 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from srt_services.testing.jobs import JobRun, run_recipe, start_srt
+from srt_services.testing.jobs import events_of, run_recipe, start_srt
 from srt_services.testing.survivors import assert_no_survivors
 
 HERE = Path(__file__).resolve().parent
@@ -30,13 +29,6 @@ pytestmark = [
     pytest.mark.component,
     pytest.mark.skipif(ETCD is None, reason="needs the etcd server (apt-get install etcd-server)"),
 ]
-
-
-def events_of(job: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
-    return [
-        e for e in job.events()
-        if e["event"] == name and all(e.get(k) == v for k, v in match.items())
-    ]  # fmt: skip
 
 
 def write(tmp_path: Path, text: str) -> str:
@@ -51,6 +43,7 @@ def recipe(etcd_entry: str, worker: list[str], benchmark: list[str] | None) -> s
     return (
         "schema: 2\n"
         "name: etcdrt\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: sglang, command: [sleep, "600"]}\n'
         "roles:\n"
@@ -82,9 +75,35 @@ def test_a_worker_writes_and_reads_through_etcd_endpoints(
         assert names.index(("ready", "service_etcd")) < names.index(("launched", "agg_0"))
         assert f"via http://127.0.0.1:{cp}" in job.log("agg_0")
         assert "check srt/test/worker: 'agg_0-was-here'" in job.log("benchmark")
-        assert os.path.isdir(os.path.join(job_dir, "work", "service_etcd", "data", "member"))
         (stopped,) = events_of(job, "exited", step="service_etcd")
         assert stopped["code"] in (0, 143)  # SIGTERM at teardown, nothing else
+    finally:
+        assert_no_survivors(job_dir)
+
+
+def test_the_wal_is_node_local_while_the_job_runs_and_gone_after(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    """The spec's "fresh data dir on node-local /tmp each job": under the site's
+    [storage] node_local, never in the (shared, often NFS) job directory."""
+    local = tmp_path / "node-local"
+    local.mkdir()
+    site = tmp_path / "site.toml"
+    site.write_text(f'[storage]\nnode_local = "{local}"\n')
+    cp, pp = free_port(), free_port()
+    job_dir = str(tmp_path / "job")
+    data = local / "srt-job" / "service_etcd" / "data"
+    text = recipe(
+        f"{{name: etcd, type: etcd, options: {{client_port: {cp}, peer_port: {pp}}}}}",
+        [sys.executable, CLIENT, "worker", "srt/test/local", "x"],
+        ["bash", "-c", f"test -d {data}/member && echo wal-is-node-local"],
+    )
+    job = run_recipe(write(tmp_path, text), job_dir, timeout=60, env={"SRT_SITE_CONFIG": str(site)})
+    try:
+        assert job.code == 0, job.stdout + job.stderr
+        assert "wal-is-node-local" in job.log("benchmark")
+        assert not os.path.exists(os.path.join(job_dir, "work", "service_etcd", "data"))
+        assert not (local / "srt-job").exists(), "the node-local data dir outlived the job"
     finally:
         assert_no_survivors(job_dir)
 

@@ -69,10 +69,10 @@ def test_unknown_option_names_the_known_ones(load: Load) -> None:
         "recipe.yaml:8:7: services[etcd].options.clientport: type 'etcd' does not understand"
         " this option; did you mean 'client_port'?"
     ]
-    got = errors(load, "  - name: etcd\n    type: etcd\n    options:\n      data_dir: /x\n")
+    got = errors(load, "  - name: etcd\n    type: etcd\n    options:\n      wal: /x\n")
     assert got == [
-        "recipe.yaml:8:7: services[etcd].options.data_dir: type 'etcd' does not understand"
-        " this option (known: binary, client_port, peer_port)"
+        "recipe.yaml:8:7: services[etcd].options.wal: type 'etcd' does not understand"
+        " this option (known: binary, client_port, data_dir, peer_port)"
     ]
 
 

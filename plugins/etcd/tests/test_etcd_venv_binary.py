@@ -46,7 +46,7 @@ def test_the_venv_server_runs_without_activation_or_path(
     client = f"import json, urllib.request; print('version', json.load(urllib.request.urlopen('{url}'))['etcdserver'])"
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
-        "schema: 2\nname: venv-etcd\nfrontend: {type: none}\nservices:\n"
+        "schema: 2\nname: venv-etcd\nobservability:\n  metrics: false\nfrontend: {type: none}\nservices:\n"
         f"  - {{name: etcd, type: etcd, options: {{client_port: {client_port},"
         f" peer_port: {peer_port}}}}}\n"
         f"  - {{name: client, terminal: true, command: {json.dumps([sys.executable, '-c', client])}}}\n"

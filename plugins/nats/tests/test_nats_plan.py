@@ -46,7 +46,8 @@ DECLARED = JOB + "services:\n  - {name: nats, type: nats, options: {max_payload_
 
 
 def test_the_config_file_says_everything(plan: MakePlan) -> None:
-    (inst,) = unit(plan(DECLARED), "nats").instances
+    p = plan(DECLARED)
+    (inst,) = unit(p, "nats").instances
     assert inst.argv == ["nats-server", "-c", "/jobs/j/work/service_nats/nats.conf", "-js"]
     assert inst.files == {
         "nats.conf": "# Written by srt-nats for this job; regenerated on every launch.\n"
@@ -54,9 +55,22 @@ def test_the_config_file_says_everything(plan: MakePlan) -> None:
         'http: "127.0.0.1:8222"\n'
         "max_payload: 4194304\n"
         "jetstream {\n"
-        '  store_dir: "/jobs/j/work/service_nats/js"\n'
+        f'  store_dir: "{p.local_dir}/service_nats/js"\n'
         "}\n"
     }
+    # the store is node-local: made on the node before the server starts, removed at the end
+    assert inst.preamble is not None
+    assert inst.preamble.startswith(f"mkdir -p -- {p.local_dir}/service_nats\n")
+    assert p.local_dir_nodes() == [inst.node]
+
+
+def test_the_store_dir_option_keeps_it_with_the_job(plan: MakePlan) -> None:
+    p = plan(
+        JOB + "services:\n  - {name: nats, type: nats, options: {store_dir: '{work_dir}/js'}}\n"
+    )
+    (inst,) = unit(p, "nats").instances
+    assert 'store_dir: "/jobs/j/work/service_nats/js"' in inst.files["nats.conf"]
+    assert p.local_dir_nodes() == []
 
 
 def test_without_max_payload_the_server_default_applies(plan: MakePlan) -> None:
@@ -95,7 +109,8 @@ def test_a_recipe_command_wins_and_readiness_falls_back_to_tcp(plan: MakePlan) -
     )
     (inst,) = unit(p, "nats").instances
     assert inst.argv == ["/opt/nats-server", "-p", "4222", "-DV"]
-    assert inst.preamble is None
+    # no binary check for a command that is not ours; only the config file's store dir
+    assert inst.preamble == f"mkdir -p -- {p.local_dir}/service_nats"
     assert inst.readiness is not None
     assert inst.readiness.probe == "tcp"
 

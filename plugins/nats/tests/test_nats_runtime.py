@@ -8,15 +8,13 @@ check.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from srt_services.testing.jobs import JobRun, run_recipe
+from srt_services.testing.jobs import JobRun, events_of, run_recipe
 from srt_services.testing.survivors import assert_no_survivors
 
 HERE = Path(__file__).resolve().parent
@@ -32,18 +30,13 @@ pytestmark = [
 ]
 
 
-def events_of(job: JobRun, name: str, **match: Any) -> list[dict[str, Any]]:
-    return [
-        e for e in job.events()
-        if e["event"] == name and all(e.get(k) == v for k, v in match.items())
-    ]  # fmt: skip
-
-
 def run(tmp_path: Path, nats_entry: str, benchmark: list[str]) -> JobRun:
-    """A static-frontend job whose benchmark step is the NATS client under test."""
+    """A static-frontend job whose benchmark step is the NATS client under test; node-local
+    storage is ``<tmp_path>/node-local`` (the site's ``[storage] node_local``)."""
     text = (
         "schema: 2\n"
         "name: natsrt\n"
+        "observability: {metrics: false}\n"
         "resources: {gpus_per_node: 1}\n"
         'frontend: {type: sglang, command: [sleep, "600"]}\n'
         'roles:\n  agg: {command: [sleep, "600"]}\n'
@@ -52,18 +45,28 @@ def run(tmp_path: Path, nats_entry: str, benchmark: list[str]) -> JobRun:
     )
     path = tmp_path / "recipe.yaml"
     path.write_text(text)
-    return run_recipe(str(path), str(tmp_path / "job"), timeout=60)
+    (tmp_path / "node-local").mkdir(exist_ok=True)
+    site = tmp_path / "site.toml"
+    site.write_text(f'[storage]\nnode_local = "{tmp_path / "node-local"}"\n')
+    env = {"SRT_SITE_CONFIG": str(site)}
+    return run_recipe(str(path), str(tmp_path / "job"), timeout=60, env=env)
 
 
 def test_max_payload_mb_really_raises_the_limit(
     tmp_path: Path, free_port: Callable[[], int]
 ) -> None:
     port, monitor = free_port(), free_port()
+    store = tmp_path / "node-local" / "srt-job" / "service_nats" / "js" / "jetstream"
     job = run(
         tmp_path,
         "{name: nats, type: nats, options:"
         f" {{max_payload_mb: 4, port: {port}, monitor_port: {monitor}}}}}",
-        [sys.executable, CLIENT, "payload", str(2 * MB)],  # twice the 1 MB default
+        # twice the 1 MB default; then: is the JetStream store node-local while it runs?
+        [
+            "bash",
+            "-c",
+            f"{sys.executable} {CLIENT} payload {2 * MB} && test -d {store} && echo js-local",
+        ],
     )
     try:
         assert job.code == 0, job.stdout + job.stderr + job.log("benchmark")
@@ -73,8 +76,10 @@ def test_max_payload_mb_really_raises_the_limit(
         assert "jetstream stream=SRTTEST seq=1 data=kept" in log
         (waiting,) = events_of(job, "waiting", step="service_nats")
         assert waiting["probe"] == f"http http://127.0.0.1:{monitor}/healthz -> 200"
-        # JetStream kept its files in the job's own directory
-        assert os.path.isdir(tmp_path / "job" / "work" / "service_nats" / "js" / "jetstream")
+        # JetStream kept its files node-local while the job ran, and they went with it
+        assert "js-local" in log
+        assert not (tmp_path / "job" / "work" / "service_nats" / "js").exists()
+        assert not (tmp_path / "node-local" / "srt-job").exists()
     finally:
         assert_no_survivors(str(tmp_path / "job"))
 

@@ -109,7 +109,7 @@ def test_unknown_option_names_the_known_ones(load: Load) -> None:
     got = errors(load, "  - name: nats\n    type: nats\n    options:\n      cluster: x\n")
     assert got == [
         "recipe.yaml:8:7: services[nats].options.cluster: type 'nats' does not understand"
-        " this option (known: binary, max_payload_mb, monitor_port, port)"
+        " this option (known: binary, max_payload_mb, monitor_port, port, store_dir)"
     ]
 
 

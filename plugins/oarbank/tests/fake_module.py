@@ -43,7 +43,8 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 OPS = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
 #: Deliberate violations a conformance test switches on with ``"broken": [...]``.
@@ -497,38 +498,40 @@ HANDLERS = {
 # --------------------------------------------------------------------------- output shaping
 
 
+#: What each ``stdout`` mode prints, from the document's JSON text and the knobs.
+SHAPES: dict[str, Callable[[str, dict[str, Any]], bytes]] = {
+    "normal": lambda text, _: text.encode() + b"\n",
+    "garbage": lambda _, __: b"this is not json at all\n",
+    "two_docs": lambda text, _: f"{text}\n{text}\n".encode(),
+    "trailing_text": lambda text, _: f"{text} and then some\n".encode(),
+    "invalid_utf8": lambda _, __: b'{"health": "\xff\xfe", "running": false}\n',
+    "array": lambda text, _: f"[{text}]\n".encode(),
+    "null": lambda _, __: b"null\n",
+    "empty": lambda _, __: b"",
+    "literal": lambda _, knobs: str(knobs.get("stdout_literal", "")).encode(),
+}
+
+
 def emit(mode: str, doc: dict[str, Any], knobs: dict[str, Any]) -> None:
     out = sys.stdout.buffer
-    text = json.dumps(doc)
-    if mode == "normal":
-        out.write(text.encode() + b"\n")
-    elif mode == "garbage":
-        out.write(b"this is not json at all\n")
-    elif mode == "two_docs":
-        out.write(f"{text}\n{text}\n".encode())
-    elif mode == "trailing_text":
-        out.write(f"{text} and then some\n".encode())
-    elif mode == "invalid_utf8":
-        out.write(b'{"health": "\xff\xfe", "running": false}\n')
-    elif mode == "array":
-        out.write(f"[{text}]\n".encode())
-    elif mode == "null":
-        out.write(b"null\n")
-    elif mode == "empty":
-        pass
-    elif mode == "literal":
-        out.write(str(knobs.get("stdout_literal", "")).encode())
-    elif mode == "huge":
-        remaining = int(knobs.get("stdout_bytes", 100 * 1024 * 1024))
-        chunk = b"x" * 65536
-        out.write(b'{"pad": "')
-        while remaining > 0:
-            out.write(chunk[: min(remaining, len(chunk))])
-            remaining -= len(chunk)
-        out.write(b'"}\n')
+    if mode == "huge":
+        write_huge(out, int(knobs.get("stdout_bytes", 100 * 1024 * 1024)))
+    elif mode in SHAPES:
+        out.write(SHAPES[mode](json.dumps(doc), knobs))
     else:
         raise SystemExit(f"fake_module: unknown stdout mode {mode!r}")
     out.flush()
+
+
+def write_huge(out: BinaryIO, size: int) -> None:
+    """A JSON object padded to about ``size`` bytes, written in chunks (never held whole)."""
+    remaining = size
+    chunk = b"x" * 65536
+    out.write(b'{"pad": "')
+    while remaining > 0:
+        out.write(chunk[: min(remaining, len(chunk))])
+        remaining -= len(chunk)
+    out.write(b'"}\n')
 
 
 def spawn_holder(sdir: str, knobs: dict[str, Any], *, detach: bool) -> None:
@@ -558,6 +561,18 @@ def main() -> int:
     knobs.update(cfg.get("ops", {}).get(op, {}))
     sdir = state_dir(cfg)
     log_call(cfg, "begin", op)
+    misbehave(sdir, knobs)
+    doc, exit_code = perform(cfg, knobs, sdir, op)
+    doc = shape_document(cfg, knobs, doc, exit_code)
+    default_mode = "normal" if doc or exit_code == 0 else "empty"
+    emit(knobs.get("stdout", default_mode), doc, knobs)
+    log_call(cfg, "end", op, exit_code=exit_code)
+    return exit_code
+
+
+def misbehave(sdir: str, knobs: dict[str, Any]) -> None:
+    """What the knobs ask of every op before it acts: ignore SIGTERM, write to stderr (maybe
+    without end), leave grandchildren, sleep."""
     if knobs.get("ignore_term"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stderr = knobs.get("stderr")
@@ -574,18 +589,30 @@ def main() -> int:
         spawn_holder(sdir, knobs, detach=True)
     if knobs.get("sleep_s"):
         time.sleep(float(knobs["sleep_s"]))
+
+
+def perform(
+    cfg: dict[str, Any], knobs: dict[str, Any], sdir: str, op: str
+) -> tuple[dict[str, Any], int]:
+    """Run the op (unless the knobs say not to): its document and exit code."""
     exit_code = int(knobs.get("exit_code", 0))
-    doc: dict[str, Any] = {}
     if op not in HANDLERS:
         if "unknown_op_succeeds" in cfg.get("broken", []):
-            doc, exit_code = {"msg": "whatever"}, 0
-        else:
-            doc, exit_code = {"code": 2, "msg": f"unknown operation {op!r}"}, 2
-    elif knobs.get("act", exit_code == 0):
-        try:
-            doc = HANDLERS[op](cfg, sdir, sys.argv[2:])
-        except OpError as exc:
-            doc, exit_code = {"code": exc.code, "msg": exc.msg}, exc.exit_code
+            return {"msg": "whatever"}, 0
+        return {"code": 2, "msg": f"unknown operation {op!r}"}, 2
+    if not knobs.get("act", exit_code == 0):
+        return {}, exit_code
+    try:
+        return HANDLERS[op](cfg, sdir, sys.argv[2:]), exit_code
+    except OpError as exc:
+        return {"code": exc.code, "msg": exc.msg}, exc.exit_code
+
+
+def shape_document(
+    cfg: dict[str, Any], knobs: dict[str, Any], doc: dict[str, Any], exit_code: int
+) -> dict[str, Any]:
+    """The document as the knobs want it printed: an error document of their own, a broken
+    one, or extra and overridden fields on success."""
     if exit_code != 0 and "error_doc" in knobs:
         doc = knobs["error_doc"]
     if exit_code != 0 and broken(cfg, "bad_error_doc") and doc:
@@ -593,10 +620,7 @@ def main() -> int:
     elif exit_code == 0:
         doc.update(knobs.get("extra_fields", {}))
         doc.update(knobs.get("override_fields", {}))
-    default_mode = "normal" if doc or exit_code == 0 else "empty"
-    emit(knobs.get("stdout", default_mode), doc, knobs)
-    log_call(cfg, "end", op, exit_code=exit_code)
-    return exit_code
+    return doc
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class Job:
     def start(self, options: dict[str, Any], *more_services: str) -> JobRun:
         opts = {"bundle": str(self.fake.root), "service": "svc", **options}
         text = (
-            "schema: 2\nname: kindjob\nservices:\n"
+            "schema: 2\nname: kindjob\nobservability:\n  metrics: false\nservices:\n"
             f"  - {{name: mod, type: oarbank, options: {json.dumps(opts)}}}\n"
         )
         text += "".join(f"  - {s}\n" for s in more_services)
@@ -286,7 +286,7 @@ def test_kind_validation_of_timeouts_and_stop_grace(
     def validate(options: str) -> subprocess.CompletedProcess[str]:
         recipe = tmp_path / "v.yaml"
         recipe.write_text(
-            "schema: 2\nname: v\nservices:\n"
+            "schema: 2\nname: v\nobservability:\n  metrics: false\nservices:\n"
             f"  - {{name: a, type: oarbank, options: {{bundle: '{fake.root}', service: svc"
             f"{options}}}}}\n"
         )

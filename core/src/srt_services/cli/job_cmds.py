@@ -76,8 +76,24 @@ def run(
     raise SystemExit(code)
 
 
+def pick_job_dir(job_dir: str | None, command: str) -> str:
+    """``job_dir``, or the latest job under the job root (said on stderr)."""
+    if job_dir is not None:
+        return job_dir
+    from srt_services.jobdir.catalog import latest_job
+    from srt_services.jobdir.layout import job_root
+
+    latest = latest_job()
+    if latest is None:
+        raise click.UsageError(
+            f"no job directories under {job_root()}: give JOBDIR (or set SRT_JOB_ROOT)"
+        )
+    sys.stderr.write(f"srt {command}: latest job: {latest}\n")
+    return latest
+
+
 @click.command()
-@click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("job_dir", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option(
     "-w",
@@ -86,13 +102,16 @@ def run(
     help="Follow the job until it ends (Ctrl-C to leave): the table redrawn on a terminal,"
     " a line per change in a pipe.",
 )
-def status(job_dir: str, as_json: bool, watch: bool) -> None:
+def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
     """Show every instance of a job (running or ended): state, PID, uptime, readiness, log.
 
-    On a terminal the table fits its width (the log path relative to the job directory,
-    less useful columns left out); in a pipe every column is printed in full.
+    Without JOBDIR: the latest job under the job root (./srt-jobs or $SRT_JOB_ROOT), named
+    on stderr. On a terminal the table fits its width (the log path relative to the job
+    directory, less useful columns left out); in a pipe every column is printed in full.
     """
     from srt_services.supervise.status import status_rows
+
+    job_dir = pick_job_dir(job_dir, "status")
 
     if watch:
         if as_json:
@@ -115,17 +134,81 @@ def status(job_dir: str, as_json: bool, watch: bool) -> None:
 
 @click.command()
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("service", required=False)
 @click.option("--now", is_flag=True, help="Skip the graces: SIGKILL at once.")
 @click.option(
     "--timeout",
     type=Seconds(0, 3600),
     help="Grace to give each tier (default: the plan's).",
 )
-def stop(job_dir: str, now: bool, timeout: float | None) -> None:
-    """Stop a job from another shell; also cleans up after an orchestrator that was killed."""
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With SERVICE: stop a critical unit too, and keep the job running without it.",
+)
+def stop(job_dir: str, service: str | None, now: bool, timeout: float | None, force: bool) -> None:
+    """Stop a job from another shell (recorded as stopped by you); also cleans up after an
+    orchestrator that was killed.
+
+    With SERVICE, stop only that non-critical service (or one instance's step): the job
+    keeps running and the service stays down until `srt restart JOBDIR SERVICE`.
+    """
+    if service is not None:
+        if now or timeout is not None:
+            raise click.UsageError("--now and --timeout stop a whole job, not one service")
+        from srt_services.cli.control_cmds import ask_orchestrator
+
+        raise SystemExit(ask_orchestrator("stop", job_dir, service, force, True))
+    if force:
+        raise click.UsageError("--force goes with SERVICE")
     from srt_services.supervise.recovery import stop_job
 
     code = stop_job(
         job_dir, now=now, timeout=timeout, log=lambda m: sys.stderr.write(f"srt stop: {m}\n")
     )
     raise SystemExit(code)
+
+
+def _list_command(name: str, alias_of: str | None = None) -> click.Command:
+    """``srt ps`` and its alias ``srt jobs`` (one command, two names)."""
+
+    @click.command(name)
+    @click.option(
+        "--root",
+        type=click.Path(file_okay=False),
+        help="Where the job directories are (default: $SRT_JOB_ROOT, else ./srt-jobs).",
+    )
+    @click.option("-n", "--last", type=click.IntRange(1), help="Only the newest N jobs.")
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    def command(root: str | None, last: int | None, as_json: bool) -> None:
+        from srt_services.supervise.job_list import job_rows
+
+        data = job_rows(root)
+        if last is not None:
+            data["jobs"] = data["jobs"][:last]
+        if as_json:
+            import json
+
+            click.echo(json.dumps(data, indent=2))
+            return
+        if not data["jobs"]:
+            sys.stderr.write(f"no jobs under {data['root']}\n")
+            return
+        from srt_services.cli.job_list_views import jobs_text
+        from srt_services.cli.tables import terminal_width
+
+        sys.stdout.write(jobs_text(data, terminal_width()))
+
+    command.help = (
+        f"The same as `srt {alias_of}`."
+        if alias_of
+        else "List the jobs under the job root, newest first: state, start, duration, exit"
+        " status, node count and Slurm job id.\n\nA job whose orchestrator died without"
+        " writing its result reads `lost`, as in `srt status` (`srt stop JOBDIR` cleans up"
+        " after it); a Slurm job not yet started reads `pending`."
+    )
+    return command
+
+
+ps = _list_command("ps")
+jobs = _list_command("jobs", alias_of="ps")

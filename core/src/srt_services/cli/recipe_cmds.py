@@ -48,8 +48,10 @@ def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
 def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     """Check recipes without running anything; every problem is reported with its line.
 
-    `-` reads a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe
-    is invalid.
+    The verdict is `srt dry-run`'s: each recipe is also planned on the smallest symbolic
+    allocation that fits it, so two services on one port of a node, or a placement that
+    selects no nodes, fail here too. Nothing is started and no network is used. `-` reads
+    a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe is invalid.
     """
     from srt_services import app
     from srt_services.errors import RecipeInvalid
@@ -63,7 +65,8 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         path = source_name(given)
         problems: list[LocatedProblem]
         try:
-            loaded = app.load(given, plugins)
+            with app.collector_paused():
+                planned = app.verdict(given, plugins)
         except RecipeInvalid as exc:
             failed += 1
             if fmt == "text":
@@ -73,12 +76,18 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
             )
             reports.append(_report(path, None, problems))
             continue
+        loaded = planned.loaded
+        # what planning says without failing (an implied service that selects no nodes)
+        warnings = [
+            *loaded.warnings,
+            *(LocatedProblem("", w, warning=True) for w in planned.plan.warnings),
+        ]
         if fmt == "text":
-            for w in loaded.warnings:
+            for w in warnings:
                 sys.stderr.write("warning: " + w.render(path) + "\n")
             if not quiet:
                 click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
-        reports.append(_report(path, len(loaded.services), loaded.warnings))
+        reports.append(_report(path, len(loaded.services), warnings))
     if fmt == "json":
         import json
 
@@ -183,7 +192,7 @@ def _dry_run(
 
     for w in loaded.warnings:
         sys.stderr.write("warning: " + w.render(loaded.source) + "\n")
-    sys.stdout.write(render_plan(plan, only))
+    sys.stdout.write(render_plan(plan, only, site.container_aliases))
     if show_srun:
         import shlex
 
@@ -276,15 +285,16 @@ def kinds(name: str | None, as_json: bool) -> None:
 @click.option(
     "--verify",
     is_flag=True,
-    help="Also validate each result with the installed plugins; an invalid one is not written.",
+    help="Write only results that load with the installed plugins (the others are reported).",
 )
 def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: bool) -> None:
     """Rewrite v1 recipes (`infra:`, `backend.mooncake_kv_store`) as schema 2 services.
 
     Comments, key order and quoting are kept. A directory stands for its *.yaml and *.yml
     files, recursively. One recipe is printed unless -o or --in-place is given; several
-    need --in-place. A recipe that cannot be migrated is reported and the others go on;
-    the exit status is then 2.
+    need --in-place. Every result is loaded with the installed plugins: one that does not
+    load is reported (and, with --verify, not written). A recipe that cannot be migrated or
+    whose result does not load makes the exit status 2; the others go on.
     """
     from srt_services.errors import RecipeInvalid
     from srt_services.recipe.migrate import UNCHANGED, migrate_file
@@ -294,28 +304,26 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
     files = _recipe_files(paths)
     if len(files) > 1 and not in_place:
         raise click.UsageError(f"{len(files)} recipes: rewrite them with --in-place")
-    plugins = _plugins() if verify else None
-    failed = unchanged = 0
+    plugins = _plugins()
+    failed = unchanged = invalid = 0
     for recipe in files:
         try:
             text, notes = migrate_file(recipe)
-            if plugins is not None and notes != [UNCHANGED]:
-                from srt_services import app
-
-                try:
-                    app.load(recipe, plugins, text=text)
-                except RecipeInvalid:
-                    sys.stderr.write(
-                        f"{recipe}: the migrated recipe does not load (lines are the migrated"
-                        f" text's; see it with `srt migrate {recipe}`):\n"
-                    )
-                    raise
         except RecipeInvalid as exc:
             failed += 1
             sys.stderr.write(f"{exc}\n{recipe}: not migrated\n")
             continue
+        # a migration that yields a recipe srt refuses has not done its job, --verify or not
+        refused = None if notes == [UNCHANGED] else _load_problem(recipe, text, plugins)
+        if refused is not None and verify:
+            failed += 1
+            sys.stderr.write(f"{refused}\n{recipe}: not migrated\n")
+            continue
         for note in notes:
             sys.stderr.write(f"{recipe}: {note}\n")
+        if refused is not None:
+            invalid += 1
+            sys.stderr.write(f"{refused}\n")
         if notes == [UNCHANGED]:
             unchanged += 1
             if in_place:
@@ -333,9 +341,27 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
             sys.stdout.write(text)
     if len(files) > 1:
         done = len(files) - failed - unchanged
-        sys.stderr.write(f"{done} migrated, {unchanged} already schema 2, {failed} not migrated\n")
-    if failed:
+        loads = f" ({invalid} of them do not load)" if invalid else ""
+        sys.stderr.write(
+            f"{done} migrated{loads}, {unchanged} already schema 2, {failed} not migrated\n"
+        )
+    if failed or invalid:
         raise SystemExit(2)
+
+
+def _load_problem(recipe: str, text: str, plugins: Any) -> str | None:
+    """Why the migrated ``text`` of ``recipe`` does not load, or ``None`` when it does."""
+    from srt_services import app
+    from srt_services.errors import RecipeInvalid
+
+    try:
+        app.load(recipe, plugins, text=text)
+    except RecipeInvalid as exc:
+        return (
+            f"{recipe}: the migrated recipe does not load (lines are the migrated text's;"
+            f" see it with `srt migrate {recipe}`):\n{exc}"
+        )
+    return None
 
 
 def _recipe_files(paths: tuple[str, ...]) -> list[str]:

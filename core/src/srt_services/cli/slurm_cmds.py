@@ -22,15 +22,13 @@ import rich_click as click
 @click.option("--dry-run", is_flag=True, help="Stage, pin and render, but do not submit.")
 def apply(recipe: str, out_dir: str | None, as_json: bool, dry_run: bool) -> None:
     """Submit a recipe to Slurm: stage it, pin every source rev to a commit, render the sbatch
-    script and submit it. Prints the job id and the job directory."""
+    script and submit it. Prints the job id and the job directory.
+
+    A rev that names a branch, or that `git ls-remote` cannot find, is refused (exit 2)
+    before anything is written."""
     from srt_services.launch.slurm.submit import stage, submit
 
-    sub = stage(recipe, out_dir, pin=True)
-    failed = [p for p in sub.pins if p.error]
-    for p in failed:
-        sys.stderr.write(
-            f"warning: {p.path}: could not pin {p.rev!r} ({p.error}); the job will fetch it by name\n"
-        )
+    sub = stage(recipe, out_dir, pin=True)  # a rev that cannot be pinned is refused here
     if not dry_run:
         submit(sub)
     if as_json:

@@ -20,11 +20,15 @@ What lives where:
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
-* helpers: :mod:`~srt_services.extend.servers` (binaries, URLs), :func:`render`
+* helpers: :mod:`~srt_services.extend.servers` (binaries, URLs, directory options),
+  :func:`render`
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
-  supervisor uses, for plugins that restart things themselves),
-  :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does).
+  supervisor uses, for plugins that restart things themselves), :func:`unknown_placeholders`
+  (refuse a typo in a path or template an option takes, as srt does in the recipe),
+  :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does),
+  :mod:`~srt_services.extend.jobs` (read a job directory: :func:`read_job`, for plugin
+  commands such as ``srt metrics``).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
     )
     from srt_services.extend.expansion import Expansion, InstanceSeed
     from srt_services.extend.implied import ImpliedService
+    from srt_services.extend.jobs import JobDirError, JobRecord, read_job
     from srt_services.extend.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
     from srt_services.extend.launcher import LAUNCH_SETTINGS, Launcher, Preflight
     from srt_services.extend.placement import Placement
@@ -51,6 +56,7 @@ if TYPE_CHECKING:
         ServerKind,
         ServerOptions,
         binary_option_problems,
+        dir_option_problems,
         missing_binary_check,
         server_binary,
         url_host,
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
     )
     from srt_services.hookspecs import hookimpl
     from srt_services.recipe.models import MetricsSpec, Port, Recipe, ServiceSpec, StrictModel
-    from srt_services.recipe.placeholders import render
+    from srt_services.recipe.placeholders import render, unknown_placeholders
     from srt_services.recipe.problems import Problem
 
 #: public name -> module that defines it
@@ -73,6 +79,9 @@ _WHERE: dict[str, str] = {
     "Expansion": "srt_services.extend.expansion",
     "InstanceSeed": "srt_services.extend.expansion",
     "ImpliedService": "srt_services.extend.implied",
+    "JobDirError": "srt_services.extend.jobs",
+    "JobRecord": "srt_services.extend.jobs",
+    "read_job": "srt_services.extend.jobs",
     "DefaultProbe": "srt_services.extend.kind",
     "KindOptions": "srt_services.extend.kind",
     "NoOptions": "srt_services.extend.kind",
@@ -87,6 +96,7 @@ _WHERE: dict[str, str] = {
     "ServerKind": "srt_services.extend.servers",
     "ServerOptions": "srt_services.extend.servers",
     "binary_option_problems": "srt_services.extend.servers",
+    "dir_option_problems": "srt_services.extend.servers",
     "missing_binary_check": "srt_services.extend.servers",
     "server_binary": "srt_services.extend.servers",
     "url_host": "srt_services.extend.servers",
@@ -97,6 +107,7 @@ _WHERE: dict[str, str] = {
     "ServiceSpec": "srt_services.recipe.models",
     "StrictModel": "srt_services.recipe.models",
     "render": "srt_services.recipe.placeholders",
+    "unknown_placeholders": "srt_services.recipe.placeholders",
     "Problem": "srt_services.recipe.problems",
 }
 
@@ -107,7 +118,9 @@ __all__ = [
     "ImpliedService",
     "InstanceContext",
     "InstanceSeed",
+    "JobDirError",
     "JobPaths",
+    "JobRecord",
     "KindOptions",
     "Launcher",
     "Layout",
@@ -130,10 +143,13 @@ __all__ = [
     "StrictModel",
     "Worker",
     "binary_option_problems",
+    "dir_option_problems",
     "hookimpl",
     "missing_binary_check",
+    "read_job",
     "render",
     "server_binary",
+    "unknown_placeholders",
     "url_host",
     "venv_bin",
 ]

@@ -88,6 +88,22 @@ class JobPaths:
         return f"{self.job_dir}/work/{step}"
 
     @property
+    def metrics_dir(self) -> str:
+        """The job's metrics record: the scrape targets srt keeps, a scraper's database."""
+        return f"{self.job_dir}/metrics"
+
+    @property
+    def scrape_targets_file(self) -> str:
+        """Prometheus ``file_sd`` list of the targets whose process runs now, rewritten by
+        srt (atomically) whenever an instance starts, restarts or stops."""
+        return f"{self.metrics_dir}/targets.json"
+
+    @property
+    def tsdb_dir(self) -> str:
+        """Where the job's Prometheus keeps its samples (part of the job's record)."""
+        return f"{self.metrics_dir}/tsdb"
+
+    @property
     def local_job_dir(self) -> str:
         """This job's node-local directory on every node (removed when the job ends)."""
         return f"{self.local_root}/srt-{self.job_id}"
@@ -122,6 +138,11 @@ class InstanceContext:
     worker: Worker | None = None
     worker_node_rank: int = 0
     values: Mapping[str, str] = field(default_factory=dict)
+    #: What the job's discovery services announce (``ETCD_ENDPOINTS``, ``MOONCAKE_MASTER``...,
+    #: external addresses included), whether or not this instance inherits it: for a kind
+    #: that must point its own process or config file at another service (a Mooncake
+    #: store at its master) without re-deriving where that service runs.
+    discovery_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def work_dir(self) -> str:

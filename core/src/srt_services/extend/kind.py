@@ -78,6 +78,10 @@ class ServiceKind:
     supports_external: ClassVar[bool] = False
     #: URL schemes accepted for ``external`` (``("http", "https")`` for etcd).
     external_schemes: ClassVar[tuple[str, ...]] = ()
+    #: ``options`` keys that still mean something with ``external``: they shape what
+    #: consumers are told (the Mooncake master's metadata port and protocol), so srt does
+    #: not warn that they have no effect. Every other option is unused then.
+    external_options: ClassVar[frozenset[str]] = frozenset()
     supports_dedicated: ClassVar[bool] = False
     #: Kinds that share the infra node must all be ``dedicated`` or none (etcd and nats).
     shares_infra_node: ClassVar[bool] = False
@@ -96,6 +100,10 @@ class ServiceKind:
     #: Stop after every other unit of the job, the discovery plane included (a metrics
     #: scraper keeps the last samples of everything it scrapes).
     stops_last: ClassVar[bool] = False
+    #: Runs on the bare node (a host binary such as process-exporter): the job container
+    #: is not inherited. A ``container`` the entry writes, or :meth:`container_fallback`,
+    #: still applies.
+    host_native: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ validation
 
@@ -151,7 +159,8 @@ class ServiceKind:
 
     def container_fallback(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> str | None:
         """The image to use when the entry writes no ``container`` (the Mooncake stores
-        run in the master's); ``None`` falls back to the job's."""
+        run in the master's); ``None`` falls back to the job container (the recipe's
+        top-level ``container``), unless the kind is :attr:`host_native`."""
         return None
 
     def worker_env(

@@ -68,6 +68,39 @@ def binary_option_problems(spec: ServiceSpec, binary: str | None) -> list[Proble
     return []
 
 
+def dir_option_problems(where: tuple[str, ...], value: str) -> list[Problem]:
+    """Problems of an option that names a directory the server writes (``data_dir``).
+
+    It must be an absolute path or start with a placeholder srt renders to one
+    (``{local_dir}``, node-local and removed when the job ends; ``{work_dir}``, in the job
+    directory): a relative path would depend on where the process starts, and a typo in a
+    placeholder would make a directory literally named ``{local_dr}``. Quotes, backslashes
+    and line breaks are refused too, so the value fits a config file's quoted string.
+    """
+    from srt_services.recipe.placeholders import unknown_placeholders
+
+    unknown = unknown_placeholders(value)
+    if unknown:
+        return [
+            Problem(
+                where,
+                f"unknown placeholder {{{unknown[0]}}} (srt renders {{local_dir}} and"
+                " {work_dir} here, among others)",
+            )
+        ]
+    if not value.startswith(("/", "{")):
+        return [
+            Problem(
+                where,
+                "must be an absolute path or start with {local_dir} or {work_dir},"
+                f" got {value!r}",
+            )
+        ]
+    if any(ch in value for ch in '"\\\n\r\x00'):
+        return [Problem(where, "must not contain a double quote, a backslash or a line break")]
+    return []
+
+
 def venv_bin() -> str:
     """The directory of the Python running srt: where ``pip install 'srt-x[server]'`` puts
     a server's console script, found even when the venv was never activated."""

@@ -37,7 +37,10 @@ class StopKind(StrEnum):
     BUILD_FAILED = "build_failed"
     #: the plan asked for something the runtime refuses (a file outside its work dir)
     BAD_PLAN = "bad_plan"
-    #: SIGTERM or SIGINT reached the orchestrator (``srt stop``, Ctrl-C, scancel)
+    #: ``srt stop JOBDIR``: the user asked for the job to end (``by`` says who and from where)
+    USER_STOP = "user_stop"
+    #: SIGTERM or SIGINT reached the orchestrator (Ctrl-C, kill, scancel, a time limit);
+    #: SIGHUP (a hung-up terminal) does not stop a job
     SIGNAL = "signal"
     #: a bug in srt: the orchestrator itself raised
     INTERNAL_ERROR = "internal_error"
@@ -49,7 +52,18 @@ def death_signal(code: int) -> int | None:
 
 
 #: Key order on disk (after ``kind``); ``message`` comes last.
-_FIELDS = ("unit", "step", "node", "code", "signal", "reason", "timeout", "error", "detail")
+_FIELDS = (
+    "unit",
+    "step",
+    "node",
+    "code",
+    "signal",
+    "reason",
+    "timeout",
+    "error",
+    "detail",
+    "by",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +90,8 @@ class StopCause:
     error: str | None = None
     #: ``port_in_use``: one line per port that is taken
     detail: tuple[str, ...] | None = None
+    #: ``user_stop``: who asked (``srt stop`` by user@host, pid N)
+    by: str | None = None
 
     @classmethod
     def process_exit(

@@ -19,6 +19,12 @@ EVENTS = "events.jsonl"
 #: The Slurm submission record that ``srt apply`` leaves (see :mod:`.result`).
 SUBMISSION = "job.json"
 SCRIPT = "sbatch.sh"
+#: ``srt stop JOBDIR`` leaves it just before it signals the orchestrator (see :mod:`.stop_request`).
+STOP_REQUEST = "stop-request.json"
+#: The running orchestrator's AF_UNIX control socket (see :mod:`.control`).
+CONTROL_SOCKET = "control.sock"
+#: Files whose presence makes a directory a job directory (any one of them).
+MARKERS = (STATE, PLAN, SUBMISSION)
 
 
 class JobDirError(SrtError):
@@ -32,10 +38,20 @@ def atomic_write(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def job_root(root: str | None = None) -> str:
+    """Where new job directories go and where ``srt ps`` looks: ``root``, else
+    ``$SRT_JOB_ROOT``, else ``./srt-jobs``."""
+    return root or os.environ.get("SRT_JOB_ROOT") or os.path.join(os.getcwd(), "srt-jobs")
+
+
 def default_job_dir(name: str, root: str | None = None) -> str:
-    base = root or os.environ.get("SRT_JOB_ROOT") or os.path.join(os.getcwd(), "srt-jobs")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return os.path.join(base, f"{name}-{stamp}-{secrets.token_hex(2)}")
+    return os.path.join(job_root(root), f"{name}-{stamp}-{secrets.token_hex(2)}")
+
+
+def is_job_dir(path: str) -> bool:
+    """Whether ``path`` holds a job (a state, a plan or a Slurm submission record)."""
+    return any(os.path.isfile(os.path.join(path, name)) for name in MARKERS)
 
 
 @dataclass(slots=True)
@@ -68,6 +84,14 @@ class JobDir:
     @property
     def submission_file(self) -> str:
         return self.file(SUBMISSION)
+
+    @property
+    def stop_request_file(self) -> str:
+        return self.file(STOP_REQUEST)
+
+    @property
+    def control_socket(self) -> str:
+        return self.file(CONTROL_SOCKET)
 
     def inside(self, relative: str) -> str:
         """Absolute path of ``relative`` that is guaranteed to stay inside the job dir."""

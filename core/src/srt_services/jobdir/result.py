@@ -12,7 +12,7 @@ from pydantic import FiniteFloat
 from srt_services.jobdir import reading
 from srt_services.jobdir.cause import StopCause
 from srt_services.jobdir.layout import JobDir, atomic_write
-from srt_services.jobdir.state import ExitCode
+from srt_services.jobdir.state import Count, ExitCode
 
 
 @dataclass(slots=True)
@@ -20,7 +20,8 @@ class JobResult:
     job_name: str
     job_id: str
     exit_code: ExitCode
-    status: Literal["succeeded", "failed"]
+    #: ``stopped``: ended by ``srt stop`` (see the user guide for its exit code)
+    status: Literal["succeeded", "failed", "stopped"]
     cause: StopCause | None
     started: FiniteFloat
     ended: FiniteFloat
@@ -55,6 +56,8 @@ class SubmittedJob:
     submitted: FiniteFloat
     script: str
     launcher: str = "slurm"
+    #: nodes asked for (absent in records of older versions)
+    nodes: Count | None = None
 
 
 def write_submitted(job: JobDir, submitted: SubmittedJob) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from srt_services.extend.context import JobPaths, Layout
-    from srt_services.plan.model import PlannedRestart
+    from srt_services.plan.model import PlannedRestart, ScrapeTarget
     from srt_services.plan.ports import PortLedger
     from srt_services.plugins.manager import PluginSet
     from srt_services.recipe.load import LoadedRecipe
@@ -32,3 +32,5 @@ class PlanContext:
     readiness_floor: float = 0.0
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: the metrics endpoints of the instances planned so far (see :mod:`.targets`)
+    targets: list[ScrapeTarget] = field(default_factory=list)

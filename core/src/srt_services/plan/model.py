@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from srt_services.names import env_key
+
 PLAN_VERSION = 1
 
 #: Launch order of the job's phases.
@@ -35,6 +37,8 @@ TIER_OF_PHASE = {
     "before_workers": 1,
     "infra": 2,
 }
+#: What the benchmark is told about each service: ``SRT_SERVICE_<KEY>_<this>``.
+SERVICE_VARIABLES: tuple[str, ...] = ("NODES", "IPS", "NODE_COUNT")
 #: The tier of kinds that stop after everything else (``ServiceKind.stops_last``).
 LAST_TIER = max(TIER_OF_PHASE.values()) + 1
 
@@ -80,7 +84,9 @@ class PlannedInstance:
 
 @dataclass
 class PlannedBuild:
-    """Clone and build a source checkout once per node before the first launch."""
+    """Clone and build a source checkout before the first launch: on every node of the
+    unit (``scope`` ``node``, each in its own node-local ``src_dir/<node>``), or once in the
+    shared job directory (``shared``)."""
 
     git: str
     checkout: str
@@ -91,6 +97,11 @@ class PlannedBuild:
     timeout: float
     nodes: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    scope: str = "node"
+
+    def checkout_dir(self, node: str) -> str:
+        """Where ``node``'s instances find the checkout (before ``path``)."""
+        return f"{self.src_dir}/{node}" if self.scope == "node" else self.src_dir
 
 
 @dataclass
@@ -152,10 +163,21 @@ class PlannedNode:
 
 @dataclass
 class ScrapeTarget:
+    """One Prometheus endpoint of one instance (see :mod:`.targets`)."""
+
+    #: ``<endpoint name>_<node>``: the ``instance`` label
     name: str
+    #: the unit: a service's name, a role (``prefill``...) or ``frontend``
     service: str
     url: str
     node: str
+    #: the instance serving it: srt lists the target only while that process runs
+    step: str = ""
+    #: ``service``, the workers' role, or ``frontend``
+    role: str = "service"
+    #: ``host:port`` and the path, as Prometheus's ``file_sd`` wants them
+    address: str = ""
+    path: str = "/metrics"
 
 
 @dataclass
@@ -182,12 +204,38 @@ class Plan:
         """An instance's ``{local_dir}``."""
         return f"{self.local_dir}/{step}" if self.local_dir else None
 
+    def local_dir_nodes(self) -> list[str]:
+        """The nodes where the job makes something under :attr:`local_dir` (an instance that
+        names its ``{local_dir}``, a checkout built on every node): where it is removed at
+        the end. Empty for a job that keeps nothing node-local."""
+        root = self.local_dir
+        if not root:
+            return []
+        nodes: dict[str, None] = {}
+        for unit in self.units:
+            if unit.build is not None and unit.build.scope == "node":
+                nodes.update(dict.fromkeys(unit.build.nodes))
+            for i in unit.instances:
+                if i.node not in nodes and _names(root, i):
+                    nodes[i.node] = None
+        return list(nodes)
+
     def drop_unit(self, name: str, reason: str) -> None:
-        """Remove a unit that cannot run here (a kind's ``skip_reason``), keeping a note."""
+        """Remove a unit that cannot run here (a kind's ``skip_reason``), keeping a note.
+
+        Everything that pointed at it goes too: its scrape targets, its ports, and the
+        ``SRT_SERVICE_<KEY>_*`` variables that told the benchmark where it runs."""
         self.units = [u for u in self.units if u.name != name]
         for names in self.phases.values():
             if name in names:
                 names.remove(name)
+        prefix = f"SRT_SERVICE_{env_key(name)}_"
+        told = [f"{prefix}{what}" for what in SERVICE_VARIABLES]
+        for unit in self.units:
+            for inst in unit.instances:
+                if told[0] in inst.env:
+                    for key in told:
+                        inst.env.pop(key, None)
         self.scrape_targets = [t for t in self.scrape_targets if t.service != name]
         self.ports = [p for p in self.ports if p.get("owner") != f"services[{name}]"]
         self.warnings.append(f"services[{name}] skipped: {reason}")
@@ -206,6 +254,17 @@ class Plan:
 
         option = orjson.OPT_INDENT_2 if indent else 0
         return orjson.dumps(self, option=option | orjson.OPT_APPEND_NEWLINE)
+
+
+def _names(root: str, i: PlannedInstance) -> bool:
+    """Whether an instance's argv, environment, preamble, files or directory name ``root``."""
+    return (
+        root in "\0".join(i.argv)
+        or any(root in v for v in i.env.values())
+        or (i.preamble is not None and root in i.preamble)
+        or any(root in v for v in i.files.values())
+        or (i.cwd is not None and i.cwd.startswith(root))
+    )
 
 
 def plan_from_dict(data: dict[str, Any]) -> Plan:

@@ -16,6 +16,7 @@ from srt_services.extend.servers import url_host
 from srt_services.names import env_key
 from srt_services.plan.model import TIER_OF_PHASE, PlannedInstance, PlannedUnit
 from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
+from srt_services.plan.targets import endpoint_targets, metric_record
 from srt_services.plan.values import (
     NO_OWN_NODES,
     instance_values,
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 
     from srt_services.extend.context import Node, Worker
     from srt_services.plan.context import PlanContext
-    from srt_services.recipe.models import ProcessSpec, RoleSpec
+    from srt_services.recipe.models import MetricsSpec, ProcessSpec, RoleSpec
+    from srt_services.recipe.problems import Path
     from srt_services.recipe.settled import ProbeBinding
 
 #: Default stop grace of each category, in seconds (a recipe's ``stop_grace_seconds`` wins).
@@ -53,6 +55,17 @@ class _Placed:
     rank: int = 0
 
 
+@dataclass(slots=True)
+class _Scraped:
+    """The metrics endpoints one instance serves (a worker's first node, the frontend)."""
+
+    metrics: list[MetricsSpec]
+    role: str
+    name: str
+    first: bool
+    port_shift: int = 0
+
+
 def _process_instance(
     ctx: PlanContext,
     spec: ProcessSpec,
@@ -61,6 +74,7 @@ def _process_instance(
     readiness: ProbeBinding | None = None,
     default_port: int | None = None,
     extra_env: Mapping[str, str] | None = None,
+    scraped: _Scraped | None = None,
 ) -> PlannedInstance:
     node, worker = at.node, at.worker
     values = instance_values(ctx, node, at.index, at.role, NO_OWN_NODES, at.step, worker, at.rank)
@@ -94,6 +108,7 @@ def _process_instance(
         at=(*_written_at(at.unit), "readiness"),
     )
     argv = render_all(spec.command, values) + render_all(spec.args, values)
+    container = spec.container or ctx.loaded.recipe.container  # the job container
     preamble = None
     if spec.preamble:
         try:
@@ -103,7 +118,7 @@ def _process_instance(
             if problem not in ctx.problems:
                 ctx.problems.append(problem)
     preamble = with_local_dir(preamble, ictx.local_dir, argv, env)
-    return PlannedInstance(
+    inst = PlannedInstance(
         step=at.step,
         unit=at.unit,
         node=node.name,
@@ -117,8 +132,35 @@ def _process_instance(
         readiness=probe,
         worker=worker.key if worker else None,
         gpus=list(worker.gpus) if worker else None,
-        container=render(spec.container, values) if spec.container else None,
+        container=render(container, values) if container else None,
     )
+    if scraped is not None and scraped.metrics:
+        ctx.targets.extend(
+            endpoint_targets(
+                scraped.metrics,
+                inst,
+                values,
+                unit=at.unit,
+                role=scraped.role,
+                default_name=scraped.name,
+                first=scraped.first,
+                port_shift=scraped.port_shift,
+            )
+        )
+    return inst
+
+
+def _claim_metrics(
+    ctx: PlanContext, inst: PlannedInstance, metrics: list[MetricsSpec], owner: str, shift: int
+) -> None:
+    """The ports of a worker's or the frontend's metrics endpoints, in the port ledger."""
+    for i, m in enumerate(metrics):
+        port = m.port + shift
+        if port in inst.ports:
+            continue  # served on the process's own port (vLLM's /metrics)
+        where: Path = (*owner.split("."), "metrics", i)
+        ctx.ledger.claim(inst.node, port, owner, inst.step, where)
+        inst.ports.append(port)
 
 
 def _written_at(unit: str) -> tuple[str, ...]:
@@ -168,16 +210,22 @@ def worker_unit(
                 readiness if rank == 0 else None,
                 worker.port,
                 told,
+                _Scraped(spec.metrics, role, worker.key, worker.index == 0, worker.slot)
+                if rank == 0
+                else None,
             )
             if worker.port is not None and rank == 0:
                 ctx.ledger.claim(
                     node.name, worker.port, f"roles.{role}", step, ("roles", role, "port")
                 )
                 inst.ports.append(worker.port)
+            if spec.metrics and rank == 0:
+                _claim_metrics(ctx, inst, spec.metrics, f"roles.{role}", worker.slot)
             instances.append(inst)
     return PlannedUnit(
         name=role,
         category="workers",
+        metrics=[metric_record(m) for m in spec.metrics],
         type=role,
         phase="workers",
         tier=TIER_OF_PHASE["workers"],
@@ -202,12 +250,16 @@ def frontend_unit(ctx: PlanContext, discovery: dict[str, str]) -> PlannedUnit:
         dict(discovery),
         readiness=bound(spec.readiness, ctx.loaded.job_probes.frontend, "frontend", "readiness"),
         default_port=spec.port,
+        scraped=_Scraped(spec.metrics, "frontend", "frontend", True),
     )
     ctx.ledger.claim(head.name, spec.port, "frontend", "frontend", ("frontend", "port"))
     inst.ports.append(spec.port)
+    if spec.metrics:
+        _claim_metrics(ctx, inst, spec.metrics, "frontend", 0)
     return PlannedUnit(
         name="frontend",
         category="frontend",
+        metrics=[metric_record(m) for m in spec.metrics],
         type=spec.type,
         phase="frontend",
         tier=TIER_OF_PHASE["frontend"],
@@ -237,7 +289,7 @@ def benchmark_unit(
     for unit in units:
         if unit.category != "service" or not unit.instances:
             continue
-        key = env_key(unit.name)
+        key = env_key(unit.name)  # distinct for every service (rules/envnames.py)
         ips = list(dict.fromkeys(i.node_ip for i in unit.instances))
         env[f"SRT_SERVICE_{key}_NODES"] = ",".join(unit.nodes)
         env[f"SRT_SERVICE_{key}_IPS"] = ",".join(ips)

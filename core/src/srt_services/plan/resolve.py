@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from srt_services.extend.context import JobPaths, Layout, Node
 from srt_services.extend.kind import ServiceKind
-from srt_services.extend.servers import url_host
 from srt_services.plan import layout as layout_mod
 from srt_services.plan.allocation import Allocation, AllocationRequest
 from srt_services.plan.context import PlanContext
@@ -109,7 +108,7 @@ def _resolve(
         phases=phases,
         discovery_env=discovery,
         ports=ctx.ledger.entries(),
-        scrape_targets=_scrape_targets(units),
+        scrape_targets=_scrape_targets(ctx),
         warnings=ctx.warnings,
         local_dir=paths.local_job_dir,
     )
@@ -214,27 +213,9 @@ def _discovery_env(ctx: PlanContext) -> dict[str, str]:
     return env
 
 
-def _scrape_targets(units: list[PlannedUnit]) -> list[ScrapeTarget]:
-    """One Prometheus target per metrics endpoint of a service, per node it runs on."""
-    targets: list[ScrapeTarget] = []
-    for unit in units:
-        if unit.category != "service" or not unit.instances or not unit.metrics:
-            continue
-        by_node: dict[str, str] = {}
-        for inst in unit.instances:
-            by_node.setdefault(inst.node, inst.node_ip)
-        for m in unit.metrics:
-            nodes = list(by_node.items())
-            if m["nodes"] == "first":
-                nodes = nodes[:1]
-            name = m.get("name") or unit.name
-            for node, ip in nodes:
-                targets.append(
-                    ScrapeTarget(
-                        name=f"{name}_{node}",
-                        service=unit.name,
-                        url=f"http://{url_host(ip)}:{m['port']}{m['path']}",
-                        node=node,
-                    )
-                )
-    return targets
+def _scrape_targets(ctx: PlanContext) -> list[ScrapeTarget]:
+    """Every metrics endpoint of the job, one per node it is served on; none when the
+    recipe switches metrics off (``observability.metrics: false``: nothing scrapes them)."""
+    if not ctx.loaded.recipe.observability.metrics:
+        return []
+    return ctx.targets

@@ -8,7 +8,7 @@ instance then costs little more than a copy in the common case of a large genera
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from srt_services.extend.context import InstanceContext
 from srt_services.extend.kind import ServiceKind
@@ -21,6 +21,7 @@ from srt_services.plan.model import (
     PlannedUnit,
 )
 from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
+from srt_services.plan.targets import endpoint_targets, metric_record
 from srt_services.plan.values import (
     NO_OWN_NODES,
     LazyValues,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from srt_services.extend.expansion import InstanceSeed
     from srt_services.plan.context import PlanContext
     from srt_services.plan.model import PlannedProbe
-    from srt_services.recipe.models import MetricsSpec, RestartSpec
+    from srt_services.recipe.models import MetricsSpec, Recipe, RestartSpec
     from srt_services.recipe.problems import Path
     from srt_services.recipe.settled import Settled
 
@@ -69,7 +70,7 @@ def service_unit(ctx: PlanContext, s: Settled, discovery: dict[str, str]) -> Pla
         unit.restart = ctx.default_restart if spec.restart is None else restart_record(spec.restart)
     metrics = spec.metrics or s.kind.metrics(spec, s.options)
     if metrics:
-        unit.metrics = [_metric_record(m) for m in metrics]
+        unit.metrics = [metric_record(m) for m in metrics]
     plan = _Instances(ctx, s, unit, nodes, metrics, discovery)
     unit.instances = [plan.instance(index, seed) for index, seed in enumerate(seeds)]
     unit.container = unit.instances[0].container
@@ -78,6 +79,19 @@ def service_unit(ctx: PlanContext, s: Settled, discovery: dict[str, str]) -> Pla
     if spec.source is not None:
         unit.build = _build(ctx, s, unit, seeds[0], plan.own)
     return unit
+
+
+def effective_container(s: Settled, recipe: Recipe) -> str | None:
+    """The service's image: its own, else its kind's fallback (the Mooncake stores run in
+    the master's), else the job container unless the kind runs on the bare node."""
+    spec = s.spec
+    if spec.container:
+        return spec.container
+    if s.options is not None:
+        fallback = s.kind.container_fallback(spec, s.options, recipe)
+        if fallback:
+            return fallback
+    return None if s.kind.host_native else recipe.container
 
 
 def _fleet(ctx: PlanContext, s: Settled, contexts: list[InstanceContext]) -> PlannedProbe | None:
@@ -166,11 +180,6 @@ def restart_record(spec: RestartSpec) -> PlannedRestart | None:
     )
 
 
-def _metric_record(m: MetricsSpec) -> dict[str, Any]:
-    """``m.model_dump()``, written out: a tenth of the cost, same keys in the same order."""
-    return {"port": m.port, "path": m.path, "nodes": m.nodes, "name": m.name}
-
-
 def _build(
     ctx: PlanContext, s: Settled, unit: PlannedUnit, first: InstanceSeed, own: OwnNodes
 ) -> PlannedBuild:
@@ -191,10 +200,16 @@ def _build(
         timeout=spec.build_timeout_seconds,
         nodes=list(unit.nodes),
         env=dict(unit.instances[0].env),
+        scope=spec.build_scope,
     )
 
 
 def _src_dir(ctx: PlanContext, s: Settled) -> str:
+    """The checkout's root: the shared job directory's ``src/<name>``, or for a build on
+    every node the node-local ``<local_dir root>/src/<name>`` (one ``<node>`` under it each,
+    so virtual nodes on one machine do not share one)."""
+    if s.spec.build_scope == "node":
+        return f"{ctx.paths.local_job_dir}/src/{s.name}"
     return f"{ctx.paths.job_dir}/src/{s.name}"
 
 
@@ -237,6 +252,7 @@ class _Instances:
         "contexts",
         "ctx",
         "cwd",
+        "discovery",
         "eager",
         "env_base",
         "env_hooked",
@@ -248,6 +264,7 @@ class _Instances:
         "metrics",
         "metrics_written",
         "needs_ctx",
+        "node_scope",
         "nodes",
         "options",
         "own",
@@ -257,6 +274,7 @@ class _Instances:
         "recipe_env_static",
         "render_preamble",
         "s",
+        "scraped_nodes",
         "spec",
         "static_argv",
         "static_env",
@@ -288,11 +306,15 @@ class _Instances:
         self.warned: set[str] = set()
         self.metrics = metrics
         self.metrics_written = bool(spec.metrics)
+        #: nodes whose targets are made (the first instance on a node serves them)
+        self.scraped_nodes: set[str] = set()
         self.kind_ports = tuple(self.kind.listen_ports(spec, self.options))
+        #: the checkout the instances run in: one per node (``node_scope``) or shared
         self.cwd: str | None = None
+        self.node_scope = False
         if spec.source is not None:
-            src_dir = _src_dir(ctx, s)
-            self.cwd = f"{src_dir}/{spec.source.path}" if spec.source.path else src_dir
+            self.cwd = _src_dir(ctx, s)
+            self.node_scope = spec.build_scope == "node"
         hooks = self.hooks = _overridden(self.kind)
         #: the argv's words when the recipe gives them all (``None``: the kind's command),
         #: and whether they hold no placeholder, so every instance has them as they are
@@ -301,6 +323,7 @@ class _Instances:
         if "command" not in hooks or spec.command is not None:
             self.words = [*(spec.command or ()), *spec.args]
             self.static_argv = "{" not in "".join(self.words)
+        self.discovery = discovery
         self.env_base: dict[str, str] = discovery if unit.inherit_discovery_env else {}
         self.recipe_env_static = "{" not in "".join(spec.env.values())
         self.env_hooked = bool(hooks & {"default_env", "forced_env"})
@@ -319,9 +342,7 @@ class _Instances:
         self.needs_ctx = bool(hooks) or self.readiness is not None or self.liveness is not None
         #: every instance's context, kept only for a kind with a fleet probe
         self.contexts: list[InstanceContext] = []
-        self.container = spec.container or self.kind.container_fallback(
-            spec, self.options, ctx.loaded.recipe
-        )
+        self.container = effective_container(s, ctx.loaded.recipe)
         self.files_hook = "files" in hooks
         # Values are built lazily when only a hook or a probe might read them, and at once
         # when a recipe string will (a plain dict keeps ``format_map`` lookups in C).
@@ -360,6 +381,7 @@ class _Instances:
                 worker=worker,
                 worker_node_rank=rank,
                 values=values,
+                discovery_env=self.discovery,
             )
             if "fleet_readiness" in self.hooks:
                 self.contexts.append(ictx)
@@ -380,14 +402,15 @@ class _Instances:
         if worker is not None and not worker.whole_node:
             env = {**env, "CUDA_VISIBLE_DEVICES": ",".join([str(g) for g in worker.gpus])}
         preamble = self._preamble(values, ictx) if self.render_preamble else self.preamble
+        files = self._files(values, ictx) if ictx is not None and self.files_hook else {}
         if self.eager or self.needs_ctx:  # something was rendered: it may name {local_dir}
-            preamble = with_local_dir(preamble, ctx.paths.local_dir(step), argv, env)
+            preamble = with_local_dir(preamble, ctx.paths.local_dir(step), argv, env, files)
         readiness = liveness = None
         if ictx is not None:
             readiness, liveness = self._probes(ictx)
         container = self.container
         srun_options = spec.srun_options
-        return PlannedInstance(
+        planned = PlannedInstance(
             step=step,
             unit=self.s.name,
             node=node.name,
@@ -398,11 +421,11 @@ class _Instances:
             log=f"logs/{step}.out",
             work_dir=ctx.paths.work_dir(step),
             preamble=preamble,
-            cwd=self.cwd,
+            cwd=self._cwd(node.name) if self.cwd is not None else None,
             readiness=readiness,
             liveness=liveness,
             ports=self._claim_ports(index, node.name, step, readiness),
-            files=self._files(values, ictx) if ictx is not None and self.files_hook else {},
+            files=files,
             worker=worker.key if worker else None,
             gpus=list(worker.gpus) if worker else None,
             container=render(container, values) if container else None,
@@ -413,6 +436,28 @@ class _Instances:
             ),
             stop_signal=self.kind.stop_signal,
         )
+        if self.metrics and node.name not in self.scraped_nodes:
+            self.ctx.targets.extend(
+                endpoint_targets(
+                    self.metrics,
+                    planned,
+                    values,
+                    unit=self.s.name,
+                    role="service",
+                    default_name=self.s.name,
+                    first=not self.scraped_nodes,
+                )
+            )
+            self.scraped_nodes.add(node.name)
+        return planned
+
+    def _cwd(self, node: str) -> str:
+        """The instance's directory in its checkout (``source.path`` under it)."""
+        source = self.spec.source
+        assert self.cwd is not None
+        assert source is not None
+        root = f"{self.cwd}/{node}" if self.node_scope else self.cwd
+        return f"{root}/{source.path}" if source.path else root
 
     def _kind_argv(self, values: Mapping[str, str], ictx: InstanceContext | None) -> list[str]:
         """The kind's command (the recipe writes none), then the recipe's args."""

@@ -8,7 +8,7 @@ resolved address, metrics targets, and for implied services why they are there.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from srt_services.plan.model import (
     LAST_TIER,
@@ -107,7 +107,15 @@ def _unit_head(unit: PlannedUnit) -> str:
     return head
 
 
-def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
+def _container(image: str | None, aliases: Mapping[str, str]) -> str:
+    """The effective image, with the site alias it stands for (what srun is given)."""
+    if not image:
+        return "none (runs on the node itself)"
+    resolved = aliases.get(image)
+    return f"{image} (site alias of {resolved})" if resolved and resolved != image else image
+
+
+def _unit_lines(unit: PlannedUnit, aliases: Mapping[str, str]) -> Iterator[str]:
     yield _unit_head(unit)
     if unit.implied_by:
         yield f"    implied by: {unit.implied_by} (declare a service named {unit.name} to change it)"
@@ -122,7 +130,7 @@ def _unit_lines(unit: PlannedUnit) -> Iterator[str]:
         else:
             yield "    after: - (starts with its phase, not after the service declared before it)"
     yield f"    nodes: {', '.join(unit.nodes)}"
-    yield f"    container: {unit.container or '<job container>'}"
+    yield f"    container: {_container(unit.container, aliases)}"
     if unit.build:
         yield from _build_lines(unit.build)
     yield from _lifecycle_lines(unit)
@@ -140,6 +148,12 @@ def _build_lines(b: PlannedBuild) -> Iterator[str]:
     )
     if b.path:
         yield f"    source.path: {b.path}"
+    where = (
+        f"shared, once in {b.src_dir}"
+        if b.scope == "shared"
+        else f"node, on each of {', '.join(b.nodes)} in {b.src_dir}/<node>"
+    )
+    yield f"    build_scope: {where}"
     if b.build_command:
         yield f"    build_command: {shlex.join(b.build_command)} (timeout {b.timeout:g}s)"
 
@@ -162,9 +176,12 @@ def _lifecycle_lines(unit: PlannedUnit) -> Iterator[str]:
         yield f"    warning: {warning}"
 
 
-def render_plan(plan: Plan, only: frozenset[str] | None = None) -> str:
+def render_plan(
+    plan: Plan, only: frozenset[str] | None = None, aliases: Mapping[str, str] | None = None
+) -> str:
     """The whole plan, or with ``only`` the named units (and their metrics targets) under
-    the job line: a reviewer of a 10,000-service recipe wants one service, not 130k lines."""
+    the job line: a reviewer of a 10,000-service recipe wants one service, not 130k lines.
+    ``aliases`` are the site's container aliases, shown next to the images that use one."""
     lines = [
         f"Job {plan.job_name}: {len(plan.nodes)} node(s), {plan.allocation} allocation;"
         f" head {plan.head}, infra {plan.infra}, client {plan.client}",
@@ -178,7 +195,7 @@ def render_plan(plan: Plan, only: frozenset[str] | None = None) -> str:
             continue
         lines.append(f"Phase {phase}:")
         for name in names:
-            lines.extend(_unit_lines(by_name[name]))
+            lines.extend(_unit_lines(by_name[name], aliases or {}))
     targets = [t for t in plan.scrape_targets if only is None or t.service in only]
     if targets:
         lines.append("Metrics targets:")

@@ -189,15 +189,21 @@ def joined_preamble(*parts: str | None) -> str | None:
 
 
 def with_local_dir(
-    preamble: str | None, local_dir: str, argv: list[str], env: Mapping[str, str]
+    preamble: str | None,
+    local_dir: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    files: Mapping[str, str] | None = None,
 ) -> str | None:
     """``preamble`` with ``mkdir -p`` of the instance's node-local dir first, when its
-    rendered argv, environment or preamble names it: the directory must exist on the
-    instance's own node before the command runs, and only there can it be made."""
+    rendered argv, environment, preamble or files (a server's config file) name it: the
+    directory must exist on the instance's own node before the command runs, and only
+    there can it be made."""
     if not (
         local_dir in "\0".join(argv)
         or any(local_dir in v for v in env.values())
         or (preamble is not None and local_dir in preamble)
+        or (files is not None and any(local_dir in v for v in files.values()))
     ):
         return preamble
     return joined_preamble(f"mkdir -p -- {shlex.quote(local_dir)}", preamble)

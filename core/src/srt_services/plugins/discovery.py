@@ -116,10 +116,6 @@ class PluginRecord:
     def key(self) -> str:
         return normalize(self.dist)
 
-    @property
-    def loadable(self) -> bool:
-        return self.status in {"discovered", "loaded"}
-
     def declares(self, capability: str, name: str) -> bool:
         return name in self.provides.get(capability, ())
 

@@ -75,7 +75,7 @@ FIRST_PARTY_KINDS: dict[str, str] = {
     "gms": "srt-gms",
 }
 #: First-party plugins that have a core extra (``srt-services[etcd]``).
-CORE_EXTRAS = frozenset({"srt-etcd", "srt-nats", "srt-oarbank"})
+CORE_EXTRAS = frozenset({"srt-etcd", "srt-nats", "srt-oarbank", "srt-exporters", "srt-mooncake"})
 
 
 class UnknownName(PluginError):
@@ -188,6 +188,20 @@ def class_name(cls: Any, owner: str, capability: str) -> str:
     return name
 
 
+def _site_problem(controls: Controls, record: PluginRecord, required: dict[str, str]) -> str | None:
+    """What is wrong with one installed plugin under the site's rules, if anything.
+
+    A required plugin not yet looked at is admitted (checked, not imported) first.
+    """
+    if record.key in required and record.status == "discovered":
+        controls.admit(record, CORE_VERSION)
+    if record.status == "incompatible" and (record.key in required or "plugins." in record.reason):
+        return f"incompatible: {record.reason}"
+    if record.key in required and record.status in {"blocked", "not allowed"}:
+        return f"required by the site config but {record.status} ({record.reason})"
+    return None
+
+
 class PluginSet:
     """The plugins of one process (or one test), loaded on demand.
 
@@ -227,7 +241,6 @@ class PluginSet:
         self._records: list[PluginRecord] = []
         self._by_label: dict[str, PluginRecord] = {}
         self._monitors: list[Monitor] = []
-        self._autoload = autoload
         self._site = site
         self._env = env
         self.controls: Controls | None = None
@@ -401,8 +414,19 @@ class PluginSet:
     def _collect(self, plugin_name: str) -> None:
         if plugin_name in self._collected:
             return
-        plugin = self.pm.get_plugin(plugin_name)
         label = self._owner_names.get(plugin_name, plugin_name)
+        gathered = self._gather(plugin_name, label)
+        if label != BUILTIN:
+            self._refuse_builtin_names(label, gathered)
+        for capability, cls in gathered:
+            others = self._registries[capability].add(cls, label)
+            for other in others:
+                self._note_conflict(label, other, capability, class_name(cls, label, capability))
+        self._collected.add(plugin_name)
+
+    def _gather(self, plugin_name: str, label: str) -> list[tuple[str, type[Any]]]:
+        """(capability, class) for what this plugin's registration hooks return."""
+        plugin = self.pm.get_plugin(plugin_name)
         others = [p for p in self.pm.get_plugins() if p is not plugin]
         gathered: list[tuple[str, type[Any]]] = []
         for capability, hook_name in REGISTRATION_HOOKS.items():
@@ -423,21 +447,19 @@ class PluginSet:
                         f"{label}: {hook_name} must return a list of classes, got {classes!r}"
                     )
                 gathered.extend((capability, cls) for cls in classes)
-        if label != BUILTIN:
-            for capability, cls in gathered:
-                name = class_name(cls, label, capability)
-                registry = self._registries[capability]
-                owner = registry.owner(name)
-                if owner == BUILTIN and registry.items[name][0] is not cls:
-                    raise PluginError(
-                        f"{label} registers {capability} {name!r}, which {BUILTIN} already"
-                        " provides; a built-in name cannot be replaced, so pick another name"
-                    )
+        return gathered
+
+    def _refuse_builtin_names(self, label: str, gathered: list[tuple[str, type[Any]]]) -> None:
+        """Refuse, before anything is registered, a plugin that reuses a built-in's name."""
         for capability, cls in gathered:
-            others = self._registries[capability].add(cls, label)
-            for other in others:
-                self._note_conflict(label, other, capability, class_name(cls, label, capability))
-        self._collected.add(plugin_name)
+            name = class_name(cls, label, capability)
+            registry = self._registries[capability]
+            owner = registry.owner(name)
+            if owner == BUILTIN and registry.items[name][0] is not cls:
+                raise PluginError(
+                    f"{label} registers {capability} {name!r}, which {BUILTIN} already"
+                    " provides; a built-in name cannot be replaced, so pick another name"
+                )
 
     def _note_conflict(self, label: str, other: str, capability: str, name: str) -> None:
         log.warning("%s %r is registered by both %s and %s", capability, name, other, label)
@@ -528,20 +550,43 @@ class PluginSet:
                 f"{noun} {name!r} is declared by plugin {record.dist} {record.version}"
                 f" (srt.provides {capability}.{name}) but the plugin did not register it"
             )
+        # names installed plugins declare but that nobody asked for yet (so not imported)
+        # are as known as registered ones, and first-party kinds that are not installed are
+        # worth a hint: a typo of either gets "did you mean"
+        known = sorted(
+            {
+                *known,
+                *(
+                    n
+                    for r in self._records
+                    if r.status in {"discovered", "loaded"}
+                    for n in r.provides.get(capability, ())
+                    if not registry.conflicts.get(n)
+                ),
+            }
+        )
+        installed = {r.key for r in self._records}
+        missing = (
+            [k for k, d in FIRST_PARTY_KINDS.items() if normalize(d) not in installed]
+            if capability == "kind"
+            else []
+        )
         hints: list[str] = []
-        close = get_close_matches(name, known, n=1)
-        if close:
-            hints.append(f"did you mean {close[0]!r}?")
-        if capability == "kind" and name in FIRST_PARTY_KINDS:
-            dist = FIRST_PARTY_KINDS[name]
-            installed = {r.key for r in self._records}
-            if normalize(dist) not in installed:
-                how = (
-                    f"pip install 'srt-services[{dist.removeprefix('srt-')}]'"
-                    if dist in CORE_EXTRAS
-                    else f"pip install {dist}"
-                )
-                hints.append(f"it is provided by {dist}, which is not installed ({how})")
+        close = get_close_matches(name, [*known, *(m for m in missing if m not in known)], n=1)
+        wanted = close[0] if close else name
+        where = ""
+        if wanted in missing:
+            dist = FIRST_PARTY_KINDS[wanted]
+            how = (
+                f"pip install 'srt-services[{dist.removeprefix('srt-')}]'"
+                if dist in CORE_EXTRAS
+                else f"pip install {dist}"
+            )
+            where = f"provided by {dist}, which is not installed: {how}"
+        if wanted != name:
+            hints.append(f"did you mean {wanted!r}?" + (f" ({where})" if where else ""))
+        elif where:
+            hints.append(f"it is {where}")
         silent = [
             f"{r.dist} {r.version} ({r.status}: {r.reason})"
             for r in self._records
@@ -613,13 +658,14 @@ class PluginSet:
         Covers ``plugins.require`` (missing, wrong version, blocked locally, incompatible
         with this core) and ``plugins.lock`` (a plugin missing, added or at another version).
         """
-        if self.controls is None:
+        controls = self.controls
+        if controls is None:
             return []
         from packaging.requirements import InvalidRequirement, Requirement
 
         out: list[tuple[str, str]] = []
         required: dict[str, str] = {}
-        for text in self.controls.require:
+        for text in controls.require:
             try:
                 required[normalize(Requirement(text).name)] = text
             except InvalidRequirement:
@@ -629,28 +675,16 @@ class PluginSet:
             if key not in present:
                 out.append((key, f"required by the site config ({text!r}) but not installed"))
         for record in self._records:
-            if record.key in required and record.status == "discovered":
-                self.controls.admit(record, CORE_VERSION)
-            label = f"{record.dist} {record.version}"
-            if record.status == "incompatible" and (
-                record.key in required or "plugins." in record.reason
-            ):
-                out.append((label, f"incompatible: {record.reason}"))
-            elif record.key in required and record.status in {"blocked", "not allowed"}:
-                out.append(
-                    (label, f"required by the site config but {record.status} ({record.reason})")
-                )
-        if self.controls.lock is not None:
-            for name in self.controls.lock:
-                if name not in present:
-                    out.append(
-                        (name, f"in the lock file {self.controls.lock_path} but not installed")
-                    )
+            problem = _site_problem(controls, record, required)
+            if problem is not None:
+                out.append((f"{record.dist} {record.version}", problem))
+        if controls.lock is not None:
+            out.extend(
+                (name, f"in the lock file {controls.lock_path} but not installed")
+                for name in controls.lock
+                if name not in present
+            )
         return out
-
-    def check_site_policy(self) -> list[str]:
-        """:meth:`site_problems` as sentences."""
-        return [f"{name}: {problem}" for name, problem in self.site_problems()]
 
     # ------------------------------------------------------------------ typed accessors
 
@@ -872,9 +906,3 @@ def reset_default(factory: Callable[[], PluginSet] | None = None) -> None:
     """Forget the process-wide set (tests; after changing SRT_* variables)."""
     global _default
     _default = factory() if factory else None
-
-
-def builtin_module() -> ModuleType:
-    from srt_services.plugins import builtin
-
-    return builtin

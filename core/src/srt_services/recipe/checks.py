@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from srt_services.recipe.rules.context import RuleContext
 from srt_services.recipe.rules.cross import check_cross
+from srt_services.recipe.rules.envnames import check_env_names
 from srt_services.recipe.rules.job import check_job
 from srt_services.recipe.rules.placement import PlacementRules
 from srt_services.recipe.rules.probes import ProbeRules
@@ -46,6 +47,7 @@ def check(recipe: Recipe, plugins: PluginSet, origin: list[int] | None = None) -
     probes = ProbeRules(ctx)
     job_probes = check_job(ctx, probes)
     services = settle_services(ctx, ServiceRules(ctx, probes, PlacementRules(ctx)))
+    check_env_names(ctx, services)
     if origin is None:  # cross-service rules need every entry
         check_cross(ctx, services)
     return CheckResult(services=services, problems=ctx.problems, job_probes=job_probes)

@@ -92,15 +92,31 @@ def _fail(doc: Document, problems: list[Problem]) -> RecipeError:
     return RecipeError(doc.source, locate(problems, doc.source, doc.data, doc.mark_of))
 
 
-def _checks_beside(data: dict[str, Any], shape: list[Problem], plugins: PluginSet) -> list[Problem]:
-    """The plugin-aware problems of the service entries whose shape is valid.
+#: The recipe's top-level keys (``schema`` is the alias of ``schema_version``).
+_TOP_LEVEL = frozenset(f.alias or name for name, f in Recipe.model_fields.items())
 
-    When every shape error lies inside service entries, the rest of the recipe is sound, so
-    the checks run on it without those entries, and a user fixing a recipe sees all of its
-    problems in one pass rather than a second list after the first is fixed. With a shape
-    error anywhere else (a role, the frontend, the job), the later checks would work from
-    a half-read job, so they wait.
+
+def _checks_beside(data: dict[str, Any], shape: list[Problem], plugins: PluginSet) -> list[Problem]:
+    """The plugin-aware problems of the parts of the recipe whose shape is valid.
+
+    An unknown top-level key means nothing to any rule, so the checks run as if it were
+    not there: a typo such as ``servcies:`` beside a real ``services:`` list does not hide
+    that list's own problems. When every other shape error lies inside service entries,
+    the rest of the recipe is sound, so the checks run on it without those entries, and a
+    user fixing a recipe sees all of its problems in one pass rather than a second list
+    after the first is fixed. With a shape error anywhere else (a role, the frontend, the
+    job), the later checks would work from a half-read job, so they wait.
     """
+    unknown = [k for k in data if k not in _TOP_LEVEL]
+    if unknown:
+        data = {k: v for k, v in data.items() if k in _TOP_LEVEL}
+        shape = [p for p in shape if p.path[:1] not in {(k,) for k in unknown}]
+        if not shape:
+            try:
+                recipe = Recipe.model_validate(data)
+            except ValidationError:  # pragma: no cover - nothing else was wrong with its shape
+                return []
+            return check(recipe, plugins).problems
     entries = data.get("services")
     if not isinstance(entries, list):
         return []

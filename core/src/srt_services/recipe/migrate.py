@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: The one note of a recipe that needed no rewrite.
 UNCHANGED = "already schema 2; nothing to do"
+#: ``backend.type`` values that are schema 2 ``engine.type`` values.
+ENGINE_TYPES = ("sglang", "vllm", "trtllm")
 
 _KEY_LINE = re.compile(r"^( *)[^\s#-][^#]*:\s*(#.*)?$")
 _NESTED_KEY = re.compile(r"^( *)[^\s#-]")
@@ -61,9 +63,16 @@ def migrate_document(tree: Any, plain: dict[str, Any]) -> list[str]:
     if isinstance(backend, dict) and "mooncake_kv_store" in backend:
         kept = tree["backend"]
         del kept["mooncake_kv_store"]
-        back = [_mooncake_master(tree, backend["mooncake_kv_store"] or {}, kept, notes)]
+        master = _mooncake_master(tree, backend["mooncake_kv_store"] or {}, kept, notes)
+        if any(e.get("placement") == {"node": "dedicated"} for e in front):
+            # v1 ran the master where etcd and NATS ran; schema 2 says so, as the three
+            # share the infra node (all dedicated or none)
+            master["placement"] = {"node": "dedicated"}
+        back = [master]
         if not kept:
             del tree["backend"]
+    if isinstance(backend, dict) and "type" in backend:
+        _backend_type(tree, plain, backend["type"], notes)
     if front or back:
         _add_services(tree, front, back, where)
     _insert(tree, 0, "schema", 2)
@@ -107,6 +116,31 @@ def _infra_dedicated(infra: dict[str, Any], notes: list[str]) -> bool:
     if dedicated_flag is False:
         notes.append("dropped infra.etcd_nats_dedicated_node: false (the default)")
     return bool(dedicated_flag)
+
+
+def _backend_type(tree: Any, plain: dict[str, Any], engine_type: Any, notes: list[str]) -> None:
+    """v1 named the inference engine ``backend.type``; schema 2 calls it ``engine.type``."""
+    if engine_type not in ENGINE_TYPES:
+        return  # not a v1 engine name: left where it is, so the load error points at it
+    engine = plain.get("engine")
+    if engine is not None and not isinstance(engine, dict):
+        return
+    written = (engine or {}).get("type")
+    if written is not None and written != engine_type:
+        notes.append(
+            f"kept backend.type {engine_type}: engine.type says {written} (drop one by hand)"
+        )
+        return
+    kept = tree["backend"]
+    where = list(tree).index("backend")
+    del kept["type"]
+    if not kept:
+        del tree["backend"]
+    if engine is None:
+        _insert(tree, where, "engine", {"type": engine_type})
+    elif written is None:
+        tree["engine"]["type"] = engine_type
+    notes.append("backend.type -> engine.type")
 
 
 def _mooncake_master(tree: Any, kv: dict[str, Any], kept: Any, notes: list[str]) -> dict[str, Any]:

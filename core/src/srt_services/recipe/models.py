@@ -11,7 +11,6 @@ them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -26,6 +25,7 @@ from pydantic import (
 )
 
 from srt_services.names import ENV_NAME_PATTERN, NAME_PATTERN, env_name_problem, name_problem
+from srt_services.recipe.revs import is_full_sha, rev_problem
 
 # --------------------------------------------------------------------------- scalar types
 #
@@ -82,9 +82,6 @@ NodeCount = Annotated[int, Field(ge=1, le=MAX_NODES)]
 
 Phase = Literal["infra", "before_workers", "after_frontend"]
 PHASES: tuple[str, ...] = ("infra", "before_workers", "after_frontend")
-
-_SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
-MOVING_REFS = frozenset({"main", "master", "HEAD", "trunk", "develop", "dev", "latest"})
 
 
 class StrictModel(BaseModel):
@@ -214,7 +211,10 @@ class MetricsSpec(StrictModel):
     """A Prometheus endpoint the service serves."""
 
     port: Port = Field(description="Port of the endpoint on every node the service runs on.")
-    path: str = Field("/metrics", description="HTTP path.")
+    path: str = Field(
+        "/metrics",
+        description="HTTP path; may use the instance's placeholders (`{node}`, `{index}`...).",
+    )
     nodes: Literal["all", "first"] = Field(
         "all", description="`first` scrapes only the service's first node."
     )
@@ -239,7 +239,9 @@ class SourceSpec(StrictModel):
 
     git: NonBlank = Field(description="Repository URL or path.")
     rev: NonBlank = Field(
-        description="Commit SHA, tag or refs/pull/<n>/head; branch names are refused."
+        description="A full commit SHA, a tag or refs/pull/<n>/head. Branches, revision"
+        " expressions (HEAD~1) and abbreviated SHAs are refused; `srt apply` and `srt run`"
+        " resolve a name with `git ls-remote` and refuse one that is a branch."
     )
     path: NonBlank | None = Field(None, description="Subdirectory to build and run from.")
     sha: str | None = Field(
@@ -250,19 +252,16 @@ class SourceSpec(StrictModel):
     @classmethod
     def _immutable(cls, value: str) -> str:
         rev = value.strip()
-        bare = rev.removeprefix("refs/heads/")
-        if rev.startswith("refs/heads/") or bare in MOVING_REFS:
-            raise ValueError(
-                "must be an immutable ref (commit SHA, tag, or refs/pull/<n>/head), not the"
-                f" moving branch {value!r}"
-            )
-        return rev
+        problem = rev_problem(rev)
+        if problem is not None:
+            raise ValueError(problem)
+        return rev.lower() if is_full_sha(rev.lower()) else rev
 
     @field_validator("sha")
     @classmethod
     def _sha(cls, value: str | None) -> str | None:
-        if value is not None and not _SHA_RE.match(value):
-            raise ValueError(f"must be a commit SHA (4-40 lowercase hex), got {value!r}")
+        if value is not None and not is_full_sha(value):
+            raise ValueError(f"must be a full commit SHA (40 lowercase hex digits), got {value!r}")
         return value
 
     @field_validator("path")
@@ -293,7 +292,11 @@ class ServiceSpec(StrictModel):
         None, description="Argv, not shell-interpreted. Required for `generic`."
     )
     args: list[Arg] = Field(default_factory=list, description="Appended to the command.")
-    container: Text | None = Field(None, description="Image or site alias (Slurm/pyxis only).")
+    container: Text | None = Field(
+        None,
+        description="Image or site alias (default: the kind's fallback, then the job"
+        " container; Slurm/pyxis only).",
+    )
     env: Env = Field(default_factory=dict, description="Environment; see the layering rules.")
     options: dict[str, Any] = Field(
         default_factory=dict, description="Kind-specific settings, checked by the kind."
@@ -337,6 +340,13 @@ class ServiceSpec(StrictModel):
     source: SourceSpec | None = Field(None, description="Clone this before build and launch.")
     build_command: list[Arg] | None = Field(
         None, description="Run once from the checkout before launch."
+    )
+    build_scope: Literal["node", "shared"] = Field(
+        "node",
+        description="`node`: clone and build on every node of the placement, in a node-local"
+        " directory (removed when the job ends), so what the build installs is on each node."
+        " `shared`: clone and build once in the job directory (`src/<name>`), for builds whose"
+        " only output is files in the checkout.",
     )
     build_timeout_seconds: Seconds = Field(1800.0, description="The build is killed after this.")
     stop_grace_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
@@ -390,7 +400,9 @@ class ProcessSpec(StrictModel):
     command: list[Arg] | None = Field(None, description="Argv.")
     args: list[Arg] = Field(default_factory=list, description="Appended to the command.")
     env: Env = Field(default_factory=dict, description="Environment (placeholders allowed).")
-    container: Text | None = Field(None, description="Image (Slurm/pyxis only).")
+    container: Text | None = Field(
+        None, description="Image or site alias (default: the job container; Slurm/pyxis only)."
+    )
     preamble: str | None = Field(None, description="Shell run by bash before `exec`.")
     stop_grace_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
         None, description="SIGTERM to SIGKILL grace at teardown."
@@ -421,6 +433,12 @@ class RoleSpec(ProcessSpec):
     )
     readiness: ReadinessSpec | None = Field(None, description="Worker health probe.")
     connector: NonBlank | None = Field(None, description="KV connector (e.g. lmcache-mp).")
+    metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list,
+        description="Prometheus endpoints of each worker (one mapping or a list), scraped on"
+        " its first node. Like `port`, `port` is a base: the worker in slot k of a node serves"
+        " on port+k.",
+    )
 
 
 class FrontendSpec(ProcessSpec):
@@ -431,12 +449,21 @@ class FrontendSpec(ProcessSpec):
     )
     port: Port = Field(8000, description="Public port, given to the benchmark.")
     readiness: ReadinessSpec | None = Field(None, description="Frontend health probe.")
+    metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list,
+        description="Prometheus endpoints the frontend serves (one mapping or a list).",
+    )
 
 
 class ObservabilitySpec(StrictModel):
     """Metrics collection for the job."""
 
-    metrics: bool = Field(True, description="Run the metrics exporters plugins imply.")
+    metrics: bool = Field(
+        True,
+        description="Collect the job's metrics: the exporters and the Prometheus that plugins"
+        " imply (srt-exporters), and the scrape targets srt keeps in"
+        " `<job_dir>/metrics/targets.json`. `false`: none of them.",
+    )
 
 
 class BenchmarkSpec(ProcessSpec):
@@ -485,6 +512,14 @@ class Recipe(StrictModel):
     name: SafeName = Field(description="Job name (used in job directory names).")
     resources: ResourcesSpec = Field(
         default_factory=ResourcesSpec, description="Node shape (GPUs per node)."
+    )
+    container: Text | None = Field(
+        None,
+        description="The job container: an image or site alias that the workers, the frontend,"
+        " the benchmark and the services run in unless they set their own `container` (a"
+        " kind's fallback, such as the Mooncake stores' master image, comes first; host-native"
+        " kinds run on the bare node). Slurm/pyxis only: `srt run` warns that it does not"
+        " apply it.",
     )
     engine: EngineSpec = Field(default_factory=EngineSpec, description="Inference engine.")
     dynamo: DynamoSpec = Field(default_factory=DynamoSpec, description="Dynamo planes.")

@@ -73,6 +73,14 @@ def unknown_in(text: str, allowed: frozenset[str]) -> list[str]:
     return list(_unknown_cached(text, allowed))
 
 
+def unknown_placeholders(text: str, attached_to_worker: bool = False) -> list[str]:
+    """Placeholder names in ``text`` that srt would not render for an instance (one attached
+    to a worker knows the ``{worker_*}`` names too): for a kind that accepts a path or a
+    template in its options and must refuse a typo at load time, like the recipe's own
+    strings."""
+    return unknown_in(text, ALL if attached_to_worker else COMMON)
+
+
 @lru_cache(maxsize=8192)
 def _unknown_cached(text: str, allowed: frozenset[str]) -> tuple[str, ...]:
     # Generated recipes repeat the same strings ("{node_ip}", JSON env values) thousands of

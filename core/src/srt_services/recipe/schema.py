@@ -72,4 +72,7 @@ def recipe_schema(plugins: PluginSet) -> dict[str, Any]:
         service["allOf"] = rules
         service["properties"]["type"]["examples"] = sorted(plugins.kinds())
         _one_or_many(service["properties"], "metrics")
+    for name in ("RoleSpec", "FrontendSpec"):
+        if name in defs:
+            _one_or_many(defs[name].get("properties", {}), "metrics")
     return schema

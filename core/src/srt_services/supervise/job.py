@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from srt_services.errors import SrtError
+from srt_services.jobdir.cause import StopKind
 from srt_services.jobdir.identity import new_cookie
 from srt_services.jobdir.layout import RESULT, STATE, JobDir, atomic_write, default_job_dir
 from srt_services.jobdir.lock import JobLock
@@ -203,7 +204,10 @@ def _summary(orch: Orchestrator, job: JobDir, code: int) -> None:
 
     message = orch.stop_cause.message if orch.stop_cause is not None else ""
     out = sys.stderr if code else sys.stdout
-    if code:
+    cause = orch.stop_cause
+    if cause is not None and cause.kind is StopKind.USER_STOP:
+        out.write(f"srt: job {orch.plan.job_name} {message} (exit {code})\n")
+    elif code:
         out.write(f"srt: job {orch.plan.job_name} failed (exit {code}): {message}\n")
     else:
         out.write(f"srt: job {orch.plan.job_name} finished: {message or 'ok'}\n")

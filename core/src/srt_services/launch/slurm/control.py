@@ -30,6 +30,37 @@ def job_state(job_id: str) -> str | None:
     return state[0].strip() if state else None
 
 
+def job_states(job_ids: list[str], timeout: float = 30.0) -> dict[str, str] | None:
+    """job id -> state of each of ``job_ids`` Slurm still lists (one ``squeue`` for all);
+    ``None`` when Slurm cannot be asked (no ``squeue`` here, no controller within
+    ``timeout``)."""
+    if not job_ids:
+        return {}
+    argv = ["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)]
+    try:
+        p = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=slurm_env(), check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0:
+        if "invalid job id" not in p.stderr.lower():
+            return None
+        # squeue refuses the whole list when it no longer knows one id: one at a time
+        found: dict[str, str] = {}
+        for job_id in job_ids:
+            state = job_state(job_id)
+            if state is not None:
+                found[job_id] = state
+        return found
+    found = {}
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            found[parts[0]] = parts[1]
+    return found
+
+
 def steps(job_id: str) -> dict[str, str]:
     """step name -> step id of the job's running steps."""
     code, out = _out(["squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"])

@@ -42,6 +42,8 @@ KILLWAIT_MARGIN = 1.5
 #: Shutdown tiers that may each need a grace.
 TIERS = 3
 STEP_LOOKUP_TRIES = 10
+#: Seconds the removal of the node-local tree may take on one node (all nodes at once).
+CLEANUP_TIMEOUT = 15.0
 
 
 class SlurmLauncher(Launcher):
@@ -272,6 +274,45 @@ class SlurmLauncher(Launcher):
             os.unlink(marker)
         self._shared[node] = result.code == 0
         return self._shared[node]
+
+    async def finish(self) -> None:
+        """Remove the job's node-local tree on every node that holds one (one bounded
+        ``rm`` step per node, all at once); Slurm cannot do it for a directory it did not
+        make. Once the job itself is cancelled no step can start any more: the ``rm`` then
+        fails at once, and a ``$SLURM_TMPDIR`` root is removed by Slurm anyway."""
+        root = self.plan.local_dir
+        nodes = self.plan.local_dir_nodes()
+        if not root or not nodes:
+            return
+        if not root.endswith(f"/srt-{self.job_id}"):  # never rm -rf anything but our own tree
+            raise SlurmError(f"refusing to remove {root!r}: not this job's node-local directory")
+        results = await asyncio.gather(*(self._remove_local(node, root) for node in nodes))
+        failed = [f"{node}: {why}" for node, why in zip(nodes, results, strict=True) if why]
+        if failed:
+            raise SlurmError(f"could not remove {root} on " + "; ".join(failed))
+
+    async def _remove_local(self, node: str, root: str) -> str | None:
+        """``rm -rf`` of ``root`` on ``node``; what went wrong, or ``None``."""
+        argv = [
+            "srun",
+            f"--jobid={self.job_id}",
+            "--overlap",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={node}",
+            "--job-name=srt-cleanup",
+            "--export=ALL",
+            "rm",
+            "-rf",
+            "--",
+            root,
+        ]
+        result = await run_command(
+            self.watcher, argv, CLEANUP_TIMEOUT, env=self._env(process.service_env({}, {}))
+        )
+        if result.timed_out:
+            return f"no answer within {CLEANUP_TIMEOUT:g}s"
+        return None if result.ok else (result.stderr.strip()[-200:] or f"exit {result.code}")
 
     def stop_budget(self, wanted: float) -> float:
         per_tier = max(0.5, (self.kill_wait_s - KILLWAIT_MARGIN) / TIERS)

@@ -15,6 +15,8 @@ from srt_services.jobdir.result import SubmittedJob, write_submitted
 from srt_services.launch.slurm.allocation import SlurmError, run
 from srt_services.launch.slurm.sbatch import ScriptInputs, render_script, write_script
 from srt_services.recipe.pinning import Pin, pin_sources
+from srt_services.recipe.problems import Problem, RecipeError, locate
+from srt_services.recipe.source import Document
 
 
 @dataclass(slots=True)
@@ -46,9 +48,10 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
     job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
     if os.path.exists(job.state_file) or os.path.exists(job.submission_file):
         raise SlurmError(f"{job.path} already holds a job; choose another -o directory")
-    job.create()
     data = loaded.document.data
     pins = pin_sources(data) if pin else []
+    _refuse_unpinned(loaded.document, [p for p in pins if p.error])
+    job.create()
     staged = job.file("recipe.yaml")
     with open(staged, "w", encoding="utf-8") as fh:
         fh.write("# Staged by srt: the recipe as submitted, with source revs pinned to commits.\n")
@@ -72,11 +75,25 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
     )
 
 
+def _refuse_unpinned(doc: Document, failed: list[Pin]) -> None:
+    """A rev that names a branch, or that the remote does not know, is refused before the
+    job directory exists: the job would otherwise wait in the queue only to build a moving
+    target or fail at its first clone."""
+    if not failed:
+        return
+    problems = [
+        Problem(p.at, f"cannot be pinned to a commit: {p.error}") for p in failed if p.error
+    ]
+    raise RecipeError(doc.source, locate(problems, doc.source, doc.data, doc.mark_of))
+
+
 def submit(sub: Submission) -> str:
     out = run(["sbatch", "--parsable", sub.script], timeout=60.0).strip()
     job_id = out.split(";")[0].strip()
     if not job_id.isdigit():
         raise SlurmError(f"sbatch answered {out!r}, not a job id")
     sub.job_id = job_id
-    write_submitted(JobDir(sub.job_dir), SubmittedJob(job_id, time.time(), sub.script))
+    write_submitted(
+        JobDir(sub.job_dir), SubmittedJob(job_id, time.time(), sub.script, nodes=sub.nodes)
+    )
     return job_id

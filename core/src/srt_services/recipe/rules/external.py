@@ -23,7 +23,7 @@ def check_external(ctx: RuleContext, at: Path, spec: ServiceSpec, kind: ServiceK
     for key in ("command", "args", "source", "build_command", "nodes", "readiness"):
         if getattr(spec, key):
             ctx.add((*at, key), "has no effect with external (nothing is launched); drop it")
-    for key in sorted(spec.options):
+    for key in sorted(set(spec.options) - kind.external_options):
         # a warning, not an error: options often stay in a recipe switched to external
         ctx.add(
             (*at, "options", key),

@@ -1,4 +1,5 @@
-"""Rules of the job's own processes: the frontend, the benchmark and the roles' workers.
+"""Rules of the job's own processes: the frontend, the benchmark and the roles' workers
+(and the job container they run in).
 
 A frontend type and the discovery planes pick service kinds that a plugin provides (etcd,
 NATS), so a missing plugin is reported here, naming what to install or why an installed
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from srt_services.errors import PluginError
 from srt_services.recipe import placeholders as ph
-from srt_services.recipe.rules import strings
+from srt_services.recipe.rules import metrics, strings
 from srt_services.recipe.settled import JobProbes, ProbeBinding
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
     """Every rule of the frontend, the planes, the benchmark and the roles."""
     bound = JobProbes()
+    if ctx.recipe.container:
+        strings.text(ctx, ("container",), ctx.recipe.container, ph.COMMON)
     bound.frontend = _frontend(ctx, probes)
     _planes(ctx)
     _benchmark(ctx)
@@ -49,6 +52,7 @@ def _frontend(ctx: RuleContext, probes: ProbeRules) -> ProbeBinding | None:
         if r.frontend.command is None:
             ctx.add(("frontend", "command"), f"is required for frontend.type {ftype}")
         strings.process(ctx, ("frontend",), r.frontend, allowed=ph.COMMON)
+        metrics.endpoints(ctx, ("frontend",), r.frontend.metrics, ph.COMMON)
         binding = probes.bind(
             ("frontend", "readiness"), r.frontend.readiness, r.frontend.port, False
         )
@@ -94,6 +98,7 @@ def _role(ctx: RuleContext, probes: ProbeRules, role: str, spec: RoleSpec) -> Pr
         ctx.add((*where, "command"), "is required")
     _role_width(ctx, where, spec)
     strings.process(ctx, where, spec, allowed=ph.ALL)
+    metrics.endpoints(ctx, where, spec.metrics, ph.ALL)
     return probes.bind((*where, "readiness"), spec.readiness, spec.port, False)
 
 

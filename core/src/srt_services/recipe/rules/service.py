@@ -16,7 +16,7 @@ from srt_services.recipe import placeholders as ph
 from srt_services.recipe.models import PHASES
 from srt_services.recipe.problems import Problem
 from srt_services.recipe.pydantic_errors import problems_from
-from srt_services.recipe.rules import strings
+from srt_services.recipe.rules import metrics, strings
 from srt_services.recipe.rules.external import check_external
 from srt_services.recipe.settled import Settled
 
@@ -66,7 +66,7 @@ class ServiceRules:
         strings.service(self.ctx, at, spec, ph.ALL if per_worker else ph.COMMON)
         readiness = self.probes.bind((*at, "readiness"), spec.readiness, None, per_worker)
         liveness = self.probes.bind((*at, "liveness"), spec.liveness, None, per_worker)
-        self._metrics(at, spec)
+        metrics.endpoints(self.ctx, at, spec.metrics, ph.ALL if per_worker else ph.COMMON)
         self._lifecycle(at, spec, critical)
         if options is not None and self.ctx.origin is None:  # a kind may look at other entries
             for p in kind.validate(spec, options, self.ctx.recipe) or ():
@@ -128,15 +128,8 @@ class ServiceRules:
             )
         if spec.build_command is not None and spec.source is None:
             self.ctx.add((*at, "build_command"), "needs a source to build")
-
-    def _metrics(self, at: Path, spec: ServiceSpec) -> None:
-        if len(spec.metrics) > 1:
-            names = [m.name for m in spec.metrics]
-            if None in names or len(set(names)) != len(names):
-                self.ctx.add(
-                    (*at, "metrics"),
-                    f"declares {len(names)} endpoints; give each a distinct name",
-                )
+        if spec.source is None and "build_scope" in spec.model_fields_set:
+            self.ctx.add((*at, "build_scope"), "needs a source to build")
 
     def _lifecycle(self, at: Path, spec: ServiceSpec, critical: bool) -> None:
         """A terminal service needs a process; critical and terminal ones never restart."""

@@ -529,33 +529,31 @@ def build_parser(prog: str = "srt oarbank agent") -> argparse.ArgumentParser:
     return parser
 
 
-async def run(args: argparse.Namespace) -> int:
-    state_dir = args.state_dir or args.data_root / ".state"
-    socket_path = args.socket or state_dir / "agent.sock"
-    try:
-        control.check_socket_path(socket_path)
-        config = NodeAgentConfig(
-            bundles=args.bundle,
-            node_id=args.node_id,
-            data_root=args.data_root,
-            state_dir=state_dir,
-            settings={m: load_json_file(p, f"{m} settings") for m, p in args.settings},
-            mem_budget_gb=args.mem_budget_gb,
-            live_attempts=args.live_attempts,
-            platform=args.platform,
-            path=args.path,
-            options=SupervisorOptions(reap_period_s=args.reap_period_s),
-        )
-        agent = NodeAgent(config)
-    except (ManifestError, ValueError) as exc:
-        print(f"oarbank agent: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        agent.lock()
-    except StateLocked as exc:
-        print(f"oarbank agent: {exc}", file=sys.stderr)
-        return EXIT_LOCKED
-    loop = asyncio.get_running_loop()
+def _config(args: argparse.Namespace, state_dir: Path) -> NodeAgentConfig:
+    """The agent's configuration from the command line; bad settings raise ``ValueError``."""
+    return NodeAgentConfig(
+        bundles=args.bundle,
+        node_id=args.node_id,
+        data_root=args.data_root,
+        state_dir=state_dir,
+        settings={m: load_json_file(p, f"{m} settings") for m, p in args.settings},
+        mem_budget_gb=args.mem_budget_gb,
+        live_attempts=args.live_attempts,
+        platform=args.platform,
+        path=args.path,
+        options=SupervisorOptions(reap_period_s=args.reap_period_s),
+    )
+
+
+_HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _handle_signals(loop: asyncio.AbstractEventLoop, agent: NodeAgent) -> asyncio.Event:
+    """Install the agent's signal handlers; the event is set by the first SIGTERM/SIGINT.
+
+    A second SIGTERM/SIGINT exits at once (the services are left for the next agent to
+    adopt); SIGHUP asks for a doctor run each time.
+    """
     stop = asyncio.Event()
     seen: list[int] = []
 
@@ -579,6 +577,25 @@ async def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_stop, signum)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
+    return stop
+
+
+async def run(args: argparse.Namespace) -> int:
+    state_dir = args.state_dir or args.data_root / ".state"
+    socket_path = args.socket or state_dir / "agent.sock"
+    try:
+        control.check_socket_path(socket_path)
+        agent = NodeAgent(_config(args, state_dir))
+    except (ManifestError, ValueError) as exc:
+        print(f"oarbank agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        agent.lock()
+    except StateLocked as exc:
+        print(f"oarbank agent: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    loop = asyncio.get_running_loop()
+    stop = _handle_signals(loop, agent)
     server: asyncio.AbstractServer | None = None
     try:
         await agent.recover()
@@ -597,7 +614,7 @@ async def run(args: argparse.Namespace) -> int:
         clean = await agent.shutdown()
         return EXIT_OK if clean else EXIT_INCOMPLETE
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for signum in _HANDLED_SIGNALS:
             loop.remove_signal_handler(signum)
         if server is not None:
             socket_path.unlink(missing_ok=True)

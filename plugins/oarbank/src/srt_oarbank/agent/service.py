@@ -30,8 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srt_oarbank.execution.bundle import load_bundle
-from srt_oarbank.execution.environment import SAFE_PATH, load_json_file, write_json_atomic
+from srt_oarbank.execution.bundle import Bundle, load_bundle
+from srt_oarbank.execution.environment import (
+    SAFE_PATH,
+    ExecContext,
+    load_json_file,
+    write_json_atomic,
+)
 from srt_oarbank.lifecycle.events import ManagerEvent
 from srt_oarbank.lifecycle.manager import ModuleManager
 from srt_oarbank.lifecycle.reaper import Liveness, file_liveness, static_liveness
@@ -39,7 +44,7 @@ from srt_oarbank.lifecycle.resources import NodeResources
 from srt_oarbank.lifecycle.state_store import StateStore
 from srt_oarbank.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
 from srt_oarbank.protocol.errors import ManifestError, StateLocked
-from srt_oarbank.protocol.manifest import OPS, ModuleManifest
+from srt_oarbank.protocol.manifest import OPS, ModuleManifest, ServiceSpec
 from srt_oarbank.protocol.numbers import amount_arg, seconds_arg
 from srt_oarbank.protocol.platforms import platform_matches
 
@@ -181,23 +186,55 @@ async def run_agent(args: argparse.Namespace) -> int:
             loop.remove_signal_handler(signum)
 
 
+def _load(args: argparse.Namespace) -> tuple[Bundle, ServiceSpec, ExecContext]:
+    """The bundle, the service to keep running and its context; bad input raises."""
+    bundle = load_bundle(args.bundle)
+    spec = bundle.manifest.service(args.service)
+    settings = load_json_file(args.settings, "settings") if args.settings else {}
+    tools = load_json_file(args.tools, "tools") if args.tools else {}
+    limits = load_json_file(args.limits, "limits") if args.limits else {}
+    context = bundle.context(
+        node_id=args.node_id,
+        data_dir=args.data.resolve(),
+        settings=settings,
+        tools=tools,
+        limits=limits,
+        platform=args.platform,
+        path=args.path,
+        extra_env=_inherited_env(args.inherit_env),
+    )
+    return bundle, spec, context
+
+
+def _manager(
+    args: argparse.Namespace,
+    bundle: Bundle,
+    spec: ServiceSpec,
+    context: ExecContext,
+    store: StateStore,
+    liveness: Liveness | None,
+    status: _StatusWriter,
+) -> ModuleManager:
+    """A manager of this one service; ``on_demand`` runs as ``always`` (srt wants it up)."""
+    if spec.lifecycle == "on_demand":
+        spec = spec.model_copy(update={"lifecycle": "always"})
+    manifest = ModuleManifest(name=bundle.manifest.name, services=[spec], probes=[])
+    return ModuleManager.for_bundle(
+        bundle,
+        context,
+        manifest=manifest,
+        timeouts=dict(args.timeout),
+        store=store,
+        liveness=liveness,
+        resources=NodeResources(args.mem_budget_gb),
+        options=SupervisorOptions(reap_period_s=args.reap_period_s),
+        on_event=status,
+    )
+
+
 async def _run(args: argparse.Namespace, stop_requested: asyncio.Event, signals: list[int]) -> int:
     try:
-        bundle = load_bundle(args.bundle)
-        spec = bundle.manifest.service(args.service)
-        settings = load_json_file(args.settings, "settings") if args.settings else {}
-        tools = load_json_file(args.tools, "tools") if args.tools else {}
-        limits = load_json_file(args.limits, "limits") if args.limits else {}
-        context = bundle.context(
-            node_id=args.node_id,
-            data_dir=args.data.resolve(),
-            settings=settings,
-            tools=tools,
-            limits=limits,
-            platform=args.platform,
-            path=args.path,
-            extra_env=_inherited_env(args.inherit_env),
-        )
+        bundle, spec, context = _load(args)
     except (ManifestError, ValueError) as exc:
         print(f"oarbank agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -210,9 +247,6 @@ async def _run(args: argparse.Namespace, stop_requested: asyncio.Event, signals:
             file=sys.stderr,
         )
         return EXIT_UNSUPPORTED
-    if spec.lifecycle == "on_demand":
-        spec = spec.model_copy(update={"lifecycle": "always"})
-    manifest = ModuleManifest(name=bundle.manifest.name, services=[spec], probes=[])
     store = StateStore(args.state.resolve())
     try:
         store.lock()
@@ -223,55 +257,70 @@ async def _run(args: argparse.Namespace, stop_requested: asyncio.Event, signals:
         periodic: Liveness | None = (
             file_liveness(args.live_attempts) if args.live_attempts else None
         )
-        teardown: Liveness = periodic or static_liveness(())
         status = _StatusWriter(args.status_file, bundle.name, args.node_id)
-        manager = ModuleManager.for_bundle(
-            bundle,
-            context,
-            manifest=manifest,
-            timeouts=dict(args.timeout),
-            store=store,
-            liveness=periodic,
-            resources=NodeResources(args.mem_budget_gb),
-            options=SupervisorOptions(reap_period_s=args.reap_period_s),
-            on_event=status,
-        )
+        manager = _manager(args, bundle, spec, context, store, periodic, status)
         supervisor = manager.services[spec.name]
         status.supervisor = supervisor
-        await manager.recover()
-        status.write()
-        if stop_requested.is_set():
-            log.info("stop requested while recovering: not starting %s", spec.name)
-            clean = await _teardown(manager, supervisor, teardown)
-            status.write()
-            if args.once:
-                return 128 + signals[0]
-            return EXIT_OK if clean else EXIT_INCOMPLETE
-        manager.start_loops()
-        if args.once:
-            return await _once(
-                manager, supervisor, args.once_timeout_s, stop_requested, signals, teardown
-            )
-        waiters: set[asyncio.Future[bool]] = {asyncio.ensure_future(stop_requested.wait())}
-        if not args.keep_running_when_unhealthy:
-            waiters.add(
-                asyncio.ensure_future(
-                    supervisor.wait_state(ServiceState.UNHEALTHY, ServiceState.FAILED)
-                )
-            )
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in waiters:
-            waiter.cancel()
-        unhealthy = not stop_requested.is_set()
-        if unhealthy:
-            log.error("%s is %s: %s", spec.name, supervisor.state, supervisor.reason)
-        clean = await _teardown(manager, supervisor, teardown)
-        status.write()
-        if unhealthy:
-            return EXIT_UNHEALTHY
-        return EXIT_OK if clean else EXIT_INCOMPLETE
+        teardown: Liveness = periodic or static_liveness(())
+        return await _supervise(
+            args, manager, supervisor, status, teardown, stop_requested, signals
+        )
     finally:
         store.unlock()
+
+
+async def _supervise(
+    args: argparse.Namespace,
+    manager: ModuleManager,
+    supervisor: ServiceSupervisor,
+    status: _StatusWriter,
+    teardown: Liveness,
+    stop_requested: asyncio.Event,
+    signals: list[int],
+) -> int:
+    """Recover, run until stopped (or unhealthy, or ready with ``--once``), tear down."""
+    await manager.recover()
+    status.write()
+    if stop_requested.is_set():
+        log.info("stop requested while recovering: not starting %s", supervisor.name)
+        clean = await _teardown(manager, supervisor, teardown)
+        status.write()
+        if args.once:
+            return 128 + signals[0]
+        return EXIT_OK if clean else EXIT_INCOMPLETE
+    manager.start_loops()
+    if args.once:
+        return await _once(
+            manager, supervisor, args.once_timeout_s, stop_requested, signals, teardown
+        )
+    unhealthy = await _until_stop_or_unhealthy(
+        supervisor, stop_requested, watch_health=not args.keep_running_when_unhealthy
+    )
+    if unhealthy:
+        log.error("%s is %s: %s", supervisor.name, supervisor.state, supervisor.reason)
+    clean = await _teardown(manager, supervisor, teardown)
+    status.write()
+    if unhealthy:
+        return EXIT_UNHEALTHY
+    return EXIT_OK if clean else EXIT_INCOMPLETE
+
+
+async def _until_stop_or_unhealthy(
+    supervisor: ServiceSupervisor, stop_requested: asyncio.Event, *, watch_health: bool
+) -> bool:
+    """Wait for a stop request or (``watch_health``) the service's giving up; True for the
+    latter."""
+    waiters: set[asyncio.Future[bool]] = {asyncio.ensure_future(stop_requested.wait())}
+    if watch_health:
+        waiters.add(
+            asyncio.ensure_future(
+                supervisor.wait_state(ServiceState.UNHEALTHY, ServiceState.FAILED)
+            )
+        )
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
+    return not stop_requested.is_set()
 
 
 async def _teardown(

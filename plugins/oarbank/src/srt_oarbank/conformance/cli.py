@@ -87,6 +87,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _manifest_entry(
+    args: argparse.Namespace, exec_argv: list[str]
+) -> tuple[ServiceSpec | ProbeSpec | None, str | None]:
+    """The manifest entry to check and the module's name, when the bundle has a manifest.
+
+    No entry when there is no manifest, or when it has several and EXEC says what to run.
+    """
+    if not (args.bundle / MANIFEST_FILE).is_file():
+        return None, None
+    bundle = load_bundle(args.bundle)
+    entries: list[ServiceSpec | ProbeSpec] = list(
+        bundle.manifest.probes if args.probe else bundle.manifest.services
+    )
+    what = _what(args)
+    names = ", ".join(e.name for e in entries) or "none"
+    if args.service:
+        matching = [e for e in entries if e.name == args.service]
+        if not matching:
+            raise UsageError(f"the manifest has no {what} {args.service!r} ({names})")
+        return matching[0], bundle.manifest.name
+    if len(entries) == 1:
+        return entries[0], bundle.manifest.name
+    if not exec_argv:
+        raise UsageError(f"name the {what} to check with --service ({what}s: {names})")
+    return None, bundle.manifest.name
+
+
+def _what(args: argparse.Namespace) -> str:
+    return "probe" if args.probe else "service"
+
+
 def resolve(args: argparse.Namespace) -> tuple[list[str], RunnerOptions]:
     """The argv to check and the runner's options, from the manifest when there is one."""
     settings = load_json_file(args.settings, "settings") if args.settings else {}
@@ -100,29 +131,11 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], RunnerOptions]:
         spec_only=args.spec_only,
     )
     exec_argv = list(args.exec)
-    entry: ServiceSpec | ProbeSpec | None = None
-    module: str | None = None
-    if (args.bundle / MANIFEST_FILE).is_file():
-        bundle = load_bundle(args.bundle)
-        module = bundle.manifest.name
-        entries: list[ServiceSpec | ProbeSpec] = list(
-            bundle.manifest.probes if args.probe else bundle.manifest.services
-        )
-        what = "probe" if args.probe else "service"
-        names = ", ".join(e.name for e in entries) or "none"
-        if args.service:
-            matching = [e for e in entries if e.name == args.service]
-            if not matching:
-                raise UsageError(f"the manifest has no {what} {args.service!r} ({names})")
-            entry = matching[0]
-        elif len(entries) == 1:
-            entry = entries[0]
-        elif not exec_argv:
-            raise UsageError(f"name the {what} to check with --service ({what}s: {names})")
+    entry, module = _manifest_entry(args, exec_argv)
     if entry is not None:
         if not platform_matches(entry.platforms, current_platform()):
             raise UsageError(
-                f"{what} {entry.name!r} does not run on {current_platform()} "
+                f"{_what(args)} {entry.name!r} does not run on {current_platform()} "
                 f"(manifest platforms: {', '.join(entry.platforms)})"
             )
         options.service = entry.name

@@ -108,6 +108,17 @@ OpsFactory = Callable[[ServiceSpec], ServiceOps]
 ProbeFactory = Callable[[ProbeSpec], FingerprintSource]
 
 
+def _check_available(services: list[ServiceSupervisor], probes: list[ProbeMonitor]) -> None:
+    """Refuse an admission that needs a capability that is not available now."""
+    for probe in probes:
+        if not probe.available:
+            raise CapabilityUnavailable(probe.name, probe.unavailable_reason())
+    for sup in services:
+        ok, why = sup.availability()
+        if not ok:
+            raise CapabilityUnavailable(sup.name, why)
+
+
 class ModuleManager:
     def __init__(
         self,
@@ -327,17 +338,28 @@ class ModuleManager:
         if existing is not None:
             raise AdmissionRefused(f"attempt {request.attempt_id!r} is already admitted")
         services, probes = self._needed(request)
-        for probe in probes:
-            if not probe.available:
-                raise CapabilityUnavailable(probe.name, probe.unavailable_reason())
-        for sup in services:
-            ok, why = sup.availability()
-            if not ok:
-                raise CapabilityUnavailable(sup.name, why)
+        _check_available(services, probes)
+        await self._make_room(request, services)
+        admission = self._reserve(request, services, probes)
+        try:
+            await asyncio.gather(
+                *(sup.acquire(request.attempt_id, timeout_s=timeout_s) for sup in services)
+            )
+        except BaseException:
+            self.release(request.attempt_id)
+            raise
+        return admission
+
+    async def _make_room(
+        self, request: AdmissionRequest, services: list[ServiceSupervisor]
+    ) -> None:
+        """Check pools and memory; when memory is short, yield idle services for it first.
+
+        Yields only what is missing, and nothing when even every yield would not do.
+        """
         try:
             self._check_resources(request, services)
         except MemoryExhausted as exc:
-            # Yield only what is missing, and nothing when even every yield would not do.
             shortfall = exc.needed_gb - exc.free_gb
             keep = {s.name for s in services}
             if shortfall <= 0 or self.yieldable_gb(exclude=keep) + 1e-9 < shortfall:
@@ -345,7 +367,18 @@ class ModuleManager:
             await self.relieve_memory_pressure(shortfall, exclude=keep)
             await self.wait_yields()
             self._check_resources(request, services)
-        # From here to the reservation there is no await: nobody can take the same tokens.
+
+    def _reserve(
+        self,
+        request: AdmissionRequest,
+        services: list[ServiceSupervisor],
+        probes: list[ProbeMonitor],
+    ) -> Admission:
+        """Take the tokens and memory and record the admission.
+
+        Synchronous on purpose: from the last check to here there is no await, so nobody
+        can take the same tokens in between.
+        """
         self.resources.reserve(request.attempt_id, request.pools)
         if request.mem_gb > 0:
             self.resources.charge(request.attempt_id, request.mem_gb)
@@ -359,13 +392,6 @@ class ModuleManager:
             dict(request.pools),
         )
         self._admissions[request.attempt_id] = admission
-        try:
-            await asyncio.gather(
-                *(sup.acquire(request.attempt_id, timeout_s=timeout_s) for sup in services)
-            )
-        except BaseException:
-            self.release(request.attempt_id)
-            raise
         return admission
 
     def release(self, attempt_id: str) -> bool:
@@ -436,11 +462,6 @@ class ModuleManager:
         """The services an admission would use (never yielded to make room for it)."""
         services, _ = self._needed(request)
         return {s.name for s in services}
-
-    def end_memory_pressure(self) -> None:
-        """Let yielded ``always`` services run again."""
-        for sup in self.services.values():
-            sup.end_yield()
 
     # ------------------------------------------------------------------ inspection & control
 

@@ -126,17 +126,34 @@ async def reap_objects(
     candidates = select_candidates(objects, policy, report)
     to_ask = frozenset(o.labels[LABEL_ATTEMPT] for o in candidates) - local_live
     if liveness is None:
-        report.skipped = "no liveness source configured"
-        report.unknown = len(candidates)
-        report.duration_s = time.monotonic() - began
-        return report
+        return _skipped(report, "no liveness source configured", len(candidates), began)
     try:
         answer = await ask_liveness(liveness, to_ask, policy.liveness_timeout_s)
     except LivenessUnknown as exc:
-        report.skipped = str(exc)
-        report.unknown = len(candidates)
-        report.duration_s = time.monotonic() - began
-        return report
+        return _skipped(report, str(exc), len(candidates), began)
+    dead = _classify(candidates, answer, local_live, report)
+    batch = dead[: policy.max_destroys]
+    report.deferred = len(dead) - len(batch)
+    await _destroy_within_budget(batch, policy, destroy, report)
+    report.duration_s = time.monotonic() - began
+    return report
+
+
+def _skipped(report: ReapReport, reason: str, candidates: int, began: float) -> ReapReport:
+    """A period that reaps nothing: every candidate counts as unknown."""
+    report.skipped = reason
+    report.unknown = candidates
+    report.duration_s = time.monotonic() - began
+    return report
+
+
+def _classify(
+    candidates: list[OwnedObject],
+    answer: Mapping[str, bool],
+    local_live: frozenset[str],
+    report: ReapReport,
+) -> list[OwnedObject]:
+    """The dead candidates; counts live and unknown ones (and the dead) into ``report``."""
     dead: list[OwnedObject] = []
     for obj in candidates:
         attempt = obj.labels[LABEL_ATTEMPT]
@@ -148,8 +165,19 @@ async def reap_objects(
         else:
             report.unknown += 1
     report.dead = len(dead)
-    batch = dead[: policy.max_destroys]
-    report.deferred = len(dead) - len(batch)
+    return dead
+
+
+async def _destroy_within_budget(
+    batch: list[OwnedObject], policy: ReapPolicy, destroy: DestroyFn, report: ReapReport
+) -> None:
+    """Destroy ``batch`` (``policy.concurrency`` at a time) until ``policy.budget_s`` is up.
+
+    Each object ends in ``report.destroyed`` or ``report.failed``, the ones the budget cut
+    off included (they are found again next period).
+    """
+    if not batch:
+        return
     semaphore = asyncio.Semaphore(max(policy.concurrency, 1))
 
     async def one(obj: OwnedObject) -> None:
@@ -162,18 +190,15 @@ async def reap_objects(
                 report.destroyed.append(obj.id)
 
     pending = [asyncio.ensure_future(one(obj)) for obj in batch]
-    if pending:
-        _, not_done = await asyncio.wait(pending, timeout=policy.budget_s)
-        for task in not_done:
-            task.cancel()
-        if not_done:
-            await asyncio.gather(*not_done, return_exceptions=True)
-        finished = set(report.destroyed) | set(report.failed)
-        for obj in batch:
-            if obj.id not in finished:
-                report.failed[obj.id] = f"not reached within the {policy.budget_s:g} s budget"
-    report.duration_s = time.monotonic() - began
-    return report
+    _, not_done = await asyncio.wait(pending, timeout=policy.budget_s)
+    for task in not_done:
+        task.cancel()
+    if not_done:
+        await asyncio.gather(*not_done, return_exceptions=True)
+    finished = set(report.destroyed) | set(report.failed)
+    for obj in batch:
+        if obj.id not in finished:
+            report.failed[obj.id] = f"not reached within the {policy.budget_s:g} s budget"
 
 
 # --------------------------------------------------------------------------- liveness sources
@@ -185,13 +210,6 @@ def static_liveness(live: Iterable[str]) -> Liveness:
 
     async def check(attempts: frozenset[str]) -> Mapping[str, bool]:
         return {a: a in known for a in attempts}
-
-    return check
-
-
-def unknown_liveness(reason: str = "liveness unknown") -> Liveness:
-    async def check(attempts: frozenset[str]) -> Mapping[str, bool]:
-        raise LivenessUnknown(reason)
 
     return check
 

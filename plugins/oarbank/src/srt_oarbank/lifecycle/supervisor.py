@@ -192,7 +192,6 @@ class ServiceSupervisor:
         self.health: str = "unknown"
         self.health_ok: bool | None = None
         self.health_detail = "not fingerprinted yet"
-        self.running_hint = False
         self.pid: int | None = None
         self.pid_start_ticks: int | None = None
         self.adopted = False
@@ -578,61 +577,69 @@ class ServiceSupervisor:
         return deadline is not None and self.clock.monotonic() < deadline
 
     async def _step(self) -> None:
+        """One reconcile step: act on the current state, or wait until there is a reason to."""
         state = self.state
-        now = self.clock.monotonic()
         if self.lifecycle == "manual" or state in WITHDRAWN_STATES:
             await self._wait(None)
-            return
-        if not self.recovered:
-            # Could not tell whether it already runs: never risk a duplicate start. Plain
-            # sleeps (not the wake event) so fingerprint refreshes cannot spin this branch.
-            await self.clock.sleep(self._recovery_delay)
-            self._recovery_delay = min(self._recovery_delay * 2, self.options.refingerprint_max_s)
-            if self._closing or self.recovered:
-                return
-            fp = await self.refresh_fingerprint()
-            if fp is None:
-                self._after_failed_recovery_fingerprint()
-                return
-            self.recovered = True
-            await self._adopt_or_not(fp, self._pending_record)
-            return
-        if state == ServiceState.BACKOFF:
-            assert self.backoff_until is not None
-            if now < self.backoff_until:
-                await self._wait(self.backoff_until - now)
-                return
-            if self._want_start():
-                await self._start(restart=True)
-            else:
-                self._set(ServiceState.STOPPED, "backoff over; nobody needs the service")
-            return
-        if state == ServiceState.STOPPED:
+        elif not self.recovered:
+            await self._retry_recovery()
+        elif state == ServiceState.BACKOFF:
+            await self._step_backoff()
+        elif state == ServiceState.STOPPED:
             if self._want_start():
                 await self._start(restart=False)
             else:
                 await self._wait(None)
-            return
-        if state == ServiceState.STARTING:  # only after adoption: wait for ready
+        elif state == ServiceState.STARTING:  # only after adoption: wait for ready
             async with self._lock:
                 await self._finish_start(adopted=True)
+        elif state == ServiceState.READY:
+            await self._step_ready()
+        else:
+            await self._wait(1.0)
+
+    async def _retry_recovery(self) -> None:
+        """Fingerprint again until it tells whether the service already runs, then adopt."""
+        # Could not tell whether it already runs: never risk a duplicate start. Plain
+        # sleeps (not the wake event) so fingerprint refreshes cannot spin this branch.
+        await self.clock.sleep(self._recovery_delay)
+        self._recovery_delay = min(self._recovery_delay * 2, self.options.refingerprint_max_s)
+        if self._closing or self.recovered:
             return
-        if state == ServiceState.READY:
-            if not self._want_keep_running():
-                reason = "yielded under memory pressure" if self.yield_requested else "idle timeout"
-                await self._stop(reason)
-                if self.lifecycle == "on_demand":
-                    self.yield_requested = False
-                return
-            wake_at = [self._next_status_at]
-            idle = self._idle_deadline()
-            if idle is not None:
-                wake_at.append(idle)
-            await self._wait(max(min(wake_at) - now, 0.0))
-            if self.state == ServiceState.READY and self.clock.monotonic() >= self._next_status_at:
-                await self._check_alive()
+        fp = await self.refresh_fingerprint()
+        if fp is None:
+            self._after_failed_recovery_fingerprint()
             return
-        await self._wait(1.0)
+        self.recovered = True
+        await self._adopt_or_not(fp, self._pending_record)
+
+    async def _step_backoff(self) -> None:
+        now = self.clock.monotonic()
+        assert self.backoff_until is not None
+        if now < self.backoff_until:
+            await self._wait(self.backoff_until - now)
+        elif self._want_start():
+            await self._start(restart=True)
+        else:
+            self._set(ServiceState.STOPPED, "backoff over; nobody needs the service")
+
+    async def _step_ready(self) -> None:
+        """Stop when no longer wanted; otherwise sleep until the next status check or idle
+        deadline, and check liveness when it is due."""
+        now = self.clock.monotonic()
+        if not self._want_keep_running():
+            reason = "yielded under memory pressure" if self.yield_requested else "idle timeout"
+            await self._stop(reason)
+            if self.lifecycle == "on_demand":
+                self.yield_requested = False
+            return
+        wake_at = [self._next_status_at]
+        idle = self._idle_deadline()
+        if idle is not None:
+            wake_at.append(idle)
+        await self._wait(max(min(wake_at) - now, 0.0))
+        if self.state == ServiceState.READY and self.clock.monotonic() >= self._next_status_at:
+            await self._check_alive()
 
     # ------------------------------------------------------------------ start / ready
 
@@ -800,19 +807,21 @@ class ServiceSupervisor:
         return status.running
 
     async def _stop_with_escalation(self) -> StopOutcome:
-        claimed = False
         try:
             result = await self.ops.stop()
         except ExecError as exc:
-            first = exc.reason
-        else:
-            # Exit 0 is the module's claim; status is the check. A stop that "succeeds" while
-            # the service keeps running takes the same escalation as a stop that failed.
-            if not await self._still_running():
-                return StopOutcome(True, escalated=result.escalated)
-            claimed = True
-            first = "stop exited 0 but status still says running"
-            self._emit("protocol_violation", first)
+            return await self._escalate(exc.reason, claimed=False)
+        # Exit 0 is the module's claim; status is the check. A stop that "succeeds" while
+        # the service keeps running takes the same escalation as a stop that failed.
+        if not await self._still_running():
+            return StopOutcome(True, escalated=result.escalated)
+        first = "stop exited 0 but status still says running"
+        self._emit("protocol_violation", first)
+        return await self._escalate(first, claimed=True)
+
+    async def _escalate(self, first: str, *, claimed: bool) -> StopOutcome:
+        """After a failed (or untrue) stop: destroy our owned objects with ``--force``, then
+        check with ``status`` that the service is gone."""
         self._emit("stop_escalated", f"{first}; destroying owned objects with --force")
         try:
             owned = await self.ops.list_owned()
@@ -829,26 +838,7 @@ class ServiceSupervisor:
             and o.labels.get(LABEL_SERVICE) == self.name
             and is_object_id(o.id)
         ]
-        failed: dict[str, str] = {}
-        budget = self.options.escalation_budget_s or self.options.escalation_destroy_timeout_s
-        semaphore = asyncio.Semaphore(max(self.options.destroy_concurrency, 1))
-
-        async def force(object_id: str) -> None:
-            async with semaphore:
-                try:
-                    await self.ops.destroy(object_id, force=True)
-                except ExecError as exc:
-                    failed[object_id] = exc.reason
-
-        tasks = [asyncio.ensure_future(force(i)) for i in mine]
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=budget)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            for object_id, task in zip(mine, tasks, strict=True):
-                if task in pending:
-                    failed[object_id] = "not destroyed within the escalation budget"
+        failed = await self._force_destroy(mine)
         if failed:
             leftovers = sorted(failed)
             return StopOutcome(
@@ -867,35 +857,72 @@ class ServiceSupervisor:
             )
         return StopOutcome(True, escalated=True, reason=first, claimed_but_running=claimed)
 
+    async def _force_destroy(self, object_ids: list[str]) -> dict[str, str]:
+        """``destroy --force`` each object within the escalation budget; the ones that failed
+        or were not reached in time, with why."""
+        failed: dict[str, str] = {}
+        if not object_ids:
+            return failed
+        budget = self.options.escalation_budget_s or self.options.escalation_destroy_timeout_s
+        semaphore = asyncio.Semaphore(max(self.options.destroy_concurrency, 1))
+
+        async def force(object_id: str) -> None:
+            async with semaphore:
+                try:
+                    await self.ops.destroy(object_id, force=True)
+                except ExecError as exc:
+                    failed[object_id] = exc.reason
+
+        tasks = [asyncio.ensure_future(force(i)) for i in object_ids]
+        _, pending = await asyncio.wait(tasks, timeout=budget)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for object_id, task in zip(object_ids, tasks, strict=True):
+            if task in pending:
+                failed[object_id] = "not destroyed within the escalation budget"
+        return failed
+
     # ------------------------------------------------------------------ fingerprints
 
     async def refresh_fingerprint(self) -> Fingerprint | None:
         """Fingerprint now and update health, pools and manual-service state."""
         previous_ok = self.health_ok
-        fingerprint: Fingerprint | None
-        try:
-            fingerprint = await self.ops.fingerprint()
-        except ExecutableError as exc:
-            fingerprint, health, ok, detail = None, str(Health.UNDETECTED), False, exc.reason
-        except ExecError as exc:
-            fingerprint, health, ok, detail = None, "error", False, exc.reason
-        else:
-            health = fingerprint.health
-            ok = health == "healthy"
-            detail = fingerprint.detail or health
+        fingerprint, health, ok, detail = await self._fingerprint_health()
         self.health, self.health_ok, self.health_detail = health, ok, detail
         if fingerprint is not None:
             self.fingerprint = fingerprint
-            self.running_hint = fingerprint.running
-            declared = set(self.spec.pools)
-            extra = set(fingerprint.pools) - declared
+            extra = set(fingerprint.pools) - set(self.spec.pools)
             if extra:
                 log.warning("%s: ignoring undeclared pools %s", self.name, sorted(extra))
+        self._on_health(previous_ok, ok, f"{health}: {detail}")
+        if self.lifecycle == "manual" and fingerprint is not None:
+            self._track_manual(fingerprint)
+        self.update_capacity()
+        if previous_ok is not ok:
+            self._wake.set()
+        return fingerprint
+
+    async def _fingerprint_health(self) -> tuple[Fingerprint | None, str, bool, str]:
+        """(fingerprint or None, health, healthy?, detail); a fingerprint that cannot run
+        reads as ``undetected``, one that fails otherwise as ``error``."""
+        try:
+            fingerprint = await self.ops.fingerprint()
+        except ExecutableError as exc:
+            return None, str(Health.UNDETECTED), False, exc.reason
+        except ExecError as exc:
+            return None, "error", False, exc.reason
+        health = fingerprint.health
+        return fingerprint, health, health == "healthy", fingerprint.detail or health
+
+    def _on_health(self, previous_ok: bool | None, ok: bool, what: str) -> None:
+        """Announce a change of health; an unhealthy service gets a fresh start (its failure
+        history cleared) when its fingerprint turns healthy again."""
         if previous_ok is not ok and previous_ok is not None:
             kind = "capability_restored" if ok else "capability_withdrawn"
-            self._emit(kind, f"fingerprint {health}: {detail}")
+            self._emit(kind, f"fingerprint {what}")
         elif previous_ok is None and not ok:
-            self._emit("fingerprint_failed", f"first fingerprint {health}: {detail}")
+            self._emit("fingerprint_failed", f"first fingerprint {what}")
         if (
             ok
             and previous_ok is False
@@ -904,12 +931,6 @@ class ServiceSupervisor:
         ):
             self.tracker.reset()
             self._set(ServiceState.STOPPED, "fingerprint healthy again", kind="recovered")
-        if self.lifecycle == "manual" and fingerprint is not None:
-            self._track_manual(fingerprint)
-        self.update_capacity()
-        if previous_ok is not ok:
-            self._wake.set()
-        return fingerprint
 
     def _track_manual(self, fp: Fingerprint) -> None:
         if fp.running and self.state in (ServiceState.STOPPED, ServiceState.FAILED):
@@ -952,9 +973,6 @@ class ServiceSupervisor:
             if self._closing:
                 return
             await self.refresh_fingerprint()
-
-    def trigger_fingerprint(self) -> None:
-        self._fp_trigger.set()
 
     # ------------------------------------------------------------------ reaping
 

@@ -34,6 +34,9 @@ def plan_service(recipe: str, service: str, address: str) -> tuple[dict[str, Any
         recipe,
         Allocation("local", (Node("node0", address, 0),), "oarbank"),
         job_dir=DATA_SENTINEL,
+        # {local_dir} (etcd's WAL...) in the module's own data directory: an agent keeps a
+        # module's state there, and no job ends to remove a node-local tree
+        local_root=f"{DATA_SENTINEL}/local",
     )
     plan_ = planned.plan
     try:

@@ -1,0 +1,57 @@
+"""Acting on one service of a running job through its orchestrator's control socket:
+``srt restart JOBDIR SERVICE`` (and ``srt stop JOBDIR SERVICE``, which ``job_cmds.stop``
+hands over here)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+import rich_click as click
+
+
+def ask_orchestrator(op: str, job_dir: str, service: str, force: bool, wait: bool) -> int:
+    """Send one request; print its progress on stderr and its outcome; return the exit code."""
+    from srt_services.jobdir.control import ControlError, Request, ask
+
+    command = ["srt", op, os.path.abspath(job_dir), service]
+    if force:
+        command.append("--force")
+
+    def note(text: str) -> None:
+        sys.stderr.write(f"srt {op}: {text}\n")
+
+    try:
+        reply = ask(job_dir, Request(op, service, force, wait), shlex.join(command), note)
+    except ControlError as exc:
+        sys.stderr.write(f"srt {op}: {exc}\n")
+        return 1
+    if reply.ok:
+        click.echo(reply.text)
+        return 0
+    prefix = "refused: " if reply.refused else ""
+    sys.stderr.write(f"srt {op}: {prefix}{reply.text}\n")
+    return 1
+
+
+@click.command()
+@click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("service")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Restart a critical unit too (its exit would otherwise end the job; the job fails if"
+    " it does not come back ready).",
+)
+@click.option("--no-wait", is_flag=True, help="Return once the orchestrator accepted it.")
+def restart(job_dir: str, service: str, force: bool, no_wait: bool) -> None:
+    """Restart one service of a running job: stop its instances as the teardown would (stop
+    signal, grace, SIGKILL), start them again and wait until they are ready.
+
+    SERVICE is a service (or role) name, or one instance's step. The running orchestrator
+    does it, asked through the job directory's control socket (only the job's user may), and
+    records it in events.jsonl. The benchmark and terminal services are never restarted on
+    their own; a critical unit only with --force.
+    """
+    raise SystemExit(ask_orchestrator("restart", job_dir, service, force, not no_wait))

@@ -1,0 +1,166 @@
+"""``srt logs -f``: new lines as they are written, from every selected log, until the job
+ends.
+
+One inotify descriptor watches the directories the logs are in (a directory watch reports
+each file written, created, moved or deleted in it, so a log that does not exist yet, a
+restart and a rotation are all seen) and the job directory (``events.jsonl``: a new attempt
+to mark; ``result.json``: the job is over). A wake-up reads only the files it names. When
+nothing happens for ``period`` seconds the loop checks everything once: an inotify watch
+sees only this host's writes, and on a shared filesystem a Slurm job's logs are written by
+other nodes; that check also shows a line left unfinished for that long, and asks whether
+the job is still running. An overflowed inotify queue means the same full check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from srt_services.jobdir.attempts import Attempt, attempts_by_step
+from srt_services.jobdir.layout import RESULT, JobDir
+from srt_services.logview.logfile import LogFile, Piece
+from srt_services.logview.printer import Printer
+
+
+class EventsTail:
+    """``events.jsonl`` read incrementally: the attempts launched since the last read."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pos = 0
+        self._partial = b""
+        self._seen: dict[str, int] = {}
+        self._history: list[dict[str, Any]] = []
+
+    def skip_to_end(self) -> None:
+        """Start from what is there now (the past was read in one go)."""
+        self.new_attempts()
+
+    def new_attempts(self) -> dict[str, list[Attempt]]:
+        """step -> attempts that appeared since the last call."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.pos)
+                data = fh.read()
+        except OSError:
+            return {}
+        self.pos += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        fresh = False
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self._history.append(event)
+                fresh = fresh or event.get("event") == "launched"
+        if not fresh:
+            return {}
+        out: dict[str, list[Attempt]] = {}
+        for step, attempts in attempts_by_step(self._history).items():
+            seen = self._seen.get(step, 0)
+            if len(attempts) > seen:
+                out[step] = attempts[seen:]
+                self._seen[step] = len(attempts)
+        return out
+
+
+class _Follower:
+    def __init__(self, job: JobDir, files: list[LogFile], printer: Printer) -> None:
+        from inotify_simple import INotify, flags
+
+        self.job = job
+        self.files = files
+        self.printer = printer
+        self.events = EventsTail(job.events_file)
+        self.events.skip_to_end()
+        self.inotify = INotify()
+        self.flags = flags
+        self.mask = (
+            flags.MODIFY
+            | flags.CREATE
+            | flags.MOVED_TO
+            | flags.MOVED_FROM
+            | flags.DELETE
+            | flags.CLOSE_WRITE
+        )
+        self.directories = {os.path.dirname(f.source.path) for f in files} | {job.path}
+        self.watched: dict[int, str] = {}
+        self.watch()
+
+    def watch(self) -> None:
+        for directory in self.directories - set(self.watched.values()):
+            try:
+                self.watched[self.inotify.add_watch(directory, self.mask)] = directory
+            except OSError:
+                continue  # not there yet: tried again on the next full check
+
+    def show(self, f: LogFile, pieces: list[Piece]) -> None:
+        if pieces:
+            self.printer.write(f.source.name, pieces)
+
+    def read_attempts(self) -> None:
+        for step, attempts in self.events.new_attempts().items():
+            for f in self.files:
+                if f.source.step == step:
+                    for attempt in attempts:
+                        self.show(f, f.add_attempt(attempt))
+
+    def changes(self, timeout: float) -> tuple[set[str], bool]:
+        """The paths inotify reported within ``timeout``, and whether it overflowed."""
+        got = self.inotify.read(timeout=int(timeout * 1000), read_delay=10)
+        changed = set()
+        for ev in got:
+            directory = self.watched.get(ev.wd)
+            if directory is not None and ev.name:
+                changed.add(os.path.join(directory, ev.name))
+        return changed, any(ev.mask & self.flags.Q_OVERFLOW for ev in got)
+
+    def round(self, changed: set[str] | None) -> None:
+        """Read what ``changed`` names (``None``: everything)."""
+        # first, so a new attempt's mark is known before its first lines are read (its
+        # launch is recorded right after the process started, usually before it writes)
+        self.read_attempts()
+        for f in self.files:
+            if changed is None or f.source.path in changed:
+                self.show(f, f.poll())
+        if changed is None:
+            self.watch()
+            for f in self.files:
+                self.show(f, f.flush_partial())
+        self.printer.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        self.inotify.close()
+
+
+def follow(
+    job: JobDir,
+    files: list[LogFile],
+    printer: Printer,
+    over: Callable[[], bool],
+    period: float = 2.0,
+) -> None:
+    """Print what the ``files`` get until ``over()`` says the job ended (then the rest)."""
+    follower = _Follower(job, files, printer)
+    result = job.file(RESULT)
+    try:
+        last_full = time.monotonic()
+        while True:
+            changed, overflow = follower.changes(period)
+            full = not changed or overflow or time.monotonic() - last_full >= period
+            follower.round(None if full else changed)
+            if full:
+                last_full = time.monotonic()
+            if result in changed or (full and over()):
+                break
+        follower.round(None)  # what was written just before the end
+    finally:
+        follower.close()

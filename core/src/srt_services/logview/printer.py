@@ -1,0 +1,60 @@
+"""The lines ``srt logs`` writes: ``<instance> | <line>``, the instance names padded to one
+width so the lines align, like ``docker compose logs``.
+
+Bytes are written as they are in the file (a log need not be UTF-8). Marks (a new attempt)
+read ``=== ... ===`` and notes about the file itself (truncated, rotated) ``--- ... ---``.
+On a terminal the prefixes are coloured, one colour per instance, unless ``NO_COLOR`` is
+set or ``--no-color`` given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import BinaryIO
+
+from srt_services.logview.logfile import Piece
+
+#: ANSI foreground colours, in the order instances get them.
+PALETTE = (36, 33, 32, 35, 34, 91, 92, 93, 94, 95, 96)
+
+
+def use_color(stream: BinaryIO, wanted: bool | None) -> bool:
+    if wanted is not None:
+        return wanted
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Printer:
+    def __init__(
+        self, out: BinaryIO, names: Sequence[str], prefix: bool = True, color: bool = False
+    ) -> None:
+        self.out = out
+        width = max((len(n) for n in names), default=0)
+        self._prefix: dict[str, bytes] = {}
+        for i, name in enumerate(names):
+            text = f"{name.ljust(width)} | " if prefix else ""
+            if prefix and color:
+                text = f"\x1b[{PALETTE[i % len(PALETTE)]}m{name.ljust(width)} |\x1b[0m "
+            self._prefix[name] = text.encode()
+
+    def write(self, name: str, pieces: Sequence[Piece]) -> None:
+        prefix = self._prefix.get(name, b"")
+        lines = []
+        for piece in pieces:
+            if piece.kind == "line":
+                lines.append(prefix + piece.data + b"\n")
+            elif piece.kind == "mark":
+                lines.append(prefix + b"=== " + piece.data + b" ===\n")
+            else:
+                lines.append(prefix + b"--- " + piece.data + b" ---\n")
+        if lines:
+            self.out.write(b"".join(lines))
+
+    def flush(self) -> None:
+        self.out.flush()

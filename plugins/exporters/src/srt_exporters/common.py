@@ -1,0 +1,72 @@
+"""What the exporter kinds and the ``prometheus`` kind share: the ``if_missing`` rule.
+
+Metrics are on by default, so these kinds are implied on machines that may not have the
+binaries (a laptop, a login node's test run). An implied one is skipped there with a
+warning, the job runs; a declared one fails clearly unless it says ``if_missing: skip``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+from srt_services.extend import ServerKind, ServerOptions, ServiceSpec, venv_bin
+
+IfMissing = Literal["fail", "skip"]
+
+#: What the implied services carry; a recipe that declares the service decides itself.
+REASON = "observability.metrics"
+
+
+def find_binary(binary: str) -> str | None:
+    """Where ``binary`` is on this machine: an absolute path that is executable, or a
+    name on PATH, then in srt's own venv ``bin`` (the same order the launch check uses)."""
+    if "/" in binary:
+        return binary if os.path.isfile(binary) and os.access(binary, os.X_OK) else None
+    found = shutil.which(binary)
+    if found:
+        return found
+    extra = os.path.join(venv_bin(), binary)
+    return extra if os.path.isfile(extra) and os.access(extra, os.X_OK) else None
+
+
+class MetricsServerOptions(ServerOptions):
+    """Options every kind of this plugin has."""
+
+    if_missing: IfMissing = Field(
+        "fail",
+        description="What happens when the binary is not on the machine srt runs on: `fail`"
+        " (the instance fails with the install hint) or `skip` (the service is dropped with a"
+        " warning; implied services use this, so a job runs where no exporter is installed).",
+    )
+
+
+class MetricsServerKind(ServerKind):
+    """A server kind of this plugin: the ``if_missing`` rule, and no shell in a container.
+
+    The upstream images (``quay.io/prometheus/node-exporter``, NVIDIA's dcgm-exporter) are
+    shell-less, so with a ``container`` there is no preamble: the image's own binary runs
+    as it is.
+    """
+
+    Options: ClassVar[type[MetricsServerOptions]] = MetricsServerOptions
+    #: host binaries: the job container (the recipe's top-level ``container``) is not
+    #: theirs to inherit; an entry's own ``container`` selects the upstream image
+    host_native: ClassVar[bool] = True
+
+    def preamble(self, spec: ServiceSpec, options: Any, ctx: Any) -> str | None:
+        if spec.container is not None:
+            return None
+        return super().preamble(spec, options, ctx)
+
+    def skip_reason(self, spec: ServiceSpec, options: Any) -> str | None:
+        if getattr(options, "if_missing", "fail") != "skip" or spec.command is not None:
+            return None
+        if spec.container is not None:
+            return None  # the image brings the binary
+        binary = self.binary(options)
+        if find_binary(binary) is not None:
+            return None
+        return f"{binary} not found on this machine (PATH, srt's venv); {self.install_hint}"

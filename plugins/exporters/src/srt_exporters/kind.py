@@ -1,0 +1,218 @@
+"""The exporter kinds: ``node-exporter``, ``process-exporter``, ``dcgm-exporter``.
+
+Each serves one Prometheus endpoint on a port it owns, on every node it is placed on, and
+declares it (:meth:`metrics`), so srt lists it in the job's scrape targets. They bind the
+node's address rather than every interface: virtual nodes of a local job (127.0.0.x) then
+each get their own, and a host exporter a site already runs on the port elsewhere is left
+alone. None has a readiness probe (the spec's "the exporters none"): nothing waits for them,
+and a failing exporter fails its instance, never the job.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from pydantic import Field
+from srt_services.extend import (
+    InstanceContext,
+    KindOptions,
+    MetricsSpec,
+    Port,
+    ServiceSpec,
+    url_host,
+)
+
+from srt_exporters.common import IfMissing, MetricsServerKind, MetricsServerOptions
+
+# --------------------------------------------------------------------------- node-exporter
+
+NODE = "node-exporter"
+NODE_COLLECTORS = ("cpu", "infiniband", "meminfo")
+
+
+class NodeExporterOptions(MetricsServerOptions):
+    port: Port = Field(9101, description="Port of /metrics (off 9100, which hosts often use).")
+    collectors: list[str] = Field(
+        default_factory=lambda: list(NODE_COLLECTORS),
+        description="Collectors to enable (all others are off). infiniband keeps running,"
+        " reporting nothing, on nodes without InfiniBand.",
+        min_length=1,
+    )
+
+
+class NodeExporterKind(MetricsServerKind):
+    name: ClassVar[str] = NODE
+    summary: ClassVar[str] = (
+        "Prometheus node exporter (cpu, infiniband, meminfo) on every worker node."
+    )
+    readiness_summary: ClassVar[str] = "none"
+    Options: ClassVar[type[NodeExporterOptions]] = NodeExporterOptions
+    binary_name: ClassVar[str] = "prometheus-node-exporter"
+    install_hint: ClassVar[str] = (
+        "install it (Debian: apt-get install prometheus-node-exporter), or set"
+        " options.binary (upstream's node_exporter works too)"
+    )
+    default_placement: ClassVar[str] = "workers"
+    default_stop_grace: ClassVar[float] = 10.0
+
+    def ports(self, options: Any) -> dict[str, int | None]:
+        return {"port": options.port}
+
+    def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        assert isinstance(options, NodeExporterOptions)
+        return [
+            f"--web.listen-address={url_host(ctx.node.ip)}:{options.port}",
+            "--collector.disable-defaults",
+            *(f"--collector.{c}" for c in options.collectors),
+        ]
+
+    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
+        return [MetricsSpec(port=options.port, name="node_exporter")]
+
+
+# --------------------------------------------------------------------------- process-exporter
+
+PROCESS = "process-exporter"
+CONFIG_FILE = "process-exporter.yml"
+
+
+class ProcessGroup(KindOptions):
+    """A group of processes that process-exporter reports as one (first match wins)."""
+
+    name: str = Field(description="The group's name (the groupname label).", min_length=1)
+    comm: list[str] = Field(default_factory=list, description="Exact process names.")
+    cmdline: list[str] = Field(
+        default_factory=list, description="Regular expressions that must all match the argv."
+    )
+
+
+#: What a job runs, grouped like the original's config: first match wins, no catch-all
+#: (a process matching no group is not reported).
+BUILTIN_GROUPS: tuple[ProcessGroup, ...] = (
+    ProcessGroup(name="frontend", cmdline=[r"dynamo\.frontend"]),
+    ProcessGroup(name="vllm", cmdline=[r"vllm"]),
+    ProcessGroup(name="sglang", cmdline=[r"sglang"]),
+    ProcessGroup(name="trtllm", cmdline=[r"tensorrt_llm|trtllm"]),
+    ProcessGroup(name="vllm_router", cmdline=[r"vllm[_-]router"]),
+    ProcessGroup(name="aiperf", cmdline=[r"aiperf"]),
+    ProcessGroup(name="agentperf", cmdline=[r"agentperf"]),
+    ProcessGroup(name="etcd", comm=["etcd"]),
+    ProcessGroup(name="nats", comm=["nats-server"]),
+    ProcessGroup(name="prometheus", comm=["prometheus"]),
+    ProcessGroup(name="node_exporter", comm=["prometheus-node", "node_exporter"]),
+    ProcessGroup(name="process_exporter", comm=["prometheus-proc", "process-exporte"]),
+    ProcessGroup(name="dcgm_exporter", comm=["dcgm-exporter"]),
+)
+
+
+class ProcessExporterOptions(MetricsServerOptions):
+    port: Port = Field(9256, description="Port of /metrics.")
+    if_missing: IfMissing = Field(
+        "skip",
+        description="`skip` (default, as the spec says: per-process telemetry is skipped with"
+        " a warning when the binary is missing) or `fail`.",
+    )
+    groups: list[ProcessGroup] = Field(
+        default_factory=list,
+        description="Your own process groups, matched before the built-in ones (frontend,"
+        " engines, etcd, nats, prometheus, the exporters).",
+    )
+
+
+def _quoted(text: str) -> str:
+    """A YAML double-quoted scalar; braces as escapes, so srt's ``{placeholder}`` rendering
+    of kind files leaves a regex's ``{2,}`` alone."""
+    return json.dumps(text).replace("{", "\\x7B").replace("}", "\\x7D")
+
+
+def group_config(groups: list[ProcessGroup]) -> str:
+    lines = [
+        "# written by srt-exporters: process groups for prometheus-process-exporter",
+        "# (first match wins; processes matching no group are not reported)",
+        "process_names:",
+    ]
+    for g in [*groups, *BUILTIN_GROUPS]:
+        lines.append(f"  - name: {_quoted(g.name)}")
+        if g.comm:
+            lines.append("    comm: [" + ", ".join(_quoted(c) for c in g.comm) + "]")
+        if g.cmdline:
+            lines.append("    cmdline: [" + ", ".join(_quoted(c) for c in g.cmdline) + "]")
+    return "\n".join(lines) + "\n"
+
+
+class ProcessExporterKind(MetricsServerKind):
+    name: ClassVar[str] = PROCESS
+    summary: ClassVar[str] = (
+        "Per-process-group CPU, memory and threads on every node (host binary; skipped if absent)."
+    )
+    readiness_summary: ClassVar[str] = "none"
+    Options: ClassVar[type[ProcessExporterOptions]] = ProcessExporterOptions
+    binary_name: ClassVar[str] = "prometheus-process-exporter"
+    install_hint: ClassVar[str] = (
+        "install it (Debian: apt-get install prometheus-process-exporter), or set options.binary"
+    )
+    default_placement: ClassVar[str] = "all"
+    default_stop_grace: ClassVar[float] = 10.0
+
+    def ports(self, options: Any) -> dict[str, int | None]:
+        return {"port": options.port}
+
+    def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        # process-exporter's flags take one dash (Go's flag package)
+        return [
+            "-config.path",
+            f"{{work_dir}}/{CONFIG_FILE}",
+            "-web.listen-address",
+            f"{url_host(ctx.node.ip)}:{options.port}",
+            "-threads=true",
+            "-children=false",
+            "-recheck=false",
+        ]
+
+    def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        assert isinstance(options, ProcessExporterOptions)
+        return {CONFIG_FILE: group_config(options.groups)}
+
+    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
+        return [MetricsSpec(port=options.port, name="process_exporter")]
+
+
+# --------------------------------------------------------------------------- dcgm-exporter
+
+DCGM = "dcgm-exporter"
+
+
+class DcgmExporterOptions(MetricsServerOptions):
+    port: Port = Field(9401, description="Port of /metrics (off 9400, which hosts often use).")
+    collect_interval_ms: int = Field(
+        1000, ge=100, le=3_600_000, description="How often DCGM samples the GPUs."
+    )
+
+
+class DcgmExporterKind(MetricsServerKind):
+    name: ClassVar[str] = DCGM
+    summary: ClassVar[str] = "NVIDIA DCGM exporter: GPU utilisation, memory, power per GPU."
+    readiness_summary: ClassVar[str] = "none"
+    Options: ClassVar[type[DcgmExporterOptions]] = DcgmExporterOptions
+    binary_name: ClassVar[str] = "dcgm-exporter"
+    install_hint: ClassVar[str] = (
+        "it ships with NVIDIA's container image nvcr.io/nvidia/k8s/dcgm-exporter (set"
+        " container) or NVIDIA's CUDA repository; it needs a GPU and its driver (NVML)"
+    )
+    default_placement: ClassVar[str] = "workers"
+    default_stop_grace: ClassVar[float] = 10.0
+
+    def ports(self, options: Any) -> dict[str, int | None]:
+        return {"port": options.port}
+
+    def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        assert isinstance(options, DcgmExporterOptions)
+        return [
+            f"--collect-interval={options.collect_interval_ms}",
+            "--address",
+            f"{url_host(ctx.node.ip)}:{options.port}",
+        ]
+
+    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
+        return [MetricsSpec(port=options.port, name="dcgm")]

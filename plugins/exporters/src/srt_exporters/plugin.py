@@ -1,0 +1,37 @@
+"""srt-exporters' hook implementations.
+
+Kept tiny and import-light: srt imports this module only when a recipe needs one of the
+kinds or a hook, and the kind modules (pydantic and all) only when a hook is called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from srt_services.extend import hookimpl
+
+if TYPE_CHECKING:
+    import click
+    from srt_services.extend import ImpliedService, Recipe, ServiceKind
+
+
+@hookimpl
+def srt_register_service_kinds() -> list[type[ServiceKind]]:
+    from srt_exporters.kind import DcgmExporterKind, NodeExporterKind, ProcessExporterKind
+    from srt_exporters.prometheus import PrometheusKind
+
+    return [NodeExporterKind, ProcessExporterKind, DcgmExporterKind, PrometheusKind]
+
+
+@hookimpl
+def srt_implied_services(recipe: Recipe) -> list[ImpliedService]:
+    from srt_exporters.implied import implied
+
+    return implied(recipe)
+
+
+@hookimpl
+def srt_cli_commands() -> list[click.Command]:
+    from srt_exporters.cli import metrics
+
+    return [metrics]

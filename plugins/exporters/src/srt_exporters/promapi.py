@@ -1,0 +1,85 @@
+"""Prometheus's HTTP API (``/api/v1/query``, ``/api/v1/query_range``) through httpx.
+
+Queries go as form-encoded POSTs, so a long PromQL expression never hits a URL length
+limit; every failure (refused, timeout, a PromQL error) becomes :class:`PromError` with
+Prometheus's own words.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+
+
+class PromError(Exception):
+    """Prometheus could not be asked, or refused the query."""
+
+
+#: One series of a result: its labels and its (time, value) samples.
+Series = tuple[dict[str, str], list[tuple[float, float]]]
+
+
+class PromClient:
+    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PromClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def ready(self) -> bool:
+        try:
+            return self._http.get("/-/ready", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _call(self, path: str, form: dict[str, str]) -> dict[str, Any]:
+        try:
+            response = self._http.post(path, data=form)
+        except httpx.HTTPError as exc:
+            raise PromError(f"cannot reach Prometheus at {self.base_url}: {exc}") from None
+        try:
+            body: dict[str, Any] = response.json()
+        except ValueError:
+            raise PromError(
+                f"Prometheus at {self.base_url} answered {response.status_code} without JSON"
+            ) from None
+        if body.get("status") != "success":
+            raise PromError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
+        data: dict[str, Any] = body["data"]
+        return data
+
+    def query_raw(self, expr: str, at: float | None = None) -> dict[str, Any]:
+        """An instant query's ``data`` as Prometheus gives it (``--query --json``)."""
+        form = {"query": expr}
+        if at is not None:
+            form["time"] = f"{at:.3f}"
+        return self._call("/api/v1/query", form)
+
+    def query(self, expr: str, at: float | None = None) -> list[tuple[dict[str, str], float]]:
+        """An instant vector: each series' labels and its value (scalars as one series)."""
+        data = self.query_raw(expr, at)
+        if data["resultType"] == "scalar":
+            return [({}, float(data["result"][1]))]
+        if data["resultType"] != "vector":
+            raise PromError(f"expected an instant vector from {expr!r}, got {data['resultType']}")
+        return [(r["metric"], float(r["value"][1])) for r in data["result"]]
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
+        data = self._call(
+            "/api/v1/query_range",
+            {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
+        )
+        out: list[Series] = []
+        for r in data["result"]:
+            points = [(float(t), float(v)) for t, v in r["values"]]
+            out.append((r["metric"], [(t, v) for t, v in points if math.isfinite(v)]))
+        return out

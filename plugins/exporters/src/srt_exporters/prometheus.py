@@ -1,0 +1,124 @@
+"""The ``prometheus`` kind: the job's scraper, on the infra node, for the whole job.
+
+It starts in the first phase (``infra``), so it sees every target from its launch, and it
+stops last (``stops_last``: after the discovery plane), so the final samples of everything
+it scrapes are kept. It scrapes what srt lists in ``<job_dir>/metrics/targets.json``
+(``file_sd``), which srt rewrites as instances start, restart and stop, and keeps its
+database in ``<job_dir>/metrics/tsdb``: the job's record, which ``srt metrics`` reads after
+the job ended.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from pydantic import Field
+from srt_services.extend import (
+    DefaultProbe,
+    InstanceContext,
+    MetricsSpec,
+    Port,
+    ServiceSpec,
+    url_host,
+)
+
+from srt_exporters.common import MetricsServerKind, MetricsServerOptions
+
+KIND = "prometheus"
+CONFIG_FILE = "prometheus.yml"
+#: The scrape job of the config; every target's ``job`` label is the srt job's name.
+SCRAPE_JOB = "srt"
+
+
+class PrometheusOptions(MetricsServerOptions):
+    port: Port = Field(9090, description="Port of the web UI and HTTP API (and its /metrics).")
+    scrape_interval_seconds: float = Field(
+        15.0, ge=1.0, le=3600.0, description="How often every target is scraped."
+    )
+    scrape_timeout_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=3600.0,
+        description="A scrape that takes longer fails (default: the interval, at most 10 s).",
+    )
+    retention: str = Field(
+        "10y",
+        pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$",
+        description="How long samples are kept (--storage.tsdb.retention.time); the job's"
+        " record should outlive the job, so it is long.",
+    )
+
+
+def config_text(targets_file: str, interval: float, timeout: float | None) -> str:
+    """The Prometheus config: one scrape job over the file srt keeps (JSON is YAML)."""
+    timeout = timeout if timeout is not None else min(interval, 10.0)
+    config = {
+        "global": {
+            "scrape_interval": f"{interval:g}s",
+            "scrape_timeout": f"{min(timeout, interval):g}s",
+            "evaluation_interval": f"{interval:g}s",
+        },
+        "scrape_configs": [
+            {
+                "job_name": SCRAPE_JOB,
+                # srt writes job, service, role, node, instance and step on every target
+                "honor_labels": False,
+                "file_sd_configs": [
+                    # the watcher sees srt's renames at once; the re-read catches a shared
+                    # file system without inotify events from other nodes
+                    {"files": [targets_file], "refresh_interval": "30s"}
+                ],
+            }
+        ],
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+class PrometheusKind(MetricsServerKind):
+    name: ClassVar[str] = KIND
+    summary: ClassVar[str] = (
+        "Prometheus scraping every target of the job (file_sd); TSDB in the job directory."
+    )
+    readiness_summary: ClassVar[str] = "http /-/ready on 9090"
+    Options: ClassVar[type[PrometheusOptions]] = PrometheusOptions
+    binary_name: ClassVar[str] = "prometheus"
+    install_hint: ClassVar[str] = (
+        "install it (Debian: apt-get install prometheus), or set options.binary"
+    )
+    default_start: ClassVar[str] = "infra"
+    default_placement: ClassVar[str] = "infra"
+    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "infra"})
+    stops_last: ClassVar[bool] = True
+    #: it writes the head block on SIGTERM; that takes seconds on a long job, not minutes
+    default_stop_grace: ClassVar[float] = 60.0
+
+    def ports(self, options: Any) -> dict[str, int | None]:
+        return {"port": options.port}
+
+    def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        assert isinstance(options, PrometheusOptions)
+        return [
+            f"--config.file={{work_dir}}/{CONFIG_FILE}",
+            f"--storage.tsdb.path={ctx.paths.tsdb_dir}",
+            f"--storage.tsdb.retention.time={options.retention}",
+            f"--web.listen-address={url_host(ctx.node.ip)}:{options.port}",
+        ]
+
+    def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        assert isinstance(options, PrometheusOptions)
+        text = config_text(
+            ctx.paths.scrape_targets_file,
+            options.scrape_interval_seconds,
+            options.scrape_timeout_seconds,
+        )
+        return {CONFIG_FILE: text}
+
+    def readiness(
+        self, spec: ServiceSpec, options: Any, ctx: InstanceContext
+    ) -> DefaultProbe | None:
+        # /-/ready answers 200 once the TSDB is open and the config loaded
+        return DefaultProbe("http", {"port": options.port, "path": "/-/ready", "status": 200})
+
+    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
+        return [MetricsSpec(port=options.port, name="prometheus")]

@@ -1,0 +1,197 @@
+"""What observability.metrics implies, and what each kind plans (no processes)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from srt_exporters.kind import group_config
+from srt_services import app
+from srt_services.plan.model import LAST_TIER, Plan
+from srt_services.recipe.problems import RecipeError
+
+JOB = """
+schema: 2
+name: m
+resources: {gpus_per_node: 1}
+frontend: {type: sglang, command: [f]}
+roles: {agg: {workers: 2, command: [w]}}
+"""
+
+
+def units(p: Plan) -> dict[str, Any]:
+    return {u.name: u for u in p.units}
+
+
+def test_metrics_on_implies_the_exporters_and_prometheus(plan: Callable[..., Plan]) -> None:
+    p = plan(JOB)
+    u = units(p)
+    for name in ("node-exporter", "dcgm-exporter", "process-exporter", "prometheus"):
+        assert u[name].implied_by == "observability.metrics", name
+        assert u[name].options["if_missing"] == "skip"
+        assert not u[name].critical
+    assert [i.node for i in u["node-exporter"].instances] == ["node0", "node1"]
+    assert u["dcgm-exporter"].restart is None, "no GPU does not go away by retrying"
+    assert u["process-exporter"].placement == "all"
+    prom = u["prometheus"]
+    assert prom.phase == "infra" and p.phases["infra"] == ["prometheus"]
+    assert prom.tier == LAST_TIER
+    assert p.phases["after_frontend"] == ["node-exporter", "dcgm-exporter", "process-exporter"]
+    names = {t.name for t in p.scrape_targets}
+    assert {
+        "node_exporter_node0",
+        "dcgm_node1",
+        "process_exporter_node1",
+        "prometheus_node0",
+    } <= names
+
+
+def test_a_job_without_compute_nodes_gets_no_node_or_gpu_exporter(
+    plan: Callable[..., Plan],
+) -> None:
+    p = plan("schema: 2\nname: s\nservices: [{name: a, command: [x]}]\n")
+    assert set(units(p)) == {"a", "process-exporter", "prometheus"}
+    assert not p.warnings
+
+
+def test_metrics_off_implies_nothing_and_plans_no_targets(plan: Callable[..., Plan]) -> None:
+    p = plan(JOB + "observability: {metrics: false}\n")
+    assert set(units(p)) == {"agg", "frontend"}
+    assert p.scrape_targets == []
+
+
+def test_a_declared_entry_replaces_or_drops_the_implied_one(plan: Callable[..., Plan]) -> None:
+    p = plan(
+        JOB
+        + """
+services:
+  - {name: node-exporter, enabled: false}
+  - {name: prometheus, type: prometheus, options: {port: 9999, scrape_interval_seconds: 5}}
+  - {name: gpus, type: dcgm-exporter, options: {port: 9411}}
+"""
+    )
+    u = units(p)
+    assert "node-exporter" not in u
+    assert u["prometheus"].implied_by is None and u["prometheus"].replaces_implied
+    assert "dcgm-exporter" not in u, "a declared dcgm-exporter under another name replaces it"
+    assert [i.node for i in u["gpus"].instances] == ["node0", "node1"]
+
+
+def test_prometheus_reads_the_file_srt_keeps_and_writes_into_the_job(
+    plan: Callable[..., Plan],
+) -> None:
+    p = plan(JOB + "services: [{name: prometheus, type: prometheus, options: {port: 9999}}]\n")
+    inst = units(p)["prometheus"].instances[0]
+    assert "--storage.tsdb.path=/jobs/j/metrics/tsdb" in inst.argv
+    assert f"--web.listen-address={inst.node_ip}:9999" in inst.argv
+    config = json.loads(inst.files["prometheus.yml"])
+    sd = config["scrape_configs"][0]["file_sd_configs"][0]
+    assert sd["files"] == ["/jobs/j/metrics/targets.json"]
+    assert config["global"]["scrape_interval"] == "15s"
+    assert inst.readiness is not None and "/-/ready" in inst.readiness.describe
+
+
+def test_exporter_command_lines(plan: Callable[..., Plan]) -> None:
+    u = units(plan(JOB))
+    node = u["node-exporter"].instances[1]
+    assert node.argv == [
+        "prometheus-node-exporter",
+        f"--web.listen-address={node.node_ip}:9101",
+        "--collector.disable-defaults",
+        "--collector.cpu",
+        "--collector.infiniband",
+        "--collector.meminfo",
+    ]
+    proc = u["process-exporter"].instances[0]
+    assert proc.argv[:3] == [
+        "prometheus-process-exporter",
+        "-config.path",
+        f"{proc.work_dir}/process-exporter.yml",
+    ]
+    assert "-web.listen-address" in proc.argv
+    dcgm = u["dcgm-exporter"].instances[0]
+    assert dcgm.argv == [
+        "dcgm-exporter",
+        "--collect-interval=1000",
+        "--address",
+        f"{dcgm.node_ip}:9401",
+    ]
+
+
+def test_a_container_gets_no_shell_preamble(plan: Callable[..., Plan]) -> None:
+    u = units(
+        plan(
+            JOB
+            + "services: [{name: node-exporter, type: node-exporter, container: quay.io/prometheus/node-exporter}]\n"
+        )
+    )
+    assert all(i.preamble is None for i in u["node-exporter"].instances)
+    assert all(i.preamble for i in u["process-exporter"].instances)
+
+
+def test_process_groups_keep_regex_braces() -> None:
+    from srt_exporters.kind import ProcessGroup
+
+    text = group_config([ProcessGroup(name="mine", cmdline=["x{2,}"])])
+    assert text.index('"mine"') < text.index('"frontend"'), "the recipe's groups match first"
+    assert "x\\x7B2,\\x7D" in text
+
+
+def test_placeholder_braces_in_groups_survive_planning(plan: Callable[..., Plan]) -> None:
+    p = plan(
+        JOB
+        + 'services: [{name: process-exporter, type: process-exporter, options: {groups: [{name: g, cmdline: ["{node}"]}]}}]\n'
+    )
+    text = units(p)["process-exporter"].instances[0].files["process-exporter.yml"]
+    assert "\\x7Bnode\\x7D" in text
+
+
+def test_implied_services_are_skipped_where_the_binary_is_missing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, plugins: Any, load: Any
+) -> None:
+    from srt_services.plan.allocation import AllocationRequest
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing is installed here
+    loaded = load(
+        JOB + "services: [{name: prometheus, type: prometheus, options: {if_missing: fail}}]\n"
+    )
+    planned = app.plan(loaded, AllocationRequest(kind="local"), plugins=plugins)
+    launcher = plugins.launcher_class("local")
+    notes = app.for_launcher(planned, launcher)
+    left = {u.name for u in planned.plan.units}
+    assert "prometheus" in left, "declared with if_missing: fail: it fails at launch instead"
+    assert not {"node-exporter", "dcgm-exporter", "process-exporter"} & left
+    assert any(
+        "services[node-exporter] skipped: prometheus-node-exporter not found" in n for n in notes
+    )
+    assert not [t for t in planned.plan.scrape_targets if t.service == "node-exporter"]
+
+
+def test_bad_options_are_refused_with_their_line(plugins: Any, load: Any) -> None:
+    with pytest.raises(RecipeError) as exc:
+        load(
+            JOB
+            + "services: [{name: prometheus, type: prometheus, options: {retention: forever, scrape_interval_seconds: 0.1}}]\n"
+        )
+    text = str(exc.value)
+    assert "services[prometheus].options.retention" in text
+    assert "services[prometheus].options.scrape_interval_seconds" in text
+    assert "recipe.yaml:7:" in text
+
+
+def test_the_job_container_is_not_inherited_by_the_host_exporters(
+    plan: Callable[..., Plan],
+) -> None:
+    """They run host binaries (host_native); only an entry's own container applies."""
+    p = plan(
+        JOB
+        + "container: job-image\n"
+        + "services:\n  - {name: node-exporter, container: quay.io/prometheus/node-exporter}\n"
+    )
+    u = units(p)
+    for name in ("dcgm-exporter", "process-exporter", "prometheus"):
+        assert u[name].container is None, name
+    assert u["node-exporter"].container == "quay.io/prometheus/node-exporter"
+    assert u["agg"].container == "job-image"

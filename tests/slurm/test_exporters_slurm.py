@@ -1,0 +1,145 @@
+"""srt-exporters on the 3-node Slurm cluster: exporters on every node, one Prometheus on the
+infra node scraping them all through the file_sd list srt keeps (issue 15's Slurm variant).
+
+Needs srt-exporters (skipped without it, an error with SRT_REQUIRE_EXPORTERS=1 as in the
+`suite` tox environment) and the Debian prometheus and exporters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from srt_services.jobdir.events import read_events
+from srt_services.testing.survivors import survivors
+
+if os.environ.get("SRT_REQUIRE_EXPORTERS") != "1":
+    pytest.importorskip("srt_exporters", reason="needs srt-exporters (plugins/exporters)")
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.component,
+    pytest.mark.skipif(
+        any(
+            shutil.which(b) is None
+            for b in ("prometheus", "prometheus-node-exporter", "prometheus-process-exporter")
+        ),
+        reason="needs prometheus and the Debian exporters",
+    ),
+]
+
+# The benchmark, on the head node: waits until Prometheus (on the infra node) has every
+# planned target up, prints what it saw, and fails after 90 s.
+CHECK = r"""
+import json, os, sys, time, urllib.parse, urllib.request
+want = int(sys.argv[1])
+url = "http://" + os.environ["SRT_SERVICE_PROMETHEUS_IPS"] + ":9090/api/v1/query?"
+deadline = time.time() + 90
+up = []
+while time.time() < deadline:
+    q = urllib.parse.urlencode({"query": 'up{job="slurmmetrics"} == 1'})
+    up = json.load(urllib.request.urlopen(url + q, timeout=5))["data"]["result"]
+    if len(up) >= want:
+        break
+    time.sleep(1)
+for r in sorted(up, key=lambda r: r["metric"]["instance"]):
+    m = r["metric"]
+    print("UP", m["instance"], m["node"], m["service"], flush=True)
+sys.exit(0 if len(up) >= want else 1)
+"""
+
+
+def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
+    slurm_cluster_3: Any, slurm_env: Any, tmp_path: Path, wait_until: Any
+) -> None:
+    cluster = slurm_cluster_3
+    shell = slurm_env(cluster)
+    # 3 nodes of workers: node-exporter on each, process-exporter on each, prometheus on
+    # the infra node (n1, the head); dcgm-exporter is implied too and skipped (no binary)
+    expected = 3 + 3 + 1  # node, process, and prometheus itself
+    recipe = tmp_path / "metrics.yaml"
+    recipe.write_text(
+        textwrap.dedent(
+            f"""
+            schema: 2
+            name: slurmmetrics
+            slurm: {{signal_before_end_seconds: 0}}
+            resources: {{gpus_per_node: 1}}
+            frontend:
+              type: sglang
+              port: 9081
+              command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]
+            roles:
+              agg:
+                workers: 3
+                command: [python3, -c, "import time; time.sleep(600)"]
+            benchmark: {{type: command, command: [python3, -c, {json.dumps(CHECK)}, "{expected}"]}}
+            services:
+              - name: prometheus
+                type: prometheus
+                options: {{scrape_interval_seconds: 1}}
+            """
+        )
+    )
+    job_dir = tmp_path / "job"
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services", "apply", str(recipe), "-o", str(job_dir), "--json"],
+        capture_output=True,
+        text=True,
+        env=cluster.env(),
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    job_id = json.loads(out.stdout)["job_id"]
+    deadline = time.monotonic() + 180
+    while shell.job_state(job_id) not in {"COMPLETED", "FAILED", "CANCELLED"}:
+        assert time.monotonic() < deadline, (job_dir / "logs" / "sbatch.out").read_text()
+        time.sleep(0.5)
+    sbatch = (job_dir / "logs" / "sbatch.out").read_text()
+    result = json.loads((job_dir / "result.json").read_text())
+    bench = (job_dir / "logs" / "benchmark.out").read_text()
+    assert result["exit_code"] == 0, sbatch + bench
+    assert "services[dcgm-exporter] skipped" in sbatch
+
+    events = read_events(str(job_dir / "events.jsonl"))
+    nodes_of: dict[str, set[str]] = {}
+    for e in events:
+        if e["event"] == "launched":
+            nodes_of.setdefault(e["unit"], set()).add(e["node"])
+    assert nodes_of["node-exporter"] == nodes_of["process-exporter"] == {"n1", "n2", "n3"}
+    assert nodes_of["prometheus"] == {"n1"}
+    seen = [line.split() for line in bench.splitlines() if line.startswith("UP ")]
+    assert {(i, n) for _, i, n, s in seen if s == "node-exporter"} == {
+        (f"node_exporter_{n}", n) for n in ("n1", "n2", "n3")
+    }
+    assert {n for _, _, n, s in seen if s == "process-exporter"} == {"n1", "n2", "n3"}
+    # every exporter bound its node's own address, which Prometheus scraped
+    plan = json.loads((job_dir / "plan.json").read_text())
+    for t in plan["scrape_targets"]:
+        assert t["address"].split(":")[0] == cluster.node_ips[t["node"]]
+    stops = [e["step"] for e in events if e["event"] == "exited"]
+    assert stops[-1] == "service_prometheus", "Prometheus stops last"
+
+    wait_until(lambda: not shell.job_pids(job_id), timeout=30, what="job processes gone")
+    assert not survivors(str(job_dir))
+
+    # the record on the shared job directory, read from here after the job
+    report = subprocess.run(
+        [sys.executable, "-m", "srt_services", "metrics", str(job_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert report.returncode == 0, report.stderr
+    rows = {t["instance"]: t for t in json.loads(report.stdout)["targets"]}
+    for n in ("n1", "n2", "n3"):
+        assert rows[f"node_exporter_{n}"]["scrapes"] > 0
