@@ -68,7 +68,7 @@ def test_port_shorthand_and_tcp(one) -> None:
 def test_invalid_regex(one) -> None:
     p = one(readiness("log: {pattern: 'ready ('}"))
     assert p.label == "services[a].readiness.log.pattern"
-    assert p.message.startswith("is not a valid regular expression: missing ), unterminated")
+    assert p.message.startswith("is not a valid regular expression: missing )")
     assert (p.line, p.column) == (8, 13)
 
 

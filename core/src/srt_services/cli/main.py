@@ -126,9 +126,21 @@ def cli(verbose: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: map srt's exceptions to exit codes and one-line messages."""
+    _ensure_stdio()
     code = _run(argv)
     _quiet_stdio()
+    _ignore_late_hangup()
     sys.exit(code)
+
+
+def _ignore_late_hangup() -> None:
+    """``srt run`` survives a hung-up terminal with a SIGHUP handler; the interpreter puts
+    the default action (death) back while it shuts down, so a hang-up in that last moment
+    would still change the exit status. Nothing is started any more: ignore it now."""
+    import signal
+
+    if callable(signal.getsignal(signal.SIGHUP)):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def _run(argv: list[str] | None) -> int:
@@ -150,31 +162,40 @@ def _dispatch(argv: list[str] | None) -> int:
     except Exit as exc:
         return int(exc.exit_code or 0)
     except click.UsageError as exc:
-        sys.stderr.write(usage_error_text(exc))
+        _say(usage_error_text(exc))
         return int(exc.exit_code)
     except click.ClickException as exc:
-        sys.stderr.write(f"Error: {exc.format_message()}\n")
+        _say(f"Error: {exc.format_message()}\n")
         return int(exc.exit_code)
     except Abort:
-        sys.stderr.write("aborted\n")
+        _say("aborted\n")
         return 130
     except RecipeInvalid as exc:
         _traceback(exc)
-        sys.stderr.write(f"{exc}\n")
+        _say(f"{exc}\n")
         return 2
     except JobFailed as exc:
         _traceback(exc)
-        sys.stderr.write(f"srt: {exc}\n")
+        _say(f"srt: {exc}\n")
         return exc.exit_code
     except SrtError as exc:
         _traceback(exc)
-        sys.stderr.write(f"srt: {exc}\n")
+        _say(f"srt: {exc}\n")
         return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
     return 0
+
+
+def _say(text: str) -> None:
+    """An error message on stderr; a closed or hung-up terminal must not turn it into a
+    traceback (the exit code says what happened)."""
+    try:
+        sys.stderr.write(text)
+    except (OSError, ValueError):
+        pass
 
 
 def usage_error_text(exc: click.UsageError) -> str:
@@ -232,12 +253,38 @@ def _traceback(exc: BaseException) -> None:
         traceback.print_exception(exc, file=sys.stderr)
 
 
+def _ensure_stdio() -> None:
+    """Started with stdin, stdout or stderr closed (``srt run ... >&-``): put ``/dev/null``
+    there. Python left ``sys.stdout`` as ``None`` (every print would raise), and the next
+    file srt opens would land on the empty descriptor, where a child or a stray write would
+    then go; a daemon does the same."""
+    import os
+
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+            mode = "r" if fd == 0 else "w"
+            setattr(sys, name, open(fd, mode, encoding="utf-8", errors="replace", closefd=False))  # noqa: SIM115
+        except OSError:
+            continue
+
+
 def _quiet_stdio() -> None:
     """If stdout/stderr went away (a closed terminal or pipe), stop Python from failing its
     final flush: that would turn the job's exit status into 120."""
     import os
 
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):

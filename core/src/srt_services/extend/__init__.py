@@ -15,7 +15,8 @@ What lives where:
   binary that owns its ports), :class:`Probe`, :class:`Placement`, :class:`Expansion`,
   :class:`Launcher`, and :class:`ImpliedService` for ``srt_implied_services``;
 * what those see while a plan is built: :class:`InstanceContext`, :class:`Node`,
-  :class:`Layout`, :class:`Worker`, :class:`JobPaths`;
+  :class:`Layout`, :class:`Worker`, :class:`JobPaths` (and :class:`PathOutsideJob`, what
+  :meth:`InstanceContext.job_path` raises for a relative path leaving the job directory);
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
@@ -36,7 +37,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext, JobPaths, Layout, Node, Worker
+    from srt_services.extend.context import (
+        InstanceContext,
+        JobPaths,
+        Layout,
+        Node,
+        PathOutsideJob,
+        Worker,
+    )
     from srt_services.extend.expansion import Expansion, InstanceSeed
     from srt_services.extend.implied import ImpliedService
     from srt_services.extend.jobs import JobDirError, JobRecord, read_job
@@ -66,6 +74,7 @@ _WHERE: dict[str, str] = {
     "JobPaths": "srt_services.extend.context",
     "Layout": "srt_services.extend.context",
     "Node": "srt_services.extend.context",
+    "PathOutsideJob": "srt_services.extend.context",
     "Worker": "srt_services.extend.context",
     "Expansion": "srt_services.extend.expansion",
     "InstanceSeed": "srt_services.extend.expansion",
@@ -118,6 +127,7 @@ __all__ = [
     "MetricsSpec",
     "NoOptions",
     "Node",
+    "PathOutsideJob",
     "Placement",
     "Port",
     "Preflight",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -123,6 +124,11 @@ class JobPaths:
         return f"{self.local_job_dir}/{step}"
 
 
+class PathOutsideJob(ValueError):
+    """A relative path that leaves the job directory (``../x``): refused, because a path
+    outside the job directory must be written absolute, where a reader sees it is."""
+
+
 @dataclass(slots=True)
 class InstanceContext:
     """One instance being planned: where it runs and the placeholder values it renders.
@@ -155,3 +161,28 @@ class InstanceContext:
     @property
     def local_dir(self) -> str:
         return self.paths.local_dir(self.step)
+
+    def job_path(self, written: str) -> str:
+        """A path the recipe wrote, as the instance's probe (or kind) must use it.
+
+        Placeholders are rendered first, so ``{job_dir}/ready`` and ``{local_dir}/x`` are
+        absolute (never glued under the job directory a second time). A path that is still
+        relative is the job directory's and must stay inside it: ``../x`` raises
+        :class:`PathOutsideJob`. An absolute path (written, or rendered from a placeholder
+        that names a directory) is taken as the recipe wrote it.
+        """
+        from srt_services.recipe.placeholders import render
+
+        path = render(written, self.values) if "{" in written else written
+        root = self.paths.job_dir
+        # in a dry run the job directory is the symbolic ``<job_dir>``, absolute all the same
+        if path.startswith(("/", root + "/")) or path == root:
+            return path
+        inside = posixpath.normpath(path)
+        if inside == ".." or inside.startswith("../"):
+            raise PathOutsideJob(
+                f"{path!r} is relative to the job directory but leads out of it; write an"
+                " absolute path (or start it with {job_dir}, {log_dir}...) to use a file"
+                " outside the job directory"
+            )
+        return f"{root}/{inside}" if inside != "." else root

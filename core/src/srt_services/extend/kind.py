@@ -24,13 +24,13 @@ if TYPE_CHECKING:
 class NoOptions(BaseModel):
     """Options model of a kind that takes none: any key is an error."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class KindOptions(BaseModel):
     """Base for kind options models: strict and closed, like the recipe itself."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class DefaultProbe:

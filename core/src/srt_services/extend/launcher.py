@@ -115,6 +115,11 @@ class Launcher:
         """Processes of this job that escaped their process group: pid -> step (if known)."""
         return {}
 
+    def teardown_started(self) -> None:
+        """The job is stopping: nothing will be launched any more. A launcher may start
+        releasing what it holds for launches (the local launcher moves the orchestrator out
+        of the job's cgroup meanwhile); :meth:`close` still comes last."""
+
     def sweep(self, steps: list[str] | None = None) -> None:
         """SIGKILL whatever is left of these steps (``None``: of the whole job) through the
         kernel's bookkeeping (a cgroup), where the launcher has one; else nothing."""

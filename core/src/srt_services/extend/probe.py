@@ -39,6 +39,13 @@ class ProbeTarget(Protocol):
     #: Last failure reason, kept for the timeout message (``ECONNREFUSED``...).
     last_error: str
 
+    def start_of(self, path: str) -> tuple[int | None, int]:
+        """Where this attempt began in the file at ``path``: ``(inode, size)`` recorded
+        when the attempt was launched, so a probe that follows a file reads only what the
+        attempt wrote (``(None, 0)``: the file did not exist then).
+        """
+        ...
+
     def owns_listener(self, port: int) -> bool | None:
         """Whether the listener on ``port`` belongs to the instance's process tree.
 

@@ -39,7 +39,8 @@ class StopKind(StrEnum):
     BAD_PLAN = "bad_plan"
     #: ``srt stop JOBDIR``: the user asked for the job to end (``by`` says who and from where)
     USER_STOP = "user_stop"
-    #: SIGTERM, SIGINT or SIGHUP reached the orchestrator (Ctrl-C, kill, scancel, a time limit)
+    #: SIGTERM or SIGINT reached the orchestrator (Ctrl-C, kill, scancel, a time limit);
+    #: SIGHUP (a hung-up terminal) does not stop a job
     SIGNAL = "signal"
     #: a bug in srt: the orchestrator itself raised
     INTERNAL_ERROR = "internal_error"

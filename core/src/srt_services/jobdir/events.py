@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-#: Event lines kept in memory while the file cannot be written.
+#: Event lines kept in memory while the file cannot be written (about: kept as bytes, at
+#: most this many lines of 256 bytes; the oldest go first).
 MAX_BACKLOG = 10_000
 
 
@@ -56,17 +57,21 @@ class EventLog:
         self._scheduled = False
         if self._pending:
             data = b"".join(self._pending)
+            self._pending.clear()
             try:
-                self._fh.write(data)
+                while data:
+                    # a disk that fills up mid-write takes part of it: keep the rest
+                    written = self._fh.write(data) or 0
+                    data = data[written:]
             except OSError as exc:
                 # a full or read-only disk: keep the newest lines for a later flush (bounded)
                 # and tell the owner once; a log for people must never stop the job
-                while len(self._pending) > MAX_BACKLOG:
-                    self._pending.pop(0)
+                self._pending.append(data)
+                if len(data) > MAX_BACKLOG * 256:
+                    cut = data.find(b"\n", len(data) - MAX_BACKLOG * 256)
+                    self._pending[0] = data[cut + 1 :] if cut >= 0 else b""
                 if self.on_error is not None:
                     self.on_error(exc)
-            else:
-                self._pending.clear()
         flush = getattr(self.on_event, "flush", None)
         if flush is not None:
             try:
@@ -87,9 +92,11 @@ def read_events(path: str) -> list[dict[str, Any]]:
         with open(path, "rb") as fh:
             for line in fh:
                 try:
-                    out.append(json.loads(line))
+                    record = json.loads(line)
                 except ValueError:
                     continue  # a line cut by a crash
+                if isinstance(record, dict) and isinstance(record.get("event"), str):
+                    out.append(record)  # anything else is not an event (an edited file)
     except FileNotFoundError:
         pass
     return out

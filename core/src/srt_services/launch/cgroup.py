@@ -81,11 +81,45 @@ def _write(path: str, text: str) -> None:
 
 
 def _read_pids(leaf: str) -> list[int]:
+    # os.open/os.read rather than open(): a teardown reads every leaf, and the text layer
+    # costs more than the read itself
     try:
-        with open(os.path.join(leaf, "cgroup.procs"), encoding="ascii") as fh:
-            return [int(x) for x in fh.read().split()]
-    except (OSError, ValueError):
+        fd = os.open(os.path.join(leaf, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
         return []
+    try:
+        data = os.read(fd, 65536)
+        while len(data) % 65536 == 0 and data:
+            more = os.read(fd, 65536)
+            if not more:
+                break
+            data += more
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    try:
+        return [int(x) for x in data.split()]
+    except ValueError:
+        return []
+
+
+def _populated(cgroup: str) -> bool:
+    """Whether any process is in ``cgroup`` or below it (``cgroup.events``; zombies do not
+    count). A cgroup that cannot be read counts as populated: the caller then acts."""
+    try:
+        fd = os.open(os.path.join(cgroup, "cgroup.events"), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return b"populated 0" not in data
 
 
 def disabled() -> bool:
@@ -99,6 +133,8 @@ class JobCgroup:
         self.path = path
         #: where the orchestrator came from (``None``: not moved, e.g. ``srt stop``)
         self.home = home
+        #: the orchestrator is not in the job's cgroup (never was, or has left it)
+        self.outside = home is None
         self._leaves: set[str] = set()
 
     # ------------------------------------------------------------------ lifetime
@@ -127,9 +163,13 @@ class JobCgroup:
         return group
 
     @classmethod
-    def existing(cls, path: str | None) -> JobCgroup | None:
-        """The cgroup a job recorded, if it still exists and looks like one srt made."""
+    def existing(cls, path: str | None, cookie: str | None = None) -> JobCgroup | None:
+        """The cgroup a job recorded, if it still exists and looks like one srt made (for
+        the job whose ``cookie`` is given: its name carries it, so a state file naming
+        another job's cgroup never makes ``srt stop`` kill that job)."""
         if not path or not os.path.basename(path).startswith(PREFIX):
+            return None
+        if cookie is not None and os.path.basename(path) != PREFIX + cookie[:16]:
             return None
         mount = _cgroup2_mount()
         if mount is None or not os.path.realpath(path).startswith(mount.rstrip("/") + "/"):
@@ -138,15 +178,29 @@ class JobCgroup:
             return None
         return cls(path)
 
+    def leave(self) -> None:
+        """Move the orchestrator back where it came from (nothing it starts afterwards is
+        the job's). The first cgroup move after a while waits for an RCU grace period in
+        the kernel (about 15 ms here), so the teardown does it in a thread while it waits
+        for the job's processes to exit (see ``LocalLauncher.teardown_started``)."""
+        home, self.home = self.home, None
+        if home is not None:
+            with contextlib.suppress(OSError):
+                _write(os.path.join(home, "cgroup.procs"), str(os.getpid()))
+                self.outside = True
+
+    def empty(self) -> bool:
+        """Whether nothing of the job is left in its cgroup: one read of the kernel's count,
+        which answers only once the orchestrator itself has left (:meth:`leave`)."""
+        return self.outside and not _populated(self.path)
+
     def remove(self, wait: float = 1.0) -> bool:
         """Move the orchestrator back where it came from and delete the job's cgroups.
 
         A leaf still holding a process (one that survived SIGKILL) cannot be removed; the
         rest is, and ``False`` says something was left.
         """
-        if self.home is not None:
-            with contextlib.suppress(OSError):
-                _write(os.path.join(self.home, "cgroup.procs"), str(os.getpid()))
+        self.leave()
         deadline = time.monotonic() + wait
         pause = 0.0005
         while True:
@@ -158,14 +212,24 @@ class JobCgroup:
 
     def _rmdir_tree(self) -> bool:
         left = False
-        for root, dirs, _ in os.walk(self.path, topdown=False):
-            for d in dirs:
-                try:
-                    os.rmdir(os.path.join(root, d))
-                except FileNotFoundError:
-                    pass
-                except OSError:
-                    left = True
+        for _, leaf in list(self._leaf_dirs()):
+            try:
+                os.rmdir(leaf)  # the usual leaf: no cgroup below it, nothing in it
+                continue
+            except FileNotFoundError:
+                continue
+            except OSError:
+                pass
+            for root, dirs, _ in os.walk(leaf, topdown=False):
+                for d in dirs:
+                    with contextlib.suppress(FileNotFoundError, OSError):
+                        os.rmdir(os.path.join(root, d))
+            try:
+                os.rmdir(leaf)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left = True
         try:
             os.rmdir(self.path)
         except FileNotFoundError:
@@ -259,7 +323,9 @@ class JobCgroup:
         """SIGKILL every process of a step's leaf (``None``: the whole job but the
         orchestrator). ``cgroup.kill`` where the kernel has it (5.14+), else a kill loop."""
         if step is not None:
-            self._kill_leaf(self.leaf(step))
+            leaf = self.leaf(step)
+            if _populated(leaf):  # a read; writing cgroup.kill costs ten times that
+                self._kill_leaf(leaf)
             return
         for name, leaf in self._leaf_dirs():
             if name == ORCHESTRATOR_LEAF:
@@ -268,7 +334,8 @@ class JobCgroup:
                     if pid != me:
                         with contextlib.suppress(OSError):
                             os.kill(pid, signal.SIGKILL)
-            else:
+            elif _populated(leaf):
+                # an empty leaf costs a read; writing cgroup.kill costs ten times that
                 self._kill_leaf(leaf)
 
     @staticmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 from typing import Any, ClassVar
 
@@ -39,6 +40,8 @@ class LocalLauncher(Launcher):
         self.cgroup: JobCgroup | None = None
         #: session id -> step of every process this launcher started (the newest last)
         self._sessions: dict[int, str] = {}
+        #: the orchestrator leaving the job's cgroup during the teardown
+        self._leaving: threading.Thread | None = None
 
     async def prepare(self) -> None:
         cookie = self.options.get("cookie")
@@ -127,6 +130,8 @@ class LocalLauncher(Launcher):
         """
         watched = self.watcher.watched_pids() if self.watcher is not None else set()
         roots = [p for p in process.my_children() if p not in watched]
+        if self.cgroup is not None and not roots and self.cgroup.empty():
+            return {}  # the kernel says nothing of the job is left: no leaf to read
         if self.cgroup is not None:
             found = self.cgroup.members()
             for pid in roots:
@@ -150,7 +155,7 @@ class LocalLauncher(Launcher):
         return out
 
     def sweep(self, steps: list[str] | None = None) -> None:
-        if self.cgroup is None:
+        if self.cgroup is None or self.cgroup.empty():
             return
         if steps is None:
             self.cgroup.kill()
@@ -164,7 +169,17 @@ class LocalLauncher(Launcher):
     def sessions(self) -> dict[int, str]:
         return dict(self._sessions)
 
+    def teardown_started(self) -> None:
+        if self.cgroup is not None and self._leaving is None:
+            self._leaving = threading.Thread(
+                target=self.cgroup.leave, name="srt-cgroup-leave", daemon=True
+            )
+            self._leaving.start()
+
     def close(self) -> None:
+        if self._leaving is not None:
+            self._leaving.join()
+            self._leaving = None
         if self.cgroup is not None and self.cgroup.remove():
             self.cgroup = None  # gone; a cgroup still holding a survivor stays recorded
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from srt_services.extend.context import PathOutsideJob
 from srt_services.plan.model import PlannedProbe
-from srt_services.recipe.placeholders import render
+from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
     from srt_services.extend.context import InstanceContext
     from srt_services.extend.kind import DefaultProbe
     from srt_services.plan.context import PlanContext
+    from srt_services.recipe.problems import Path
     from srt_services.recipe.settled import ProbeBinding
 
 DEFAULT_TIMEOUT = 120.0
@@ -32,8 +34,14 @@ def planned_probe(
     default_timeout: float,
     default_interval: float,
     liveness: bool = False,
+    at: Path = (),
 ) -> PlannedProbe | None:
-    """The probe of one instance: the recipe's (``binding``), else the kind's ``default``."""
+    """The probe of one instance: the recipe's (``binding``), else the kind's ``default``.
+
+    ``at`` is where the block is written (``services[0].readiness``), for a problem the
+    probe finds while it renders itself for this instance (a path leaving the job
+    directory); the problem is reported once per service, not once per instance.
+    """
     if binding is not None:
         probe, config, block = binding.probe, binding.config, binding.block
         timeout = block.timeout_seconds or _least(ctx, DEFAULT_TIMEOUT, liveness)
@@ -45,10 +53,13 @@ def planned_probe(
         interval = default.interval or default_interval
     else:
         return None
-    planned = probe.plan(config, ictx, default_port)
-    path = planned.get("path")
-    if isinstance(path, str) and "{" in path:
-        planned["path"] = render(path, ictx.values)
+    try:
+        planned = probe.plan(config, ictx, default_port)
+    except PathOutsideJob as exc:
+        problem = Problem((*at, probe.name, "path") if binding is not None else at, str(exc))
+        if problem not in ctx.problems:
+            ctx.problems.append(problem)
+        return None
     result = PlannedProbe(
         probe=probe.name,
         config=planned,

@@ -26,7 +26,9 @@ from srt_services.plan.values import (
     with_local_dir,
 )
 from srt_services.recipe.placeholders import render
+from srt_services.recipe.problems import Problem
 from srt_services.recipe.settled import bound
+from srt_services.recipe.shell import ShellValueError, render_shell
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -97,13 +99,26 @@ def _process_instance(
     if worker is not None and not worker.whole_node:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in worker.gpus)
     probe = planned_probe(
-        ctx, readiness, None, ictx, default_port, DEFAULT_TIMEOUT, DEFAULT_INTERVAL
+        ctx,
+        readiness,
+        None,
+        ictx,
+        default_port,
+        DEFAULT_TIMEOUT,
+        DEFAULT_INTERVAL,
+        at=(*_written_at(at.unit), "readiness"),
     )
     argv = render_all(spec.command, values) + render_all(spec.args, values)
     container = spec.container or ctx.loaded.recipe.container  # the job container
-    preamble = with_local_dir(
-        render(spec.preamble, values) if spec.preamble else None, ictx.local_dir, argv, env
-    )
+    preamble = None
+    if spec.preamble:
+        try:
+            preamble = render_shell(spec.preamble, values)  # bash: each value one word
+        except ShellValueError as exc:
+            problem = Problem((*_written_at(at.unit), "preamble"), str(exc))
+            if problem not in ctx.problems:
+                ctx.problems.append(problem)
+    preamble = with_local_dir(preamble, ictx.local_dir, argv, env)
     inst = PlannedInstance(
         step=at.step,
         unit=at.unit,
@@ -147,6 +162,11 @@ def _claim_metrics(
         where: Path = (*owner.split("."), "metrics", i)
         ctx.ledger.claim(inst.node, port, owner, inst.step, where)
         inst.ports.append(port)
+
+
+def _written_at(unit: str) -> tuple[str, ...]:
+    """Where the recipe writes a job process's settings (``roles.<role>``, ``frontend``)."""
+    return (unit,) if unit in ("frontend", "benchmark") else ("roles", unit)
 
 
 def _told_workers(ctx: PlanContext, role: str) -> dict[str, str]:

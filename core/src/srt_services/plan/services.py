@@ -35,6 +35,7 @@ from srt_services.plan.values import (
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem
 from srt_services.recipe.settled import bound
+from srt_services.recipe.shell import ShellValueError, render_shell
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -485,14 +486,22 @@ class _Instances:
         return env
 
     def _preamble(self, values: Mapping[str, str], ictx: InstanceContext | None) -> str | None:
+        """The kind's preamble, then the recipe's: bash, so every value is quoted for the
+        place its placeholder stands in (:mod:`srt_services.recipe.shell`)."""
         written = self.spec.preamble
         kind_part = None
         if ictx is not None and "preamble" in self.hooks:
             kind_part = self.kind.preamble(self.spec, self.options, ictx)
-        return joined_preamble(
-            render(kind_part, values) if kind_part else None,
-            render(written, values) if written else None,
-        )
+        try:
+            return joined_preamble(
+                render_shell(kind_part, values) if kind_part else None,
+                render_shell(written, values) if written else None,
+            )
+        except ShellValueError as exc:
+            problem = Problem((*self.at, "preamble"), str(exc))
+            if problem not in self.ctx.problems:
+                self.ctx.problems.append(problem)
+            return None
 
     def _probes(self, ictx: InstanceContext) -> tuple[PlannedProbe | None, PlannedProbe | None]:
         """(readiness, liveness): the recipe's blocks, else the kind's default readiness."""
@@ -509,11 +518,20 @@ class _Instances:
             None,
             kind.default_readiness_timeout,
             kind.default_readiness_interval,
+            at=(*self.at, "readiness") if self.readiness is not None else self.at,
         )
         liveness = None
         if self.liveness is not None:
             liveness = planned_probe(
-                ctx, self.liveness, None, ictx, None, DEFAULT_TIMEOUT, DEFAULT_INTERVAL, True
+                ctx,
+                self.liveness,
+                None,
+                ictx,
+                None,
+                DEFAULT_TIMEOUT,
+                DEFAULT_INTERVAL,
+                True,
+                at=(*self.at, "liveness"),
             )
         return readiness, liveness
 

@@ -16,8 +16,9 @@ from srt_services.recipe.models import StrictModel
 
 class FileConfig(StrictModel):
     path: str = Field(
-        description="File that must exist and be non-empty (relative to the job directory;"
-        " placeholders allowed)."
+        description="File that must exist and be non-empty. Placeholders are rendered first;"
+        " a relative path is inside the job directory, a file elsewhere needs an absolute"
+        " path (`/...`, `{job_dir}/...`, `{local_dir}/...`)."
     )
 
     @field_validator("path")
@@ -52,10 +53,7 @@ class FileProbe(Probe):
     instance_scoped: ClassVar[bool] = True
 
     def plan(self, config: Any, ctx: InstanceContext, default_port: int | None) -> dict[str, Any]:
-        path = config.path
-        if not path.startswith("/"):
-            path = f"{ctx.paths.job_dir}/{path}"
-        return {"path": path}
+        return {"path": ctx.job_path(config.path)}
 
     def describe(self, planned: dict[str, Any]) -> str:
         return f"non-empty file {planned['path']}"

@@ -20,6 +20,13 @@ from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
 from srt_services.extend.servers import url_host
 from srt_services.probes.tcp import connect_once, ownership_problem
 from srt_services.recipe.models import Port, StrictModel
+from srt_services.recipe.placeholders import render
+
+
+def _one_line(path: str) -> str:
+    """``path`` with spaces and control characters percent-encoded: whatever a rendered
+    value brought in, the request stays one line (no header can be smuggled in)."""
+    return "".join(f"%{ord(c):02X}" if ord(c) <= 0x20 or ord(c) == 0x7F else c for c in path)
 
 
 class HttpConfig(StrictModel):
@@ -57,10 +64,12 @@ class HttpProbe(Probe):
         port = config.port or default_port
         host = ctx.node.ip
         shown = url_host(host)
+        # the one setting placeholders reach (the checks allow them there, as for log/file)
+        path = render(config.path, ctx.values) if "{" in config.path else config.path
         return {
             "host": host,
             "port": port,
-            "url": f"http://{shown}:{port}{config.path}",
+            "url": f"http://{shown}:{port}{_one_line(path)}",
             "status": config.status,
         }
 

@@ -96,7 +96,9 @@ PHASES: tuple[str, ...] = ("infra", "before_workers", "after_frontend")
 class StrictModel(BaseModel):
     """Unknown keys are errors; types are not coerced (numbers-as-text aside)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 # --------------------------------------------------------------------------- probes
@@ -109,7 +111,7 @@ class ProbeBlock(StrictModel):
     raw here and validated against the probe's own model once the plugin set is known.
     """
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
     port: Port | None = Field(
         None,

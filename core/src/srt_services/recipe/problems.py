@@ -105,20 +105,39 @@ class RecipeError(RecipeInvalid):
         return self.render()
 
 
+#: Problems shown with their place; a recipe with more (one per item of a list of a
+#: million) gets these and a count of the rest.
+MAX_SHOWN = 100
+
+
 def locate(
     problems: Iterable[Problem],
     source: str,
     data: Any,
     mark_of: Callable[[Path], tuple[int, int] | None],
 ) -> list[LocatedProblem]:
-    """Attach labels and marks, de-duplicate, and sort by position in the file."""
+    """Attach labels and marks, de-duplicate, and sort by position in the file.
+
+    At most :data:`MAX_SHOWN` problems are located (finding a mark reads the text again);
+    the rest are counted in one last entry.
+    """
     seen: set[tuple[Path, str]] = set()
-    located: list[LocatedProblem] = []
+    unique: list[Problem] = []
+    more = 0
     for p in problems:
         key = (p.path, p.message)
         if key in seen:
             continue
         seen.add(key)
+        if len(unique) < MAX_SHOWN:
+            unique.append(p)
+        else:
+            more += 1
+    prefetch = getattr(getattr(mark_of, "__self__", None), "prefetch_marks", None)
+    if prefetch is not None:  # a Document: one pass over the text finds every mark
+        prefetch([p.path for p in unique])
+    located: list[LocatedProblem] = []
+    for p in unique:
         mark = mark_of(p.path)
         located.append(
             LocatedProblem(
@@ -130,4 +149,6 @@ def locate(
             )
         )
     located.sort(key=lambda lp: (lp.line or 0, lp.column or 0))
+    if more:
+        located.append(LocatedProblem("", f"and {more} more problems like these"))
     return located

@@ -1,11 +1,14 @@
 """Recipe text to plain Python data, keeping a way back to line and column.
 
-PyYAML's C composer builds the node tree (it is the fast part of ``yaml.load``); we turn
-nodes into dicts and lists ourselves, which is quicker than ``SafeConstructor`` and lets us
-refuse duplicate keys and alias bombs. Marks are not copied anywhere, and the node tree is
-not kept either: it is composed again from the text only when a problem has to be shown
-with its line (see :meth:`Document.mark_of`). JSON recipes (generated ones) are parsed by
-orjson; on error they are re-read as YAML (JSON is YAML) to find the position.
+YAML is read as PyYAML's C parser's *event stream* and turned into dicts and lists at once,
+never into a node tree: a composed tree costs about 300 bytes per value (each node with two
+marks), so a 6 MB recipe of short items took 1.3 GB, where the data itself is a few bytes
+per value. So memory follows the data, not the text's markup, and the node and alias
+limits below are checked while reading, before anything large exists. Duplicate keys,
+alias bombs and cycles are refused, with their line. Marks are not kept: a problem's
+``line:col`` is found again by a second streaming pass over the text, one pass for all
+the problems shown (:meth:`Document.prefetch_marks`). JSON recipes (generated ones) are
+parsed by orjson; on error they are re-read as YAML (JSON is YAML) to find the position.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -26,9 +29,22 @@ try:  # the C parser is ~4x faster; fall back to pure Python where libyaml is mi
 except ImportError:  # pragma: no cover - depends on the PyYAML build
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
-#: Upper bound on scalars after alias expansion: a recipe is small; a "billion laughs"
+#: Upper bound on values after alias expansion: a recipe is small; a "billion laughs"
 #: document is not, and would otherwise hang validation.
 MAX_EXPANDED_NODES = 5_000_000
+#: A recipe holds at most one value per this many bytes of its text, beyond the first
+#: ``VALUES_FLOOR`` values. Real recipes spend 10 to 70 bytes per value (the generated
+#: 10,000-service benchmark recipe 9.8, as YAML or JSON); ``[a,a,a,...]`` spends 2, and
+#: every value costs tens of bytes once built and hundreds in a validation error, so a
+#: dense document is refused before it is validated.
+MIN_BYTES_PER_VALUE = 5
+VALUES_FLOOR = 20_000
+#: Deepest nesting of mappings and lists (real recipes nest about six levels).
+MAX_DEPTH = 200
+#: Short scalars are shared (one ``str`` for every ``a`` of ``[a, a, a...]``) up to this
+#: many distinct ones.
+SHARED_SCALARS = 65_536
+SHARED_LENGTH = 32
 
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -41,12 +57,18 @@ _MERGE = "tag:yaml.org,2002:merge"
 _SUPPORTED_SCALARS = {_STR, _INT, _FLOAT, _BOOL, _NULL, "tag:yaml.org,2002:timestamp"}
 _BOOLS = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}
 
+Mark = tuple[int, int]
+
 
 class _Fail(Exception):
-    def __init__(self, message: str, node: yaml.Node | None) -> None:
+    def __init__(self, message: str, mark: Mark | None) -> None:
         super().__init__(message)
         self.message = message
-        self.node = node
+        self.mark = mark
+
+
+def _mark(event: Any) -> Mark:
+    return event.start_mark.line + 1, event.start_mark.column + 1
 
 
 @dataclass(slots=True)
@@ -58,73 +80,103 @@ class Document:
     text: str
     #: parsed by the JSON fast path (a generated recipe), not as YAML
     from_json: bool = False
-    _root: yaml.Node | None = None
-    _root_ready: bool = False
+    _marks: dict[tuple[str, ...], Mark] = field(default_factory=dict)
+    _kinds: dict[tuple[str, ...], str] = field(default_factory=dict)
+    _asked: set[tuple[str, ...]] = field(default_factory=set)
 
-    def mark_of(self, path: Path) -> tuple[int, int] | None:
+    def prefetch_marks(self, paths: list[Path]) -> None:
+        """Find the marks of every path in ``paths`` in one pass over the text."""
+        wanted: set[tuple[str, ...]] = set()
+        for path in paths:
+            for variant in _variants(path):
+                for n in range(len(variant) + 1):
+                    wanted.add(variant[:n])
+        wanted -= self._asked
+        if not wanted:
+            return
+        self._asked |= wanted
+        try:
+            _find_marks(self.text, wanted, self._marks, self._kinds)
+        except yaml.YAMLError:
+            pass
+
+    def mark_of(self, path: Path) -> Mark | None:
         """1-based (line, column) of the deepest existing element of ``path``."""
-        root = self._node_tree()
-        if root is None:
-            return None
-        node = root
-        best = _mark(root)
+        self.prefetch_marks([path])
+        cur: tuple[str, ...] = ()
+        best = self._marks.get(cur)
         for item in path:
-            child = _child(node, item)
-            if child is None:
-                if item == 0 and isinstance(node, yaml.MappingNode):
-                    continue  # one mapping written where a list is accepted (metrics: {...})
+            cand = (*cur, str(item))
+            if cand in self._marks:
+                cur = cand
+                best = self._marks[cand]
+            elif item == 0 and self._kinds.get(cur) == "map":
+                continue  # one mapping written where a list is accepted (metrics: {...})
+            else:
                 break
-            key_node, node = child
-            best = _mark(key_node if key_node is not None else node)
         return best
 
-    def _node_tree(self) -> yaml.Node | None:
-        if not self._root_ready:
-            self._root_ready = True
-            try:
-                self._root = yaml.compose(self.text, Loader=_Loader)
-            except yaml.YAMLError:
-                self._root = None
-        return self._root
+
+def _variants(path: Path) -> list[tuple[str, ...]]:
+    """``path`` as text, and without each ``0`` (a mapping written for a one-item list)."""
+    text = tuple(str(p) for p in path)
+    out = [text]
+    for i, item in enumerate(path):
+        if item == 0 and not isinstance(item, bool):
+            out.append(text[:i] + text[i + 1 :])
+    return out
 
 
-def _mark(node: yaml.Node) -> tuple[int, int]:
-    return node.start_mark.line + 1, node.start_mark.column + 1
-
-
-def _child(node: yaml.Node, item: str | int) -> tuple[yaml.Node | None, yaml.Node] | None:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in _flat_pairs(node):
-            if isinstance(key, yaml.ScalarNode) and _scalar_key_matches(key, item):
-                return key, value
-        return None
-    if (
-        isinstance(node, yaml.SequenceNode)
-        and isinstance(item, int)
-        and 0 <= item < len(node.value)
-    ):
-        return None, node.value[item]
-    return None
-
-
-def _scalar_key_matches(key: yaml.ScalarNode, item: str | int) -> bool:
-    if isinstance(item, int):
-        return bool(key.value == str(item))
-    return bool(key.value == item)
-
-
-def _flat_pairs(node: yaml.MappingNode) -> Iterator[tuple[yaml.Node, yaml.Node]]:
-    """Pairs of a mapping with ``<<`` merges expanded (explicit keys first, as YAML says)."""
-    merged: list[tuple[yaml.Node, yaml.Node]] = []
-    for key, value in node.value:
-        if key.tag == _MERGE:
-            sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
-            for src in sources:
-                if isinstance(src, yaml.MappingNode):
-                    merged.extend(_flat_pairs(src))
+def _find_marks(
+    text: str,
+    wanted: set[tuple[str, ...]],
+    marks: dict[tuple[str, ...], Mark],
+    kinds: dict[tuple[str, ...], str],
+) -> None:
+    """Walk the event stream; note the mark (a mapping entry: its key's) and the kind of
+    every element whose path is in ``wanted``."""
+    # frames: [path, is_map, next index or None, pending key, key mark]
+    frames: list[list[Any]] = []
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            frames.pop()
             continue
-        yield key, value
-    yield from merged
+        if not isinstance(
+            ev, (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)
+        ):
+            continue
+        if frames:
+            frame = frames[-1]
+            if frame[1]:  # a mapping: keys and values alternate
+                if frame[3] is None:
+                    frame[3] = ev.value if isinstance(ev, yaml.ScalarEvent) else "?"
+                    frame[4] = _mark(ev)
+                    if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                        frames.append([None, isinstance(ev, yaml.MappingStartEvent), 0, None, None])
+                    continue
+                path = (*frame[0], frame[3]) if frame[0] is not None else None
+                where = frame[4]
+                frame[3] = None
+            else:
+                path = (*frame[0], str(frame[2])) if frame[0] is not None else None
+                frame[2] += 1
+                where = _mark(ev)
+        else:
+            path, where = (), _mark(ev)
+        if path is not None and path in wanted:
+            marks.setdefault(path, where)
+            kinds.setdefault(
+                path,
+                "map"
+                if isinstance(ev, yaml.MappingStartEvent)
+                else "seq"
+                if isinstance(ev, yaml.SequenceStartEvent)
+                else "scalar",
+            )
+        else:
+            path = None  # not wanted: nothing below it is either
+        if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            frames.append([path, isinstance(ev, yaml.MappingStartEvent), 0, None, None])
 
 
 def _tab_indented(text: str, line: int) -> bool:
@@ -176,157 +228,235 @@ def _parse_text(text: str, source: str) -> Document:
         else:
             from srt_services.recipe.bounds import json_has_duplicate_keys
 
+            most = max_values(len(text))
+            if len(text) // 2 > most and not _count_values(data, most):
+                raise RecipeError(source, [LocatedProblem("", _too_dense(len(text), most))])
             # orjson keeps the last of two equal keys; the YAML path refuses them by line
             if not json_has_duplicate_keys(text, data):
                 return Document(source=source, data=data, text=text, from_json=True)
-    root = _compose(text, source)
-    # The node tree is dropped once built from: it holds about a hundred tracked objects per
-    # service (nodes, marks, their dicts), which every later pass of the garbage collector
-    # would walk for as long as the recipe lives; a recipe with problems composes it again.
-    if root is None:
-        return Document(source=source, data=None, text=text, _root_ready=True)
     try:
-        data = _Builder().build(root)
+        data = _Builder(text).build()
     except _Fail as fail:
-        line = col = None
-        if fail.node is not None:
-            line, col = _mark(fail.node)
+        line, col = fail.mark if fail.mark is not None else (None, None)
         raise RecipeError(
             source, [LocatedProblem("", fail.message, line=line, column=col)]
         ) from None
-    except RecursionError:
-        raise RecipeError(source, [LocatedProblem("", "recipe is nested too deeply")]) from None
+    except yaml.MarkedYAMLError as exc:
+        raise _syntax_error(text, source, exc) from None
+    except yaml.YAMLError as exc:  # e.g. ReaderError: invalid characters
+        raise RecipeError(source, [LocatedProblem("", f"cannot read recipe: {exc}")]) from None
     return Document(source=source, data=data, text=text)
 
 
-def _compose(text: str, source: str) -> yaml.Node | None:
-    """The YAML node tree of ``text``; a syntax error becomes a positioned RecipeError."""
-    try:
-        return yaml.compose(text, Loader=_Loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = (exc.problem or "syntax error").strip()
-        if exc.context:
-            problem = f"{problem} ({exc.context.strip()})"
-        if mark is not None and _tab_indented(text, mark.line):
-            problem += "; YAML does not allow tabs for indentation, use spaces"
-        raise RecipeError(
-            source,
-            [
-                LocatedProblem(
-                    "",
-                    f"YAML syntax error: {problem}",
-                    line=mark.line + 1 if mark else None,
-                    column=mark.column + 1 if mark else None,
-                )
-            ],
-        ) from None
-    except yaml.YAMLError as exc:  # e.g. ReaderError: invalid characters
-        raise RecipeError(source, [LocatedProblem("", f"cannot read recipe: {exc}")]) from None
+def _syntax_error(text: str, source: str, exc: yaml.MarkedYAMLError) -> RecipeError:
+    mark = exc.problem_mark or exc.context_mark
+    problem = (exc.problem or "syntax error").strip()
+    if exc.context:
+        problem = f"{problem} ({exc.context.strip()})"
+    if mark is not None and _tab_indented(text, mark.line):
+        problem += "; YAML does not allow tabs for indentation, use spaces"
+    return RecipeError(
+        source,
+        [
+            LocatedProblem(
+                "",
+                f"YAML syntax error: {problem}",
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+            )
+        ],
+    )
+
+
+def max_values(size: int) -> int:
+    """How many values a recipe of ``size`` bytes may hold (see ``MIN_BYTES_PER_VALUE``)."""
+    return VALUES_FLOOR + size // MIN_BYTES_PER_VALUE
+
+
+def _too_dense(size: int, most: int) -> str:
+    return (
+        f"recipe holds more than {most:,} values in {size:,} bytes (srt allows one per"
+        f" {MIN_BYTES_PER_VALUE} bytes beyond the first {VALUES_FLOOR:,}: real recipes use"
+        " 10 or more); refusing to load it"
+    )
+
+
+def _count_values(data: Any, most: int) -> bool:
+    """Whether ``data`` (parsed JSON) holds at most ``most`` values."""
+    count = 0
+    todo = [data]
+    while todo:
+        item = todo.pop()
+        count += 1
+        if count > most:
+            return False
+        if isinstance(item, dict):
+            count += len(item)  # the keys
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return count <= most
+
+
+class _Open:
+    """A mapping or list being built from the events between its start and end."""
+
+    __slots__ = ("anchor", "explicit", "is_map", "key", "key_mark", "mark", "size", "value")
+
+    def __init__(self, value: Any, is_map: bool, anchor: str | None, mark: Mark) -> None:
+        self.value = value
+        self.is_map = is_map
+        self.anchor = anchor
+        self.mark = mark
+        self.size = 1
+        #: a mapping's next key (``_NO_KEY`` while a key is expected)
+        self.key: Any = _NO_KEY
+        self.key_mark: Mark | None = None
+        #: keys written in the mapping itself (a merge never overrides them)
+        self.explicit: set[Any] = set()
+
+
+_NO_KEY = object()
+_MERGE_KEY = object()
 
 
 class _Builder:
-    """Node tree to Python values: plain types only, duplicate keys refused."""
+    """Event stream to Python values: plain types only, duplicate keys refused, aliases
+    shared (never copied) and counted as if expanded."""
 
-    def __init__(self) -> None:
-        self._memo: dict[int, Any] = {}
-        self._sizes: dict[int, int] = {}
-        self._scalar_ctor = yaml.SafeLoader("")  # reused for the rare non-trivial scalar
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._loader = yaml.SafeLoader("")  # tag resolution and the rare non-trivial scalar
+        self._anchors: dict[str, tuple[Any, int]] = {}
+        self._open_anchors: set[str] = set()
+        self._shared: dict[str, str] = {}
+        self._total = 0
 
-    def build(self, node: yaml.Node) -> Any:
-        self._check_size(node)
-        return self._value(node)
-
-    def _check_size(self, root: yaml.Node) -> None:
-        # Logical size with aliases expanded, computed with memoisation so that the check
-        # itself stays linear in the number of distinct nodes.
-        sizes = self._sizes
-        open_nodes: set[int] = set()  # on the current path: seeing one again is a cycle
-        stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            nid = id(node)
-            if nid in sizes:
+    def build(self) -> Any:
+        stack: list[_Open] = []
+        root: Any = None
+        documents = 0
+        values = 0
+        most = max_values(len(self.text))
+        for ev in yaml.parse(self.text, Loader=_Loader):
+            if isinstance(ev, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+                values += 1
+                if values > most:
+                    raise _Fail(_too_dense(len(self.text), most), _mark(ev))
+            if isinstance(ev, yaml.ScalarEvent):
+                value, size = self._scalar_event(ev), 1
+                if ev.anchor is not None:
+                    self._anchors[ev.anchor] = (value, 1)
+            elif isinstance(ev, yaml.AliasEvent):
+                value, size = self._alias(ev)
+            elif isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                stack.append(self._start(ev, stack))
                 continue
-            if isinstance(node, yaml.ScalarNode):
-                sizes[nid] = 1
-                continue
-            children = (
-                [n for pair in node.value for n in pair]
-                if isinstance(node, yaml.MappingNode)
-                else list(node.value)
-            )
-            if not done:
-                if nid in open_nodes:
-                    raise _Fail("an alias refers to a node that contains it (a cycle)", node)
-                open_nodes.add(nid)
-            if done:
-                open_nodes.discard(nid)
-                total = 1 + sum(sizes.get(id(c), 1) for c in children)
-                if total > MAX_EXPANDED_NODES:
-                    raise _Fail(
-                        f"recipe expands to more than {MAX_EXPANDED_NODES:,} values"
-                        " (alias expansion); refusing to load it",
-                        node,
-                    )
-                sizes[nid] = total
-            else:
-                stack.append((node, True))
-                stack.extend((c, False) for c in children if id(c) not in sizes)
-
-    def _value(self, node: yaml.Node) -> Any:
-        if isinstance(node, yaml.ScalarNode):
-            return self._scalar(node)
-        nid = id(node)
-        memo = self._memo
-        if nid in memo:
-            return memo[nid]
-        if isinstance(node, yaml.MappingNode):
-            if node.tag != _MAP:
-                raise _Fail(f"unsupported YAML tag {node.tag}", node)
-            result: dict[Any, Any] = {}
-            memo[nid] = result
-            explicit: set[Any] = set()
-            for key_node, value_node in node.value:
-                if key_node.tag == _MERGE:
-                    self._merge(result, value_node, explicit)
+            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                done = stack.pop()
+                if done.anchor is not None:
+                    self._open_anchors.discard(done.anchor)
+                    self._anchors[done.anchor] = (done.value, done.size)
+                value, size = done.value, done.size
+                if not stack:
+                    root = value
                     continue
-                key = self._key(key_node)
-                if key in explicit:
-                    raise _Fail(f"duplicate key {key!r} in mapping", key_node)
-                explicit.add(key)
-                result[key] = self._value(value_node)
-            return result
-        if isinstance(node, yaml.SequenceNode):
-            if node.tag != _SEQ:
-                raise _Fail(f"unsupported YAML tag {node.tag}", node)
-            items: list[Any] = []
-            memo[nid] = items
-            items.extend(self._value(child) for child in node.value)
-            return items
-        raise _Fail("unsupported YAML node", node)  # pragma: no cover
+                self._add(stack[-1], value, size, None, done.mark)
+                continue
+            elif isinstance(ev, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise _Fail(
+                        "expected a single document in the stream, but found another document",
+                        _mark(ev),
+                    )
+                continue
+            else:
+                continue
+            self._count(size, ev)
+            if not stack:
+                root = "<<" if value is _MERGE_KEY else value
+                continue
+            self._add(stack[-1], value, size, ev, _mark(ev))
+        return root
 
-    def _merge(self, result: dict[Any, Any], value_node: yaml.Node, explicit: set[Any]) -> None:
-        sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+    def _count(self, size: int, ev: Any) -> None:
+        self._total += size
+        if self._total > MAX_EXPANDED_NODES:
+            raise _Fail(
+                f"recipe expands to more than {MAX_EXPANDED_NODES:,} values"
+                " (alias expansion); refusing to load it",
+                _mark(ev),
+            )
+
+    def _start(self, ev: Any, stack: list[_Open]) -> _Open:
+        is_map = isinstance(ev, yaml.MappingStartEvent)
+        tag = ev.tag
+        if tag is not None and tag not in ("!", _MAP if is_map else _SEQ):
+            raise _Fail(f"unsupported YAML tag {tag}", _mark(ev))
+        if len(stack) >= MAX_DEPTH:
+            raise _Fail("recipe is nested too deeply", _mark(ev))
+        if stack and stack[-1].is_map and stack[-1].key is _NO_KEY:
+            raise _Fail("mapping keys must be plain scalars", _mark(ev))
+        if ev.anchor is not None:
+            self._open_anchors.add(ev.anchor)
+        self._count(1, ev)
+        return _Open({} if is_map else [], is_map, ev.anchor, _mark(ev))
+
+    def _alias(self, ev: Any) -> tuple[Any, int]:
+        if ev.anchor in self._open_anchors:
+            raise _Fail("an alias refers to a node that contains it (a cycle)", _mark(ev))
+        found = self._anchors.get(ev.anchor)
+        if found is None:
+            raise _Fail(f"found undefined alias {ev.anchor!r}", _mark(ev))
+        return found
+
+    def _add(self, into: _Open, value: Any, size: int, ev: Any, mark: Mark) -> None:
+        into.size += size
+        if not into.is_map:
+            into.value.append("<<" if value is _MERGE_KEY else value)
+            return
+        if into.key is _NO_KEY:  # this value is a key
+            if value is _MERGE_KEY:
+                into.key = _MERGE_KEY
+            elif isinstance(value, (list, dict)):
+                raise _Fail("mapping keys must be plain scalars", mark)
+            else:
+                if value in into.explicit:
+                    raise _Fail(f"duplicate key {value!r} in mapping", mark)
+                into.explicit.add(value)
+                into.key = value
+            into.key_mark = mark
+            return
+        key, into.key = into.key, _NO_KEY
+        if key is _MERGE_KEY:
+            self._merge(into, value, mark)
+            return
+        into.value[key] = "<<" if value is _MERGE_KEY else value
+
+    def _merge(self, into: _Open, value: Any, mark: Mark) -> None:
+        sources = value if isinstance(value, list) else [value]
         for src in sources:
-            if not isinstance(src, yaml.MappingNode):
-                raise _Fail("a '<<' merge needs a mapping (or a list of mappings)", src)
-            for key, value in self._value(src).items():
-                if key not in explicit and key not in result:
-                    result[key] = value
+            if not isinstance(src, dict):
+                raise _Fail("a '<<' merge needs a mapping (or a list of mappings)", mark)
+            for key, item in src.items():
+                if key not in into.explicit and key not in into.value:
+                    into.value[key] = item
 
-    def _key(self, node: yaml.Node) -> Any:
-        if not isinstance(node, yaml.ScalarNode):
-            raise _Fail("mapping keys must be plain scalars", node)
-        key = self._scalar(node)
-        if isinstance(key, (list, dict)):
-            raise _Fail("mapping keys must be plain scalars", node)  # pragma: no cover
-        return key
-
-    def _scalar(self, node: yaml.ScalarNode) -> Any:
-        tag = node.tag
-        value: str = node.value
+    def _scalar_event(self, ev: Any) -> Any:
+        value: str = ev.value
+        tag = ev.tag
+        if tag is None or tag == "!":
+            tag = (
+                _STR if tag == "!" else self._loader.resolve(yaml.ScalarNode, value, ev.implicit)  # type: ignore[no-untyped-call]
+            )
         if tag == _STR:
+            if len(value) <= SHARED_LENGTH:
+                shared = self._shared.get(value)
+                if shared is not None:
+                    return shared
+                if len(self._shared) < SHARED_SCALARS:
+                    self._shared[value] = value
             return value
         if tag == _INT and value.isascii() and value.isdigit() and value[0] != "0":
             try:
@@ -335,27 +465,30 @@ class _Builder:
                 raise _Fail(
                     f"a number of {len(value)} digits is too long"
                     f" (at most {sys.get_int_max_str_digits()})",
-                    node,
+                    _mark(ev),
                 ) from None
-        return self._other_scalar(node, tag, value)
+        return self._other_scalar(ev, tag, value)
 
-    def _other_scalar(self, node: yaml.ScalarNode, tag: str, value: str) -> Any:
+    def _other_scalar(self, ev: Any, tag: str, value: str) -> Any:
         """Scalars other than text and plain decimals: null, booleans, YAML 1.1 numbers."""
         if tag == _NULL:
             return None
         if tag == _BOOL:
             flag = _BOOLS.get(value.lower())
             if flag is None:  # only reachable with an explicit !!bool tag
-                raise _Fail(f"!!bool value {value!r} is not true or false", node)
+                raise _Fail(f"!!bool value {value!r} is not true or false", _mark(ev))
             return flag
+        if tag == _MERGE:
+            return _MERGE_KEY  # ``<<`` as a key merges; anywhere else it is the text "<<"
         if tag not in _SUPPORTED_SCALARS:
-            raise _Fail(f"unsupported YAML tag {tag}", node)
+            raise _Fail(f"unsupported YAML tag {tag}", _mark(ev))
+        node = yaml.ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style)
         try:
             if tag == _INT:  # YAML 1.1 forms: 0o17, 0x1f, 1_000, 190:20:30
-                return self._scalar_ctor.construct_yaml_int(node)
+                return self._loader.construct_yaml_int(node)
             if tag == _FLOAT:
-                return self._scalar_ctor.construct_yaml_float(node)
+                return self._loader.construct_yaml_float(node)
         except (ValueError, TypeError, IndexError):  # an explicit !!int/!!float on other text
             what = "!!int" if tag == _INT else "!!float"
-            raise _Fail(f"{what} value {value!r} is not a number", node) from None
+            raise _Fail(f"{what} value {value!r} is not a number", _mark(ev)) from None
         return value  # timestamps stay text: no recipe field is a date

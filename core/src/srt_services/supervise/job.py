@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,7 @@ def _take_over(job: JobDir, path: str, log: Log) -> None:
         raise SrtError(
             f"leftovers of the previous run in {job.path} could not be stopped: {', '.join(survivors)}"
         )
-    group = JobCgroup.existing(view.state.cgroup)
+    group = JobCgroup.existing(view.state.cgroup, view.state.cookie)
     if group is not None:
         group.remove(wait=0.5)
     for name in (STATE, RESULT):
@@ -101,9 +102,23 @@ def _take_over(job: JobDir, path: str, log: Log) -> None:
             os.replace(job.file(name), job.file(name + ".previous"))
 
 
+def _survive_hangups() -> None:
+    """A hung-up terminal must not end ``srt run`` (the job goes on, see the orchestrator's
+    SIGHUP handler), before the job starts or after it ended either. A handler, not
+    ``SIG_IGN``: an ignored signal would stay ignored in every service srt starts."""
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, _hung_up)
+
+
+def _hung_up(signum: int, frame: Any) -> None:
+    """Nothing to do: output to the gone terminal is dropped where it is written."""
+
+
 def run_job(req: RunRequest) -> int:
     from srt_services import app
     from srt_services.supervise.progress import make_progress
+
+    _survive_hangups()
 
     plugins = app.plugin_set()
     loaded = app.load(req.recipe, plugins)

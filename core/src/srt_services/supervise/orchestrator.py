@@ -78,7 +78,7 @@ __all__ = ["Orchestrator", "RunOptions"]
 
 STATE_FLUSH_DELAY = 0.02
 #: Signals that stop the job (a second one while stopping: kill at once).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class Orchestrator:
@@ -127,6 +127,8 @@ class Orchestrator:
         self.write_errors: dict[str, str] = {}
         self._final_status: JobStatus | None = None
         self._signals = 0
+        #: SIGHUP's disposition before the job (given back when it ends)
+        self._sighup: Any = None
         #: ``metrics/targets.json``: the metrics endpoints of the instances that run now
         self.scrape_targets = ScrapeTargets(plan, job.path, self._guarded)
 
@@ -158,9 +160,10 @@ class Orchestrator:
         self._stop_requested = asyncio.Event()
         self.watcher = ChildWatcher(loop, on_error=self._on_callback_error)
         for sig in STOP_SIGNALS:
-            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
-                continue  # started under nohup: a hung-up terminal must not stop the job
             loop.add_signal_handler(sig, self._on_signal, sig)
+        self._sighup = signal.getsignal(signal.SIGHUP)
+        if self._sighup != signal.SIG_IGN:  # not under nohup
+            loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
         loop.add_signal_handler(signal.SIGUSR1, self._dump_tasks)
         self.events = EventLog(self.job.events_file, self.options.on_event)
         self.events.on_error = self._events_unwritable
@@ -247,16 +250,19 @@ class Orchestrator:
             await self.launcher.finish()
         except Exception as exc:  # leftover scratch must not turn a finished job into a crash
             self._emit("cleanup_failed", detail=f"{type(exc).__name__}: {exc}")
-        self.launcher.close()
-        self._write_state(status="stopping")
+        # no state write here: _close writes the final one right after, and then lets the
+        # launcher release what it holds (the job's empty cgroups)
 
     def _close(self, loop: asyncio.AbstractEventLoop) -> int:
         """Write how the job ended and release what :meth:`_open` took; return the code."""
         for task in list(self._tasks):
             task.cancel()
-        for sig in (*STOP_SIGNALS, signal.SIGUSR1):
+        for sig in (*STOP_SIGNALS, signal.SIGHUP, signal.SIGUSR1):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
+        if self._sighup is not None:  # a hang-up after the job must not kill srt either
+            with contextlib.suppress(Exception):
+                signal.signal(signal.SIGHUP, self._sighup)
         code = self.exit_code if self.exit_code is not None else 1
         self.scrape_targets.close()
         self._final_status = "stopped" if self._by_user else "finished" if code == 0 else "failed"
@@ -275,6 +281,10 @@ class Orchestrator:
             self.control.close()
         self.watcher.close()
         self.events.close()
+        if self.launcher is not None:
+            # last: removing the job's (empty) cgroups is bookkeeping once every process is
+            # gone; the final state still names them, and a cgroup a survivor keeps stays
+            self.launcher.close()
         process.become_subreaper(False)
         return code
 
@@ -456,8 +466,6 @@ class Orchestrator:
         p = inst.planned
         # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
         log_path = os.path.join(self.job.path, p.log)
-        if _needs_work_dir(p):
-            _write_files(p)
         env = dict(self._base_env)
         env.update(p.env)
         env[INSTANCE_VAR] = p.step
@@ -467,7 +475,10 @@ class Orchestrator:
         inst.exit_fut = asyncio.get_running_loop().create_future()
         inst.exit_code = None
         inst.killed_for = None
+        Probing.launching(inst)
         try:
+            if _needs_work_dir(p):
+                _write_files(p)  # a full disk fails this attempt like a failed exec
             handle = self.launcher.launch(p, env, log_path)
         except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
             self._cannot_execute(inst, log_path, exc)
@@ -769,6 +780,12 @@ class Orchestrator:
             for u in self.units.values()
         )
         return 0 if self.phase == "serving" and not finishes else 128 + sig
+
+    def _on_hangup(self) -> None:
+        """SIGHUP: the terminal went away (an SSH session dropped, a closed window). The job
+        goes on and ends as it would have with the terminal there; its output goes nowhere.
+        ``srt stop``, SIGTERM or SIGINT end it."""
+        self._emit("signal", signal="SIGHUP", detail="the terminal hung up; the job goes on")
 
     # ------------------------------------------------------------------ bookkeeping
 

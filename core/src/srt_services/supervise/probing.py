@@ -18,10 +18,11 @@ import contextlib
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from srt_services.plan.model import PlannedProbe
 from srt_services.supervise.backoff import FAST_CAP, FAST_START, FAST_WINDOW, backoff_delay
 from srt_services.supervise.portpoll import PortPoller
 
@@ -144,6 +145,28 @@ class InotifyHub:
         self.loop.call_later(WATCH_LINGER, release)
 
 
+def file_start(path: str) -> tuple[int | None, int]:
+    """``(inode, size)`` of the file at ``path`` now; ``(None, 0)`` if there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, 0
+    return st.st_ino, st.st_size
+
+
+def probe_starts(probes: Iterable[PlannedProbe | None]) -> dict[str, tuple[int | None, int]]:
+    """Where each file that one of ``probes`` follows stands now (see ``Target.starts``):
+    taken right before an attempt is launched, so its first line counts and no earlier one
+    does."""
+    out: dict[str, tuple[int | None, int]] = {}
+    for probe in probes:
+        if probe is not None:
+            path = probe.config.get("path")
+            if isinstance(path, str) and path:
+                out[path] = file_start(path)
+    return out
+
+
 @dataclass(slots=True)
 class Target:
     """The :class:`~srt_services.extend.probe.ProbeTarget` the runtime hands a probe."""
@@ -157,12 +180,20 @@ class Target:
     hub: InotifyHub | None
     owner_check: Callable[[int], bool | None]
     poller: PortPoller | None = None
+    #: path -> (inode, size) of the files the attempt's probes follow, taken at its launch
+    starts: dict[str, tuple[int | None, int]] = field(default_factory=dict)
     last_error: str = ""
     attempts: int = 0
     started_mono: float = field(default_factory=time.monotonic)
 
     def owns_listener(self, port: int) -> bool | None:
         return self.owner_check(port)
+
+    def start_of(self, path: str) -> tuple[int | None, int]:
+        found = self.starts.get(path)
+        if found is None:  # not recorded at launch (a probe run outside a job): from now
+            found = self.starts[path] = file_start(path)
+        return found
 
     async def next_attempt(self) -> None:
         delay = backoff_delay(self.attempts, time.monotonic() - self.started_mono, self.interval)

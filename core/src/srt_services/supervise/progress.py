@@ -74,6 +74,43 @@ class _Default(dict[str, Any]):
         return "?"
 
 
+class SafeStream:
+    """A text stream whose writes never raise: once the terminal or pipe behind it is gone
+    (EPIPE, EIO after a hang-up, a closed descriptor), it swallows what is written. The job
+    must go on, and end with the same status, whether or not anyone still reads."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._stream.write(text)
+            except (OSError, ValueError):
+                self.broken = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self.broken = True
+
+    def isatty(self) -> bool:
+        try:
+            return not self.broken and self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class PlainProgress:
     """One line per event on ``stream``."""
 
@@ -117,7 +154,9 @@ class LiveProgress:
         from rich.console import Console
         from rich.live import Live
 
-        self.console = Console()
+        # rich writes from its refresh thread too: a hung-up terminal (EIO) must not raise
+        # there, nor in ``close``
+        self.console = Console(file=SafeStream(sys.stdout))  # type: ignore[arg-type]
         self.rows: dict[str, dict[str, Any]] = {}
         self.messages: list[str] = []
         self.t0 = time.monotonic()
@@ -170,7 +209,10 @@ class LiveProgress:
         self.live.update(self._render())
 
     def close(self) -> None:
-        self.live.stop()
+        try:
+            self.live.stop()
+        except (OSError, ValueError):
+            pass
 
 
 def make_progress(quiet: bool, plain: bool | None = None) -> Any:

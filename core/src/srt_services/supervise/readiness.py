@@ -22,7 +22,7 @@ from srt_services.jobdir.layout import JobDir
 from srt_services.launch import process
 from srt_services.plan.model import PlannedProbe
 from srt_services.supervise.portpoll import PortPoller
-from srt_services.supervise.probing import InotifyHub, Target
+from srt_services.supervise.probing import InotifyHub, Target, probe_starts
 from srt_services.supervise.runs import Emit, InstanceRun, PhaseFailed, UnitRun, describe_code
 
 if TYPE_CHECKING:
@@ -57,6 +57,17 @@ class Probing:
         elif inst.handle is not None:
             await self.launcher.kill([inst.handle])
 
+    @staticmethod
+    def launching(inst: InstanceRun) -> None:
+        """Called right before each attempt of ``inst`` is launched: note where the files
+        its probes follow stand, so only what this attempt writes can make it ready."""
+        p = inst.planned
+        fleet = inst.unit.planned.fleet
+        if p.readiness is None and p.liveness is None and fleet is None:
+            inst.probe_starts = {}  # most instances: nothing to look at
+            return
+        inst.probe_starts = probe_starts((p.readiness, p.liveness, fleet))
+
     def target(self, inst: InstanceRun, probe: PlannedProbe) -> Target:
         """What the probe of ``inst``'s current attempt looks at."""
         h = inst.handle
@@ -70,6 +81,7 @@ class Probing:
             hub=self.hub,
             owner_check=self._owner_check(inst),
             poller=self.poller,
+            starts=inst.probe_starts,
         )
 
     def _owner_check(self, inst: InstanceRun) -> Callable[[int], bool | None]:

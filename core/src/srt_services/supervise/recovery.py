@@ -57,20 +57,23 @@ def leftovers(view: JobView) -> list[Leftover]:
     if state is None or not state.cookie or state.orchestrator.elsewhere() is not None:
         return []
     known: dict[int, str | None] = {}
-    group = JobCgroup.existing(state.cgroup)
+    group = JobCgroup.existing(state.cgroup, state.cookie)
     if group is not None:
         known = group.members()
     sessions: dict[int, str | None] = {s.sid: s.step for s in state.sessions}
     roots = []
+    leaders: dict[int, int | None] = {}
     for name, inst in [*state.instances.items(), *state.builds.items()]:
         if inst.pgid is not None:
             sessions.setdefault(inst.pgid, name)
-        if inst.pid is not None and procfs.same_process(inst.pid, inst.start_ticks):
-            roots.append(inst.pid)
-            known.setdefault(inst.pid, name)
+        if inst.pid is not None:
+            leaders[inst.pid] = inst.start_ticks
+            if procfs.same_process(inst.pid, inst.start_ticks):
+                roots.append(inst.pid)
+                known.setdefault(inst.pid, name)
     found = jobprocs.find(
         state.cookie,
-        sessions=sessions,
+        sessions={sid: step for sid, step in sessions.items() if _ours(sid, leaders)},
         roots=roots,
         not_before=view.not_before_ticks(),
         known=known,
@@ -84,6 +87,18 @@ def leftovers(view: JobView) -> list[Leftover]:
         if ticks is not None:
             out.append(Leftover(pid, step, ticks))
     return out
+
+
+def _ours(sid: int, leaders: dict[int, int | None]) -> bool:
+    """Whether the session (or group) ``sid`` that state.json names can still be the one srt
+    created. Its id is its leader's PID, which the kernel does not hand out again while the
+    session has a member; so if a process with that PID lives, it must be the leader srt
+    started (its start time, where recorded, says so), else the id was reused by a stranger
+    after the job's session ended, and nothing in that session is the job's."""
+    holder = procfs.start_ticks(sid)
+    if holder is None:
+        return True  # the leader is gone: whoever is left in the session is the job's
+    return leaders.get(sid) == holder
 
 
 def _signal(found: Iterable[Leftover], sig: int) -> None:
@@ -152,7 +167,7 @@ def _stop_leftover_tier(
         for m in late:
             log(f"pid {m.pid} did not exit {wait:g}s after SIGTERM; sending SIGKILL")
         _signal(late, signal.SIGKILL)
-    group = JobCgroup.existing(view.state.cgroup if view.state else None)
+    group = JobCgroup.existing(view.state.cgroup if view.state else None, view.cookie)
     if group is not None:
         for step in {m.step for m in members if m.step}:
             group.kill(step)
@@ -162,7 +177,7 @@ def _stop_leftover_tier(
 def _chase(view: JobView, log: Log) -> list[str]:
     """Rescan and SIGKILL (the graces are over) until nothing is found or the budget ends."""
     deadline = time.monotonic() + KILL_WAIT
-    group = JobCgroup.existing(view.state.cgroup if view.state else None)
+    group = JobCgroup.existing(view.state.cgroup if view.state else None, view.cookie)
     while True:
         found = leftovers(view)
         if not found:
@@ -217,7 +232,7 @@ def _ask_orchestrator(view: JobView, now: bool, timeout: float | None, log: Log)
 
 
 def _remove_cgroup(view: JobView) -> None:
-    group = JobCgroup.existing(view.state.cgroup if view.state else None)
+    group = JobCgroup.existing(view.state.cgroup if view.state else None, view.cookie)
     if group is not None:
         group.remove(wait=0.5)
 

@@ -59,6 +59,8 @@ class InstanceRun:
     liveness: asyncio.Task[None] | None = None
     #: why srt itself stopped this attempt (a liveness failure, a timeout), for the report
     killed_for: str | None = None
+    #: where the files the probes follow stood when this attempt was launched
+    probe_starts: dict[str, tuple[int | None, int]] = field(default_factory=dict)
     #: set while srt stops it on request (``srt restart``, ``srt stop JOBDIR SERVICE``): its
     #: exit is expected, so neither the restart policy nor a critical unit's rule applies
     held: str | None = None

@@ -52,13 +52,15 @@ def signal_groups(pids: Iterable[int], sig: int) -> None:
     mine = os.getpgrp()
     done: set[int] = set()
     for pid in pids:
-        ids = procfs.stat_ids(pid)
-        if ids is None:
+        try:
+            pgid = os.getpgid(pid)  # one system call; /proc/<pid>/stat costs three
+        except OSError:
             continue
-        pgid = ids[1]
         if pgid != mine and pgid not in done:
             done.add(pgid)
             process.signal_group(pgid, sig)
+            if pgid == pid:
+                continue  # a group leader: the group's signal reached it
         process.signal_pid(pid, sig)
 
 
@@ -163,6 +165,8 @@ class Shutdown:
     _tier_of: dict[str, int] = field(init=False, repr=False)
     _grace_of: dict[str, float] = field(init=False, repr=False)
     _snapshot: dict[int, str | None] = field(init=False, repr=False, default_factory=dict)
+    #: the last scan found nothing of the job, and no instance ran
+    _clean: bool = field(init=False, repr=False, default=False)
 
     def __post_init__(self) -> None:
         self._tier_of = {i.step: i.unit.planned.tier for i in self.instances}
@@ -176,11 +180,11 @@ class Shutdown:
 
     async def run(self) -> list[str]:
         """Stop every tier, then sweep; return what could not be killed."""
-        # one look at the escaped processes serves every tier; each tier rescans after its
-        # kills (orphans appear as their parents die)
-        self._snapshot = self._strays()
-        for tier in sorted(set(self._tier_of.values())):
-            await self._stop_tier(tier)
+        for n, tier in enumerate(sorted(set(self._tier_of.values()))):
+            await self._stop_tier(tier, first=n == 0)
+        if not self._tier_of:
+            self._snapshot = self._strays()
+            self.launcher.teardown_started()
         await self._final_sweep()
         return self.unkillable
 
@@ -188,26 +192,35 @@ class Shutdown:
 
     def _strays(self) -> dict[int, str | None]:
         running = {i.handle.pid for i in self.instances if i.running and i.handle is not None}
-        return {
-            pid: step
-            for pid, step in self.launcher.stray_processes(self.cookie).items()
-            if pid not in running
-        }
+        found = self.launcher.stray_processes(self.cookie)
+        # nothing of the job at all (no instance, no stray): nothing can appear later
+        # either, since only a process of the job could start one
+        self._clean = not found and not running
+        return {pid: step for pid, step in found.items() if pid not in running}
 
     def _in_tier(self, tier: int) -> Callable[[str | None], bool]:
         return lambda step: step is not None and self._tier_of.get(step) == tier
 
-    async def _stop_tier(self, tier: int) -> None:
+    async def _stop_tier(self, tier: int, first: bool = False) -> None:
         """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
-        batch per deadline (so 200 instances cost one wait, not 200 timers)."""
+        batch per deadline (so 200 instances cost one wait, not 200 timers).
+
+        The first tier's instances are signalled before anything else is looked at; then one
+        look at the escaped processes serves every tier (each tier rescans after its kills:
+        orphans appear as their parents die), and the launcher may start releasing what it
+        held for launches (a thread: it must not delay those first signals)."""
         loop = asyncio.get_running_loop()
         members = [i for i in self.instances if i.unit.planned.tier == tier and i.running]
         handles = [i.handle for i in members if i.handle is not None]
         if handles:
             await self.launcher.terminate(handles)
+        if first:
+            self._snapshot = self._strays()
         in_tier = self._in_tier(tier)
         strays = {p: s for p, s in self._snapshot.items() if in_tier(s) and procfs.alive(p)}
         _term(strays)
+        if first:
+            self.launcher.teardown_started()
         if not members and not strays:
             return
         self.emit(
@@ -219,16 +232,26 @@ class Shutdown:
         for inst in members:
             inst.state = "stopping"
         started = loop.time()
-        longest = await self._escalate_per_grace(members, strays, started)
-        # Wait for the SIGKILLed, then for what their deaths orphaned.
+        longest, killed, gone = await self._escalate_per_grace(members, strays, started)
+        # Wait for the SIGKILLed (a rescan before they are gone would find them again),
+        # then for what their deaths orphaned.
         await _wait_until(_exits(members), loop.time() + KILL_WAIT, self.kill_now)
+        if gone:
+            await _wait_gone(gone, loop.time() + KILL_WAIT)
+        if killed:
+            # the kernel's sweep of what was SIGKILLed, once their groups are gone: most
+            # leaves are empty by now and cost a read instead of a cgroup.kill each
+            self.launcher.sweep(sorted(killed))
         await self._chase(in_tier, started + longest, started + longest + KILL_WAIT)
 
     async def _escalate_per_grace(
         self, members: list[InstanceRun], strays: dict[int, str | None], started: float
-    ) -> float:
+    ) -> tuple[float, set[str], list[int]]:
         """SIGKILL each member, and each escaped process, still running at the end of its
-        unit's grace; return the longest grace."""
+        unit's grace; return the longest grace, the steps that needed SIGKILL and the
+        escaped processes that did."""
+        killed: set[str] = set()
+        gone: list[int] = []
         by_grace: dict[float, tuple[list[InstanceRun], list[int]]] = {}
         for inst in members:
             by_grace.setdefault(self._grace_of[inst.step], ([], []))[0].append(inst)
@@ -263,10 +286,12 @@ class Shutdown:
                     detail=f"escaped processes {reason}; sending SIGKILL to their process groups",
                 )
                 signal_groups(late_escaped, signal.SIGKILL)
-            if late or late_escaped:
-                steps = {i.step for i in late} | {strays[p] for p in late_escaped}
-                self.launcher.sweep(sorted(s for s in steps if s))
-        return max(by_grace, default=0.0)
+                gone += late_escaped
+            if late_escaped:
+                # escaped processes are not waited for by exit: sweep their leaves now
+                self.launcher.sweep(sorted({s for p in late_escaped if (s := strays[p])}))
+            killed.update(i.step for i in late)
+        return max(by_grace, default=0.0), killed, gone
 
     async def _chase(
         self, wanted: Callable[[str | None], bool], grace_end: float, budget_end: float
@@ -302,16 +327,26 @@ class Shutdown:
     async def _final_sweep(self) -> None:
         """Whatever of the job is still around (unattributed strays, late forks) dies now."""
         loop = asyncio.get_running_loop()
-        left = list(self._strays())
+        # the last tier's rescan may have seen the whole job gone: a full scan of /proc (the
+        # fallback without a cgroup) would only say so again
+        left = [] if self._clean and not self._busy() else list(self._strays())
+        stuck: list[int] = []
         if left:
             self.emit(
                 "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"
             )
             signal_groups(left, signal.SIGKILL)
-        self.launcher.sweep(None)
-        stuck = await self._chase(lambda _: True, loop.time(), loop.time() + KILL_WAIT)
+            self.launcher.sweep(None)
+            stuck = await self._chase(lambda _: True, loop.time(), loop.time() + KILL_WAIT)
+        else:
+            # nothing found: still let the kernel's bookkeeping have the last word (a
+            # process forked between the scan and now), at the cost of reading its leaves
+            self.launcher.sweep(None)
         if not await self._gone_within(stuck, 0.5) or stuck:
             self._report_stuck(stuck)
+
+    def _busy(self) -> bool:
+        return any(i.running for i in self.instances)
 
     async def _gone_within(self, pids: list[int], timeout: float) -> bool:
         """Whether every instance and every one of ``pids`` is gone within ``timeout``."""

@@ -55,7 +55,7 @@ def _found(job_dir: str) -> dict[int, str | None]:
     state = _state(job_dir)
     if state is None or not state.cookie:
         return {}
-    group = JobCgroup.existing(state.cgroup)
+    group = JobCgroup.existing(state.cgroup, state.cookie)
     known = group.members() if group is not None else {}
     sessions: dict[int, str | None] = {s.sid: s.step for s in state.sessions}
     for step, inst in [*state.instances.items(), *state.builds.items()]:
@@ -105,6 +105,8 @@ def assert_no_survivors(job_dir: str, wait: float = 2.0, also: Iterable[int] = (
             process.signal_pid(pid, signal.SIGKILL)
         raise AssertionError("processes of the job survived it:\n  " + "\n  ".join(left))
     state = _state(job_dir)
-    group = JobCgroup.existing(state.cgroup if state is not None else None)
+    group = JobCgroup.existing(
+        state.cgroup if state is not None else None, state.cookie if state is not None else None
+    )
     if group is not None and not (state is not None and not state.finished and _orch_alive(state)):
         group.remove(wait=0.5)  # left by a job that ended with a survivor, now gone

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
+from srt_oarbank.protocol.numbers import refuse_constant
+
 MAX_REQUEST: Final = 1024 * 1024
 #: sun_path holds 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH: Final = 107
@@ -57,7 +59,7 @@ async def serve(path: Path, handler: Handler) -> asyncio.AbstractServer:
                 answer = {"ok": False, "error": "request too large", "kind": "UsageError"}
             else:
                 try:
-                    request = json.loads(line)
+                    request = json.loads(line, parse_constant=refuse_constant)
                 except ValueError as exc:
                     request = None
                     answer = {"ok": False, "error": f"not JSON: {exc}", "kind": "UsageError"}

@@ -62,6 +62,7 @@ from srt_oarbank.protocol.errors import (
     UnknownCapability,
 )
 from srt_oarbank.protocol.names import check_name
+from srt_oarbank.protocol.numbers import amount_arg, is_finite_number, seconds_arg
 
 log = logging.getLogger("srt_oarbank.agent.node")
 
@@ -286,11 +287,11 @@ class NodeAgent:
             raise AdmissionRefused("attempt_id (a string) is required")
         check_name(attempt, "attempt id")
         mem_gb = request.get("mem_gb", 0.0)
-        if not isinstance(mem_gb, int | float) or isinstance(mem_gb, bool) or mem_gb < 0:
-            raise AdmissionRefused("mem_gb must be a number >= 0")
+        if not is_finite_number(mem_gb) or mem_gb < 0:
+            raise AdmissionRefused("mem_gb must be a finite number >= 0")
         timeout = request.get("timeout_s")
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise AdmissionRefused("timeout_s must be a number > 0")
+        if timeout is not None and (not is_finite_number(timeout) or timeout <= 0):
+            raise AdmissionRefused("timeout_s must be a finite number > 0")
         parts = self._split(request)
         if any(attempt in m.snapshot().admissions for m in self.managers.values()) or (
             attempt in self._node_charges
@@ -517,9 +518,11 @@ def build_parser(prog: str = "srt oarbank agent") -> argparse.ArgumentParser:
     parser.add_argument(
         "--settings", type=_settings_arg, action="append", default=[], metavar="MODULE=FILE"
     )
-    parser.add_argument("--mem-budget-gb", type=float, help="host memory budget (default: none)")
+    parser.add_argument(
+        "--mem-budget-gb", type=amount_arg, help="host memory budget (default: none)"
+    )
     parser.add_argument("--live-attempts", type=Path, help="JSON list of live attempt ids")
-    parser.add_argument("--reap-period-s", type=float, default=60.0)
+    parser.add_argument("--reap-period-s", type=seconds_arg, default=60.0)
     parser.add_argument("--platform", help="override OARBANK_PLATFORM (default: detected)")
     parser.add_argument("--path", default=SAFE_PATH, help="PATH for the executables")
     parser.add_argument("--log-level", default="INFO")

@@ -45,6 +45,7 @@ from srt_oarbank.lifecycle.state_store import StateStore
 from srt_oarbank.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
 from srt_oarbank.protocol.errors import ManifestError, StateLocked
 from srt_oarbank.protocol.manifest import OPS, ModuleManifest, ServiceSpec
+from srt_oarbank.protocol.numbers import amount_arg, seconds_arg
 from srt_oarbank.protocol.platforms import platform_matches
 
 log = logging.getLogger("srt_oarbank.agent")
@@ -61,13 +62,7 @@ def _timeout_arg(value: str) -> tuple[str, float]:
     op, sep, seconds = value.partition("=")
     if not sep or op not in OPS:
         raise argparse.ArgumentTypeError(f"expected OP=SECONDS with OP one of {', '.join(OPS)}")
-    try:
-        number = float(seconds)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {seconds!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError("timeouts must be > 0")
-    return op, number
+    return op, seconds_arg(seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,9 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
         "skipped and teardown treats every attempt as gone",
     )
     parser.add_argument("--status-file", type=Path, help="write a JSON status here on changes")
-    parser.add_argument("--mem-budget-gb", type=float, help="host memory budget for reserves")
-    parser.add_argument("--reap-period-s", type=float, default=60.0)
-    parser.add_argument("--once-timeout-s", type=float, help="--once: give up after this long")
+    parser.add_argument("--mem-budget-gb", type=amount_arg, help="host memory budget for reserves")
+    parser.add_argument("--reap-period-s", type=seconds_arg, default=60.0)
+    parser.add_argument(
+        "--once-timeout-s", type=seconds_arg, help="--once: give up after this long"
+    )
     parser.add_argument(
         "--timeout", type=_timeout_arg, action="append", default=[], metavar="OP=SECONDS"
     )

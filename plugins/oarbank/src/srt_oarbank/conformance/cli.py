@@ -25,6 +25,7 @@ from srt_oarbank.execution.bundle import entry_timeouts, load_bundle
 from srt_oarbank.execution.environment import load_json_file
 from srt_oarbank.protocol.errors import ExecError, ManifestError
 from srt_oarbank.protocol.manifest import MANIFEST_FILE, OPS, ProbeSpec, ServiceSpec
+from srt_oarbank.protocol.numbers import seconds_arg
 from srt_oarbank.protocol.platforms import current_platform, platform_matches
 
 
@@ -36,13 +37,7 @@ def _timeout(value: str) -> tuple[str, float]:
     op, sep, seconds = value.partition("=")
     if not sep or op not in OPS:
         raise argparse.ArgumentTypeError(f"expected OP=SECONDS with OP one of {', '.join(OPS)}")
-    try:
-        number = float(seconds)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {seconds!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError("timeouts must be > 0")
-    return op, number
+    return op, seconds_arg(seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--probe", action="store_true", help="a probe: check fingerprint only")
     parser.add_argument(
         "--ready-timeout-s",
-        type=float,
+        type=seconds_arg,
         help="readiness deadline (default: the manifest's ready_timeout_s, else 60)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="repetitions for idempotency")

@@ -9,6 +9,26 @@ from typing import Any
 
 import rich_click as click
 
+from srt_oarbank.protocol.numbers import is_finite_number
+
+
+class _Finite(click.ParamType):  # type: ignore[type-arg]
+    """A finite number (``nan`` and ``inf`` parse as floats but mean nothing here)."""
+
+    name = "number"
+
+    def __init__(self, positive: bool) -> None:
+        self.positive = positive
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not is_finite_number(number) or number < 0 or (self.positive and number == 0):
+            self.fail(f"{value!r} is not a finite number {'> 0' if self.positive else '>= 0'}")
+        return number
+
 
 @click.group()
 def oarbank() -> None:
@@ -109,8 +129,18 @@ def _call(socket_path: str, payload: dict[str, Any], timeout: float | None = Non
 )
 @click.option("--pool", "pools", multiple=True, help="Reserve tokens: module/pool=N.")
 @click.option("--needs-pool", "needs_pools", multiple=True, help="Require a pool to exist.")
-@click.option("--mem-gb", type=float, default=0.0, show_default=True, help="The job's own memory.")
-@click.option("--timeout", type=float, help="Give up waiting for the services after this long.")
+@click.option(
+    "--mem-gb",
+    type=_Finite(positive=False),
+    default=0.0,
+    show_default=True,
+    help="The job's own memory.",
+)
+@click.option(
+    "--timeout",
+    type=_Finite(positive=True),
+    help="Give up waiting for the services after this long.",
+)
 def admit(
     socket_path: str,
     attempt: str,
