@@ -157,7 +157,7 @@ def recipe(name: str, bench: list[str], **entry: Any) -> str:
         **entry,
     }
     return (
-        "schema: 2\n"
+        "schema: 2\nobservability: {metrics: false}\n"
         f"name: {name}\n"
         "slurm: {signal_before_end_seconds: 0}\n"
         "frontend: {type: none}\n"

@@ -12,7 +12,7 @@ POOL = """
 schema: 2
 name: met
 frontend: {type: none}
-observability: {metrics: %s}
+observability: %s  # {}: metrics on by default (srt-exporters need not be installed)
 services:
   - name: train
     command: [x]
@@ -25,7 +25,7 @@ services:
 
 
 def test_a_metrics_path_is_rendered_for_each_scraped_node(plan: Callable[..., Plan]) -> None:
-    p = plan(POOL % "true")
+    p = plan(POOL % "{}")
     train = [t for t in p.scrape_targets if t.service == "train"]
     nodes = p.unit("train").nodes
     ips = {i.node: i.node_ip for i in p.unit("train").instances}
@@ -38,13 +38,13 @@ def test_a_metrics_path_is_rendered_for_each_scraped_node(plan: Callable[..., Pl
 def test_an_unknown_placeholder_in_a_metrics_path_is_refused_with_its_line(
     one: Callable[..., Any],
 ) -> None:
-    p = one(POOL.replace("{job_name}", "{job_nme}") % "true")
+    p = one(POOL.replace("{job_name}", "{job_nme}") % "{}")
     assert p.label == "services[train].metrics.path"
     assert p.message.startswith("unknown placeholder {job_nme} (did you mean {job_name}?)")
     assert (p.line, p.column) == (9, 27)
 
 
 def test_metrics_off_means_no_scrape_target_at_all(plan: Callable[..., Plan]) -> None:
-    p = plan(POOL % "false")
+    p = plan(POOL % "{metrics: false}")
     assert p.scrape_targets == []
     assert p.unit("train").metrics, "the service still says what it serves (dry-run shows it)"

@@ -258,7 +258,7 @@ METRICS_KINDS = ("node-exporter", "dcgm-exporter", "process-exporter", "promethe
 NO_FRONTEND = "schema: 2\nname: t\n"
 DEFAULT_WARNING = (
     "observability.metrics is on by default but srt-exporters is not installed: the job runs"
-    " without exporters and Prometheus; pip install srt-exporters, or set"
+    " without exporters and Prometheus; pip install 'srt-services[exporters]', or set"
     " observability.metrics: false"
 )
 
@@ -270,7 +270,7 @@ def test_metrics_written_true_without_srt_exporters() -> None:
     assert p.message == (
         "true implies the node-exporter, dcgm-exporter, process-exporter"
         " and prometheus services, whose kinds srt-exporters provides, but srt-exporters is not"
-        " installed: pip install srt-exporters, or set observability.metrics: false"
+        " installed: pip install 'srt-services[exporters]', or set observability.metrics: false"
     )
 
 

@@ -111,16 +111,16 @@ def test_metrics_off_plans_no_targets(plan) -> None:
     text = """
         schema: 2
         name: t
-        observability: {metrics: %s}
+        observability: %s
         frontend: {type: sglang, command: [f], metrics: {port: 9000}}
         roles: {agg: {command: [w], metrics: {port: 9100}}}
         services:
           - {name: side, command: [a], metrics: {port: 9200}}
         """
-    on = plan(recipe(text % "true"))
+    on = plan(recipe(text % "{}"))  # on by default: srt-exporters need not be installed
     assert {t.service for t in on.scrape_targets} == {"frontend", "agg", "side"}
     assert {t.role for t in on.scrape_targets} == {"frontend", "agg", "service"}
-    assert plan(recipe(text % "false")).scrape_targets == []
+    assert plan(recipe(text % "{metrics: false}")).scrape_targets == []
 
 
 def test_several_endpoints_need_distinct_names(one) -> None:

@@ -58,6 +58,8 @@ def _srt(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[st
 
 RECIPE = """
 schema: 2
+observability:
+  metrics: false
 name: h16
 services:
   - name: a
@@ -132,6 +134,8 @@ def test_H16_a_disk_that_fills_up_during_the_job(
     run = jobs.start(
         """
         schema: 2
+        observability:
+          metrics: false
         name: h16full
         services:
           - name: steady

@@ -75,6 +75,8 @@ def test_H19_a_job_directory_with_spaces_and_substitutions_works(
     run = jobs.run(
         f"""
         schema: 2
+        observability:
+          metrics: false
         name: h19
         services:
           - name: show

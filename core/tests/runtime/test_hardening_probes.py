@@ -97,6 +97,8 @@ def test_F10_H12_a_restarted_attempt_ignores_the_ready_line_of_the_last_one(
     run = jobs.start(
         f"""
         schema: 2
+        observability:
+          metrics: false
         name: h12
         services:
           - name: svc
@@ -151,7 +153,7 @@ def _probe_recipe(probe: str) -> str:
         ("ready", "{root}/ready"),
         ("sub/../ready", "{root}/ready"),
         ("/var/tmp/elsewhere", "/var/tmp/elsewhere"),
-        ("{local_dir}/sock", "/tmp/srt-{job}/service_a/sock"),
+        ("{local_dir}/sock", "{local}/service_a/sock"),
         ("{job_name}.ready", "{root}/h13.ready"),
     ],
 )
@@ -166,7 +168,7 @@ def test_H13_placeholders_render_before_the_path_is_judged_relative(
     plan = _plan(tmp_path, _probe_recipe(f"{probe}: {{{config}}}"), root)
     inst = plan.unit("a").instances[0]
     assert inst.readiness is not None
-    want = planned.format(root=root, job=plan.job_id)
+    want = planned.format(root=root, local=plan.local_dir)
     assert inst.readiness.config["path"] == want
     assert want in inst.readiness.describe
 
@@ -216,6 +218,8 @@ def test_H13_a_file_probe_on_job_dir_placeholder_becomes_ready(jobs: Jobs) -> No
     run = jobs.start(
         """
         schema: 2
+        observability:
+          metrics: false
         name: h13run
         services:
           - name: w
@@ -306,6 +310,8 @@ def test_H14_the_probe_timeout_and_sigint_work_with_a_catastrophic_pattern(jobs:
     second job is stopped by SIGINT while it waits."""
     recipe = r"""
         schema: 2
+        observability:
+          metrics: false
         name: h14
         services:
           - name: chatty

@@ -24,6 +24,8 @@ from srt_services.testing.survivors import assert_no_survivors
 RECIPE = textwrap.dedent(
     """
     schema: 2
+    observability:
+      metrics: false
     name: h15
     services:
       - name: talker

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from srt_services.extend import JobPaths
 from srt_services.testing.jobs import Jobs, events_of
 
 
@@ -101,9 +102,9 @@ def test_clone_at_tag_build_once_and_run_from_the_checkout(
     done = events_of(run, "checkout_done", unit="app")
     assert done and done[0]["commit"] == v1
     assert len(events_of(run, "build_started", unit="app")) == 1
-    job_id = os.path.basename(run.job_dir)
-    assert cwd_of(out) == f"{local_root}/srt-{job_id}/src/app/node0/app"
-    assert not os.path.exists(f"{local_root}/srt-{job_id}"), "node-local checkout left behind"
+    node_local = JobPaths(run.job_dir, os.path.basename(run.job_dir), str(local_root)).local_job_dir
+    assert cwd_of(out) == f"{node_local}/src/app/node0/app"
+    assert not os.path.exists(node_local), "node-local checkout left behind"
     assert not os.path.exists(os.path.join(run.job_dir, "src", "app"))
 
 
@@ -127,13 +128,13 @@ def test_node_scope_builds_on_every_node_of_the_placement(
         "service_app_node0.build",
         "service_app_node1.build",
     ]
-    job_id = os.path.basename(run.job_dir)
+    node_local = JobPaths(run.job_dir, os.path.basename(run.job_dir), str(local_root)).local_job_dir
     for node in ("node0", "node1"):
         log = run.log(f"service_app_{node}")
         assert "version v1" in log
-        assert cwd_of(log) == f"{local_root}/srt-{job_id}/src/app/{node}/app"
+        assert cwd_of(log) == f"{node_local}/src/app/{node}/app"
         assert os.path.exists(os.path.join(run.job_dir, "logs", f"service_app_{node}.build.out"))
-    assert not os.path.exists(f"{local_root}/srt-{job_id}")
+    assert not os.path.exists(node_local)
 
 
 def test_shared_scope_builds_once_in_the_job_directory(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from srt_services.extend import JobPaths
 from srt_services.testing.jobs import events_of, run_recipe, start_srt
 from srt_services.testing.survivors import assert_no_survivors
 
@@ -92,7 +93,8 @@ def test_the_wal_is_node_local_while_the_job_runs_and_gone_after(
     site.write_text(f'[storage]\nnode_local = "{local}"\n')
     cp, pp = free_port(), free_port()
     job_dir = str(tmp_path / "job")
-    data = local / "srt-job" / "service_etcd" / "data"
+    node_local = Path(JobPaths(job_dir, "job", str(local)).local_job_dir)
+    data = node_local / "service_etcd" / "data"
     text = recipe(
         f"{{name: etcd, type: etcd, options: {{client_port: {cp}, peer_port: {pp}}}}}",
         [sys.executable, CLIENT, "worker", "srt/test/local", "x"],
@@ -103,7 +105,7 @@ def test_the_wal_is_node_local_while_the_job_runs_and_gone_after(
         assert job.code == 0, job.stdout + job.stderr
         assert "wal-is-node-local" in job.log("benchmark")
         assert not os.path.exists(os.path.join(job_dir, "work", "service_etcd", "data"))
-        assert not (local / "srt-job").exists(), "the node-local data dir outlived the job"
+        assert not node_local.exists(), "the node-local data dir outlived the job"
     finally:
         assert_no_survivors(job_dir)
 

@@ -42,7 +42,7 @@ def only(plan: Plan, name: str) -> PlannedInstance:
 
 
 def test_the_master_command_has_the_specs_defaults_and_binds_the_node(plan: MakePlan) -> None:
-    p = plan(JOB + MASTER)
+    p = plan(JOB + MASTER + "observability: {}\n")  # metrics on: the master is a scrape target
     inst = only(p, "mooncake-master")
     assert inst.node == "node0" and inst.node_ip == "127.0.0.1"
     assert inst.argv == [

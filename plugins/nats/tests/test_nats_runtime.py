@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from srt_services.extend import JobPaths
 from srt_services.testing.jobs import JobRun, events_of, run_recipe
 from srt_services.testing.survivors import assert_no_survivors
 
@@ -56,7 +57,8 @@ def test_max_payload_mb_really_raises_the_limit(
     tmp_path: Path, free_port: Callable[[], int]
 ) -> None:
     port, monitor = free_port(), free_port()
-    store = tmp_path / "node-local" / "srt-job" / "service_nats" / "js" / "jetstream"
+    node_local = JobPaths(str(tmp_path / "job"), "job", str(tmp_path / "node-local")).local_job_dir
+    store = Path(node_local) / "service_nats" / "js" / "jetstream"
     job = run(
         tmp_path,
         "{name: nats, type: nats, options:"

@@ -60,7 +60,7 @@ def recipe(
         **(extra or {}),
     }
     return (
-        "schema: 2\n"
+        "schema: 2\nobservability: {metrics: false}\n"
         "name: raylocal\n"
         "frontend: {type: none}\n"
         "resources: {gpus_per_node: 1}\n"

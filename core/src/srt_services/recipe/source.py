@@ -91,9 +91,10 @@ class Document:
             for variant in _variants(path):
                 for n in range(len(variant) + 1):
                     wanted.add(variant[:n])
-        wanted -= self._asked
-        if not wanted:
+        if wanted <= self._asked:
             return
+        # the walk prunes below every path not wanted, so every ancestor stays in the set
+        # even when an earlier pass asked for it already
         self._asked |= wanted
         try:
             _find_marks(self.text, wanted, self._marks, self._kinds)
