@@ -81,6 +81,17 @@ def test_every_hook_is_documented_for_authors() -> None:
     assert not missing, f"docs/plugin-authors.md does not document {missing}"
 
 
+#: commands first-party plugins add, with the module that must be importable for them
+PLUGIN_COMMANDS = {"metrics": "srt_exporters", "oarbank": "srt_oarbank"}
+
+
+def _plugin_missing(command: str) -> bool:
+    import importlib.util
+
+    module = PLUGIN_COMMANDS.get(command)
+    return module is not None and importlib.util.find_spec(module) is None
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_command_and_option_exists(page: str) -> None:
     text = (DOCS / page).read_text(encoding="utf-8")
@@ -90,6 +101,8 @@ def test_every_command_and_option_exists(page: str) -> None:
         words = line.split()[1:]
         # `srt <name>` stands for any plugin command; cut at the first placeholder.
         words = [w for w in words if not w.startswith(("<", "["))]
+        if words and _plugin_missing(words[0]):
+            continue  # checked where that plugin is installed (the suite)
         command, rest = resolve(
             words[: next((i for i, w in enumerate(words) if "/" in w or "." in w), len(words))]
         )
