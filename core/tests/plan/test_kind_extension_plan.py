@@ -221,8 +221,11 @@ def test_local_dir_is_made_on_the_node_only_when_an_instance_names_it(
     from srt_services.extend import JobPaths
 
     one, two = JobPaths("/a/job", "job").local_job_dir, JobPaths("/b/job", "job").local_job_dir
-    assert one.startswith("/tmp/srt-job-") and two.startswith("/tmp/srt-job-")
+    assert one.startswith("/tmp/srt-") and two.startswith("/tmp/srt-")
     assert one != two
+    assert len(one) <= len("/tmp/srt-") + 10, "short: servers put socket paths under it"
+    # a Slurm job's id is unique on its cluster
+    assert JobPaths("/shared/jobs/x", "4242").local_job_dir == "/tmp/srt-4242"
     assert p.local_dir_of(inst.step) == local
 
 

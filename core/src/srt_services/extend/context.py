@@ -108,15 +108,17 @@ class JobPaths:
     def local_job_dir(self) -> str:
         """This job's node-local directory on every node (removed when the job ends).
 
-        A local job's id is its directory's name (``job``, ``run1``...), which other jobs on
-        the same machine may share; a digest of the job directory tells them apart, so one
-        job never writes into, or at its end removes, another one's node-local files. A
-        symbolic dry run (``<job_dir>``) keeps the plain name.
+        A Slurm job's id is unique on its cluster: ``srt-<job id>``. A local job's id is its
+        directory's name (``job``, ``run1``...), which other jobs on the same machine may
+        share, so it is named by a digest of the job directory instead: one job never
+        writes into, or at its end removes, another one's node-local files. The name stays
+        short on purpose: some servers put Unix socket paths under it (Ray allows about 36
+        bytes for its temp dir). A symbolic dry run (``<job_dir>``) keeps the plain name.
         """
-        if not self.job_dir.startswith("/"):
+        if self.job_id.isdigit() or not self.job_dir.startswith("/"):
             return f"{self.local_root}/srt-{self.job_id}"
-        digest = hashlib.sha1(self.job_dir.encode(), usedforsecurity=False).hexdigest()[:8]
-        return f"{self.local_root}/srt-{self.job_id}-{digest}"
+        digest = hashlib.sha1(self.job_dir.encode(), usedforsecurity=False).hexdigest()[:10]
+        return f"{self.local_root}/srt-{digest}"
 
     def local_dir(self, step: str) -> str:
         """An instance's node-local scratch (``{local_dir}``): for state that must not sit
