@@ -17,7 +17,10 @@ a here-document        ``cat <<EOF`` ... ``{job_dir}`` ... ``EOF``  ``\\`` befor
 
 A command substitution ``$(...)`` or a backquote starts a fresh quoting level (inside
 double quotes too), as bash has it. A value with a newline cannot be put in a
-here-document safely (a line of it could end the document), so that is an error.
+here-document safely (a line of it could end the document), so that is an error; so is
+any value where a placeholder follows a backslash (``\\{job_dir}``: the backslash would
+escape the value's opening quote) or stands in a here-document's delimiter. A here-string
+(``<<<``) is not a here-document.
 
 The text is scanned once per distinct preamble (cached); rendering an instance only joins
 pieces. ``{{name}}`` is a literal ``{name}``, and ``${name}`` is the shell's, as everywhere.
@@ -41,6 +44,9 @@ WORD, DOUBLE, SINGLE, ANSI, COMMENT, HEREDOC, HEREDOC_RAW = (
     "heredoc",
     "heredoc-raw",
 )
+#: where no quoting keeps a value one word: right after a backslash (which would escape
+#: the value's first character, its opening quote) or in a here-document's delimiter
+UNQUOTABLE = "unquotable"
 #: characters after which a ``#`` starts a comment (bash: at the start of a word)
 _WORD_BREAK = " \t\n;&|()<>"
 
@@ -63,6 +69,17 @@ def quote_for(value: str, context: str) -> str:
         return value.replace("\\", "\\\\").replace("'", "\\'")
     if context == COMMENT:
         return value.replace("\r", " ").replace("\n", " ")
+    return _heredoc_line(value, context)
+
+
+def _heredoc_line(value: str, context: str) -> str:
+    """``value`` in a here-document's body, where only a newline could end it early; or
+    refused where no quoting works (``UNQUOTABLE``)."""
+    if context == UNQUOTABLE:
+        raise ShellValueError(
+            "a placeholder right after a backslash, or in a here-document's delimiter, cannot"
+            f" be given {value!r} safely (remove the backslash; use a fixed delimiter)"
+        )
     if "\n" in value:
         raise ShellValueError(
             f"{value!r} holds a newline, which cannot be put inside a here-document safely"
@@ -82,13 +99,16 @@ def contexts(text: str, positions: list[int]) -> list[tuple[str, int]]:
     nxt = next(want, None)
     i, n = 0, len(text)
     while i < n and nxt is not None:
-        if i == nxt:
-            out.append(scan.context())
-            nxt = next(want, None)
-        else:
+        if i < nxt:
             i = scan.step(i)
+            continue
+        # at a placeholder, or past one the scan stepped over (the character after a
+        # backslash, a here-document's delimiter)
+        out.append(scan.context() if i == nxt else (UNQUOTABLE, 0))
+        nxt = next(want, None)
+    i = min(i, n)  # a backslash at the very end steps past it
     while nxt is not None:  # placeholders at the very end
-        out.append(scan.context())
+        out.append(scan.context() if nxt >= i else (UNQUOTABLE, 0))
         nxt = next(want, None)
     return out
 
@@ -242,7 +262,9 @@ class _Scanner:
         return i + 1
 
     def _less(self, i: int) -> int:
-        if self.text.startswith("<<", i) and not self.text.startswith("<<<", i):
+        if self.text.startswith("<<<", i):
+            return i + 3  # a here-string: the word after it is an ordinary word
+        if self.text.startswith("<<", i):
             return _heredoc_start(self.text, i, self.pending)
         return i + 1
 
