@@ -118,49 +118,9 @@ def _opt_str(where: str, value: Any) -> str | None:
 
 def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
     where = path or "site config"
-    for table, value in data.items():
-        if table not in _TABLES:
-            raise SiteConfigError(f"{where}: unknown table [{table}] (known: {', '.join(_TABLES)})")
-        if not isinstance(value, dict):
-            raise SiteConfigError(f"{where}: [{table}] must be a table")
-        known = _TABLES[table]
-        if known is not None:
-            for key in value:
-                if key not in known:
-                    raise SiteConfigError(
-                        f"{where}: unknown key {table}.{key} (known: {', '.join(sorted(known))})"
-                    )
-    p = data.get("plugins", {})
-    lock = _opt_str(f"{where}: plugins.lock", p.get("lock"))
-    if lock and path and not os.path.isabs(lock):
-        lock = str(Path(path).parent / lock)
-    strict = p.get("strict", False)
-    if not isinstance(strict, bool):
-        raise SiteConfigError(f"{where}: plugins.strict must be true or false")
-    autoload = p.get("autoload", True)
-    if not isinstance(autoload, bool):
-        raise SiteConfigError(f"{where}: plugins.autoload must be true or false")
-    policy = PluginPolicy(
-        require=_requirements(f"{where}: plugins.require", p.get("require", [])),
-        allow=_str_list(f"{where}: plugins.allow", p["allow"]) if "allow" in p else None,
-        block=_str_list(f"{where}: plugins.block", p.get("block", [])),
-        lock=lock,
-        strict=strict,
-        autoload=autoload,
-    )
-    s = data.get("slurm", {})
-    gpn = s.get("gpus_per_node")
-    if gpn is not None and (not isinstance(gpn, int) or gpn < 1):
-        raise SiteConfigError(f"{where}: slurm.gpus_per_node must be a positive integer")
-    slurm = SlurmDefaults(
-        partition=_opt_str(f"{where}: slurm.partition", s.get("partition")),
-        account=_opt_str(f"{where}: slurm.account", s.get("account")),
-        time=_opt_str(f"{where}: slurm.time", s.get("time")),
-        sbatch_extra=_str_list(f"{where}: slurm.sbatch_extra", s.get("sbatch_extra", [])),
-        srun_extra=_str_list(f"{where}: slurm.srun_extra", s.get("srun_extra", [])),
-        gpus_per_node=gpn,
-        network_interface=_opt_str(f"{where}: slurm.network_interface", s.get("network_interface")),
-    )
+    _check_tables(data, where)
+    policy = _plugin_policy(data.get("plugins", {}), where, path)
+    slurm = _slurm_defaults(data.get("slurm", {}), where)
     c = data.get("containers", {})
     aliases = c.get("aliases", {})
     if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
@@ -169,13 +129,7 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
     if not all(isinstance(v, str) for v in binaries.values()):
         raise SiteConfigError(f"{where}: [binaries] values must be paths")
     env = data.get("env", {})
-    timeout = data.get("readiness", {}).get("timeout_seconds")
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not 0 < timeout < float("inf")
-    ):
-        raise SiteConfigError(f"{where}: readiness.timeout_seconds must be a positive number")
+    timeout = _readiness_timeout(data.get("readiness", {}).get("timeout_seconds"), where)
     node_local = _opt_str(f"{where}: storage.node_local", data.get("storage", {}).get("node_local"))
     if node_local is not None and not os.path.isabs(node_local):
         raise SiteConfigError(f"{where}: storage.node_local must be an absolute path")
@@ -187,9 +141,76 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         container_mounts=_str_list(f"{where}: containers.mounts", c.get("mounts", [])),
         binaries=dict(binaries),
         env_passthrough=_str_list(f"{where}: env.passthrough", env.get("passthrough", [])),
-        readiness_timeout=float(timeout) if timeout is not None else None,
+        readiness_timeout=timeout,
         node_local=(node_local.rstrip("/") or "/") if node_local else None,
     )
+
+
+def _check_tables(data: dict[str, Any], where: str) -> None:
+    """Every table is one srt knows and holds only keys it knows (a typo is an error)."""
+    for table, value in data.items():
+        if table not in _TABLES:
+            raise SiteConfigError(f"{where}: unknown table [{table}] (known: {', '.join(_TABLES)})")
+        if not isinstance(value, dict):
+            raise SiteConfigError(f"{where}: [{table}] must be a table")
+        known = _TABLES[table]
+        if known is None:
+            continue
+        for key in value:
+            if key not in known:
+                raise SiteConfigError(
+                    f"{where}: unknown key {table}.{key} (known: {', '.join(sorted(known))})"
+                )
+
+
+def _plugin_policy(p: dict[str, Any], where: str, path: str | None) -> PluginPolicy:
+    """``[plugins]``; a relative ``lock`` is relative to the site config's directory."""
+    lock = _opt_str(f"{where}: plugins.lock", p.get("lock"))
+    if lock and path and not os.path.isabs(lock):
+        lock = str(Path(path).parent / lock)
+    strict = p.get("strict", False)
+    if not isinstance(strict, bool):
+        raise SiteConfigError(f"{where}: plugins.strict must be true or false")
+    autoload = p.get("autoload", True)
+    if not isinstance(autoload, bool):
+        raise SiteConfigError(f"{where}: plugins.autoload must be true or false")
+    return PluginPolicy(
+        require=_requirements(f"{where}: plugins.require", p.get("require", [])),
+        allow=_str_list(f"{where}: plugins.allow", p["allow"]) if "allow" in p else None,
+        block=_str_list(f"{where}: plugins.block", p.get("block", [])),
+        lock=lock,
+        strict=strict,
+        autoload=autoload,
+    )
+
+
+def _slurm_defaults(s: dict[str, Any], where: str) -> SlurmDefaults:
+    gpn = s.get("gpus_per_node")
+    if gpn is not None and (not isinstance(gpn, int) or gpn < 1):
+        raise SiteConfigError(f"{where}: slurm.gpus_per_node must be a positive integer")
+    return SlurmDefaults(
+        partition=_opt_str(f"{where}: slurm.partition", s.get("partition")),
+        account=_opt_str(f"{where}: slurm.account", s.get("account")),
+        time=_opt_str(f"{where}: slurm.time", s.get("time")),
+        sbatch_extra=_str_list(f"{where}: slurm.sbatch_extra", s.get("sbatch_extra", [])),
+        srun_extra=_str_list(f"{where}: slurm.srun_extra", s.get("srun_extra", [])),
+        gpus_per_node=gpn,
+        network_interface=_opt_str(f"{where}: slurm.network_interface", s.get("network_interface")),
+    )
+
+
+def _readiness_timeout(timeout: Any, where: str) -> float | None:
+    """``readiness.timeout_seconds``: a finite number of seconds above zero (a TOML
+    boolean is not one, though Python counts it as an int)."""
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout < float("inf")
+    ):
+        raise SiteConfigError(f"{where}: readiness.timeout_seconds must be a positive number")
+    return float(timeout)
 
 
 def node_local_root(site: SiteConfig, env: Mapping[str, str] | None = None) -> str:

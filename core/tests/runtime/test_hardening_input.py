@@ -37,6 +37,9 @@ CONTEXTS = [
     "cat <<-EOF\n\t{v}\n\tEOF",
     'case x in (x) printf "%s\\n" "{v}";; esac',
     'f() { printf "%s\\n" {v}; }; f',
+    # a here-string is no here-document: the next line is plain words again
+    'cat <<<x >/dev/null\nprintf "%s\\n" {v}',
+    'cat <<< "x" >/dev/null\nprintf "%s\\n" {v}',
 ]
 
 
@@ -60,6 +63,30 @@ def test_H19_literals_and_the_shells_own_braces_are_left_alone() -> None:
 def test_H19_a_newline_cannot_go_into_a_here_document() -> None:
     with pytest.raises(ShellValueError, match="here-document"):
         render_shell("cat <<EOF\n{v}\nEOF", {"v": "x\nEOF\nreboot"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["printf %s \\{v}", "cat <<{v}\nx\n{v}", 'cat << "{v}"\nx\n{v}'],
+    ids=["after-backslash", "delimiter", "quoted-delimiter"],
+)
+def test_H19_a_placeholder_no_quoting_can_protect_is_refused(text: str) -> None:
+    """After a backslash the value's opening quote would be escaped; a delimiter is not a
+    word bash expands. Either way no quoting keeps the value one word: refused."""
+    with pytest.raises(ShellValueError, match="right after a backslash"):
+        render_shell(text, {"v": HOSTILE})
+
+
+def test_H19_a_refused_placeholder_leaves_the_context_of_the_next_one_alone() -> None:
+    """A placeholder the scan stepped over once shifted every later one to the context at
+    the end of the text (here a plain word, so a double-quoted value got single quotes)."""
+    from srt_services.recipe.shell import DOUBLE, UNQUOTABLE, contexts
+
+    text = 'printf %s \\{v} "{w}"'
+    assert contexts(text, [text.index("{v}"), text.index("{w}")]) == [
+        (UNQUOTABLE, 0),
+        (DOUBLE, 0),
+    ]
 
 
 def test_H19_a_job_directory_with_spaces_and_substitutions_works(

@@ -20,6 +20,8 @@ from srt_services import __version__
 if TYPE_CHECKING:
     import logging
 
+    from srt_services.errors import SrtError
+
 #: ``srt -v``: tracebacks behind errors, log messages, plugin tracing.
 VERBOSE = False
 
@@ -153,7 +155,7 @@ def _run(argv: list[str] | None) -> int:
 def _dispatch(argv: list[str] | None) -> int:
     from click.exceptions import Abort, Exit
 
-    from srt_services.errors import JobFailed, RecipeInvalid, SrtError
+    from srt_services.errors import SrtError
 
     try:
         cli.main(args=argv, prog_name="srt", standalone_mode=False)
@@ -161,32 +163,41 @@ def _dispatch(argv: list[str] | None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exit as exc:
         return int(exc.exit_code or 0)
-    except click.UsageError as exc:
-        _say(usage_error_text(exc))
-        return int(exc.exit_code)
     except click.ClickException as exc:
-        _say(f"Error: {exc.format_message()}\n")
-        return int(exc.exit_code)
+        return _click_error(exc)
     except Abort:
         _say("aborted\n")
         return 130
-    except RecipeInvalid as exc:
-        _traceback(exc)
-        _say(f"{exc}\n")
-        return 2
-    except JobFailed as exc:
-        _traceback(exc)
-        _say(f"srt: {exc}\n")
-        return exc.exit_code
     except SrtError as exc:
-        _traceback(exc)
-        _say(f"srt: {exc}\n")
-        return 1
+        return _srt_error(exc)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
     return 0
+
+
+def _click_error(exc: click.ClickException) -> int:
+    """A usage error as plain lines (see :func:`usage_error_text`), any other click error
+    as click words it; the exit code is click's."""
+    if isinstance(exc, click.UsageError):
+        _say(usage_error_text(exc))
+    else:
+        _say(f"Error: {exc.format_message()}\n")
+    return int(exc.exit_code)
+
+
+def _srt_error(exc: SrtError) -> int:
+    """An invalid recipe exits 2 with its problems as they are (each already names its
+    recipe and line); a failed job with the job's own code; any other srt error 1."""
+    from srt_services.errors import JobFailed, RecipeInvalid
+
+    _traceback(exc)
+    if isinstance(exc, RecipeInvalid):
+        _say(f"{exc}\n")
+        return 2
+    _say(f"srt: {exc}\n")
+    return exc.exit_code if isinstance(exc, JobFailed) else 1
 
 
 def _say(text: str) -> None:

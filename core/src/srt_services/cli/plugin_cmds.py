@@ -264,36 +264,17 @@ def check(lock_path: str | None, metadata_only: bool, as_json: bool) -> None:
     """
     from srt_services import site_config
     from srt_services.errors import SrtError
-    from srt_services.plugins.lockfile import Difference, LockError, compare, read_lock
 
     if lock_path is None:
         try:
             lock_path = site_config.current().plugins.lock
         except SrtError:
             lock_path = None
-    differences: list[Difference] = []
     notes: list[str] = []
-    lock_drift = False
     if lock_path is not None:
-        try:
-            locked = read_lock(lock_path)
-        except LockError as exc:
-            differences.append(Difference("site", "lock", detail=str(exc)))
-        else:
-            drift = compare(locked, _installed_lock())
-            lock_drift = bool(drift)
-            differences.extend(drift)
-            if locked.format < 2:
-                differences.append(
-                    Difference(
-                        "site",
-                        "lock",
-                        detail=f"{lock_path} is a format-{locked.format} lock (RECORD hashes,"
-                        " which change with how a wheel is installed and miss an edited file);"
-                        f" rewrite it with `srt plugins lock -o {lock_path}`",
-                    )
-                )
+        differences, lock_drift = _lock_differences(lock_path)
     else:
+        differences, lock_drift = [], False
         notes.append("no lock file (--lock, or plugins.lock in the site config)")
     site_diffs, site_path, plugin_set = _site_set(lock_path)
     differences.extend(site_diffs)
@@ -313,23 +294,58 @@ def check(lock_path: str | None, metadata_only: bool, as_json: bool) -> None:
         }
         click.echo(json.dumps(doc, indent=2))
     else:
-        against = [f"the lock {lock_path}"] if lock_path else []
-        against.append(f"the site config {site_path}" if site_path else "no site config")
-        lines = [f"srt plugins check: installed plugins against {' and '.join(against)}"]
-        lines += [f"  note: {n}" for n in notes]
-        lines += [f"  {d.render()}" for d in differences]
-        if differences:
-            lines.append(f"{len(differences)} difference(s)")
-            if lock_drift:
-                lines.append(
-                    "after an intended change, accept the installed set:"
-                    f" srt plugins lock -o {lock_path}"
-                )
-        else:
-            lines.append("ok: no differences")
-        click.echo("\n".join(lines))
+        click.echo(_check_text(lock_path, site_path, notes, differences, lock_drift))
     if differences:
         raise SystemExit(1)
+
+
+def _lock_differences(lock_path: str) -> tuple[list[Difference], bool]:
+    """What differs between the lock at ``lock_path`` and the installed plugins, and
+    whether any of it is drift (as opposed to a lock that cannot be read or is outdated):
+    only drift is fixed by writing the lock again."""
+    from srt_services.plugins.lockfile import Difference, LockError, compare, read_lock
+
+    try:
+        locked = read_lock(lock_path)
+    except LockError as exc:
+        return [Difference("site", "lock", detail=str(exc))], False
+    differences = compare(locked, _installed_lock())
+    lock_drift = bool(differences)
+    if locked.format < 2:
+        differences.append(
+            Difference(
+                "site",
+                "lock",
+                detail=f"{lock_path} is a format-{locked.format} lock (RECORD hashes,"
+                " which change with how a wheel is installed and miss an edited file);"
+                f" rewrite it with `srt plugins lock -o {lock_path}`",
+            )
+        )
+    return differences, lock_drift
+
+
+def _check_text(
+    lock_path: str | None,
+    site_path: str | None,
+    notes: list[str],
+    differences: list[Difference],
+    lock_drift: bool,
+) -> str:
+    """`srt plugins check`'s report for a reader: what was compared, then each difference."""
+    against = [f"the lock {lock_path}"] if lock_path else []
+    against.append(f"the site config {site_path}" if site_path else "no site config")
+    lines = [f"srt plugins check: installed plugins against {' and '.join(against)}"]
+    lines += [f"  note: {n}" for n in notes]
+    lines += [f"  {d.render()}" for d in differences]
+    if not differences:
+        lines.append("ok: no differences")
+        return "\n".join(lines)
+    lines.append(f"{len(differences)} difference(s)")
+    if lock_drift:
+        lines.append(
+            f"after an intended change, accept the installed set: srt plugins lock -o {lock_path}"
+        )
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- new

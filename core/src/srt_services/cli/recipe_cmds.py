@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import rich_click as click
@@ -53,41 +54,8 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     selects no nodes, fail here too. Nothing is started and no network is used. `-` reads
     a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe is invalid.
     """
-    from srt_services import app
-    from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.load import source_name
-    from srt_services.recipe.problems import LocatedProblem, RecipeError
-
     plugins = _plugins()
-    failed = 0
-    reports: list[dict[str, Any]] = []
-    for given in recipes:
-        path = source_name(given)
-        problems: list[LocatedProblem]
-        try:
-            with app.collector_paused():
-                planned = app.verdict(given, plugins)
-        except RecipeInvalid as exc:
-            failed += 1
-            if fmt == "text":
-                sys.stderr.write(f"{exc}\n")
-            problems = (
-                exc.problems if isinstance(exc, RecipeError) else [LocatedProblem("", str(exc))]
-            )
-            reports.append(_report(path, None, problems))
-            continue
-        loaded = planned.loaded
-        # what planning says without failing (an implied service that selects no nodes)
-        warnings = [
-            *loaded.warnings,
-            *(LocatedProblem("", w, warning=True) for w in planned.plan.warnings),
-        ]
-        if fmt == "text":
-            for w in warnings:
-                sys.stderr.write("warning: " + w.render(path) + "\n")
-            if not quiet:
-                click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
-        reports.append(_report(path, len(loaded.services), warnings))
+    reports = [_validate_one(given, plugins, fmt, quiet) for given in recipes]
     if fmt == "json":
         import json
 
@@ -96,8 +64,39 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         for report in reports:
             for p in report["problems"]:
                 click.echo(_github_annotation(report["recipe"], p))
-    if failed:
+    if not all(report["valid"] for report in reports):
         raise SystemExit(2)
+
+
+def _validate_one(given: str, plugins: Any, fmt: str, quiet: bool) -> dict[str, Any]:
+    """The verdict on one recipe as its report; in the text format its problems or
+    warnings, and its "ok" line, are written at once, so a long list shows progress."""
+    from srt_services import app
+    from srt_services.errors import RecipeInvalid
+    from srt_services.recipe.load import source_name
+    from srt_services.recipe.problems import LocatedProblem, RecipeError
+
+    path = source_name(given)
+    try:
+        with app.collector_paused():
+            planned = app.verdict(given, plugins)
+    except RecipeInvalid as exc:
+        if fmt == "text":
+            sys.stderr.write(f"{exc}\n")
+        problems = exc.problems if isinstance(exc, RecipeError) else [LocatedProblem("", str(exc))]
+        return _report(path, None, problems)
+    loaded = planned.loaded
+    # what planning says without failing (an implied service that selects no nodes)
+    warnings = [
+        *loaded.warnings,
+        *(LocatedProblem("", w, warning=True) for w in planned.plan.warnings),
+    ]
+    if fmt == "text":
+        for w in warnings:
+            sys.stderr.write("warning: " + w.render(path) + "\n")
+        if not quiet:
+            click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
+    return _report(path, len(loaded.services), warnings)
 
 
 def _report(path: str, services: int | None, problems: list[LocatedProblem]) -> dict[str, Any]:
@@ -296,49 +295,16 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
     load is reported (and, with --verify, not written). A recipe that cannot be migrated or
     whose result does not load makes the exit status 2; the others go on.
     """
-    from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.migrate import UNCHANGED, migrate_file
-
     if output and in_place:
         raise click.UsageError("give either --output or --in-place")
     files = _recipe_files(paths)
     if len(files) > 1 and not in_place:
         raise click.UsageError(f"{len(files)} recipes: rewrite them with --in-place")
     plugins = _plugins()
-    failed = unchanged = invalid = 0
-    for recipe in files:
-        try:
-            text, notes = migrate_file(recipe)
-        except RecipeInvalid as exc:
-            failed += 1
-            sys.stderr.write(f"{exc}\n{recipe}: not migrated\n")
-            continue
-        # a migration that yields a recipe srt refuses has not done its job, --verify or not
-        refused = None if notes == [UNCHANGED] else _load_problem(recipe, text, plugins)
-        if refused is not None and verify:
-            failed += 1
-            sys.stderr.write(f"{refused}\n{recipe}: not migrated\n")
-            continue
-        for note in notes:
-            sys.stderr.write(f"{recipe}: {note}\n")
-        if refused is not None:
-            invalid += 1
-            sys.stderr.write(f"{refused}\n")
-        if notes == [UNCHANGED]:
-            unchanged += 1
-            if in_place:
-                continue  # no rewrite, no backup
-        if in_place:
-            import shutil
-
-            shutil.copyfile(recipe, recipe + ".v1")
-            with open(recipe, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        elif output:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        else:
-            sys.stdout.write(text)
+    outcomes = Counter(
+        _migrate_one(recipe, plugins, output, in_place=in_place, verify=verify) for recipe in files
+    )
+    failed, unchanged, invalid = outcomes[_NOT_MIGRATED], outcomes[_UNCHANGED], outcomes[_INVALID]
     if len(files) > 1:
         done = len(files) - failed - unchanged
         loads = f" ({invalid} of them do not load)" if invalid else ""
@@ -347,6 +313,56 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
         )
     if failed or invalid:
         raise SystemExit(2)
+
+
+#: what became of one recipe in ``srt migrate``
+_MIGRATED, _INVALID, _UNCHANGED, _NOT_MIGRATED = "migrated", "invalid", "unchanged", "failed"
+
+
+def _migrate_one(
+    recipe: str, plugins: Any, output: str | None, *, in_place: bool, verify: bool
+) -> str:
+    """Migrate one recipe, say what was done on stderr and write the result where asked;
+    returns the outcome (``_MIGRATED``, ...) the summary counts."""
+    from srt_services.errors import RecipeInvalid
+    from srt_services.recipe.migrate import UNCHANGED, migrate_file
+
+    try:
+        text, notes = migrate_file(recipe)
+    except RecipeInvalid as exc:
+        sys.stderr.write(f"{exc}\n{recipe}: not migrated\n")
+        return _NOT_MIGRATED
+    same = notes == [UNCHANGED]
+    # a migration that yields a recipe srt refuses has not done its job, --verify or not
+    refused = None if same else _load_problem(recipe, text, plugins)
+    if refused is not None and verify:
+        sys.stderr.write(f"{refused}\n{recipe}: not migrated\n")
+        return _NOT_MIGRATED
+    for note in notes:
+        sys.stderr.write(f"{recipe}: {note}\n")
+    if refused is not None:
+        sys.stderr.write(f"{refused}\n")
+    if not (same and in_place):  # an unchanged file is not rewritten: no rewrite, no backup
+        _write_migrated(recipe, text, output, in_place)
+    if same:
+        return _UNCHANGED
+    return _MIGRATED if refused is None else _INVALID
+
+
+def _write_migrated(recipe: str, text: str, output: str | None, in_place: bool) -> None:
+    """Over the recipe itself (its v1 text kept as ``<recipe>.v1``), to ``output``, or
+    to stdout."""
+    if in_place:
+        import shutil
+
+        shutil.copyfile(recipe, recipe + ".v1")
+        with open(recipe, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    elif output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
 
 
 def _load_problem(recipe: str, text: str, plugins: Any) -> str | None:

@@ -104,29 +104,47 @@ def fit(
     active = list(range(len(columns)))
     result = Fitted(lines=[])
     if width is not None:
-        by_header = {c.header: i for i, c in enumerate(columns)}
-        for step in steps:
-            if _total(headers, cells, active) <= width:
-                break
-            i = by_header[step.header]
-            if i not in active:
-                continue
-            if step.action == "drop":
-                active.remove(i)
-                result.dropped.append(step.header)
-            else:
-                column = columns[i]
-                if column.short is None:
-                    raise ValueError(f"column {column.header} has no short form")
-                if column.short_header:
-                    headers[i] = column.short_header
-                for row in cells:
-                    if row[i] != "-":
-                        row[i] = one_line(column.short(row[i]))
-                result.shortened.append(step.header)
+        _narrow(columns, headers, cells, active, width, steps, result)
         _cut(columns, headers, cells, active, width, result)
     result.lines = _lines(headers, cells, active)
     return result
+
+
+def _narrow(
+    columns: Sequence[Column],
+    headers: list[str],
+    cells: list[list[str]],
+    active: list[int],
+    width: int,
+    steps: Sequence[Step],
+    result: Fitted,
+) -> None:
+    """Take ``steps`` in order (drop a column, or shorten its text) until the table fits."""
+    by_header = {c.header: i for i, c in enumerate(columns)}
+    for step in steps:
+        if _total(headers, cells, active) <= width:
+            return
+        i = by_header[step.header]
+        if i not in active:
+            continue
+        if step.action == "drop":
+            active.remove(i)
+            result.dropped.append(step.header)
+        else:
+            _shorten(columns[i], i, headers, cells)
+            result.shortened.append(step.header)
+
+
+def _shorten(column: Column, i: int, headers: list[str], cells: list[list[str]]) -> None:
+    """Column ``i`` in its short form: its short header, and each cell's text shortened
+    (a missing value stays ``-``)."""
+    if column.short is None:
+        raise ValueError(f"column {column.header} has no short form")
+    if column.short_header:
+        headers[i] = column.short_header
+    for row in cells:
+        if row[i] != "-":
+            row[i] = one_line(column.short(row[i]))
 
 
 def _widths(headers: list[str], cells: list[list[str]], active: list[int]) -> dict[int, int]:

@@ -85,6 +85,32 @@ def find(
     only way to find an orphan that left the job's sessions after the orchestrator died).
     """
     me = os.getpid()
+    found, children = _scan(
+        cookie, me, sessions=sessions, not_before=not_before, by_cookie=by_cookie, known=known
+    )
+    steps = _with_descendants(found, roots, children, known, me)
+    out: dict[int, str | None] = {}
+    for pid, step in steps.items():
+        env = _environ(pid)
+        if foreign_live(env, cookie):
+            continue
+        if env.get(COOKIE_VAR) == cookie and env.get(INSTANCE_VAR):
+            step = env[INSTANCE_VAR]  # its own instance beats the step it was found by
+        out[pid] = step
+    return out
+
+
+def _scan(
+    cookie: str,
+    me: int,
+    *,
+    sessions: Mapping[int, str | None],
+    not_before: int | None,
+    by_cookie: bool,
+    known: Mapping[int, str | None],
+) -> tuple[dict[int, str | None], dict[int, list[int]]]:
+    """One pass over /proc: the job's processes that ``known``, ``sessions`` or the cookie
+    name (pid -> step), and every process's children (for :func:`_with_descendants`)."""
     children: dict[int, list[int]] = {}
     found: dict[int, str | None] = {}
     for pid in procfs.all_pids():
@@ -105,6 +131,18 @@ def find(
             env = _environ(pid)
             if env.get(COOKIE_VAR) == cookie:
                 found[pid] = env.get(INSTANCE_VAR)
+    return found, children
+
+
+def _with_descendants(
+    found: dict[int, str | None],
+    roots: Iterable[int],
+    children: Mapping[int, list[int]],
+    known: Mapping[int, str | None],
+    me: int,
+) -> dict[int, str | None]:
+    """``found`` plus the live ``roots`` and every descendant of either (never this
+    process): a descendant takes its parent's step."""
     steps = dict(found)
     for pid in roots:
         if pid != me and pid not in steps and procfs.alive(pid):
@@ -116,12 +154,4 @@ def find(
             if kid not in steps and kid != me:
                 steps[kid] = steps.get(parent)
                 todo.append(kid)
-    out: dict[int, str | None] = {}
-    for pid, step in steps.items():
-        env = _environ(pid)
-        if foreign_live(env, cookie):
-            continue
-        if env.get(COOKIE_VAR) == cookie and env.get(INSTANCE_VAR):
-            step = env[INSTANCE_VAR]
-        out[pid] = step
-    return out
+    return steps

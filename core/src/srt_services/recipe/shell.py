@@ -17,7 +17,10 @@ a here-document        ``cat <<EOF`` ... ``{job_dir}`` ... ``EOF``  ``\\`` befor
 
 A command substitution ``$(...)`` or a backquote starts a fresh quoting level (inside
 double quotes too), as bash has it. A value with a newline cannot be put in a
-here-document safely (a line of it could end the document), so that is an error.
+here-document safely (a line of it could end the document), so that is an error; so is
+any value where a placeholder follows a backslash (``\\{job_dir}``: the backslash would
+escape the value's opening quote) or stands in a here-document's delimiter. A here-string
+(``<<<``) is not a here-document.
 
 The text is scanned once per distinct preamble (cached); rendering an instance only joins
 pieces. ``{{name}}`` is a literal ``{name}``, and ``${name}`` is the shell's, as everywhere.
@@ -26,7 +29,7 @@ pieces. ``{{name}}`` is a literal ``{name}``, and ``${name}`` is the shell's, as
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from srt_services.recipe.placeholders import PLACEHOLDER_RE, UnknownPlaceholder
@@ -41,6 +44,9 @@ WORD, DOUBLE, SINGLE, ANSI, COMMENT, HEREDOC, HEREDOC_RAW = (
     "heredoc",
     "heredoc-raw",
 )
+#: where no quoting keeps a value one word: right after a backslash (which would escape
+#: the value's first character, its opening quote) or in a here-document's delimiter
+UNQUOTABLE = "unquotable"
 #: characters after which a ``#`` starts a comment (bash: at the start of a word)
 _WORD_BREAK = " \t\n;&|()<>"
 
@@ -63,6 +69,17 @@ def quote_for(value: str, context: str) -> str:
         return value.replace("\\", "\\\\").replace("'", "\\'")
     if context == COMMENT:
         return value.replace("\r", " ").replace("\n", " ")
+    return _heredoc_line(value, context)
+
+
+def _heredoc_line(value: str, context: str) -> str:
+    """``value`` in a here-document's body, where only a newline could end it early; or
+    refused where no quoting works (``UNQUOTABLE``)."""
+    if context == UNQUOTABLE:
+        raise ShellValueError(
+            "a placeholder right after a backslash, or in a here-document's delimiter, cannot"
+            f" be given {value!r} safely (remove the backslash; use a fixed delimiter)"
+        )
     if "\n" in value:
         raise ShellValueError(
             f"{value!r} holds a newline, which cannot be put inside a here-document safely"
@@ -76,111 +93,206 @@ def quote_for(value: str, context: str) -> str:
 def contexts(text: str, positions: list[int]) -> list[tuple[str, int]]:
     """The quoting context at each of ``positions`` (sorted offsets into ``text``), and
     how many backquote substitutions enclose it."""
+    scan = _Scanner(text)
     out: list[tuple[str, int]] = []
     want = iter(positions)
     nxt = next(want, None)
-    # the open quoting levels, innermost last, and for a ``$( ... )`` level how many
-    # parentheses are open in it (a backquote level is "`")
-    kinds: list[str] = [WORD]
-    depth: list[int] = [0]
-    heredocs: list[tuple[str, bool, bool]] = []  # (delimiter, quoted, strip tabs)
-    heredoc: tuple[str, bool, bool] | None = None
     i, n = 0, len(text)
-    line_start = True
-
-    def here() -> tuple[str, int]:
-        quotes = kinds.count("`")
-        if heredoc is not None:
-            return (HEREDOC_RAW if heredoc[1] else HEREDOC), quotes
-        return (WORD if kinds[-1] == "`" else kinds[-1]), quotes
-
-    def push(kind: str, parens: int = 0) -> None:
-        kinds.append(kind)
-        depth.append(parens)
-
-    def pop() -> None:
-        if len(kinds) > 1:
-            kinds.pop()
-            depth.pop()
-
     while i < n and nxt is not None:
-        if i == nxt:
-            out.append(here())
-            nxt = next(want, None)
+        if i < nxt:
+            i = scan.step(i)
             continue
-        ch = text[i]
-        if heredoc is not None:
-            # inside a here-document: a line equal to the delimiter ends it
-            if line_start:
-                end = text.find("\n", i)
-                line = text[i : end if end >= 0 else n]
-                if (line.lstrip("\t") if heredoc[2] else line) == heredoc[0]:
-                    heredoc = heredocs.pop(0) if heredocs else None
-                    i = end + 1 if end >= 0 else n
-                    continue
-            line_start = ch == "\n"
-            i += 1
-            continue
-        kind = kinds[-1]
-        if kind == SINGLE:
-            if ch == "'":
-                pop()
-        elif kind == ANSI:
-            if ch == "\\":
-                i += 1
-            elif ch == "'":
-                pop()
-        elif kind == COMMENT:
-            if ch == "\n":
-                pop()
-                if heredocs:
-                    heredoc = heredocs.pop(0)
-        elif kind == DOUBLE:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                pop()
-            elif ch == "`":
-                push("`")
-            elif text.startswith("$(", i):
-                push(WORD, 1)
-                i += 1
-        elif ch == "\\":  # a plain word, inside $( ) or backquotes too
-            i += 1
-        elif ch == "'":
-            push(SINGLE)
-        elif ch == '"':
-            push(DOUBLE)
-        elif text.startswith("$'", i):
-            push(ANSI)
-            i += 1
-        elif ch == "`":
-            if kind == "`":
-                pop()
-            else:
-                push("`")
-        elif text.startswith("$(", i):
-            push(WORD, 1)
-            i += 1
-        elif ch == "(" and depth[-1] > 0:
-            depth[-1] += 1
-        elif ch == ")" and depth[-1] > 0:
-            depth[-1] -= 1
-            if depth[-1] == 0:
-                pop()
-        elif ch == "#" and (i == 0 or text[i - 1] in _WORD_BREAK):
-            push(COMMENT)
-        elif text.startswith("<<", i) and not text.startswith("<<<", i):
-            i = _heredoc_start(text, i, heredocs)
-            continue
-        elif ch == "\n" and heredocs:
-            heredoc = heredocs.pop(0)
-        line_start = ch == "\n"
-        i += 1
+        # at a placeholder, or past one the scan stepped over (the character after a
+        # backslash, a here-document's delimiter)
+        out.append(scan.context() if i == nxt else (UNQUOTABLE, 0))
+        nxt = next(want, None)
+    i = min(i, n)  # a backslash at the very end steps past it
     while nxt is not None:  # placeholders at the very end
-        out.append(here())
+        out.append(scan.context() if nxt >= i else (UNQUOTABLE, 0))
         nxt = next(want, None)
     return out
+
+
+class _Scanner:
+    """How bash would read ``text`` so far: the open quoting levels and here-documents.
+
+    A small state machine read one character (or one escape) at a time by :meth:`step`:
+    the innermost quoting level picks the reader (:data:`_READERS`), and in a plain word
+    the character picks the action (:data:`_WORD_ACTIONS`); each returns where to go on.
+    """
+
+    __slots__ = ("depth", "heredoc", "kinds", "line_start", "pending", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        # the open quoting levels, innermost last, and for a ``$( ... )`` level how many
+        # parentheses are open in it (a backquote level is "`")
+        self.kinds: list[str] = [WORD]
+        self.depth: list[int] = [0]
+        #: here-documents opened on the current line, each read after it, in order:
+        #: (delimiter, quoted, strip tabs)
+        self.pending: list[tuple[str, bool, bool]] = []
+        #: the here-document being read, if any
+        self.heredoc: tuple[str, bool, bool] | None = None
+        #: inside a here-document: whether the next character starts a line
+        self.line_start = True
+
+    def context(self) -> tuple[str, int]:
+        """The context a placeholder at the current position stands in."""
+        quotes = self.kinds.count("`")
+        if self.heredoc is not None:
+            return (HEREDOC_RAW if self.heredoc[1] else HEREDOC), quotes
+        return (WORD if self.kinds[-1] == "`" else self.kinds[-1]), quotes
+
+    def step(self, i: int) -> int:
+        """Read what starts at offset ``i``; return the offset to read next."""
+        if self.heredoc is not None:
+            return self._in_heredoc(i, self.heredoc)
+        return _READERS.get(self.kinds[-1], _Scanner._in_word)(self, i, self.text[i])
+
+    def _push(self, kind: str, parens: int = 0) -> None:
+        self.kinds.append(kind)
+        self.depth.append(parens)
+
+    def _pop(self) -> None:
+        if len(self.kinds) > 1:
+            self.kinds.pop()
+            self.depth.pop()
+
+    def _line_ends(self) -> None:
+        """The first here-document opened on the line that ends starts on the next."""
+        if self.pending:
+            self.heredoc = self.pending.pop(0)
+            self.line_start = True
+
+    def _in_heredoc(self, i: int, heredoc: tuple[str, bool, bool]) -> int:
+        """A line equal to the delimiter ends the here-document (the next one pending
+        starts after it); nothing else in it is special."""
+        text = self.text
+        if self.line_start:
+            end = text.find("\n", i)
+            line = text[i : end if end >= 0 else len(text)]
+            delimiter, _quoted, strip_tabs = heredoc
+            if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                self.heredoc = self.pending.pop(0) if self.pending else None
+                return end + 1 if end >= 0 else len(text)
+        self.line_start = text[i] == "\n"
+        return i + 1
+
+    def _in_single(self, i: int, ch: str) -> int:
+        if ch == "'":
+            self._pop()
+        return i + 1
+
+    def _in_ansi(self, i: int, ch: str) -> int:
+        if ch == "\\":
+            return i + 2
+        if ch == "'":
+            self._pop()
+        return i + 1
+
+    def _in_comment(self, i: int, ch: str) -> int:
+        if ch == "\n":
+            self._pop()
+            self._line_ends()
+        return i + 1
+
+    def _in_double(self, i: int, ch: str) -> int:
+        if ch == "\\":
+            return i + 2
+        if ch == '"':
+            self._pop()
+        elif ch == "`":
+            self._push("`")
+        elif self.text.startswith("$(", i):
+            self._push(WORD, 1)
+            return i + 2
+        return i + 1
+
+    def _in_word(self, i: int, ch: str) -> int:
+        """A plain word, inside ``$( )`` or backquotes too."""
+        action = _WORD_ACTIONS.get(ch)
+        return i + 1 if action is None else action(self, i)
+
+    # actions in a plain word, each for the character at ``i``
+
+    def _escape(self, i: int) -> int:
+        return i + 2
+
+    def _single_quote(self, i: int) -> int:
+        self._push(SINGLE)
+        return i + 1
+
+    def _double_quote(self, i: int) -> int:
+        self._push(DOUBLE)
+        return i + 1
+
+    def _dollar(self, i: int) -> int:
+        after = self.text[i + 1 : i + 2]
+        if after == "'":
+            self._push(ANSI)
+            return i + 2
+        if after == "(":
+            self._push(WORD, 1)
+            return i + 2
+        return i + 1
+
+    def _backquote(self, i: int) -> int:
+        if self.kinds[-1] == "`":
+            self._pop()
+        else:
+            self._push("`")
+        return i + 1
+
+    def _open_paren(self, i: int) -> int:
+        if self.depth[-1] > 0:
+            self.depth[-1] += 1
+        return i + 1
+
+    def _close_paren(self, i: int) -> int:
+        if self.depth[-1] > 0:
+            self.depth[-1] -= 1
+            if self.depth[-1] == 0:
+                self._pop()
+        return i + 1
+
+    def _hash(self, i: int) -> int:
+        if i == 0 or self.text[i - 1] in _WORD_BREAK:
+            self._push(COMMENT)
+        return i + 1
+
+    def _less(self, i: int) -> int:
+        if self.text.startswith("<<<", i):
+            return i + 3  # a here-string: the word after it is an ordinary word
+        if self.text.startswith("<<", i):
+            return _heredoc_start(self.text, i, self.pending)
+        return i + 1
+
+    def _newline(self, i: int) -> int:
+        self._line_ends()
+        return i + 1
+
+
+#: the reader of each quoting level (any other, a plain word or backquotes: ``_in_word``)
+_READERS: dict[str, Callable[[_Scanner, int, str], int]] = {
+    SINGLE: _Scanner._in_single,
+    ANSI: _Scanner._in_ansi,
+    COMMENT: _Scanner._in_comment,
+    DOUBLE: _Scanner._in_double,
+}
+#: what a character does in a plain word (any other: nothing)
+_WORD_ACTIONS: dict[str, Callable[[_Scanner, int], int]] = {
+    "\\": _Scanner._escape,
+    "'": _Scanner._single_quote,
+    '"': _Scanner._double_quote,
+    "$": _Scanner._dollar,
+    "`": _Scanner._backquote,
+    "(": _Scanner._open_paren,
+    ")": _Scanner._close_paren,
+    "#": _Scanner._hash,
+    "<": _Scanner._less,
+    "\n": _Scanner._newline,
+}
 
 
 def _heredoc_start(text: str, i: int, pending: list[tuple[str, bool, bool]]) -> int:

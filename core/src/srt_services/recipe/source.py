@@ -332,11 +332,13 @@ class _Builder:
         self._open_anchors: set[str] = set()
         self._shared: dict[str, str] = {}
         self._total = 0
+        self._documents = 0
 
     def build(self) -> Any:
-        stack: list[_Open] = []
-        root: Any = None
-        documents = 0
+        # the document's value goes into a list that stands for the stream, so every value
+        # has an open collection to go into: no "is this the root?" test per value
+        stream = _Open([], False, None, (1, 1))
+        stack: list[_Open] = [stream]
         values = 0
         most = max_values(len(self.text))
         for ev in yaml.parse(self.text, Loader=_Loader):
@@ -350,36 +352,37 @@ class _Builder:
                     self._anchors[ev.anchor] = (value, 1)
             elif isinstance(ev, yaml.AliasEvent):
                 value, size = self._alias(ev)
-            elif isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            elif isinstance(ev, yaml.CollectionStartEvent):
                 stack.append(self._start(ev, stack))
                 continue
-            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                done = stack.pop()
-                if done.anchor is not None:
-                    self._open_anchors.discard(done.anchor)
-                    self._anchors[done.anchor] = (done.value, done.size)
-                value, size = done.value, done.size
-                if not stack:
-                    root = value
-                    continue
-                self._add(stack[-1], value, size, None, done.mark)
+            elif isinstance(ev, yaml.CollectionEndEvent):
+                self._end(stack)
                 continue
             elif isinstance(ev, yaml.DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    raise _Fail(
-                        "expected a single document in the stream, but found another document",
-                        _mark(ev),
-                    )
+                self._document_start(ev)
                 continue
             else:
                 continue
             self._count(size, ev)
-            if not stack:
-                root = "<<" if value is _MERGE_KEY else value
-                continue
             self._add(stack[-1], value, size, ev, _mark(ev))
-        return root
+        return stream.value[0] if stream.value else None
+
+    def _document_start(self, ev: Any) -> None:
+        self._documents += 1
+        if self._documents > 1:
+            raise _Fail(
+                "expected a single document in the stream, but found another document",
+                _mark(ev),
+            )
+
+    def _end(self, stack: list[_Open]) -> None:
+        """Close the innermost collection: it is its anchor's value from now on, and a
+        value of the collection around it."""
+        done = stack.pop()
+        if done.anchor is not None:
+            self._open_anchors.discard(done.anchor)
+            self._anchors[done.anchor] = (done.value, done.size)
+        self._add(stack[-1], done.value, done.size, None, done.mark)
 
     def _count(self, size: int, ev: Any) -> None:
         self._total += size
@@ -395,9 +398,9 @@ class _Builder:
         tag = ev.tag
         if tag is not None and tag not in ("!", _MAP if is_map else _SEQ):
             raise _Fail(f"unsupported YAML tag {tag}", _mark(ev))
-        if len(stack) >= MAX_DEPTH:
+        if len(stack) > MAX_DEPTH:  # the stream's list and MAX_DEPTH collections are open
             raise _Fail("recipe is nested too deeply", _mark(ev))
-        if stack and stack[-1].is_map and stack[-1].key is _NO_KEY:
+        if stack[-1].is_map and stack[-1].key is _NO_KEY:
             raise _Fail("mapping keys must be plain scalars", _mark(ev))
         if ev.anchor is not None:
             self._open_anchors.add(ev.anchor)

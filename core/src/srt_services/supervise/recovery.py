@@ -246,18 +246,7 @@ def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Lo
         return _stop_slurm_job(view.slurm_job_id, now, timeout, log)
     elsewhere = view.state.orchestrator.elsewhere() if view.state is not None else None
     if elsewhere is not None:
-        assert view.state is not None
-        orch = view.state.orchestrator
-        if "rebooted" in elsewhere:
-            log(f"the job's orchestrator (pid {orch.pid}) cannot be running: {elsewhere}")
-            if not view.state.finished:
-                mark_stopped(view, "srt stop (after a reboot)")
-            return 0
-        log(
-            f"cannot stop this job from here: its orchestrator (pid {orch.pid}) {elsewhere};"
-            " run `srt stop` there"
-        )
-        return 1
+        return _orchestrator_elsewhere(view, elsewhere, log)
     alive = view.orchestrator_alive()
     if alive:
         # read by the orchestrator when the signal arrives: the job ends as stopped by us
@@ -268,6 +257,30 @@ def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Lo
             _remove_cgroup(view)
             log("stopped")
             return 0
+    return _stop_directly(view, now, timeout, log)
+
+
+def _orchestrator_elsewhere(view: JobView, elsewhere: str, log: Log) -> int:
+    """The job's orchestrator is out of this process's sight (``elsewhere`` says why): after
+    a reboot nothing of the job can run, so it is only marked stopped; on another host or
+    in another PID namespace only an ``srt stop`` run there can reach it."""
+    assert view.state is not None
+    orch = view.state.orchestrator
+    if "rebooted" in elsewhere:
+        log(f"the job's orchestrator (pid {orch.pid}) cannot be running: {elsewhere}")
+        if not view.state.finished:
+            mark_stopped(view, "srt stop (after a reboot)")
+        return 0
+    log(
+        f"cannot stop this job from here: its orchestrator (pid {orch.pid}) {elsewhere};"
+        " run `srt stop` there"
+    )
+    return 1
+
+
+def _stop_directly(view: JobView, now: bool, timeout: float | None, log: Log) -> int:
+    """Stop what is left of the job without its orchestrator (gone, or too slow); 0 when
+    nothing of the job is left running."""
     survivors = stop_leftovers(view, 0.0 if now else timeout, log)
     if view.state is not None and not view.orchestrator_alive():
         mark_stopped(view, "srt stop")

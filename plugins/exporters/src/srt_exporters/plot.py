@@ -43,53 +43,26 @@ def phase_marks(job: JobRecord) -> list[tuple[float, str]]:
     return marks
 
 
+#: a headline and its series: (label, [(time, value), ...]) sorted by label
+_Panel = tuple[Any, list[tuple[str, list[tuple[float, float]]]]]
+
+
 def plot(client: PromClient, job: JobRecord, w: Window, out: str) -> int:
     """Write the plot to ``out``; return how many panels it has."""
     ext = os.path.splitext(out)[1].lower()
     if ext not in FORMATS:
         raise PlotError(f"--plot writes {', '.join(FORMATS)}; got {out!r}")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PlotError("--plot needs matplotlib: pip install 'srt-exporters[plot]'") from None
-    step = max(w.step, (w.end - w.start) / MAX_POINTS)
-    panels: list[tuple[Any, list[tuple[str, list[tuple[float, float]]]]]] = []
-    for h in applicable(job):
-        series = client.query_range(expression(h, job.job_id, w.rate), w.start, w.end, step)
-        lines = [(labels.get(h.by, "") or h.by, pts) for labels, pts in series if pts]
-        if lines:
-            panels.append((h, sorted(lines)))
+    plt = _pyplot()
+    panels = _panels(client, job, w)
     if not panels:
         raise PlotError(f"no headline series have samples in {job.path}; nothing to plot")
     marks = phase_marks(job)
     fig, axes = plt.subplots(
         len(panels), 1, figsize=(10, 2.6 * len(panels) + 0.8), sharex=True, squeeze=False
     )
-    for ax, (h, lines) in zip(axes[:, 0], panels, strict=True):
-        for label, pts in lines:
-            ax.plot([t - w.start for t, _ in pts], [v for _, v in pts], label=label, lw=1.2)
-        ax.set_title(h.title, fontsize=10, loc="left")
-        ax.set_ylabel(h.unit)
-        ax.grid(alpha=0.3)
-        for t, _label in marks:
-            ax.axvline(t - w.start, color="0.5", lw=0.8, ls="--")
-        if len(lines) <= 12:
-            ax.legend(fontsize=7, loc="upper right")
-    top = axes[0, 0]
-    for t, label in marks:
-        top.annotate(
-            label,
-            (t - w.start, 1.0),
-            xycoords=("data", "axes fraction"),
-            rotation=90,
-            fontsize=7,
-            va="bottom",
-            ha="center",
-            color="0.3",
-        )
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        _draw_panel(ax, panel, marks, w.start)
+    _label_marks(axes[0, 0], marks, w.start)
     axes[-1, 0].set_xlabel("seconds since the job started")
     started = datetime.fromtimestamp(w.start, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     fig.suptitle(f"{job.job_name} ({job.job_id}), started {started}", fontsize=11)
@@ -102,6 +75,60 @@ def plot(client: PromClient, job: JobRecord, w: Window, out: str) -> int:
         fig.savefig(out, dpi=110)
     plt.close(fig)
     return len(panels)
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (files only: no display is needed or used)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotError("--plot needs matplotlib: pip install 'srt-exporters[plot]'") from None
+    return plt
+
+
+def _panels(client: PromClient, job: JobRecord, w: Window) -> list[_Panel]:
+    """One panel per headline that has samples, at most ``MAX_POINTS`` per series."""
+    step = max(w.step, (w.end - w.start) / MAX_POINTS)
+    panels: list[_Panel] = []
+    for h in applicable(job):
+        series = client.query_range(expression(h, job.job_id, w.rate), w.start, w.end, step)
+        lines = [(labels.get(h.by, "") or h.by, pts) for labels, pts in series if pts]
+        if lines:
+            panels.append((h, sorted(lines)))
+    return panels
+
+
+def _draw_panel(ax: Any, panel: _Panel, marks: list[tuple[float, str]], start: float) -> None:
+    """A headline's series against seconds since ``start``, each phase mark a dashed line;
+    a legend only while it stays readable (12 series)."""
+    h, lines = panel
+    for label, pts in lines:
+        ax.plot([t - start for t, _ in pts], [v for _, v in pts], label=label, lw=1.2)
+    ax.set_title(h.title, fontsize=10, loc="left")
+    ax.set_ylabel(h.unit)
+    ax.grid(alpha=0.3)
+    for t, _label in marks:
+        ax.axvline(t - start, color="0.5", lw=0.8, ls="--")
+    if len(lines) <= 12:
+        ax.legend(fontsize=7, loc="upper right")
+
+
+def _label_marks(top: Any, marks: list[tuple[float, str]], start: float) -> None:
+    """The phase marks' names, once, above the top panel (every panel has their lines)."""
+    for t, label in marks:
+        top.annotate(
+            label,
+            (t - start, 1.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            fontsize=7,
+            va="bottom",
+            ha="center",
+            color="0.3",
+        )
 
 
 def _write_html(out: str, job: JobRecord, svg: bytes) -> None:

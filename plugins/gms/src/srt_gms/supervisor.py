@@ -125,42 +125,53 @@ def finish(
     return code
 
 
-def main(argv: list[str]) -> int:
-    args = parse(argv)
-    directory = os.path.abspath(args.dir)
+def socket_path_problem(directory: str) -> str | None:
+    """Why GMS could not bind its sockets in ``directory`` (a path too long for a Unix
+    socket), or ``None``: said before any server starts, in words that name the fix."""
     longest = len(os.path.join(directory, "x")) - 1 + LONGEST_SOCKET_NAME
-    if longest > MAX_SOCKET_PATH:
-        say(
-            f"GMS cannot start: its socket paths in {directory} would be {longest} characters"
-            f" long, over the {MAX_SOCKET_PATH} a Unix socket allows; use a shorter node-local"
-            " root (the site config's [storage] node_local)"
-        )
-        return 2
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda number, _frame: _stop_signal.append(number))
-    prepare(directory)
+    if longest <= MAX_SOCKET_PATH:
+        return None
+    return (
+        f"GMS cannot start: its socket paths in {directory} would be {longest} characters"
+        f" long, over the {MAX_SOCKET_PATH} a Unix socket allows; use a shorter node-local"
+        " root (the site config's [storage] node_local)"
+    )
+
+
+def start(
+    args: argparse.Namespace, directory: str, servers: list[tuple[int, subprocess.Popen[bytes]]]
+) -> bool:
+    """Start a server per device, each added to ``servers`` at once (so that a failure
+    stops those already started); False when one could not start."""
     env = dict(os.environ, GMS_SOCKET_DIR=directory)
-    servers: list[tuple[int, subprocess.Popen[bytes]]] = []
     for device in range(args.devices):
         argv_k = [args.python, "-m", args.module, "--device", str(device), *args.server_args]
         try:
             proc = subprocess.Popen(argv_k, env=env)
         except OSError as exc:
             say(f"GMS server for device {device} could not start: {exc}")
-            return finish(servers, args.grace, directory, 1)
+            return False
         servers.append((device, proc))
         say(f"GMS server device={device} pid={proc.pid}: {' '.join(argv_k)}")
+    return True
+
+
+def wait_ready(
+    args: argparse.Namespace, directory: str, servers: list[tuple[int, subprocess.Popen[bytes]]]
+) -> int | None:
+    """Wait until every server has made its sockets, then say ``GMS ready``; ``None`` then,
+    else the exit code (stop asked: 0; a server exited, or the budget ran out)."""
     want = args.devices * args.sockets_per_device
     started = time.monotonic()
     deadline = started + args.timeout
     while True:
         if _stop_signal:
-            return finish(servers, args.grace, directory, 0)
+            return 0
         gone = exited(servers)
         if gone is not None:
             device, pid, code = gone
             say(f"GMS server pid {pid} (device {device}) exited during startup (code={code})")
-            return finish(servers, args.grace, directory, code or 1)
+            return code or 1
         have = sockets_in(directory)
         if have >= want:
             break
@@ -169,21 +180,44 @@ def main(argv: list[str]) -> int:
                 f"GMS startup timed out: {have} of {want} sockets in {directory} after"
                 f" {args.timeout:g}s"
             )
-            return finish(servers, args.grace, directory, 1)
+            return 1
         time.sleep(POLL)
     say(
         f"GMS ready: {args.devices} device(s), {have} sockets in {directory}"
         f" ({time.monotonic() - started:.2f}s)"
     )
-    while True:
-        if _stop_signal:
-            return finish(servers, args.grace, directory, 0)
+    return None
+
+
+def supervise(servers: list[tuple[int, subprocess.Popen[bytes]]]) -> int:
+    """Until a stop is asked (exit code 0) or a server exits (its code, at least 1)."""
+    while not _stop_signal:
         gone = exited(servers)
         if gone is not None:
             device, pid, code = gone
             say(f"GMS server exited (code={code}, device {device}, pid {pid}); stopping the rest")
-            return finish(servers, args.grace, directory, code or 1)
+            return code or 1
         time.sleep(POLL)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    directory = os.path.abspath(args.dir)
+    problem = socket_path_problem(directory)
+    if problem is not None:
+        say(problem)
+        return 2
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda number, _frame: _stop_signal.append(number))
+    prepare(directory)
+    servers: list[tuple[int, subprocess.Popen[bytes]]] = []
+    if not start(args, directory, servers):
+        return finish(servers, args.grace, directory, 1)
+    code = wait_ready(args, directory, servers)
+    if code is None:
+        code = supervise(servers)
+    return finish(servers, args.grace, directory, code)
 
 
 if __name__ == "__main__":
