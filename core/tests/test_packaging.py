@@ -21,8 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LICENSE = (REPO / "LICENSE").read_text(encoding="utf-8")
-#: Every package directory that publishes a distribution. (srt-oarbank joins once its
-#: rework lands with its LICENSE and metadata.)
+#: Every package directory that publishes a distribution.
 PACKAGES = {
     "core": "srt_services",
     "plugins/etcd": "srt_etcd",
@@ -32,6 +31,7 @@ PACKAGES = {
     "plugins/ray": "srt_ray",
     "plugins/lmcache": "srt_lmcache",
     "plugins/gms": "srt_gms",
+    "plugins/oarbank": "srt_oarbank",
 }
 
 
