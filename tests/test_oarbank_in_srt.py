@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import textwrap
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 from srt_services.launch import process
 from srt_services.testing.jobs import free_port, run_recipe, start_srt
+from srt_services.testing.jobs import srt_cli as srt
 from srt_services.testing.survivors import assert_no_survivors
 
 pytestmark = pytest.mark.skipif(
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 HERE = Path(__file__).resolve().parent  # cross-package: srt-oarbank with srt-etcd
-
-
-def srt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", *args], capture_output=True, text=True, check=False
-    )
 
 
 @pytest.fixture

@@ -128,6 +128,25 @@ def start_srt(
     return run
 
 
+def srt_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
+    """``srt ARGS`` in a subprocess, as a user's shell runs it (this process's environment
+    with ``env`` over it), its output captured; a command that hangs fails at ``timeout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "srt_services", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+
+
 def run_recipe(
     path: str, job_dir: str, *extra: str, timeout: float = 120.0, env: dict[str, str] | None = None
 ) -> JobRun:
