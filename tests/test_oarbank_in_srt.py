@@ -25,6 +25,19 @@ pytestmark = pytest.mark.skipif(
 HERE = Path(__file__).resolve().parent  # cross-package: srt-oarbank with srt-etcd
 
 
+def op_env(data: Path) -> dict[str, str]:
+    """The environment the protocol gives an exposed op of srt-etcd's service on node-a,
+    its module data directory ``data`` made here."""
+    data.mkdir()
+    return {
+        "PATH": os.environ["PATH"],
+        "OARBANK_MODULE_DATA": str(data),
+        "OARBANK_SERVICE": "etcd",
+        "OARBANK_NODE_ID": "node-a",
+        "OARBANK_MODULE": "srt-etcd",
+    }
+
+
 @pytest.fixture
 def etcd_bundle(tmp_path: Path) -> tuple[Path, int]:
     client, peer = free_port(), free_port()
@@ -77,14 +90,7 @@ def test_exposed_ops_are_idempotent_and_label_what_they_own(
 ) -> None:
     bundle, client = etcd_bundle
     data = tmp_path / "data"
-    data.mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "OARBANK_MODULE_DATA": str(data),
-        "OARBANK_SERVICE": "etcd",
-        "OARBANK_NODE_ID": "node-a",
-        "OARBANK_MODULE": "srt-etcd",
-    }
+    env = op_env(data)
 
     def op(*args: str) -> tuple[int, dict[str, object]]:
         p = subprocess.run(
@@ -258,14 +264,7 @@ def test_P10_concurrent_starts_of_the_exposed_etcd_leave_one_server(
 
     bundle, client = etcd_bundle
     data = tmp_path / "data"
-    data.mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "OARBANK_MODULE_DATA": str(data),
-        "OARBANK_SERVICE": "etcd",
-        "OARBANK_NODE_ID": "node-a",
-        "OARBANK_MODULE": "srt-etcd",
-    }
+    env = op_env(data)
     exe = str(bundle / "bin" / "etcd")
     racers = [
         subprocess.Popen(
