@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from srt_services.launch import process
 from srt_services.testing.jobs import free_port, run_recipe, start_srt
-from srt_services.testing.jobs import srt_cli as srt
+from srt_services.testing.jobs import run_srt as srt
 from srt_services.testing.survivors import assert_no_survivors
 
 pytestmark = pytest.mark.skipif(

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from srt_services.testing.jobs import Jobs, events_of, wait_for
-from srt_services.testing.jobs import srt_cli as srt
+from srt_services.testing.jobs import run_srt as srt
 
 RECIPE = """
 schema: 2

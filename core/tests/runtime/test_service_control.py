@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from srt_services.jobdir.control import ControlError, Request, ask, short_address
 from srt_services.testing.jobs import JobRun, Jobs, events_of
-from srt_services.testing.jobs import srt_cli as srt
+from srt_services.testing.jobs import run_srt as srt
 
 
 def recipe(port: int, extra: str = "") -> str:

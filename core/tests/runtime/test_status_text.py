@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from srt_services.testing.jobs import Jobs, srt_cli
+from srt_services.testing.jobs import Jobs, run_srt
 
 RECIPE = """
 schema: 2
@@ -29,7 +29,7 @@ services:
 
 
 def srt(*args: str) -> subprocess.CompletedProcess[str]:
-    return srt_cli(*args, env={"COLUMNS": "40"})  # a pipe ignores it
+    return run_srt(*args, env={"COLUMNS": "40"})  # a pipe ignores it
 
 
 def test_status_text_of_a_job_with_a_service_in_backoff(

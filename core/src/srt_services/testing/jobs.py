@@ -128,7 +128,7 @@ def start_srt(
     return run
 
 
-def srt_cli(
+def run_srt(
     *args: str,
     env: dict[str, str] | None = None,
     cwd: str | Path | None = None,
