@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from srt_oarbank.agent import control
-from srt_oarbank.agent.signals import stop_on_signals
+from srt_oarbank.agent.process import setup_logging, stop_on_signals
 from srt_oarbank.execution.bundle import Bundle, load_bundle
 from srt_oarbank.execution.environment import SAFE_PATH, load_json_file
 from srt_oarbank.lifecycle.events import ManagerEvent
@@ -610,11 +610,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None, prog: str = "srt oarbank agent") -> int:
     args = build_parser(prog).parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(str(args.log_level))
     return asyncio.run(run(args))
 
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srt_oarbank.agent.signals import STOP_SIGNALS, stop_on_signals
+from srt_oarbank.agent.process import STOP_SIGNALS, setup_logging, stop_on_signals
 from srt_oarbank.execution.bundle import Bundle, load_bundle
 from srt_oarbank.execution.environment import (
     SAFE_PATH,
@@ -395,11 +395,7 @@ async def _once(
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(str(args.log_level))
     return asyncio.run(run_agent(args))
 
 

@@ -1,4 +1,5 @@
-"""How both agents (node and service) obey SIGTERM and SIGINT.
+"""What both agent processes (node and service) share: how they log and how they obey
+SIGTERM and SIGINT.
 
 The first signal asks for an orderly stop: the returned event is set and the agent stops its
 services as its stop policy says. A second one exits at once: an operator who signals twice
@@ -11,10 +12,20 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 
 log = logging.getLogger("srt_oarbank.agent")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def setup_logging(level: str) -> None:
+    """Log to stderr (srt keeps it in the service's log) at ``--log-level``, time-stamped."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
 
 def stop_on_signals(loop: asyncio.AbstractEventLoop, left: str) -> tuple[asyncio.Event, list[int]]:
