@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import textwrap
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 from srt_services.launch import process
 from srt_services.testing.jobs import free_port, run_recipe, start_srt
+from srt_services.testing.jobs import run_srt as srt
 from srt_services.testing.survivors import assert_no_survivors
 
 pytestmark = pytest.mark.skipif(
@@ -25,10 +25,17 @@ pytestmark = pytest.mark.skipif(
 HERE = Path(__file__).resolve().parent  # cross-package: srt-oarbank with srt-etcd
 
 
-def srt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", *args], capture_output=True, text=True, check=False
-    )
+def op_env(data: Path) -> dict[str, str]:
+    """The environment the protocol gives an exposed op of srt-etcd's service on node-a,
+    its module data directory ``data`` made here."""
+    data.mkdir()
+    return {
+        "PATH": os.environ["PATH"],
+        "OARBANK_MODULE_DATA": str(data),
+        "OARBANK_SERVICE": "etcd",
+        "OARBANK_NODE_ID": "node-a",
+        "OARBANK_MODULE": "srt-etcd",
+    }
 
 
 @pytest.fixture
@@ -83,14 +90,7 @@ def test_exposed_ops_are_idempotent_and_label_what_they_own(
 ) -> None:
     bundle, client = etcd_bundle
     data = tmp_path / "data"
-    data.mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "OARBANK_MODULE_DATA": str(data),
-        "OARBANK_SERVICE": "etcd",
-        "OARBANK_NODE_ID": "node-a",
-        "OARBANK_MODULE": "srt-etcd",
-    }
+    env = op_env(data)
 
     def op(*args: str) -> tuple[int, dict[str, object]]:
         p = subprocess.run(
@@ -264,14 +264,7 @@ def test_P10_concurrent_starts_of_the_exposed_etcd_leave_one_server(
 
     bundle, client = etcd_bundle
     data = tmp_path / "data"
-    data.mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "OARBANK_MODULE_DATA": str(data),
-        "OARBANK_SERVICE": "etcd",
-        "OARBANK_NODE_ID": "node-a",
-        "OARBANK_MODULE": "srt-etcd",
-    }
+    env = op_env(data)
     exe = str(bundle / "bin" / "etcd")
     racers = [
         subprocess.Popen(

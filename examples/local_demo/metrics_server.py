@@ -1,4 +1,5 @@
-"""A small process that serves Prometheus metrics (examples/metrics.yaml).
+"""A small process that serves Prometheus metrics (examples/metrics.yaml; srt-exporters'
+runtime tests and bench/metrics_overhead.py run it too).
 
 ``metrics_server.py HOST PORT NAME``: serves ``/metrics`` (and ``/health``) with the
 counter ``NAME`` growing by 10 a second since the start, so a scrape shows it moving.

@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,11 @@ from types import ModuleType
 from typing import Any, NoReturn, TypeVar
 
 import pytest
+from srt_services.extend.context import JobPaths
+from srt_services.jobdir.events import read_events
+from srt_services.jobdir.layout import JobDir
+from srt_services.jobdir.state import JobState, read_state
+from srt_services.testing.survivors import survivors
 
 T = TypeVar("T")
 
@@ -174,6 +180,163 @@ class SlurmShell:
             if want_job in env and want_conf in env and pid_alive(int(entry)):
                 found.add(int(entry))
         return found
+
+
+# --------------------------------------------------------------------------- jobs
+
+#: Slurm job states after which nothing of the job runs any more.
+DONE = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
+)
+
+
+class SlurmJob:
+    """One ``srt apply`` on a test cluster, and what it left in its job directory."""
+
+    def __init__(
+        self, shell: SlurmShell, job_id: str, job_dir: Path, applied: dict[str, Any] | None = None
+    ) -> None:
+        self.shell = shell
+        self.job_id = job_id
+        self.job_dir = job_dir
+        #: What ``srt apply --json`` printed (``job_id``, ``nodes``...).
+        self.applied = applied or {}
+
+    def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        evs = read_events(str(self.job_dir / "events.jsonl"))
+        return [
+            e
+            for e in evs
+            if (name is None or e["event"] == name) and all(e.get(k) == v for k, v in match.items())
+        ]
+
+    def wait_event(self, name: str, timeout: float = 60.0, **match: Any) -> dict[str, Any]:
+        """The first such event; fails at ``timeout``, or as soon as the job has ended
+        without writing it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            done = self.state() in DONE
+            found = self.events(name, **match)  # after the state: a last event is seen
+            if found:
+                return found[0]
+            if done:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {name} {match} event; log:\n{self.sbatch_log()}")
+
+    def state(self) -> str:
+        return str(self.shell.job_state(self.job_id))
+
+    def wait_done(self, timeout: float = 90.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.state()
+            if state in DONE:
+                return state
+            time.sleep(0.2)
+        raise AssertionError(
+            f"job {self.job_id} still {self.state()} after {timeout}s:\n{self.sbatch_log()}"
+        )
+
+    def result(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.job_dir / "result.json").read_text())
+        return data
+
+    def plan(self) -> dict[str, Any]:
+        """``plan.json``, as the orchestrator in the allocation planned the job."""
+        data: dict[str, Any] = json.loads((self.job_dir / "plan.json").read_text())
+        return data
+
+    def sbatch_log(self) -> str:
+        try:
+            return (self.job_dir / "logs" / "sbatch.out").read_text()
+        except OSError:
+            return "(no sbatch.out)"
+
+    def log(self, step: str) -> str:
+        return (self.job_dir / "logs" / f"{step}.out").read_text()
+
+    def srt_state(self) -> JobState:
+        """``state.json``, as the orchestrator in the allocation wrote it."""
+        state = read_state(JobDir(str(self.job_dir)))
+        assert state is not None, f"no state.json yet:\n{self.sbatch_log()}"
+        return state
+
+    def instance_pid(self, step: str) -> int:
+        pid = self.srt_state().instances[step].pid
+        assert pid is not None
+        return pid
+
+    def node_local(self, root: str = "/tmp") -> str:
+        """The job's node-local directory (``{local_dir}``'s parent) under ``root``; the
+        netns nodes share this machine's file system, so it is visible from here."""
+        return JobPaths(str(self.job_dir), self.job_id, root).local_job_dir
+
+    def assert_nothing_left(self, timeout: float = 30.0) -> None:
+        """No process carries the job's SLURM_JOB_ID or its srt cookie any more."""
+        wait_until(lambda: not self.shell.job_pids(self.job_id), timeout, what="job processes gone")
+        wait_until(lambda: not survivors(str(self.job_dir)), timeout=10, what="cookie holders gone")
+
+
+def apply(
+    shell: SlurmShell, recipe: Path, job_dir: Path, env: dict[str, str] | None = None
+) -> SlurmJob:
+    """``srt apply RECIPE -o JOB_DIR`` against ``shell``'s cluster."""
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services", "apply", str(recipe), "-o", str(job_dir), "--json"],
+        capture_output=True,
+        text=True,
+        env={**shell.env, **(env or {})},
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    applied = json.loads(out.stdout)
+    return SlurmJob(shell, applied["job_id"], job_dir, applied)
+
+
+@pytest.fixture
+def shell(slurm_cluster_3: Any) -> SlurmShell:
+    """Slurm's commands against the 3-node cluster, the one ``submit`` submits to."""
+    return SlurmShell(slurm_cluster_3)
+
+
+@pytest.fixture
+def submit(shell: SlurmShell, tmp_path: Path) -> Iterator[Callable[..., SlurmJob]]:
+    """``submit(recipe, name="job", extra_env=None)``: ``srt apply`` on the 3-node cluster of
+    recipe text (dedented, written to ``NAME.yaml``) or of a recipe file (a ``Path``), job
+    directory ``NAME-dir``. At teardown a job still running is cancelled, and nothing of any
+    job may be left: its processes, its cookie holders, its nodes' node-local trees."""
+    submitted: list[SlurmJob] = []
+
+    def _submit(
+        recipe: str | Path, name: str = "job", extra_env: dict[str, str] | None = None
+    ) -> SlurmJob:
+        if isinstance(recipe, str):
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(textwrap.dedent(recipe))
+            recipe = path
+        job = apply(shell, recipe, tmp_path / f"{name}-dir", extra_env)
+        submitted.append(job)
+        return job
+
+    yield _submit
+    for job in submitted:
+        if job.state() not in DONE:
+            shell.run("scancel", job.job_id, check=False)
+        # Ray keeps ~20 processes a node: give them longer than a plain job's
+        job.assert_nothing_left(timeout=60)
+        # a killed job cannot remove its nodes' trees, which are on this machine's /tmp
+        shutil.rmtree(job.node_local(), ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- cluster fixtures

@@ -6,16 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-import textwrap
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from srt_services.jobdir.events import read_events
-from srt_services.testing.survivors import survivors
 
 pytestmark = [pytest.mark.slurm, pytest.mark.component]
 
@@ -75,67 +68,45 @@ needs_servers = pytest.mark.skipif(
 
 @needs_servers
 def test_dedicated_discovery_plane_reached_by_ip_from_other_nodes(
-    slurm_cluster_3: Any, slurm_env: Any, tmp_path: Path, wait_until: Any
+    slurm_cluster_3: Any, submit: Any
 ) -> None:
     cluster = slurm_cluster_3
-    shell = slurm_env(cluster)
-    recipe = tmp_path / "dedicated.yaml"
-    recipe.write_text(
-        textwrap.dedent(
-            f"""
-            schema: 2
-            name: plane
-            observability:
-              metrics: false
-            slurm: {{signal_before_end_seconds: 0}}
-            resources: {{gpus_per_node: 1}}
-            frontend: {{type: dynamo, port: 9081, command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]}}
-            dynamo: {{request_plane: nats}}
-            roles:
-              agg:
-                workers: 2
-                command: [python3, -c, {json.dumps(WORKER)}]
-                env: {{WORKER: "{{worker_index}}"}}
-                readiness: {{log: {{pattern: registered}}, timeout_seconds: 60}}
-            benchmark: {{type: command, command: [python3, -c, {json.dumps(CHECK)}]}}
-            services:
-              - {{name: etcd, type: etcd, placement: {{node: dedicated}}}}
-              - {{name: nats, type: nats, placement: {{node: dedicated}}}}
-            """
-        )
+    job = submit(
+        f"""
+        schema: 2
+        name: plane
+        observability:
+          metrics: false
+        slurm: {{signal_before_end_seconds: 0}}
+        resources: {{gpus_per_node: 1}}
+        frontend: {{type: dynamo, port: 9081, command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]}}
+        dynamo: {{request_plane: nats}}
+        roles:
+          agg:
+            workers: 2
+            command: [python3, -c, {json.dumps(WORKER)}]
+            env: {{WORKER: "{{worker_index}}"}}
+            readiness: {{log: {{pattern: registered}}, timeout_seconds: 60}}
+        benchmark: {{type: command, command: [python3, -c, {json.dumps(CHECK)}]}}
+        services:
+          - {{name: etcd, type: etcd, placement: {{node: dedicated}}}}
+          - {{name: nats, type: nats, placement: {{node: dedicated}}}}
+        """,
+        "dedicated",
     )
-    job_dir = tmp_path / "job"
-    out = subprocess.run(
-        [sys.executable, "-m", "srt_services", "apply", str(recipe), "-o", str(job_dir), "--json"],
-        capture_output=True,
-        text=True,
-        env=cluster.env(),
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    sub = json.loads(out.stdout)
-    assert sub["nodes"] == 3, "two worker nodes plus one dedicated infra node"
-    job_id = sub["job_id"]
-    deadline = time.monotonic() + 120
-    while shell.job_state(job_id) not in {"COMPLETED", "FAILED", "CANCELLED"}:
-        assert time.monotonic() < deadline, (job_dir / "logs" / "sbatch.out").read_text()
-        time.sleep(0.3)
-    sbatch = (job_dir / "logs" / "sbatch.out").read_text()
-    result = json.loads((job_dir / "result.json").read_text())
-    assert result["exit_code"] == 0, sbatch
-    events = read_events(str(job_dir / "events.jsonl"))
-    node_of = {e["step"]: e["node"] for e in events if e["event"] == "launched"}
+    assert job.applied["nodes"] == 3, "two worker nodes plus one dedicated infra node"
+    job.wait_done(120)
+    assert job.result()["exit_code"] == 0, job.sbatch_log()
+    node_of = {e["step"]: e["node"] for e in job.events("launched")}
     assert node_of["service_etcd"] == node_of["service_nats"] == "n1"
     assert {node_of["agg_0"], node_of["agg_1"]} == {"n2", "n3"}
     infra_ip = cluster.node_ips["n1"]
-    plan = json.loads((job_dir / "plan.json").read_text())
-    assert plan["discovery_env"] == {
+    assert job.plan()["discovery_env"] == {
         "ETCD_ENDPOINTS": f"http://{infra_ip}:2379",
         "NATS_SERVER": f"nats://{infra_ip}:4222",
     }
-    bench = (job_dir / "logs" / "benchmark.out").read_text()
+    bench = job.log("benchmark")
     for node in ("n2", "n3"):
         assert "pong from agg_" in bench and cluster.node_ips[node] in bench
-    wait_until(lambda: not shell.job_pids(job_id), timeout=30, what="job processes gone")
-    assert not survivors(str(job_dir))
-    assert os.path.exists(job_dir / "state.json")
+    job.assert_nothing_left()
+    assert os.path.exists(job.job_dir / "state.json")

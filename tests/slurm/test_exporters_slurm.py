@@ -12,14 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from srt_services.jobdir.events import read_events
-from srt_services.testing.survivors import survivors
 
 if os.environ.get("SRT_REQUIRE_EXPORTERS") != "1":
     pytest.importorskip("srt_exporters", reason="needs srt-exporters (plugins/exporters)")
@@ -58,62 +53,43 @@ sys.exit(0 if len(up) >= want else 1)
 
 
 def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
-    slurm_cluster_3: Any, slurm_env: Any, tmp_path: Path, wait_until: Any
+    slurm_cluster_3: Any, submit: Any
 ) -> None:
     cluster = slurm_cluster_3
-    shell = slurm_env(cluster)
     # 3 nodes of workers: node-exporter on each, process-exporter on each, prometheus on
     # the infra node (n1, the head); dcgm-exporter is implied too and skipped (no binary)
     expected = 3 + 3 + 1  # node, process, and prometheus itself
-    recipe = tmp_path / "metrics.yaml"
-    recipe.write_text(
-        textwrap.dedent(
-            f"""
-            schema: 2
-            name: slurmmetrics
-            slurm: {{signal_before_end_seconds: 0}}
-            resources: {{gpus_per_node: 1}}
-            frontend:
-              type: sglang
-              port: 9081
-              command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]
-            roles:
-              agg:
-                workers: 3
-                command: [python3, -c, "import time; time.sleep(600)"]
-            benchmark: {{type: command, command: [python3, -c, {json.dumps(CHECK)}, "{expected}"]}}
-            services:
-              - name: prometheus
-                type: prometheus
-                options: {{scrape_interval_seconds: 1}}
-            """
-        )
+    job = submit(
+        f"""
+        schema: 2
+        name: slurmmetrics
+        slurm: {{signal_before_end_seconds: 0}}
+        resources: {{gpus_per_node: 1}}
+        frontend:
+          type: sglang
+          port: 9081
+          command: [python3, -m, http.server, "9081", --bind, "{{node_ip}}"]
+        roles:
+          agg:
+            workers: 3
+            command: [python3, -c, "import time; time.sleep(600)"]
+        benchmark: {{type: command, command: [python3, -c, {json.dumps(CHECK)}, "{expected}"]}}
+        services:
+          - name: prometheus
+            type: prometheus
+            options: {{scrape_interval_seconds: 1}}
+        """,
+        "metrics",
     )
-    job_dir = tmp_path / "job"
-    out = subprocess.run(
-        [sys.executable, "-m", "srt_services", "apply", str(recipe), "-o", str(job_dir), "--json"],
-        capture_output=True,
-        text=True,
-        env=cluster.env(),
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    job_id = json.loads(out.stdout)["job_id"]
-    deadline = time.monotonic() + 180
-    while shell.job_state(job_id) not in {"COMPLETED", "FAILED", "CANCELLED"}:
-        assert time.monotonic() < deadline, (job_dir / "logs" / "sbatch.out").read_text()
-        time.sleep(0.5)
-    sbatch = (job_dir / "logs" / "sbatch.out").read_text()
-    result = json.loads((job_dir / "result.json").read_text())
-    bench = (job_dir / "logs" / "benchmark.out").read_text()
-    assert result["exit_code"] == 0, sbatch + bench
+    job.wait_done(180)
+    sbatch = job.sbatch_log()
+    bench = job.log("benchmark")
+    assert job.result()["exit_code"] == 0, sbatch + bench
     assert "services[dcgm-exporter] skipped" in sbatch
 
-    events = read_events(str(job_dir / "events.jsonl"))
     nodes_of: dict[str, set[str]] = {}
-    for e in events:
-        if e["event"] == "launched":
-            nodes_of.setdefault(e["unit"], set()).add(e["node"])
+    for e in job.events("launched"):
+        nodes_of.setdefault(e["unit"], set()).add(e["node"])
     assert nodes_of["node-exporter"] == nodes_of["process-exporter"] == {"n1", "n2", "n3"}
     assert nodes_of["prometheus"] == {"n1"}
     seen = [line.split() for line in bench.splitlines() if line.startswith("UP ")]
@@ -122,18 +98,16 @@ def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
     }
     assert {n for _, _, n, s in seen if s == "process-exporter"} == {"n1", "n2", "n3"}
     # every exporter bound its node's own address, which Prometheus scraped
-    plan = json.loads((job_dir / "plan.json").read_text())
-    for t in plan["scrape_targets"]:
+    for t in job.plan()["scrape_targets"]:
         assert t["address"].split(":")[0] == cluster.node_ips[t["node"]]
-    stops = [e["step"] for e in events if e["event"] == "exited"]
+    stops = [e["step"] for e in job.events("exited")]
     assert stops[-1] == "service_prometheus", "Prometheus stops last"
 
-    wait_until(lambda: not shell.job_pids(job_id), timeout=30, what="job processes gone")
-    assert not survivors(str(job_dir))
+    job.assert_nothing_left()
 
     # the record on the shared job directory, read from here after the job
     report = subprocess.run(
-        [sys.executable, "-m", "srt_services", "metrics", str(job_dir), "--json"],
+        [sys.executable, "-m", "srt_services", "metrics", str(job.job_dir), "--json"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,140 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from srt_services.jobdir.events import read_events
-from srt_services.jobdir.layout import JobDir
-from srt_services.jobdir.state import JobState, read_state
 from srt_services.launch import process
-from srt_services.testing.survivors import survivors
 
 pytestmark = pytest.mark.slurm
-
-DONE = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
-
-
-class SlurmJob:
-    def __init__(self, shell: Any, job_id: str, job_dir: Path) -> None:
-        self.shell = shell
-        self.job_id = job_id
-        self.job_dir = job_dir
-
-    def events(self, name: str | None = None, **match: Any) -> list[dict[str, Any]]:
-        evs = read_events(str(self.job_dir / "events.jsonl"))
-        return [
-            e
-            for e in evs
-            if (name is None or e["event"] == name) and all(e.get(k) == v for k, v in match.items())
-        ]
-
-    def wait_event(self, name: str, timeout: float = 60.0, **match: Any) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.events(name, **match)
-            if found:
-                return found[0]
-            time.sleep(0.05)
-        raise AssertionError(f"no {name} {match}; log:\n{self.sbatch_log()}")
-
-    def state(self) -> str:
-        return str(self.shell.job_state(self.job_id))
-
-    def wait_done(self, timeout: float = 90.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            state = self.state()
-            if state in DONE:
-                return state
-            time.sleep(0.2)
-        raise AssertionError(
-            f"job {self.job_id} still {self.state()} after {timeout}s:\n{self.sbatch_log()}"
-        )
-
-    def result(self) -> dict[str, Any]:
-        return json.loads((self.job_dir / "result.json").read_text())
-
-    def sbatch_log(self) -> str:
-        try:
-            return (self.job_dir / "logs" / "sbatch.out").read_text()
-        except OSError:
-            return "(no sbatch.out)"
-
-    def log(self, step: str) -> str:
-        return (self.job_dir / "logs" / f"{step}.out").read_text()
-
-    def srt_state(self) -> JobState:
-        """``state.json``, as the orchestrator in the allocation wrote it."""
-        state = read_state(JobDir(str(self.job_dir)))
-        assert state is not None, f"no state.json yet:\n{self.sbatch_log()}"
-        return state
-
-    def instance_pid(self, step: str) -> int:
-        pid = self.srt_state().instances[step].pid
-        assert pid is not None
-        return pid
-
-    def assert_nothing_left(self, wait_until: Any) -> None:
-        wait_until(
-            lambda: not self.shell.job_pids(self.job_id), timeout=30, what="job processes gone"
-        )
-        wait_until(lambda: not survivors(str(self.job_dir)), timeout=10, what="cookie holders gone")
 
 
 @pytest.fixture
 def cluster(slurm_cluster_3: Any) -> Any:
     return slurm_cluster_3
-
-
-@pytest.fixture
-def shell(cluster: Any, slurm_env: Any) -> Any:
-    return slurm_env(cluster)
-
-
-@pytest.fixture
-def submit(cluster: Any, shell: Any, tmp_path: Path, wait_until: Any) -> Any:
-    submitted: list[SlurmJob] = []
-
-    def _submit(text: str, name: str = "job", extra_env: dict[str, str] | None = None) -> SlurmJob:
-        recipe = tmp_path / f"{name}.yaml"
-        recipe.write_text(textwrap.dedent(text))
-        job_dir = tmp_path / f"{name}-dir"
-        env = cluster.env()
-        env.update(extra_env or {})
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "srt_services",
-                "apply",
-                str(recipe),
-                "-o",
-                str(job_dir),
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
-        job = SlurmJob(shell, json.loads(out.stdout)["job_id"], job_dir)
-        submitted.append(job)
-        return job
-
-    yield _submit
-    for job in submitted:
-        if job.state() not in DONE:
-            shell.run("scancel", job.job_id, check=False)
-        job.assert_nothing_left(wait_until)
 
 
 def srt(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -399,7 +273,7 @@ def test_S03_time_limit_with_an_early_signal(submit: Any, tmp_path: Path) -> Non
 
 
 def test_S04_orchestrator_killed_leaves_nothing(
-    submit: Any, shell: Any, cluster: Any, tmp_path: Path, wait_until: Any
+    submit: Any, shell: Any, cluster: Any, tmp_path: Path
 ) -> None:
     job = submit(
         """
@@ -418,7 +292,7 @@ def test_S04_orchestrator_killed_leaves_nothing(
     job.wait_event("serving")
     os.kill(job.srt_state().orchestrator.pid, signal.SIGKILL)
     job.wait_done()
-    job.assert_nothing_left(wait_until)
+    job.assert_nothing_left()
     env = cluster.env()
     stopped = srt("stop", str(job.job_dir), env=env)
     assert stopped.returncode == 0, stopped.stderr
@@ -687,23 +561,15 @@ def test_render_writes_the_script_without_submitting(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- demo and builds
 
 
-def test_the_local_demo_runs_on_the_cluster(
-    cluster: Any, shell: Any, tmp_path: Path, wait_until: Any
-) -> None:
+def test_the_local_demo_runs_on_the_cluster(submit: Any) -> None:
     """examples/local-demo.yaml as is: prefill and decode on different nodes, reached by IP."""
-    demo = Path(__file__).resolve().parents[2] / "examples" / "local-demo.yaml"
-    job_dir = tmp_path / "demo"
-    out = srt("apply", str(demo), "-o", str(job_dir), "--json", env=cluster.env())
-    assert out.returncode == 0, out.stderr
-    job = SlurmJob(shell, json.loads(out.stdout)["job_id"], job_dir)
-    try:
-        assert job.wait_done() == "COMPLETED", job.sbatch_log()
-        assert job.result()["exit_code"] == 0
-        assert "all 64 answers correct" in job.log("benchmark")
-        nodes = {e["step"]: e["node"] for e in job.events("launched")}
-        assert nodes["prefill_0"] != nodes["decode_0"]
-    finally:
-        job.assert_nothing_left(wait_until)
+    job = submit(Path(__file__).resolve().parents[2] / "examples" / "local-demo.yaml", "demo")
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert job.result()["exit_code"] == 0
+    assert "all 64 answers correct" in job.log("benchmark")
+    nodes = {e["step"]: e["node"] for e in job.events("launched")}
+    assert nodes["prefill_0"] != nodes["decode_0"]
+    job.assert_nothing_left()
 
 
 def _tagged_repo(tmp_path: Path) -> tuple[Path, str]:
@@ -754,7 +620,7 @@ def test_source_build_on_every_node_of_a_multi_node_service(submit: Any, tmp_pat
     assert job.wait_done() == "COMPLETED", job.sbatch_log()
     lines = sorted(out.read_text().splitlines())
     assert len(lines) == 2
-    local = f"/tmp/srt-{job.job_id}"
+    local = job.node_local()
     for line, node in zip(lines, ("n1", "n2"), strict=True):
         # served on its node, from that node's own checkout, built there
         assert line == (f"serving from {local}/src/app/{node} on {node}: ok-{sha[:7]}-{node}"), line
@@ -829,7 +695,7 @@ def test_node_local_state_is_removed_on_every_node_at_the_end(submit: Any, tmp_p
     )
     assert job.wait_done() == "COMPLETED", job.sbatch_log()
     lines = sorted(seen.read_text().splitlines())
-    root = f"/tmp/srt-{job.job_id}"
+    root = job.node_local()
     assert lines == [f"n1 {root}/service_wal_n1", f"n2 {root}/service_wal_n2"]
     assert not os.path.exists(root), "the Slurm launcher left node-local state behind"
 
@@ -858,16 +724,14 @@ def test_slurm_tmpdir_is_the_node_local_root_when_the_job_has_one(
         """
     )
     assert job.wait_done() == "COMPLETED", job.sbatch_log()
-    assert seen.read_text().strip() == f"{tmpdir}/srt-{job.job_id}/service_wal"
-    assert not os.path.exists(f"{tmpdir}/srt-{job.job_id}")
+    assert seen.read_text().strip() == f"{job.node_local(str(tmpdir))}/service_wal"
+    assert not os.path.exists(job.node_local(str(tmpdir)))
 
 
 # --------------------------------------------------------------------------- day-2 operations
 
 
-def test_ps_logs_restart_and_stop_of_a_slurm_job(
-    submit: Any, cluster: Any, tmp_path: Path, wait_until: Any
-) -> None:
+def test_ps_logs_restart_and_stop_of_a_slurm_job(submit: Any, cluster: Any, tmp_path: Path) -> None:
     """What a user does with a running Slurm job, from the submitting host: list it, read
     and follow its logs (written by the nodes into the shared job directory), restart one
     service (the orchestrator runs on the batch node; on this test cluster that is a
@@ -945,4 +809,4 @@ def test_ps_logs_restart_and_stop_of_a_slurm_job(
         json.loads(srt("ps", "--root", str(tmp_path), "--json", env=env).stdout)["jobs"][0]["state"]
         == "stopped"
     )
-    job.assert_nothing_left(wait_until)
+    job.assert_nothing_left()

@@ -91,6 +91,21 @@ def test_services_inherit_it_after_their_own_and_their_kinds_fallback(
     assert p.unit("exporter-img").container == "exp:1"
 
 
+def test_a_kinds_container_fallback_applies_only_when_the_entry_writes_none(
+    plan: Callable[..., Plan],
+) -> None:
+    p = plan(
+        [
+            {"name": "master", "command": ["x"], "container": "mooncake:1"},
+            {"name": "store", "type": "x-store", "command": ["x"]},
+            {"name": "own", "type": "x-store", "command": ["x"], "container": "other:2"},
+        ]
+    )
+    assert p.unit("store").container == "mooncake:1"
+    assert [i.container for i in p.unit("store").instances] == ["mooncake:1"]
+    assert p.unit("own").container == "other:2"
+
+
 def test_a_fallback_to_an_entry_without_an_image_falls_back_to_the_job_container(
     plan: Callable[..., Plan],
 ) -> None:

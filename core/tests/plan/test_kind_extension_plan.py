@@ -53,16 +53,6 @@ class Scraper(ServiceKind):
     stops_last: ClassVar[bool] = True
 
 
-class Store(ServiceKind):
-    name: ClassVar[str] = "x-store"
-    summary: ClassVar[str] = "runs in its master's image"
-    requires_command: ClassVar[bool] = True
-
-    def container_fallback(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> str | None:
-        masters = [s for s in recipe.services if s.name == "master"]
-        return masters[0].container if masters else None
-
-
 class Cache(ServiceKind):
     name: ClassVar[str] = "x-cache"
     summary: ClassVar[str] = "tells the decode workers where it is"
@@ -123,7 +113,7 @@ class Facts(ServiceKind):
 class Kinds:
     @hookimpl
     def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
-        return [Fleet, Scraper, Store, Cache, Announcer, Follower, Facts]
+        return [Fleet, Scraper, Cache, Announcer, Follower, Facts]
 
 
 @pytest.fixture
@@ -172,21 +162,6 @@ def test_stops_last_puts_the_unit_after_the_discovery_plane(plan: Callable[..., 
     assert p.unit("plane").tier == TIER_OF_PHASE["infra"]
     assert p.unit("prom").tier == LAST_TIER > max(TIER_OF_PHASE.values())
     assert p.unit("prom").phase == "infra", "stopping last does not change when it starts"
-
-
-def test_container_fallback_applies_only_when_the_entry_writes_none(
-    plan: Callable[..., Plan],
-) -> None:
-    p = plan(
-        [
-            {"name": "master", "command": ["x"], "container": "mooncake:1"},
-            {"name": "store", "type": "x-store", "command": ["x"]},
-            {"name": "own", "type": "x-store", "command": ["x"], "container": "other:2"},
-        ]
-    )
-    assert p.unit("store").container == "mooncake:1"
-    assert [i.container for i in p.unit("store").instances] == ["mooncake:1"]
-    assert p.unit("own").container == "other:2"
 
 
 def test_services_tell_workers_rendered_per_worker_and_the_role_env_wins(

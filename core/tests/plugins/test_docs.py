@@ -75,6 +75,12 @@ def test_every_srt_word_is_a_hook_or_fixture(page: str) -> None:
     )
 
 
+def test_every_kit_fixture_is_documented_for_authors() -> None:
+    text = (DOCS / "plugin-authors.md").read_text(encoding="utf-8")
+    missing = sorted(f for f in fixtures() if f"| `{f}` |" not in text)
+    assert not missing, f"kit fixtures missing from the table in plugin-authors.md: {missing}"
+
+
 def test_every_hook_is_documented_for_authors() -> None:
     text = (DOCS / "plugin-authors.md").read_text(encoding="utf-8")
     missing = sorted(h for h in hooks() if f"`{h}" not in text)

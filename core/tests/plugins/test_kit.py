@@ -3,6 +3,7 @@ and as a plugin author runs them, in a separate pytest process)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -19,7 +20,8 @@ from srt_services.plan.placements import All, Head
 from srt_services.plugins.manager import PluginSet, UnknownName
 from srt_services.probes.http import HttpProbe
 from srt_services.probes.tcp import TcpProbe
-from srt_services.testing import kit
+from srt_services.recipe.problems import RecipeError
+from srt_services.testing import kit, needs
 from srt_services.testing.contracts import (
     KindCase,
     PlacementCase,
@@ -28,6 +30,7 @@ from srt_services.testing.contracts import (
     ProbeContract,
     ServiceKindContract,
 )
+from srt_services.testing.jobs import run_venv_srt
 
 # --------------------------------------------------------------------------- contracts on built-ins
 
@@ -164,6 +167,114 @@ def test_recipe_errors_helper(srt_plugins: PluginSet) -> None:
     errors = kit.recipe_errors(srt_plugins, {"services": [{"name": "x", "type": "nope"}]})
     assert len(errors) == 1
     assert "services[x].type: service type 'nope' is not known" in errors[0]
+
+
+# --------------------------------------------------------------------------- settings, loader, ports
+
+
+class TestKitSettingsOverride:
+    """What a plugin's conftest.py does: one override, and every fixture follows it."""
+
+    @pytest.fixture
+    def srt_kit_settings(self) -> kit.KitSettings:
+        return kit.KitSettings(
+            kit.ClassesPlugin([EchoKind]),
+            "echo-plugin",
+            "recipe.yaml",
+            local=True,
+            job_dir="/jobs/j",
+            fill={"observability": {"metrics": False}},
+        )
+
+    def test_the_plugin_is_in_every_plugin_set(self, srt_plugins: PluginSet) -> None:
+        assert srt_plugins.owner("kind", "echo") == "echo-plugin"
+
+    def test_load_dedents_names_the_source_and_fills_after_the_last_line(
+        self, srt_load: Callable[..., Any]
+    ) -> None:
+        text = """
+            schema: 2
+            name: s
+            services:
+              - {name: e, type: echo, command: [x], bogus: 1}
+            """
+        with pytest.raises(RecipeError) as info:
+            srt_load(text)
+        (line,) = [p.render(info.value.source) for p in info.value.errors]
+        assert line.startswith("recipe.yaml:5:41: services[e].bogus: unknown key"), line
+        loaded = srt_load(text.replace(", bogus: 1", ""))
+        assert loaded.warnings == [], "the filled-in metrics: false keeps the exporters warning out"
+        assert loaded.recipe.observability.metrics is False
+
+    def test_a_mapping_is_filled_too(self, srt_load: Callable[..., Any]) -> None:
+        loaded = srt_load({"services": [{"name": "e", "command": ["x"]}]})
+        assert loaded.warnings == []
+        assert loaded.recipe.observability.metrics is False
+
+    def test_plan_defaults_come_from_the_settings(self, srt_plan: Callable[..., Any]) -> None:
+        recipe = {"services": [{"name": "e", "type": "echo", "command": ["echo", "{job_dir}"]}]}
+        (inst,) = srt_plan(recipe).unit("e").instances
+        assert (inst.node_ip, inst.argv) == ("127.0.0.1", ["echo", "/jobs/j"])
+        (inst,) = srt_plan(recipe, local=False, job_dir="/elsewhere").unit("e").instances
+        assert (inst.node_ip, inst.argv) == ("<node0-ip>", ["echo", "/elsewhere"])
+
+
+def test_isolated_plugins_with_a_plugin(srt_plugins: PluginSet) -> None:
+    assert not srt_plugins.has("kind", "echo"), "the default settings register nothing"
+    plugins = kit.isolated_plugins(RecipeHooks(), "hooks")
+    assert plugins.owner("kind", "echo") == "hooks"
+
+
+def test_recipe_text_fill() -> None:
+    fill = {"observability": {"metrics": False}}
+    assert (
+        kit.recipe_text("  a: 1\n  b: 2", fill) == "a: 1\nb: 2\nobservability: {metrics: false}\n"
+    )
+    assert kit.recipe_text("observability:\n  metrics: true\n", fill) == (
+        "observability:\n  metrics: true\n"
+    )
+    assert "observability: {metrics: false}" in kit.recipe_text("a:\n  observability: 1\n", fill)
+
+
+def test_free_ports_are_distinct_and_free_on_every_address(
+    srt_free_port: Callable[[], int],
+) -> None:
+    ports = [srt_free_port() for _ in range(20)]
+    assert len(set(ports)) == 20
+    for port in ports[:3]:
+        with socket.socket() as s:
+            s.bind(("0.0.0.0", port))
+
+
+def test_needs_skips_or_fails_as_the_environment_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SRT_REQUIRE_KIT_TEST", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="needs no-such-dist: pip install it"):
+        needs.version_of("no-such-dist", "pip install it", "SRT_REQUIRE_KIT_TEST")
+    monkeypatch.setenv("SRT_REQUIRE_KIT_TEST", "1")
+    with pytest.raises(pytest.fail.Exception, match=r"needs the thing \(SRT_REQUIRE_KIT_TEST=1\)"):
+        needs.missing("needs the thing", "SRT_REQUIRE_KIT_TEST")
+    assert needs.version_of("pytest", "pip install pytest", "SRT_REQUIRE_KIT_TEST") == (
+        pytest.__version__
+    )
+
+
+def test_venv_script_is_found_beside_python_when_not_on_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert needs.venv_script("srt") == str(Path(sys.executable).parent / "srt")
+    assert needs.venv_script("no-such-script") is None
+
+
+def test_run_venv_srt_has_only_bash_on_path(tmp_path: Path) -> None:
+    run = run_venv_srt(
+        "schema: 2\nname: v\nobservability: {metrics: false}\nfrontend: {type: none}\n"
+        "services:\n  - name: c\n    terminal: true\n"
+        "    command: [bash, -c, 'echo \"$PATH\"; command -v srt || echo no srt']\n",
+        tmp_path,
+    )
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.log("service_c").split() == [str(tmp_path / "path"), "no", "srt"]
 
 
 # --------------------------------------------------------------------------- as an author runs it

@@ -1,22 +1,21 @@
-"""Fixtures for runtime tests: run real jobs, then prove nothing of them survived."""
+"""Fixtures for runtime tests: run real jobs, then prove nothing of them survived.
+
+Both are the kit's (``srt_jobs``, ``srt_free_port``) under the short names these tests use.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from srt_services.testing.jobs import Jobs, free_port
+from srt_services.testing.jobs import Jobs
 
 
 @pytest.fixture
-def port() -> int:
-    return free_port()
+def port(srt_free_port: Callable[[], int]) -> int:
+    return srt_free_port()
 
 
 @pytest.fixture
-def jobs(tmp_path: Path) -> Iterator[Jobs]:
-    j = Jobs(tmp_path)
-    yield j
-    problems = j.finish()
-    assert not problems, "\n".join(problems)
+def jobs(srt_jobs: Jobs) -> Jobs:
+    return srt_jobs

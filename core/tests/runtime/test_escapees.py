@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from srt_services.launch import cgroup, process
 from srt_services.testing.jobs import Jobs, events_of, wait_for
+from srt_services.testing.jobs import run_srt as srt
 from srt_services.testing.survivors import assert_no_survivors
 
 HOSTILE = Path(__file__).parent / "helpers" / "hostile.py"
@@ -117,16 +117,6 @@ def test_H02_descendants_without_the_cookie_are_stopped(
     assert_no_survivors(job.job_dir, also=_pids(pids))
 
 
-def _srt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 @pytest.mark.parametrize("path", ["cgroup", "fallback"])
 def test_F21_H03_srt_stop_after_kill_9_finds_scrubbed_descendants(
     jobs: Jobs, tmp_path: Path, path: str
@@ -147,7 +137,7 @@ def test_F21_H03_srt_stop_after_kill_9_finds_scrubbed_descendants(
         # H03): the one in the service's session and the made-up cookie are, and must be
         recorded = _pids(pids, skip="setsid-env-i")
     assert all(process.alive(p) for p in recorded)
-    out = _srt("stop", job.job_dir, "--timeout", "2")
+    out = srt("stop", job.job_dir, "--timeout", "2")
     assert out.returncode == 0, out.stderr
     assert "nothing of the job is running" in out.stderr
     assert not [p for p in recorded if process.alive(p)]
@@ -206,19 +196,19 @@ def test_H06_status_and_stop_from_another_host_say_so(jobs: Jobs, tmp_path: Path
     doc["orchestrator"]["host"] = "elsewhere.example"
     state_file.write_text(json.dumps(doc))
     pid = doc["instances"]["service_a"]["pid"]
-    out = _srt("stop", job.job_dir, "--timeout", "1")
+    out = srt("stop", job.job_dir, "--timeout", "1")
     assert out.returncode == 1
     assert "runs on host elsewhere.example" in out.stderr
     assert process.alive(pid), "nothing was signalled"
-    status = _srt("status", job.job_dir)
+    status = srt("status", job.job_dir)
     assert status.returncode == 0
     assert "elsewhere.example" in status.stdout
     doc["orchestrator"]["host"] = json.loads(real)["orchestrator"]["host"]
     doc["orchestrator"]["pid_ns"] = "pid:[1]"
     state_file.write_text(json.dumps(doc))
-    out = _srt("stop", job.job_dir, "--timeout", "1")
+    out = srt("stop", job.job_dir, "--timeout", "1")
     assert out.returncode == 1 and "another PID namespace" in out.stderr
     state_file.write_text(real)
-    out = _srt("stop", job.job_dir, "--timeout", "1")
+    out = srt("stop", job.job_dir, "--timeout", "1")
     assert out.returncode == 0, out.stderr
     assert not process.alive(pid)

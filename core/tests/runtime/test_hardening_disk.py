@@ -11,13 +11,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from srt_services.testing.jobs import Jobs, start_srt
+from srt_services.testing.jobs import run_srt as srt
 from srt_services.testing.survivors import assert_no_survivors
 
 
@@ -46,16 +46,6 @@ def mounts(tmp_path: Path) -> Iterator[list[Path]]:
         subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
 
 
-def _srt(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 RECIPE = """
 schema: 2
 observability:
@@ -80,7 +70,7 @@ def test_H16_a_read_only_job_directory_is_refused_before_anything_starts(
     recipe = tmp_path / "r.yaml"
     marker = tmp_path / "started"
     recipe.write_text(RECIPE.replace('[sleep, "1000"]', f'[touch, "{marker}"]'))
-    out = _srt(["run", str(recipe), "--job-dir", str(ro / "job"), "--plain"])
+    out = srt("run", str(recipe), "--job-dir", str(ro / "job"), "--plain")
     assert out.returncode == 1
     assert "Read-only file system" in out.stderr
     assert str(ro / "job") in out.stderr
@@ -98,7 +88,7 @@ def test_H16_a_full_job_directory_is_refused_before_anything_starts(
     recipe = tmp_path / "r.yaml"
     marker = tmp_path / "started"
     recipe.write_text(RECIPE.replace('[sleep, "1000"]', f'[touch, "{marker}"]'))
-    out = _srt(["run", str(recipe), "--job-dir", str(full / "job"), "--plain"])
+    out = srt("run", str(recipe), "--job-dir", str(full / "job"), "--plain")
     assert out.returncode == 1
     assert "No space left on device" in out.stderr
     assert "Traceback" not in out.stderr
@@ -164,7 +154,7 @@ def test_H16_a_disk_that_fills_up_during_the_job(
     assert result["exit_code"] == 143 and result["cause"]["kind"] == "signal"
     state = json.loads((job / "state.json").read_text())
     assert state["status"] == "failed", "the final state was written too"
-    status = _srt(["status", str(job), "--json"])
+    status = srt("status", str(job), "--json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["status"] != "running"
     filler.unlink()
@@ -187,14 +177,14 @@ def test_H16_status_never_says_running_once_the_orchestrator_is_gone(
     os.kill(run.proc.pid, signal.SIGKILL)
     run.wait(30)
     assert json.loads((job / "state.json").read_text())["status"] == "running"
-    status = _srt(["status", str(job), "--json"])
+    status = srt("status", str(job), "--json")
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["status"] != "running"
     assert all(i.get("state") != "running" for i in data.get("instances", []))
-    text = _srt(["status", str(job)])
+    text = srt("status", str(job))
     assert text.stdout.startswith("job h16: lost"), text.stdout
     (small / "filler").unlink()
-    stop = _srt(["stop", str(job)])
+    stop = srt("stop", str(job))
     assert stop.returncode == 0, stop.stderr
     assert_no_survivors(str(job))

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from srt_services.testing.jobs import Jobs, events_of, wait_for
+from srt_services.testing.jobs import run_srt as srt
 
 RECIPE = """
 schema: 2
@@ -26,17 +27,6 @@ services:
     command: [bash, -c, "echo flaky start; sleep 0.3; printf 'unfinished'; exit 3"]
     restart: {backoff_initial_seconds: 0.2, jitter: 0, max_failures: 100}
 """
-
-
-def srt(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def follow(*args: str) -> subprocess.Popen[str]:

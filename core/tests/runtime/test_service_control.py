@@ -12,24 +12,13 @@ import os
 import re
 import socket
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from srt_services.jobdir.control import ControlError, Request, ask, short_address
 from srt_services.testing.jobs import JobRun, Jobs, events_of
-
-
-def srt(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+from srt_services.testing.jobs import run_srt as srt
 
 
 def recipe(port: int, extra: str = "") -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable
 
-from srt_services.testing.jobs import Jobs
+from srt_services.testing.jobs import Jobs, run_srt
 
 RECIPE = """
 schema: 2
@@ -30,14 +29,7 @@ services:
 
 
 def srt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "COLUMNS": "40"},  # a pipe ignores it
-    )
+    return run_srt(*args, env={"COLUMNS": "40"})  # a pipe ignores it
 
 
 def test_status_text_of_a_job_with_a_service_in_backoff(

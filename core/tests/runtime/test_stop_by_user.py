@@ -7,19 +7,23 @@ import os
 import re
 import signal
 import subprocess
-import sys
 
-from srt_services.testing.jobs import Jobs, events_of
+from srt_services.testing.jobs import Jobs, events_of, run_srt
+
+#: One service that runs until the job is stopped.
+SLEEPER = """
+schema: 2
+observability:
+  metrics: false
+name: sleeper
+services:
+  - name: svc
+    command: [sleep, "1000"]
+"""
 
 
 def srt_stop(job_dir: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "srt_services", "stop", job_dir, *extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_srt("stop", job_dir, *extra)
 
 
 def test_a_stopped_benchmark_job_exits_143_as_stopped_not_failed(jobs: Jobs) -> None:
@@ -58,17 +62,7 @@ def test_a_stopped_benchmark_job_exits_143_as_stopped_not_failed(jobs: Jobs) -> 
 
 def test_a_plain_sigterm_is_still_a_signal(jobs: Jobs) -> None:
     """Without the request file the orchestrator cannot tell who sent it: cause ``signal``."""
-    run = jobs.start(
-        """
-        schema: 2
-        observability:
-          metrics: false
-        name: sig
-        services:
-          - name: svc
-            command: [sleep, "1000"]
-        """
-    )
+    run = jobs.start(SLEEPER)
     run.wait_event("serving")
     run.signal(signal.SIGTERM)
     run.wait(30)
@@ -79,17 +73,7 @@ def test_a_plain_sigterm_is_still_a_signal(jobs: Jobs) -> None:
 
 def test_a_request_for_another_run_of_the_directory_is_ignored(jobs: Jobs) -> None:
     """A stale request (another cookie) neither counts nor stays behind."""
-    run = jobs.start(
-        """
-        schema: 2
-        observability:
-          metrics: false
-        name: stale
-        services:
-          - name: svc
-            command: [sleep, "1000"]
-        """
-    )
+    run = jobs.start(SLEEPER)
     run.wait_event("serving")
     with open(os.path.join(run.job_dir, "stop-request.json"), "w") as fh:
         fh.write('{"by": "x@y", "pid": 1, "t": 0.0, "cookie": "not-this-job"}')

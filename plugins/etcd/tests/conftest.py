@@ -1,61 +1,14 @@
-"""Fixtures for srt-etcd's tests: an isolated plugin set, recipes from text, free ports."""
+"""The kit's fixtures (srt_plugins, srt_load, srt_plan, ...) set to srt-etcd's tests."""
 
 from __future__ import annotations
 
-import socket
-import textwrap
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 import srt_etcd.plugin
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.model import Plan
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import LoadedRecipe, load_recipe
-
-HERE = Path(__file__).resolve().parent
+from srt_services.testing.kit import KitSettings
 
 
 @pytest.fixture
-def plugins() -> PluginSet:
-    """Only core and this plugin: other installed plugins cannot change what is tested."""
-    ps = PluginSet(autoload=False)
-    ps.register(srt_etcd.plugin, name="srt-etcd")
-    return ps
-
-
-@pytest.fixture
-def load(plugins: PluginSet) -> Callable[[str], LoadedRecipe]:
-    def _load(text: str) -> LoadedRecipe:
-        return load_recipe("recipe.yaml", plugins, text=textwrap.dedent(text))
-
-    return _load
-
-
-@pytest.fixture
-def plan(plugins: PluginSet, load: Callable[[str], LoadedRecipe]) -> Callable[..., Plan]:
-    def _plan(text: str, local: bool = True) -> Plan:
-        request = AllocationRequest(kind="local" if local else "symbolic")
-        return resolve(load(text), plugins, request, job_dir="/jobs/j")
-
-    return _plan
-
-
-@pytest.fixture
-def free_port() -> Callable[[], int]:
-    """Ports the kernel just handed out, never the same twice in one test, so parallel
-    sessions running their own etcd on 2379 do not collide with ours."""
-    given: set[int] = set()
-
-    def _free() -> int:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            if port not in given:
-                given.add(port)
-                return port
-
-    return _free
+def srt_kit_settings() -> KitSettings:
+    """Only core and this plugin, so other installed plugins cannot change what is tested;
+    recipes planned on local nodes (127.0.0.x) with the job directory /jobs/j."""
+    return KitSettings(srt_etcd.plugin, "srt-etcd", "recipe.yaml", local=True, job_dir="/jobs/j")

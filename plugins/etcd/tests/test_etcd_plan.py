@@ -41,8 +41,8 @@ def has_unit(plan: Plan, name: str) -> bool:
     return any(u.name == name for u in plan.units)
 
 
-def test_default_command_binds_the_node_ip_and_a_fresh_data_dir(plan: MakePlan) -> None:
-    p = plan(DYNAMO)
+def test_default_command_binds_the_node_ip_and_a_fresh_data_dir(srt_plan: MakePlan) -> None:
+    p = srt_plan(DYNAMO)
     (inst,) = unit(p, "etcd").instances
     assert inst.argv == [
         "etcd",
@@ -64,8 +64,8 @@ def test_default_command_binds_the_node_ip_and_a_fresh_data_dir(plan: MakePlan) 
     assert p.local_dir_nodes() == [inst.node]
 
 
-def test_the_data_dir_option_keeps_it_with_the_job(plan: MakePlan) -> None:
-    p = plan(
+def test_the_data_dir_option_keeps_it_with_the_job(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {data_dir: '{work_dir}/data'}}\n"
     )
     (inst,) = unit(p, "etcd").instances
@@ -81,9 +81,9 @@ def test_the_data_dir_option_keeps_it_with_the_job(plan: MakePlan) -> None:
         ('/a"b', "must not contain a double quote"),
     ],
 )
-def test_a_bad_data_dir_is_refused_at_load(load: Any, value: str, message: str) -> None:
+def test_a_bad_data_dir_is_refused_at_load(srt_load: Any, value: str, message: str) -> None:
     with pytest.raises(RecipeError) as info:
-        load(
+        srt_load(
             DYNAMO
             + f"services:\n  - {{name: etcd, type: etcd, options: {{data_dir: '{value}'}}}}\n"
         )
@@ -92,16 +92,16 @@ def test_a_bad_data_dir_is_refused_at_load(load: Any, value: str, message: str) 
     assert problem.message.startswith(message)
 
 
-def test_on_a_dedicated_node_it_binds_that_node(plan: MakePlan) -> None:
-    p = plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, placement: {node: dedicated}}\n")
+def test_on_a_dedicated_node_it_binds_that_node(srt_plan: MakePlan) -> None:
+    p = srt_plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, placement: {node: dedicated}}\n")
     (inst,) = unit(p, "etcd").instances
     assert inst.node == p.infra
     assert f"http://{inst.node_ip}:2379" in inst.argv
     assert [n.roles for n in p.nodes if n.name == inst.node] == [["dedicated-infra"]]
 
 
-def test_ports_come_from_options(plan: MakePlan) -> None:
-    p = plan(
+def test_ports_come_from_options(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         DYNAMO
         + "services:\n  - {name: etcd, type: etcd, options: {client_port: 3001, peer_port: 3002}}\n"
     )
@@ -114,8 +114,8 @@ def test_ports_come_from_options(plan: MakePlan) -> None:
     assert p.discovery_env == {"ETCD_ENDPOINTS": "http://127.0.0.1:3001"}
 
 
-def test_args_are_appended_to_the_kind_command(plan: MakePlan) -> None:
-    p = plan(
+def test_args_are_appended_to_the_kind_command(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         DYNAMO + "services:\n  - {name: etcd, type: etcd, args: [--quota-backend-bytes, '1']}\n"
     )
     (inst,) = unit(p, "etcd").instances
@@ -123,8 +123,8 @@ def test_args_are_appended_to_the_kind_command(plan: MakePlan) -> None:
     assert inst.argv[-2:] == ["--quota-backend-bytes", "1"]
 
 
-def test_a_recipe_command_wins(plan: MakePlan) -> None:
-    p = plan(
+def test_a_recipe_command_wins(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         DYNAMO
         + "services:\n  - name: etcd\n    type: etcd\n"
         + "    command: [/opt/etcd, --data-dir, '{work_dir}/d']\n    args: [--debug]\n"
@@ -134,8 +134,8 @@ def test_a_recipe_command_wins(plan: MakePlan) -> None:
     assert inst.preamble is None  # the binary check is for the kind's own command only
 
 
-def test_readiness_is_etcds_own_health_endpoint(plan: MakePlan) -> None:
-    (inst,) = unit(plan(DYNAMO), "etcd").instances
+def test_readiness_is_etcds_own_health_endpoint(srt_plan: MakePlan) -> None:
+    (inst,) = unit(srt_plan(DYNAMO), "etcd").instances
     probe = inst.readiness
     assert probe is not None
     assert probe.probe == "http"
@@ -144,23 +144,23 @@ def test_readiness_is_etcds_own_health_endpoint(plan: MakePlan) -> None:
     assert probe.timeout == 300.0
 
 
-def test_a_written_readiness_wins(plan: MakePlan) -> None:
-    p = plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, readiness: {port: 2379}}\n")
+def test_a_written_readiness_wins(srt_plan: MakePlan) -> None:
+    p = srt_plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, readiness: {port: 2379}}\n")
     probe = unit(p, "etcd").instances[0].readiness
     assert probe is not None
     assert probe.probe == "tcp"
 
 
-def test_unit_defaults(plan: MakePlan) -> None:
-    u = unit(plan(DYNAMO), "etcd")
+def test_unit_defaults(srt_plan: MakePlan) -> None:
+    u = unit(srt_plan(DYNAMO), "etcd")
     assert (u.phase, u.critical, u.stop_grace, u.placement) == ("infra", True, 30.0, "infra")
     assert u.inherit_discovery_env is False
 
 
-def test_both_ports_go_in_the_port_ledger(plan: MakePlan) -> None:
+def test_both_ports_go_in_the_port_ledger(srt_plan: MakePlan) -> None:
     """A sidecar on the peer port is refused at plan time, not found at 3 a.m."""
     with pytest.raises(RecipeError) as info:
-        plan(
+        srt_plan(
             DYNAMO + "services:\n  - name: side\n    command: [sleep, '1']\n"
             "    readiness: {port: 2380}\n"
         )
@@ -169,8 +169,8 @@ def test_both_ports_go_in_the_port_ledger(plan: MakePlan) -> None:
     )
 
 
-def test_etcd_never_gets_discovery_env_but_everyone_else_does(plan: MakePlan) -> None:
-    p = plan(
+def test_etcd_never_gets_discovery_env_but_everyone_else_does(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         DYNAMO
         + "services:\n  - {name: side, command: [sleep, '1']}\n"
         + "  - {name: quiet, command: [sleep, '1'], inherit_discovery_env: false}\n"
@@ -185,22 +185,22 @@ def test_etcd_never_gets_discovery_env_but_everyone_else_does(plan: MakePlan) ->
     assert all("NATS_SERVER" not in i.env for u in p.units for i in u.instances)
 
 
-def test_no_etcd_no_endpoints(plan: MakePlan) -> None:
+def test_no_etcd_no_endpoints(srt_plan: MakePlan) -> None:
     """A static frontend implies no etcd, and nobody is handed an address nothing serves."""
-    p = plan(SGLANG + "services:\n  - {name: side, command: [sleep, '1']}\n")
+    p = srt_plan(SGLANG + "services:\n  - {name: side, command: [sleep, '1']}\n")
     assert not has_unit(p, "etcd")
     assert p.discovery_env == {}
     assert all("ETCD_ENDPOINTS" not in i.env for u in p.units for i in u.instances)
 
 
-def test_dynamo_implies_etcd_with_its_reason(plan: MakePlan) -> None:
-    u = unit(plan(DYNAMO), "etcd")
+def test_dynamo_implies_etcd_with_its_reason(srt_plan: MakePlan) -> None:
+    u = unit(srt_plan(DYNAMO), "etcd")
     assert u.implied_by == "frontend.type dynamo"
     assert u.replaces_implied is None
 
 
-def test_a_declared_etcd_replaces_the_implied_one(plan: MakePlan) -> None:
-    p = plan(
+def test_a_declared_etcd_replaces_the_implied_one(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         DYNAMO
         + "services:\n  - {name: etcd, type: etcd, options: {client_port: 3100, peer_port: 3101}}\n"
     )
@@ -210,22 +210,22 @@ def test_a_declared_etcd_replaces_the_implied_one(plan: MakePlan) -> None:
     assert [x.name for x in p.units].count("etcd") == 1
 
 
-def test_a_declared_etcd_under_another_name_is_the_plane(plan: MakePlan) -> None:
-    p = plan(DYNAMO + "services:\n  - {name: registry, type: etcd}\n")
+def test_a_declared_etcd_under_another_name_is_the_plane(srt_plan: MakePlan) -> None:
+    p = srt_plan(DYNAMO + "services:\n  - {name: registry, type: etcd}\n")
     assert not has_unit(p, "etcd")
     assert unit(p, "registry").instances[0].argv[:3] == ["etcd", "--name", "registry"]
     assert p.discovery_env == {"ETCD_ENDPOINTS": "http://127.0.0.1:2379"}
 
 
-def test_switched_off(plan: MakePlan) -> None:
-    p = plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, enabled: false}\n")
+def test_switched_off(srt_plan: MakePlan) -> None:
+    p = srt_plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, enabled: false}\n")
     assert not has_unit(p, "etcd")
     assert "ETCD_ENDPOINTS" not in unit(p, "agg").instances[0].env
 
 
-def test_external_launches_nothing_and_hands_out_its_url(plan: MakePlan) -> None:
+def test_external_launches_nothing_and_hands_out_its_url(srt_plan: MakePlan) -> None:
     url = "https://etcd-a.example:2379,https://etcd-b.example:2379"
-    p = plan(DYNAMO + f"services:\n  - {{name: etcd, type: etcd, external: '{url}'}}\n")
+    p = srt_plan(DYNAMO + f"services:\n  - {{name: etcd, type: etcd, external: '{url}'}}\n")
     u = unit(p, "etcd")
     assert u.external == url
     assert u.instances == []
@@ -235,9 +235,9 @@ def test_external_launches_nothing_and_hands_out_its_url(plan: MakePlan) -> None
     assert len(p.nodes) == 1
 
 
-def test_dedicated_asks_for_one_more_node(plan: MakePlan) -> None:
-    shared = plan(DYNAMO, local=False)
-    dedicated = plan(
+def test_dedicated_asks_for_one_more_node(srt_plan: MakePlan) -> None:
+    shared = srt_plan(DYNAMO, local=False)
+    dedicated = srt_plan(
         DYNAMO + "services:\n  - {name: etcd, type: etcd, placement: {node: dedicated}}\n",
         local=False,
     )
@@ -247,18 +247,20 @@ def test_dedicated_asks_for_one_more_node(plan: MakePlan) -> None:
 
 
 def test_binary_lookup_order(
-    plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    srt_plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The recipe's options.binary, else the site's [binaries] etcd, else `etcd` on PATH."""
-    assert unit(plan(DYNAMO), "etcd").instances[0].argv[0] == "etcd"
+    assert unit(srt_plan(DYNAMO), "etcd").instances[0].argv[0] == "etcd"
     site = tmp_path / "site.toml"
     site.write_text('[binaries]\netcd = "/site/bin/etcd"\n')
     monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
-    inst = unit(plan(DYNAMO), "etcd").instances[0]
+    inst = unit(srt_plan(DYNAMO), "etcd").instances[0]
     assert inst.argv[0] == "/site/bin/etcd"
     assert inst.preamble is not None
     assert "command -v -- /site/bin/etcd " in inst.preamble
-    own = plan(DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {binary: /mine/etcd}}\n")
+    own = srt_plan(
+        DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {binary: /mine/etcd}}\n"
+    )
     assert unit(own, "etcd").instances[0].argv[0] == "/mine/etcd"
 
 

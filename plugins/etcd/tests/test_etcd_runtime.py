@@ -58,9 +58,9 @@ def recipe(etcd_entry: str, worker: list[str], benchmark: list[str] | None) -> s
 
 
 def test_a_worker_writes_and_reads_through_etcd_endpoints(
-    tmp_path: Path, free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int]
 ) -> None:
-    cp, pp = free_port(), free_port()
+    cp, pp = srt_free_port(), srt_free_port()
     job_dir = str(tmp_path / "job")
     text = recipe(
         f"{{name: etcd, type: etcd, options: {{client_port: {cp}, peer_port: {pp}}}}}",
@@ -83,7 +83,7 @@ def test_a_worker_writes_and_reads_through_etcd_endpoints(
 
 
 def test_the_wal_is_node_local_while_the_job_runs_and_gone_after(
-    tmp_path: Path, free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int]
 ) -> None:
     """The spec's "fresh data dir on node-local /tmp each job": under the site's
     [storage] node_local, never in the (shared, often NFS) job directory."""
@@ -91,7 +91,7 @@ def test_the_wal_is_node_local_while_the_job_runs_and_gone_after(
     local.mkdir()
     site = tmp_path / "site.toml"
     site.write_text(f'[storage]\nnode_local = "{local}"\n')
-    cp, pp = free_port(), free_port()
+    cp, pp = srt_free_port(), srt_free_port()
     job_dir = str(tmp_path / "job")
     node_local = Path(JobPaths(job_dir, "job", str(local)).local_job_dir)
     data = node_local / "service_etcd" / "data"
@@ -111,10 +111,10 @@ def test_the_wal_is_node_local_while_the_job_runs_and_gone_after(
 
 
 @pytest.fixture
-def outside_etcd(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[str]:
+def outside_etcd(tmp_path: Path, srt_free_port: Callable[[], int]) -> Iterator[str]:
     """An etcd the job does not own: started here, stopped here, by PID."""
     assert ETCD is not None
-    cp, pp = free_port(), free_port()
+    cp, pp = srt_free_port(), srt_free_port()
     client, peer = f"http://127.0.0.1:{cp}", f"http://127.0.0.1:{pp}"
     log = open(tmp_path / "outside-etcd.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
@@ -173,9 +173,9 @@ def test_external_etcd_is_used_and_left_running(tmp_path: Path, outside_etcd: st
 
 
 def test_etcd_killed_mid_run_tears_the_job_down(
-    tmp_path: Path, free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int]
 ) -> None:
-    cp, pp = free_port(), free_port()
+    cp, pp = srt_free_port(), srt_free_port()
     job_dir = str(tmp_path / "job")
     text = recipe(
         f"{{name: etcd, type: etcd, options: {{client_port: {cp}, peer_port: {pp}}}}}",
@@ -212,9 +212,9 @@ def test_etcd_killed_mid_run_tears_the_job_down(
 
 
 def test_a_missing_binary_fails_before_any_worker_starts(
-    tmp_path: Path, free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int]
 ) -> None:
-    cp, pp = free_port(), free_port()
+    cp, pp = srt_free_port(), srt_free_port()
     job_dir = str(tmp_path / "job")
     text = recipe(
         "{name: etcd, type: etcd, options: {binary: /nonexistent/srt-test/etcd,"

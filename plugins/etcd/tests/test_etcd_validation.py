@@ -34,8 +34,8 @@ def warnings(load: Load, services: str) -> list[str]:
     return [w.render("recipe.yaml") for w in loaded.warnings]
 
 
-def test_a_plain_declared_etcd_is_valid(load: Load) -> None:
-    loaded = load(HEAD + "  - {name: etcd, type: etcd}\n" + NO_METRICS)
+def test_a_plain_declared_etcd_is_valid(srt_load: Load) -> None:
+    loaded = srt_load(HEAD + "  - {name: etcd, type: etcd}\n" + NO_METRICS)
     assert loaded.warnings == []
     (etcd,) = loaded.services
     assert (etcd.placement, etcd.start, etcd.critical, etcd.stop_grace) == (
@@ -47,34 +47,34 @@ def test_a_plain_declared_etcd_is_valid(load: Load) -> None:
 
 
 @pytest.mark.parametrize("node", ["head", "infra", "dedicated"])
-def test_the_infra_placements_are_accepted(load: Load, node: str) -> None:
-    load(HEAD + f"  - {{name: etcd, type: etcd, placement: {{node: {node}}}}}\n")
+def test_the_infra_placements_are_accepted(srt_load: Load, node: str) -> None:
+    srt_load(HEAD + f"  - {{name: etcd, type: etcd, placement: {{node: {node}}}}}\n")
 
 
 @pytest.mark.parametrize("node", ["workers", "agg", "all", "compute"])
-def test_other_placements_are_refused(load: Load, node: str) -> None:
-    got = errors(load, f"  - name: etcd\n    type: etcd\n    placement: {{node: {node}}}\n")
+def test_other_placements_are_refused(srt_load: Load, node: str) -> None:
+    got = errors(srt_load, f"  - name: etcd\n    type: etcd\n    placement: {{node: {node}}}\n")
     assert got == [
         f"recipe.yaml:7:17: services[etcd].placement.node: type 'etcd' must be placed on"
         f" dedicated, head, infra; got '{node}'"
     ]
 
 
-def test_a_pool_of_its_own_is_refused(load: Load) -> None:
-    got = errors(load, "  - name: etcd\n    type: etcd\n    nodes: 2\n")
+def test_a_pool_of_its_own_is_refused(srt_load: Load) -> None:
+    got = errors(srt_load, "  - name: etcd\n    type: etcd\n    nodes: 2\n")
     assert got == [
         "recipe.yaml:7:5: services[etcd].nodes: type 'etcd' must be placed on dedicated, head,"
         " infra; got 'workers'"
     ]
 
 
-def test_unknown_option_names_the_known_ones(load: Load) -> None:
-    got = errors(load, "  - name: etcd\n    type: etcd\n    options:\n      clientport: 1\n")
+def test_unknown_option_names_the_known_ones(srt_load: Load) -> None:
+    got = errors(srt_load, "  - name: etcd\n    type: etcd\n    options:\n      clientport: 1\n")
     assert got == [
         "recipe.yaml:8:7: services[etcd].options.clientport: type 'etcd' does not understand"
         " this option; did you mean 'client_port'?"
     ]
-    got = errors(load, "  - name: etcd\n    type: etcd\n    options:\n      wal: /x\n")
+    got = errors(srt_load, "  - name: etcd\n    type: etcd\n    options:\n      wal: /x\n")
     assert got == [
         "recipe.yaml:8:7: services[etcd].options.wal: type 'etcd' does not understand"
         " this option (known: binary, client_port, data_dir, peer_port)"
@@ -89,16 +89,16 @@ def test_unknown_option_names_the_known_ones(load: Load) -> None:
         ("70000", "must be at most 65535, got 70000"),
     ],
 )
-def test_ports_are_typed_and_ranged(load: Load, value: str, message: str) -> None:
+def test_ports_are_typed_and_ranged(srt_load: Load, value: str, message: str) -> None:
     got = errors(
-        load, f"  - name: etcd\n    type: etcd\n    options:\n      client_port: {value}\n"
+        srt_load, f"  - name: etcd\n    type: etcd\n    options:\n      client_port: {value}\n"
     )
     assert got == [f"recipe.yaml:8:7: services[etcd].options.client_port: {message}"]
 
 
-def test_client_and_peer_port_must_differ(load: Load) -> None:
+def test_client_and_peer_port_must_differ(srt_load: Load) -> None:
     got = errors(
-        load,
+        srt_load,
         "  - name: etcd\n    type: etcd\n    options:\n      client_port: 2400\n"
         "      peer_port: 2400\n",
     )
@@ -119,35 +119,37 @@ def test_client_and_peer_port_must_differ(load: Load) -> None:
         ('" "', "must not be blank (omit it to use the default)"),
     ],
 )
-def test_binary_is_a_name_or_an_absolute_path(load: Load, binary: str, message: str) -> None:
-    got = errors(load, f"  - name: etcd\n    type: etcd\n    options:\n      binary: {binary}\n")
+def test_binary_is_a_name_or_an_absolute_path(srt_load: Load, binary: str, message: str) -> None:
+    got = errors(
+        srt_load, f"  - name: etcd\n    type: etcd\n    options:\n      binary: {binary}\n"
+    )
     assert got == [f"recipe.yaml:8:7: services[etcd].options.binary: {message}"]
 
 
 @pytest.mark.parametrize("binary", ["etcd", "/usr/bin/etcd", "etcd-3.5"])
-def test_good_binaries_pass(load: Load, binary: str) -> None:
-    load(HEAD + f"  - {{name: etcd, type: etcd, options: {{binary: {binary}}}}}\n")
+def test_good_binaries_pass(srt_load: Load, binary: str) -> None:
+    srt_load(HEAD + f"  - {{name: etcd, type: etcd, options: {{binary: {binary}}}}}\n")
 
 
-def test_external_must_be_an_http_url(load: Load) -> None:
-    got = errors(load, '  - name: etcd\n    type: etcd\n    external: "nats://x:2379"\n')
+def test_external_must_be_an_http_url(srt_load: Load) -> None:
+    got = errors(srt_load, '  - name: etcd\n    type: etcd\n    external: "nats://x:2379"\n')
     assert got == [
         "recipe.yaml:7:5: services[etcd].external: must be a http:// or https://host:port URL,"
         " got 'nats://x:2379'"
     ]
 
 
-def test_external_with_a_broken_ipv6_host_is_an_error_not_a_crash(load: Load) -> None:
-    got = errors(load, '  - name: etcd\n    type: etcd\n    external: "http://[fd00::1:2379"\n')
+def test_external_with_a_broken_ipv6_host_is_an_error_not_a_crash(srt_load: Load) -> None:
+    got = errors(srt_load, '  - name: etcd\n    type: etcd\n    external: "http://[fd00::1:2379"\n')
     assert got == [
         "recipe.yaml:7:5: services[etcd].external: must be a http:// or https://host:port URL,"
         " got 'http://[fd00::1:2379'"
     ]
 
 
-def test_external_endpoints_are_each_checked(load: Load) -> None:
+def test_external_endpoints_are_each_checked(srt_load: Load) -> None:
     got = errors(
-        load,
+        srt_load,
         '  - name: etcd\n    type: etcd\n    external: "http://a:2379/v3, ftp://b:1, http://c:x"\n',
     )
     assert got == [
@@ -159,13 +161,13 @@ def test_external_endpoints_are_each_checked(load: Load) -> None:
     ]
 
 
-def test_several_external_endpoints_are_fine(load: Load) -> None:
-    load(HEAD + '  - {name: etcd, type: etcd, external: "http://a:2379,https://b:2379"}\n')
+def test_several_external_endpoints_are_fine(srt_load: Load) -> None:
+    srt_load(HEAD + '  - {name: etcd, type: etcd, external: "http://a:2379,https://b:2379"}\n')
 
 
-def test_external_refuses_what_would_launch(load: Load) -> None:
+def test_external_refuses_what_would_launch(srt_load: Load) -> None:
     got = errors(
-        load,
+        srt_load,
         '  - name: etcd\n    type: etcd\n    external: "http://a:2379"\n    args: [--debug]\n',
     )
     assert got == [
@@ -174,9 +176,9 @@ def test_external_refuses_what_would_launch(load: Load) -> None:
     ]
 
 
-def test_external_with_options_warns(load: Load) -> None:
+def test_external_with_options_warns(srt_load: Load) -> None:
     got = warnings(
-        load,
+        srt_load,
         '  - name: etcd\n    type: etcd\n    external: "http://a:2379"\n'
         "    options: {client_port: 2400}\n",
     )
@@ -186,9 +188,9 @@ def test_external_with_options_warns(load: Load) -> None:
     ]
 
 
-def test_own_command_with_binary_warns(load: Load) -> None:
+def test_own_command_with_binary_warns(srt_load: Load) -> None:
     got = warnings(
-        load,
+        srt_load,
         "  - name: etcd\n    type: etcd\n    command: [/opt/etcd, --data-dir, /tmp/e]\n"
         "    options: {binary: /usr/bin/etcd}\n",
     )
@@ -198,29 +200,29 @@ def test_own_command_with_binary_warns(load: Load) -> None:
     ]
 
 
-def test_one_etcd_per_job(load: Load) -> None:
-    got = errors(load, "  - {name: etcd, type: etcd}\n  - name: registry\n    type: etcd\n")
+def test_one_etcd_per_job(srt_load: Load) -> None:
+    got = errors(srt_load, "  - {name: etcd, type: etcd}\n  - name: registry\n    type: etcd\n")
     assert got == [
         "recipe.yaml:7:5: services[registry].type: a job has one etcd (ETCD_ENDPOINTS names one"
         " discovery plane); services[etcd] is already one: drop this entry or set enabled: false"
     ]
 
 
-def test_a_disabled_second_etcd_is_fine(load: Load) -> None:
-    load(HEAD + "  - {name: etcd, type: etcd}\n  - {name: spare, type: etcd, enabled: false}\n")
+def test_a_disabled_second_etcd_is_fine(srt_load: Load) -> None:
+    srt_load(HEAD + "  - {name: etcd, type: etcd}\n  - {name: spare, type: etcd, enabled: false}\n")
 
 
-def test_switching_off_the_implied_etcd_warns(load: Load) -> None:
-    got = warnings(load, "  - name: etcd\n    type: etcd\n    enabled: false\n")
+def test_switching_off_the_implied_etcd_warns(srt_load: Load) -> None:
+    got = warnings(srt_load, "  - name: etcd\n    type: etcd\n    enabled: false\n")
     assert got == [
         "recipe.yaml:7:5: services[etcd].enabled: switches off the etcd that frontend.type"
         " dynamo needs; Dynamo processes get no ETCD_ENDPOINTS unless they set it themselves"
     ]
 
 
-def test_all_problems_are_reported_together(load: Load) -> None:
+def test_all_problems_are_reported_together(srt_load: Load) -> None:
     got = errors(
-        load,
+        srt_load,
         "  - name: etcd\n    type: etcd\n    placement: {node: decode}\n"
         "    options: {binary: ./etcd, peer_port: 2379}\n",
     )
@@ -235,21 +237,21 @@ def test_all_problems_are_reported_together(load: Load) -> None:
     ]
 
 
-def test_beside_a_shape_error_a_declared_etcd_keeps_the_implied_type(load: Load) -> None:
+def test_beside_a_shape_error_a_declared_etcd_keeps_the_implied_type(srt_load: Load) -> None:
     # checked without the broken entry, `etcd` still takes the implied type (no "command is
     # required for type generic"), and the implied services themselves are not reported
     got = errors(
-        load, "  - name: etcd\n    placement: {node: dedicated}\n  - name: x\n    bogus: 1\n"
+        srt_load, "  - name: etcd\n    placement: {node: dedicated}\n  - name: x\n    bogus: 1\n"
     )
     assert len(got) == 1
     assert got[0].startswith("recipe.yaml:8:5: services[x].bogus: unknown key")
 
 
-def test_beside_a_shape_error_the_kinds_own_rules_wait(load: Load) -> None:
+def test_beside_a_shape_error_the_kinds_own_rules_wait(srt_load: Load) -> None:
     # the core's rules of the sound entry are reported; the kind's `validate` (which may
     # look at other entries) runs once the recipe's shape is whole
     got = errors(
-        load,
+        srt_load,
         "  - name: etcd\n    type: etcd\n    placement: {node: decode}\n"
         "    options: {client_port: 2400, peer_port: 2400}\n  - name: x\n    bogus: 1\n",
     )

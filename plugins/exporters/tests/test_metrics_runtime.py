@@ -22,7 +22,8 @@ import pytest
 from srt_services.testing.jobs import JobRun, Jobs, events_of, wait_for
 
 HERE = Path(__file__).resolve().parent
-SERVER = str(HERE / "metrics_server.py")
+#: The example's metrics server (examples/metrics.yaml runs it too): one copy for both.
+SERVER = str(HERE.parents[2] / "examples" / "local_demo" / "metrics_server.py")
 STANDIN = str(HERE / "dcgm_standin.py")
 
 BINARIES = ("prometheus", "prometheus-node-exporter", "prometheus-process-exporter")
@@ -96,16 +97,16 @@ def steps_listed(run: JobRun) -> set[str]:
 
 
 @pytest.fixture
-def ports(free_port: Callable[[], int]) -> dict[str, int]:
+def ports(srt_free_port: Callable[[], int]) -> dict[str, int]:
     names = ("frontend", "worker", "prometheus", "node", "process", "dcgm", "sidecar")
-    return {n: free_port() for n in names}
+    return {n: srt_free_port() for n in names}
 
 
 @pytest.mark.standin
 def test_every_target_is_scraped_and_the_record_outlives_the_job(
-    jobs: Jobs, ports: dict[str, int], tmp_path: Path
+    srt_jobs: Jobs, ports: dict[str, int], tmp_path: Path
 ) -> None:
-    run = jobs.start(recipe(ports))
+    run = srt_jobs.start(recipe(ports))
     run.wait_event("serving", timeout=60)
     expected = {
         "prometheus_node0",
@@ -213,10 +214,10 @@ def srt_metrics(job_dir: str, *args: str) -> str:
 
 @pytest.mark.standin
 def test_dcgm_exporter_without_nvml_fails_its_instance_not_the_job(
-    jobs: Jobs, free_port: Callable[[], int]
+    srt_jobs: Jobs, srt_free_port: Callable[[], int]
 ) -> None:
-    port = free_port()
-    run = jobs.run(
+    port = srt_free_port()
+    run = srt_jobs.run(
         f"""
         schema: 2
         name: nogpu

@@ -25,8 +25,8 @@ def units(p: Plan) -> dict[str, Any]:
     return {u.name: u for u in p.units}
 
 
-def test_metrics_on_implies_the_exporters_and_prometheus(plan: Callable[..., Plan]) -> None:
-    p = plan(JOB)
+def test_metrics_on_implies_the_exporters_and_prometheus(srt_plan: Callable[..., Plan]) -> None:
+    p = srt_plan(JOB)
     u = units(p)
     for name in ("node-exporter", "dcgm-exporter", "process-exporter", "prometheus"):
         assert u[name].implied_by == "observability.metrics", name
@@ -49,21 +49,21 @@ def test_metrics_on_implies_the_exporters_and_prometheus(plan: Callable[..., Pla
 
 
 def test_a_job_without_compute_nodes_gets_no_node_or_gpu_exporter(
-    plan: Callable[..., Plan],
+    srt_plan: Callable[..., Plan],
 ) -> None:
-    p = plan("schema: 2\nname: s\nservices: [{name: a, command: [x]}]\n")
+    p = srt_plan("schema: 2\nname: s\nservices: [{name: a, command: [x]}]\n")
     assert set(units(p)) == {"a", "process-exporter", "prometheus"}
     assert not p.warnings
 
 
-def test_metrics_off_implies_nothing_and_plans_no_targets(plan: Callable[..., Plan]) -> None:
-    p = plan(JOB + "observability: {metrics: false}\n")
+def test_metrics_off_implies_nothing_and_plans_no_targets(srt_plan: Callable[..., Plan]) -> None:
+    p = srt_plan(JOB + "observability: {metrics: false}\n")
     assert set(units(p)) == {"agg", "frontend"}
     assert p.scrape_targets == []
 
 
-def test_a_declared_entry_replaces_or_drops_the_implied_one(plan: Callable[..., Plan]) -> None:
-    p = plan(
+def test_a_declared_entry_replaces_or_drops_the_implied_one(srt_plan: Callable[..., Plan]) -> None:
+    p = srt_plan(
         JOB
         + """
 services:
@@ -80,9 +80,9 @@ services:
 
 
 def test_prometheus_reads_the_file_srt_keeps_and_writes_into_the_job(
-    plan: Callable[..., Plan],
+    srt_plan: Callable[..., Plan],
 ) -> None:
-    p = plan(JOB + "services: [{name: prometheus, type: prometheus, options: {port: 9999}}]\n")
+    p = srt_plan(JOB + "services: [{name: prometheus, type: prometheus, options: {port: 9999}}]\n")
     inst = units(p)["prometheus"].instances[0]
     assert "--storage.tsdb.path=/jobs/j/metrics/tsdb" in inst.argv
     assert f"--web.listen-address={inst.node_ip}:9999" in inst.argv
@@ -93,8 +93,8 @@ def test_prometheus_reads_the_file_srt_keeps_and_writes_into_the_job(
     assert inst.readiness is not None and "/-/ready" in inst.readiness.describe
 
 
-def test_exporter_command_lines(plan: Callable[..., Plan]) -> None:
-    u = units(plan(JOB))
+def test_exporter_command_lines(srt_plan: Callable[..., Plan]) -> None:
+    u = units(srt_plan(JOB))
     node = u["node-exporter"].instances[1]
     assert node.argv == [
         "prometheus-node-exporter",
@@ -120,9 +120,9 @@ def test_exporter_command_lines(plan: Callable[..., Plan]) -> None:
     ]
 
 
-def test_a_container_gets_no_shell_preamble(plan: Callable[..., Plan]) -> None:
+def test_a_container_gets_no_shell_preamble(srt_plan: Callable[..., Plan]) -> None:
     u = units(
-        plan(
+        srt_plan(
             JOB
             + "services: [{name: node-exporter, type: node-exporter, container: quay.io/prometheus/node-exporter}]\n"
         )
@@ -139,8 +139,8 @@ def test_process_groups_keep_regex_braces() -> None:
     assert "x\\x7B2,\\x7D" in text
 
 
-def test_placeholder_braces_in_groups_survive_planning(plan: Callable[..., Plan]) -> None:
-    p = plan(
+def test_placeholder_braces_in_groups_survive_planning(srt_plan: Callable[..., Plan]) -> None:
+    p = srt_plan(
         JOB
         + 'services: [{name: process-exporter, type: process-exporter, options: {groups: [{name: g, cmdline: ["{node}"]}]}}]\n'
     )
@@ -149,16 +149,16 @@ def test_placeholder_braces_in_groups_survive_planning(plan: Callable[..., Plan]
 
 
 def test_implied_services_are_skipped_where_the_binary_is_missing(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, plugins: Any, load: Any
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, srt_plugins: Any, srt_load: Any
 ) -> None:
     from srt_services.plan.allocation import AllocationRequest
 
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing is installed here
-    loaded = load(
+    loaded = srt_load(
         JOB + "services: [{name: prometheus, type: prometheus, options: {if_missing: fail}}]\n"
     )
-    planned = app.plan(loaded, AllocationRequest(kind="local"), plugins=plugins)
-    launcher = plugins.launcher_class("local")
+    planned = app.plan(loaded, AllocationRequest(kind="local"), plugins=srt_plugins)
+    launcher = srt_plugins.launcher_class("local")
     notes = app.for_launcher(planned, launcher)
     left = {u.name for u in planned.plan.units}
     assert "prometheus" in left, "declared with if_missing: fail: it fails at launch instead"
@@ -169,9 +169,9 @@ def test_implied_services_are_skipped_where_the_binary_is_missing(
     assert not [t for t in planned.plan.scrape_targets if t.service == "node-exporter"]
 
 
-def test_bad_options_are_refused_with_their_line(plugins: Any, load: Any) -> None:
+def test_bad_options_are_refused_with_their_line(srt_plugins: Any, srt_load: Any) -> None:
     with pytest.raises(RecipeError) as exc:
-        load(
+        srt_load(
             JOB
             + "services: [{name: prometheus, type: prometheus, options: {retention: forever, scrape_interval_seconds: 0.1}}]\n"
         )
@@ -182,10 +182,10 @@ def test_bad_options_are_refused_with_their_line(plugins: Any, load: Any) -> Non
 
 
 def test_the_job_container_is_not_inherited_by_the_host_exporters(
-    plan: Callable[..., Plan],
+    srt_plan: Callable[..., Plan],
 ) -> None:
     """They run host binaries (host_native); only an entry's own container applies."""
-    p = plan(
+    p = srt_plan(
         JOB
         + "container: job-image\n"
         + "services:\n  - {name: node-exporter, container: quay.io/prometheus/node-exporter}\n"

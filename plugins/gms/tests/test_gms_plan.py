@@ -47,8 +47,8 @@ def errors(load: Load, text: str) -> list[str]:
 # --------------------------------------------------------------------------- implied
 
 
-def test_failover_implies_one_gms_per_worker_and_node(plan: MakePlan) -> None:
-    p = plan(JOB)
+def test_failover_implies_one_gms_per_worker_and_node(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB)
     u = unit(p, "gms")
     assert (u.implied_by, u.placement, u.per, u.phase, u.critical, u.type) == (
         "engine.failover", "workers", "worker", "before_workers", True, "gms",
@@ -63,25 +63,29 @@ def test_failover_implies_one_gms_per_worker_and_node(plan: MakePlan) -> None:
     assert list(p.phases).index("before_workers") < list(p.phases).index("workers")
 
 
-def test_no_failover_no_gms(plan: MakePlan) -> None:
-    p = plan(JOB.replace("failover: true", "failover: false"))
+def test_no_failover_no_gms(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB.replace("failover: true", "failover: false"))
     assert not any(u.name == "gms" for u in p.units)
 
 
-def test_declared_by_name_or_type_replaces_it_and_enabled_false_drops_it(plan: MakePlan) -> None:
-    by_name = plan(JOB + "services:\n  - {name: gms, args: [--verbose]}\n")
+def test_declared_by_name_or_type_replaces_it_and_enabled_false_drops_it(
+    srt_plan: MakePlan,
+) -> None:
+    by_name = srt_plan(JOB + "services:\n  - {name: gms, args: [--verbose]}\n")
     assert unit(by_name, "gms").replaces_implied == "engine.failover"
-    by_type = plan(JOB + "services:\n  - {name: memsvc, type: gms, placement: {node: decode}}\n")
+    by_type = srt_plan(
+        JOB + "services:\n  - {name: memsvc, type: gms, placement: {node: decode}}\n"
+    )
     assert [u.name for u in by_type.units if u.category == "service"] == ["memsvc"]
-    off = plan(JOB + "services:\n  - {name: gms, enabled: false}\n")
+    off = srt_plan(JOB + "services:\n  - {name: gms, enabled: false}\n")
     assert not any(u.category == "service" for u in off.units)
 
 
 # --------------------------------------------------------------------------- one instance
 
 
-def test_argv_one_server_per_gpu_of_the_worker(plan: MakePlan) -> None:
-    u = unit(plan(JOB + "services:\n  - {name: gms, args: [--verbose]}\n"), "gms")
+def test_argv_one_server_per_gpu_of_the_worker(srt_plan: MakePlan) -> None:
+    u = unit(srt_plan(JOB + "services:\n  - {name: gms, args: [--verbose]}\n"), "gms")
     first = u.instances[0]
     work = "/jobs/j/work/service_gms_prefill_0_node0"
     assert first.argv[:2] == ["python3", f"{work}/gms_supervisor.py"]
@@ -100,8 +104,8 @@ def test_argv_one_server_per_gpu_of_the_worker(plan: MakePlan) -> None:
     assert wide_flags["--dir"].endswith("/gms/decode_0_node1")
 
 
-def test_the_device_view_and_the_directory_in_the_environment(plan: MakePlan) -> None:
-    u = unit(plan(JOB), "gms")
+def test_the_device_view_and_the_directory_in_the_environment(srt_plan: MakePlan) -> None:
+    u = unit(srt_plan(JOB), "gms")
     envs = {i.step: i.env for i in u.instances}
     assert envs["service_gms_prefill_1_node0"]["CUDA_VISIBLE_DEVICES"] == "2,3"
     assert "CUDA_VISIBLE_DEVICES" not in envs["service_gms_decode_0_node1"]  # whole node
@@ -112,8 +116,8 @@ def test_the_device_view_and_the_directory_in_the_environment(plan: MakePlan) ->
         )
 
 
-def test_the_supervisor_is_written_verbatim_into_the_work_dir(plan: MakePlan) -> None:
-    (first, *_) = unit(plan(JOB), "gms").instances
+def test_the_supervisor_is_written_verbatim_into_the_work_dir(srt_plan: MakePlan) -> None:
+    (first, *_) = unit(srt_plan(JOB), "gms").instances
     assert list(first.files) == ["gms_supervisor.py"]
     written = first.files["gms_supervisor.py"]
     # the placeholders srt renders in files must not eat the supervisor's f-strings
@@ -123,13 +127,13 @@ def test_the_supervisor_is_written_verbatim_into_the_work_dir(plan: MakePlan) ->
     assert "{{directory}}" in supervisor_source()
 
 
-def test_readiness_is_the_ready_line_and_bounds_start_up(plan: MakePlan) -> None:
-    inst = unit(plan(JOB), "gms").instances[0]
+def test_readiness_is_the_ready_line_and_bounds_start_up(srt_plan: MakePlan) -> None:
+    inst = unit(srt_plan(JOB), "gms").instances[0]
     probe = inst.readiness
     assert probe is not None
     assert (probe.probe, probe.config["pattern"]) == ("log", r"GMS\ ready:")
     assert probe.timeout == 150.0  # the supervisor's 120 s, then srt's own 30 s slack
-    written = plan(
+    written = srt_plan(
         JOB + "services:\n  - name: gms\n"
         "    readiness: {log: {pattern: 'GMS ready:'}, timeout_seconds: 600}\n"
     )
@@ -139,8 +143,8 @@ def test_readiness_is_the_ready_line_and_bounds_start_up(plan: MakePlan) -> None
     assert inst.readiness is not None and inst.readiness.timeout == 600.0
 
 
-def test_options_python_module_sockets(plan: MakePlan) -> None:
-    p = plan(
+def test_options_python_module_sockets(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB + "services:\n  - name: gms\n    options: {python: /opt/py/bin/python,"
         " module: dynamo.gpu_memory_service, sockets_per_device: 1}\n"
     )
@@ -154,8 +158,8 @@ def test_options_python_module_sockets(plan: MakePlan) -> None:
 # --------------------------------------------------------------------------- the workers
 
 
-def test_each_worker_is_told_its_own_directory_and_lock(plan: MakePlan) -> None:
-    p = plan(JOB)
+def test_each_worker_is_told_its_own_directory_and_lock(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB)
     gms = {
         i.worker + ("_" + i.node if i.worker == "decode_0" else ""): i
         for i in unit(p, "gms").instances
@@ -172,45 +176,47 @@ def test_each_worker_is_told_its_own_directory_and_lock(plan: MakePlan) -> None:
     )
 
 
-def test_a_gms_for_one_role_tells_only_that_role(plan: MakePlan) -> None:
-    p = plan(JOB + "services:\n  - {name: gms, placement: {node: decode}}\n")
+def test_a_gms_for_one_role_tells_only_that_role(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + "services:\n  - {name: gms, placement: {node: decode}}\n")
     assert [i.worker for i in unit(p, "gms").instances] == ["decode_0", "decode_0"]
     assert "GMS_SOCKET_DIR" in unit(p, "decode").instances[0].env
     assert "GMS_SOCKET_DIR" not in unit(p, "prefill").instances[0].env
 
 
-def test_the_workers_own_env_wins(plan: MakePlan) -> None:
-    p = plan(JOB.replace("command: [w]}", "command: [w], env: {FAILOVER_LOCK_PATH: /x}}", 1))
+def test_the_workers_own_env_wins(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB.replace("command: [w]}", "command: [w], env: {FAILOVER_LOCK_PATH: /x}}", 1))
     assert unit(p, "prefill").instances[0].env["FAILOVER_LOCK_PATH"] == "/x"
 
 
 # --------------------------------------------------------------------------- validation
 
 
-def test_per_node_is_refused(load: Load) -> None:
-    (e,) = errors(load, JOB + "services:\n  - {name: gms, placement: {node: decode, per: node}}\n")
+def test_per_node_is_refused(srt_load: Load) -> None:
+    (e,) = errors(
+        srt_load, JOB + "services:\n  - {name: gms, placement: {node: decode, per: node}}\n"
+    )
     assert e == (
         "recipe.yaml:11:43: services[gms].placement.per: type 'gms' runs one instance per worker"
         " in that worker's device view; set placement.per: worker"
     )
 
 
-def test_gms_without_failover_is_refused(load: Load) -> None:
+def test_gms_without_failover_is_refused(srt_load: Load) -> None:
     (e,) = errors(
-        load,
+        srt_load,
         JOB.replace("failover: true", "failover: false")
         + "services:\n  - {name: mem, type: gms}\n",
     )
     assert "services[mem].type: type 'gms' needs engine.failover: true" in e
 
 
-def test_a_placement_without_workers_is_refused(load: Load) -> None:
-    (e,) = errors(load, JOB + "services:\n  - {name: gms, placement: {node: head}}\n")
+def test_a_placement_without_workers_is_refused(srt_load: Load) -> None:
+    (e,) = errors(srt_load, JOB + "services:\n  - {name: gms, placement: {node: head}}\n")
     assert "per: worker needs a placement that selects workers" in e
 
 
-def test_a_command_is_refused(load: Load) -> None:
-    (e,) = errors(load, JOB + "services:\n  - {name: gms, command: [bash, -c, x]}\n")
+def test_a_command_is_refused(srt_load: Load) -> None:
+    (e,) = errors(srt_load, JOB + "services:\n  - {name: gms, command: [bash, -c, x]}\n")
     assert "services[gms].command: type 'gms' builds its own command" in e
 
 
@@ -222,39 +228,39 @@ def test_a_command_is_refused(load: Load) -> None:
         ("{sockets_per_device: 0}", "options.sockets_per_device: must be at least 1, got 0"),
     ],
 )
-def test_bad_options(load: Load, options: str, message: str) -> None:
-    (e,) = errors(load, JOB + f"services:\n  - {{name: gms, options: {options}}}\n")
+def test_bad_options(srt_load: Load, options: str, message: str) -> None:
+    (e,) = errors(srt_load, JOB + f"services:\n  - {{name: gms, options: {options}}}\n")
     assert message in e
 
 
-def test_two_memory_services_for_the_same_workers_are_refused(load: Load) -> None:
+def test_two_memory_services_for_the_same_workers_are_refused(srt_load: Load) -> None:
     text = JOB + (
         "services:\n"
         "  - {name: gms-decode, type: gms, placement: {node: decode}}\n"
         "  - {name: gms-again, type: gms, placement: {node: decode}}\n"
     )
-    (e,) = errors(load, text)
+    (e,) = errors(srt_load, text)
     assert e.startswith("recipe.yaml:12:")
     assert "services[gms-decode] already runs GMS for these workers (decode)" in e
 
 
-def test_one_per_role_is_fine(plan: MakePlan) -> None:
+def test_one_per_role_is_fine(srt_plan: MakePlan) -> None:
     text = JOB + (
         "services:\n"
         "  - {name: gms-decode, type: gms, placement: {node: decode}}\n"
         "  - {name: gms-prefill, type: gms, placement: {node: prefill}}\n"
     )
-    p = plan(text)
+    p = srt_plan(text)
     assert len(unit(p, "gms-decode").instances) == 2
     assert len(unit(p, "gms-prefill").instances) == 2
 
 
-def test_the_example_plans(plugins: PluginSet) -> None:
+def test_the_example_plans(srt_plugins: PluginSet) -> None:
     """examples/gms-failover.yaml (GPU nodes: dry-run only here) plans what it says."""
     path = Path(__file__).resolve().parents[3] / "examples" / "gms-failover.yaml"
-    loaded = load_recipe("examples/gms-failover.yaml", plugins, text=path.read_text())
+    loaded = load_recipe("examples/gms-failover.yaml", srt_plugins, text=path.read_text())
     assert loaded.warnings == []
-    p = resolve(loaded, plugins, AllocationRequest())
+    p = resolve(loaded, srt_plugins, AllocationRequest())
     u = unit(p, "gms")
     assert u.replaces_implied == "engine.failover"
     assert [(i.step, i.gpus) for i in u.instances] == [

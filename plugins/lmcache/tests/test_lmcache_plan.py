@@ -41,8 +41,8 @@ def names(plan: Plan) -> list[str]:
 # --------------------------------------------------------------------------- implied
 
 
-def test_one_role_with_lmcache_mp_gets_a_server_on_its_nodes(plan: MakePlan) -> None:
-    p = plan(vllm(decode=", connector: lmcache-mp"))
+def test_one_role_with_lmcache_mp_gets_a_server_on_its_nodes(srt_plan: MakePlan) -> None:
+    p = srt_plan(vllm(decode=", connector: lmcache-mp"))
     u = unit(p, "lmcache-server")
     assert u.implied_by == "decode connector lmcache-mp"
     assert (u.placement, u.phase, u.critical, u.type) == (
@@ -52,8 +52,8 @@ def test_one_role_with_lmcache_mp_gets_a_server_on_its_nodes(plan: MakePlan) -> 
     assert [i.step for i in u.instances] == ["service_lmcache-server"]
 
 
-def test_several_roles_share_one_server_per_worker_node(plan: MakePlan) -> None:
-    p = plan(vllm(engine=", connector: lmcache-mp"))
+def test_several_roles_share_one_server_per_worker_node(srt_plan: MakePlan) -> None:
+    p = srt_plan(vllm(engine=", connector: lmcache-mp"))
     u = unit(p, "lmcache-server")
     assert u.implied_by == "prefill connector lmcache-mp, decode connector lmcache-mp"
     assert u.placement == "workers"
@@ -64,28 +64,28 @@ def test_several_roles_share_one_server_per_worker_node(plan: MakePlan) -> None:
     ]
 
 
-def test_a_role_that_opts_out_is_not_served(plan: MakePlan) -> None:
-    p = plan(vllm(engine=", connector: lmcache-mp", prefill=", connector: nixl"))
+def test_a_role_that_opts_out_is_not_served(srt_plan: MakePlan) -> None:
+    p = srt_plan(vllm(engine=", connector: lmcache-mp", prefill=", connector: nixl"))
     u = unit(p, "lmcache-server")
     assert (u.implied_by, u.placement) == ("decode connector lmcache-mp", "decode")
 
 
 @pytest.mark.parametrize("connector", ["nixl", "lmcache", "mooncake", "none"])
-def test_other_connectors_imply_nothing(plan: MakePlan, connector: str) -> None:
-    assert names(plan(vllm(engine=f", connector: {connector}"))) == []
+def test_other_connectors_imply_nothing(srt_plan: MakePlan, connector: str) -> None:
+    assert names(srt_plan(vllm(engine=f", connector: {connector}"))) == []
 
 
-def test_lmcache_mp_with_sglang_is_refused_not_ignored(load: Load) -> None:
+def test_lmcache_mp_with_sglang_is_refused_not_ignored(srt_load: Load) -> None:
     text = vllm(decode=", connector: lmcache-mp").replace("type: vllm}", "type: sglang}")
     with pytest.raises(RecipeError) as info:
-        load(text)
+        srt_load(text)
     (p,) = info.value.errors
     assert p.label == "roles.decode.connector"
     assert "is a vLLM KV connector, but engine.type is sglang" in p.message
 
 
-def test_a_declared_server_of_any_name_replaces_the_implied_one(plan: MakePlan) -> None:
-    p = plan(
+def test_a_declared_server_of_any_name_replaces_the_implied_one(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         vllm(
             decode=", connector: lmcache-mp",
             services="  - {name: cache, type: lmcache-server, options: {l1_size_gb: 2}}\n",
@@ -95,8 +95,8 @@ def test_a_declared_server_of_any_name_replaces_the_implied_one(plan: MakePlan) 
     assert unit(p, "cache").implied_by is None
 
 
-def test_a_declared_entry_by_name_changes_the_implied_one(plan: MakePlan) -> None:
-    p = plan(
+def test_a_declared_entry_by_name_changes_the_implied_one(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         vllm(
             decode=", connector: lmcache-mp",
             services="  - {name: lmcache-server, placement: {node: decode},"
@@ -109,8 +109,8 @@ def test_a_declared_entry_by_name_changes_the_implied_one(plan: MakePlan) -> Non
     assert "0.5" in u.instances[0].argv
 
 
-def test_enabled_false_switches_it_off(plan: MakePlan) -> None:
-    p = plan(
+def test_enabled_false_switches_it_off(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         vllm(
             decode=", connector: lmcache-mp",
             services="  - {name: lmcache-server, enabled: false}\n",
@@ -122,8 +122,8 @@ def test_enabled_false_switches_it_off(plan: MakePlan) -> None:
 # --------------------------------------------------------------------------- the server
 
 
-def test_argv_probe_ports_and_env_on_a_virtual_node(plan: MakePlan) -> None:
-    p = plan(vllm(decode=", connector: lmcache-mp"))
+def test_argv_probe_ports_and_env_on_a_virtual_node(srt_plan: MakePlan) -> None:
+    p = srt_plan(vllm(decode=", connector: lmcache-mp"))
     (inst,) = unit(p, "lmcache-server").instances
     # decode is on node1 = 127.0.0.2: loopback, so the request port binds the node's own
     # address and every virtual node can run one
@@ -147,14 +147,14 @@ def test_argv_probe_ports_and_env_on_a_virtual_node(plan: MakePlan) -> None:
     ]
 
 
-def test_on_a_cluster_node_the_request_port_binds_every_interface(plan: MakePlan) -> None:
-    p = plan(vllm(decode=", connector: lmcache-mp"), local=False)
+def test_on_a_cluster_node_the_request_port_binds_every_interface(srt_plan: MakePlan) -> None:
+    p = srt_plan(vllm(decode=", connector: lmcache-mp"), local=False)
     (inst,) = unit(p, "lmcache-server").instances
     assert inst.argv[2:4] == ["--host", "0.0.0.0"]  # vLLM's connector dials localhost
     assert inst.argv[6:8] == ["--http-host", "<node1-ip>"]  # the admin API stays on the node IP
 
 
-def test_options_ports_l1_and_binds(plan: MakePlan) -> None:
+def test_options_ports_l1_and_binds(srt_plan: MakePlan) -> None:
     entry = (
         "  - name: lmcache-server\n"
         "    placement: {node: decode}\n"
@@ -162,7 +162,7 @@ def test_options_ports_l1_and_binds(plan: MakePlan) -> None:
         " host: 10.1.2.3, http_host: 10.1.2.4, binary: /opt/lmc/bin/lmcache}\n"
         "    args: [--chunk-size, '512']\n"
     )
-    p = plan(vllm(decode=", connector: lmcache-mp", services=entry))
+    p = srt_plan(vllm(decode=", connector: lmcache-mp", services=entry))
     (inst,) = unit(p, "lmcache-server").instances
     assert inst.argv == [
         "/opt/lmc/bin/lmcache", "server",
@@ -174,27 +174,27 @@ def test_options_ports_l1_and_binds(plan: MakePlan) -> None:
     assert inst.ports == [9000, 9001]
 
 
-def test_l1_manager_in_args_replaces_the_legacy_l1_flags(plan: MakePlan) -> None:
+def test_l1_manager_in_args_replaces_the_legacy_l1_flags(srt_plan: MakePlan) -> None:
     entry = '  - {name: lmcache-server, args: [--l1-manager, \'{"type": "DRAM"}\']}\n'
-    p = plan(vllm(decode=", connector: lmcache-mp", services=entry))
+    p = srt_plan(vllm(decode=", connector: lmcache-mp", services=entry))
     argv = unit(p, "lmcache-server").instances[0].argv
     assert "--l1-size-gb" not in argv and "--eviction-policy" not in argv
     assert argv[-2:] == ["--l1-manager", '{"type": "DRAM"}']
 
 
-def test_telemetry_cannot_be_switched_back_on(plan: MakePlan) -> None:
+def test_telemetry_cannot_be_switched_back_on(srt_plan: MakePlan) -> None:
     entry = "  - {name: lmcache-server, env: {LMCACHE_TRACK_USAGE: 'true', MY: x}}\n"
-    p = plan(vllm(decode=", connector: lmcache-mp", services=entry))
+    p = srt_plan(vllm(decode=", connector: lmcache-mp", services=entry))
     u = unit(p, "lmcache-server")
     assert u.instances[0].env["LMCACHE_TRACK_USAGE"] == "false"
     assert u.instances[0].env["MY"] == "x"
     assert any("LMCACHE_TRACK_USAGE" in w for w in u.warnings)
 
 
-def test_the_ports_are_in_the_ledger(load: Load, plan: MakePlan) -> None:
+def test_the_ports_are_in_the_ledger(srt_load: Load, srt_plan: MakePlan) -> None:
     clash = "  - {name: other, command: [x], placement: {node: decode}, readiness: {port: 8751}}\n"
     with pytest.raises(RecipeError) as info:
-        plan(vllm(decode=", connector: lmcache-mp", services=clash))
+        srt_plan(vllm(decode=", connector: lmcache-mp", services=clash))
     assert "both listen on port 8751 on node node1" in str(info.value)
 
 
@@ -218,8 +218,8 @@ def sglang(prefill: str = "", decode: str = "", server: str = "") -> str:
     return SGLANG % (prefill, decode, server)
 
 
-def test_sglang_workers_with_enable_lmcache_learn_the_address(plan: MakePlan) -> None:
-    p = plan(sglang(prefill=", args: [--enable-lmcache]", server=", options: {port: 9750}"))
+def test_sglang_workers_with_enable_lmcache_learn_the_address(srt_plan: MakePlan) -> None:
+    p = srt_plan(sglang(prefill=", args: [--enable-lmcache]", server=", options: {port: 9750}"))
     envs = {i.step: i.env for i in unit(p, "prefill").instances}
     # rendered per worker: each reaches the server on its own node
     assert envs["prefill_0"]["LMCACHE_MP_HOST"] == "127.0.0.1"
@@ -229,8 +229,8 @@ def test_sglang_workers_with_enable_lmcache_learn_the_address(plan: MakePlan) ->
     assert "LMCACHE_MP_HOST" not in unit(p, "decode").instances[0].env
 
 
-def test_sglang_decode_worker_gets_its_own_node(plan: MakePlan) -> None:
-    p = plan(sglang(decode=", args: [--enable-lmcache]"))
+def test_sglang_decode_worker_gets_its_own_node(srt_plan: MakePlan) -> None:
+    p = srt_plan(sglang(decode=", args: [--enable-lmcache]"))
     env = unit(p, "decode").instances[0].env
     assert (env["LMCACHE_MP_HOST"], env["LMCACHE_MP_PORT"]) == ("127.0.0.2", "8750")
 
@@ -243,29 +243,29 @@ def test_sglang_decode_worker_gets_its_own_node(plan: MakePlan) -> None:
         ", args: [--enable-lmcache], env: {LMCACHE_MP_HOST: 10.9.9.9}",
     ],
 )
-def test_sglang_config_of_its_own_wins(plan: MakePlan, decode: str) -> None:
-    env = unit(plan(sglang(decode=decode)), "decode").instances[0].env
+def test_sglang_config_of_its_own_wins(srt_plan: MakePlan, decode: str) -> None:
+    env = unit(srt_plan(sglang(decode=decode)), "decode").instances[0].env
     assert "LMCACHE_MP_PORT" not in env
     assert env.get("LMCACHE_MP_HOST") in (None, "10.9.9.9")
 
 
-def test_recipe_env_wins_over_what_the_server_tells(plan: MakePlan) -> None:
-    p = plan(sglang(decode=", args: [--enable-lmcache], env: {LMCACHE_MP_PORT: '7777'}"))
+def test_recipe_env_wins_over_what_the_server_tells(srt_plan: MakePlan) -> None:
+    p = srt_plan(sglang(decode=", args: [--enable-lmcache], env: {LMCACHE_MP_PORT: '7777'}"))
     env = unit(p, "decode").instances[0].env
     assert (env["LMCACHE_MP_HOST"], env["LMCACHE_MP_PORT"]) == ("127.0.0.2", "7777")
 
 
-def test_a_server_on_the_head_is_reached_at_the_head(plan: MakePlan) -> None:
-    p = plan(sglang(decode=", args: [--enable-lmcache]", server=", placement: {node: head}"))
+def test_a_server_on_the_head_is_reached_at_the_head(srt_plan: MakePlan) -> None:
+    p = srt_plan(sglang(decode=", args: [--enable-lmcache]", server=", placement: {node: head}"))
     assert unit(p, "decode").instances[0].env["LMCACHE_MP_HOST"] == "127.0.0.1"
     assert unit(p, "cache").nodes == ["node0"]
 
 
-def test_a_server_on_another_role_tells_this_one_nothing(plan: MakePlan) -> None:
-    p = plan(sglang(decode=", args: [--enable-lmcache]", server=", placement: {node: prefill}"))
+def test_a_server_on_another_role_tells_this_one_nothing(srt_plan: MakePlan) -> None:
+    p = srt_plan(sglang(decode=", args: [--enable-lmcache]", server=", placement: {node: prefill}"))
     assert "LMCACHE_MP_HOST" not in unit(p, "decode").instances[0].env
 
 
-def test_vllm_workers_are_told_nothing(plan: MakePlan) -> None:
-    p = plan(vllm(decode=", connector: lmcache-mp"))
+def test_vllm_workers_are_told_nothing(srt_plan: MakePlan) -> None:
+    p = srt_plan(vllm(decode=", connector: lmcache-mp"))
     assert "LMCACHE_MP_HOST" not in unit(p, "decode").instances[0].env

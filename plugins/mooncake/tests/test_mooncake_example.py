@@ -27,9 +27,9 @@ from srt_services.testing.survivors import assert_no_survivors
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mooncake-local.yaml"
 
 
-def test_the_example_plans_as_it_says(plugins: PluginSet) -> None:
-    loaded = load_recipe(str(EXAMPLE), plugins)
-    plan = resolve(loaded, plugins, AllocationRequest(kind="local"))
+def test_the_example_plans_as_it_says(srt_plugins: PluginSet) -> None:
+    loaded = load_recipe(str(EXAMPLE), srt_plugins)
+    plan = resolve(loaded, srt_plugins, AllocationRequest(kind="local"))
     assert plan.discovery_env == {
         "MOONCAKE_MASTER": "127.0.0.1:8700",
         "MOONCAKE_TE_META_DATA_SERVER": "http://127.0.0.1:8701/metadata",
@@ -53,9 +53,9 @@ def test_srt_dry_run_shows_the_example() -> None:
 @pytest.mark.component
 @pytest.mark.slow
 def test_the_example_runs_here(
-    tmp_path: Path, free_port: Callable[[], int], mooncake: dict[str, str]
+    tmp_path: Path, srt_free_port: Callable[[], int], mooncake: dict[str, str]
 ) -> None:
-    ports = {p: str(free_port()) for p in ("8700", "8701", "8702", "8800", "8801")}
+    ports = {p: str(srt_free_port()) for p in ("8700", "8701", "8702", "8800", "8801")}
     text = re.sub(r"\b(87\d\d|88\d\d)\b", lambda m: ports[m.group(1)], EXAMPLE.read_text())
     recipe = tmp_path / "mooncake-local.yaml"
     recipe.write_text(text)
@@ -99,7 +99,7 @@ KEYS = st.sampled_from(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
-def test_mutated_mooncake_entries_fail_cleanly(plugins: PluginSet, data: st.DataObject) -> None:
+def test_mutated_mooncake_entries_fail_cleanly(srt_plugins: PluginSet, data: st.DataObject) -> None:
     recipe = copy.deepcopy(SEED)
     for _ in range(data.draw(st.integers(1, 3), label="edits")):
         entry = recipe["services"][data.draw(st.integers(0, 2), label="entry")]
@@ -119,8 +119,8 @@ def test_mutated_mooncake_entries_fail_cleanly(plugins: PluginSet, data: st.Data
     text = yaml.safe_dump(recipe)
     failure: RecipeError | None = None
     try:
-        loaded = load_recipe("recipe.yaml", plugins, text=text)
-        resolve(loaded, plugins, AllocationRequest(kind="symbolic"))
+        loaded = load_recipe("recipe.yaml", srt_plugins, text=text)
+        resolve(loaded, srt_plugins, AllocationRequest(kind="symbolic"))
     except RecipeError as exc:  # the only way out: anything else fails the test
         failure = exc
     if failure is not None:

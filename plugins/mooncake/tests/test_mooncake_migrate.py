@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import srt_mooncake.plugin
 import yaml
 from srt_services.cli.main import main
 from srt_services.plan.allocation import AllocationRequest
@@ -44,11 +43,10 @@ backend:
 
 
 @pytest.fixture
-def with_mooncake() -> Iterator[PluginSet]:
-    plugins = PluginSet(autoload=False)
-    plugins.register(srt_mooncake.plugin, name="srt-mooncake")
-    manager.reset_default(lambda: plugins)
-    yield plugins
+def with_mooncake(srt_plugins: PluginSet) -> Iterator[PluginSet]:
+    """The kit's plugin set (core and srt-mooncake) as the one ``srt migrate`` uses."""
+    manager.reset_default(lambda: srt_plugins)
+    yield srt_plugins
     manager.reset_default(None)
 
 

@@ -41,8 +41,8 @@ def only(plan: Plan, name: str) -> PlannedInstance:
     return inst
 
 
-def test_the_master_command_has_the_specs_defaults_and_binds_the_node(plan: MakePlan) -> None:
-    p = plan(JOB + MASTER + "observability: {}\n")  # metrics on: the master is a scrape target
+def test_the_master_command_has_the_specs_defaults_and_binds_the_node(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + MASTER + "observability: {}\n")  # metrics on: the master is a scrape target
     inst = only(p, "mooncake-master")
     assert inst.node == "node0" and inst.node_ip == "127.0.0.1"
     assert inst.argv == [
@@ -77,8 +77,8 @@ def test_the_master_command_has_the_specs_defaults_and_binds_the_node(plan: Make
     assert [t.url for t in p.scrape_targets] == ["http://127.0.0.1:8702/metrics"]
 
 
-def test_every_master_knob_and_args_reach_the_command(plan: MakePlan) -> None:
-    p = plan(
+def test_every_master_knob_and_args_reach_the_command(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB + "  - name: mooncake-master\n    type: mooncake-master\n    args: [--client_ttl=30]\n"
         "    options: {rpc_port: 9700, metadata_port: null, metrics_port: 9702,"
         " eviction_high_watermark_ratio: 0.75, default_kv_lease_ttl: 5000, rpc_thread_num: 4,"
@@ -107,8 +107,8 @@ def test_every_master_knob_and_args_reach_the_command(plan: MakePlan) -> None:
     }
 
 
-def test_workers_frontend_and_benchmark_are_told_where_the_master_is(plan: MakePlan) -> None:
-    p = plan(JOB + MASTER, local=False)
+def test_workers_frontend_and_benchmark_are_told_where_the_master_is(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + MASTER, local=False)
     told = {
         "MOONCAKE_MASTER": "<node0-ip>:8700",
         "MOONCAKE_TE_META_DATA_SERVER": "http://<node0-ip>:8701/metadata",
@@ -126,30 +126,32 @@ def test_workers_frontend_and_benchmark_are_told_where_the_master_is(plan: MakeP
     assert unit(p, "decode").instances[0].env["ROLE_ONLY"] == "1"
 
 
-def test_nothing_mooncake_without_a_master(plan: MakePlan) -> None:
-    p = plan(JOB + "  - {name: side, command: [sleep, '1']}\n")
+def test_nothing_mooncake_without_a_master(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + "  - {name: side, command: [sleep, '1']}\n")
     for u in p.units:
         for inst in u.instances:
             assert not [k for k in inst.env if k.startswith(("MOONCAKE_", "MC_"))], inst.step
-    disabled = plan(JOB + "  - {name: mooncake-master, type: mooncake-master, enabled: false}\n")
+    disabled = srt_plan(
+        JOB + "  - {name: mooncake-master, type: mooncake-master, enabled: false}\n"
+    )
     assert not [k for k in disabled.discovery_env if k.startswith("MOONCAKE_")]
 
 
-def test_a_role_env_wins_over_what_the_master_tells_workers(plan: MakePlan) -> None:
+def test_a_role_env_wins_over_what_the_master_tells_workers(srt_plan: MakePlan) -> None:
     text = JOB.replace(
         'decode: {workers: 2, command: [sleep, "1"], env: {ROLE_ONLY: "1"}}',
         'decode: {workers: 2, command: [sleep, "1"], env: {MOONCAKE_LOCAL_HOSTNAME: "ib-{node}",'
         " MOONCAKE_PROTOCOL: rdma}}",
     )
-    p = plan(text + MASTER)
+    p = srt_plan(text + MASTER)
     for inst in unit(p, "decode").instances:
         assert inst.env["MOONCAKE_LOCAL_HOSTNAME"] == f"ib-{inst.node}"
         assert inst.env["MOONCAKE_PROTOCOL"] == "rdma"
     assert only(p, "prefill").env["MOONCAKE_PROTOCOL"] == "tcp"
 
 
-def test_an_external_master_is_honoured_everywhere(plan: MakePlan) -> None:
-    p = plan(
+def test_an_external_master_is_honoured_everywhere(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB + "  - {name: mooncake-master, type: mooncake-master, external: 'mc.example:50051',"
         " options: {metadata_port: 8080, protocol: rdma}}\n"
         "  - {name: store, type: mooncake-store, options: {global_segment_size: 1gb}}\n"
@@ -173,8 +175,8 @@ def test_an_external_master_is_honoured_everywhere(plan: MakePlan) -> None:
     assert not [e for e in p.ports if e["step"] == "service_mooncake-master"]
 
 
-def test_a_store_per_node_with_its_config_file_and_probe(plan: MakePlan) -> None:
-    p = plan(
+def test_a_store_per_node_with_its_config_file_and_probe(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB
         + MASTER
         + "  - {name: store, type: mooncake-store, options: {global_segment_size: 256MB,"
@@ -207,12 +209,12 @@ def test_a_store_per_node_with_its_config_file_and_probe(plan: MakePlan) -> None
             assert inst.env["MOONCAKE_GLOBAL_SEGMENT_SIZE"] == "0", inst.step
 
 
-def test_a_store_on_one_role_zeroes_only_that_roles_segments(plan: MakePlan) -> None:
-    p = plan(JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: decode}}\n")
+def test_a_store_on_one_role_zeroes_only_that_roles_segments(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: decode}}\n")
     assert [i.node for i in unit(p, "s").instances] == ["node1", "node2"]
     assert "MOONCAKE_GLOBAL_SEGMENT_SIZE" not in only(p, "prefill").env
     assert {i.env["MOONCAKE_GLOBAL_SEGMENT_SIZE"] for i in unit(p, "decode").instances} == {"0"}
-    head = plan(JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: head}}\n")
+    head = srt_plan(JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: head}}\n")
     assert "MOONCAKE_GLOBAL_SEGMENT_SIZE" not in only(head, "prefill").env
 
 
@@ -274,8 +276,8 @@ services:
 """
 
 
-def test_the_specs_two_store_example_plans(plan: MakePlan) -> None:
-    p = plan(SPEC_EXAMPLE, local=False)
+def test_the_specs_two_store_example_plans(srt_plan: MakePlan) -> None:
+    p = srt_plan(SPEC_EXAMPLE, local=False)
     assert p.phases["before_workers"] == ["mooncake-master", "store-prefill", "store-decode"]
     for name, node, size in (
         ("store-prefill", "node0", "100gb"),
@@ -303,7 +305,7 @@ def test_the_specs_two_store_example_plans(plan: MakePlan) -> None:
         assert (env["MOONCAKE_PROTOCOL"], env["MOONCAKE_GLOBAL_SEGMENT_SIZE"]) == ("rdma", "0")
 
 
-def test_two_stores_on_one_node_with_one_port_are_refused_at_plan_time(plan: MakePlan) -> None:
+def test_two_stores_on_one_node_with_one_port_are_refused_at_plan_time(srt_plan: MakePlan) -> None:
     text = (
         JOB
         + MASTER
@@ -311,13 +313,13 @@ def test_two_stores_on_one_node_with_one_port_are_refused_at_plan_time(plan: Mak
         + "  - {name: b, type: mooncake-store}\n"  # every worker node: prefill's too
     )
     with pytest.raises(RecipeError) as info:
-        plan(text)
+        srt_plan(text)
     (problem,) = info.value.errors
     assert problem.render("recipe.yaml") == (
         "recipe.yaml:12:5: services[b]: services[a] and services[b] both listen on port 8800 on"
         " node node0; give them disjoint placements or ports"
     )
-    plan(
+    srt_plan(
         text.replace(
             "{name: b, type: mooncake-store}",
             "{name: b, type: mooncake-store, options: {port: 8801}}",
@@ -325,16 +327,16 @@ def test_two_stores_on_one_node_with_one_port_are_refused_at_plan_time(plan: Mak
     )
 
 
-def test_a_store_port_written_in_args_is_the_probed_and_claimed_one(plan: MakePlan) -> None:
-    p = plan(JOB + MASTER + "  - {name: s, type: mooncake-store, args: ['--port=8899']}\n")
+def test_a_store_port_written_in_args_is_the_probed_and_claimed_one(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + MASTER + "  - {name: s, type: mooncake-store, args: ['--port=8899']}\n")
     for inst in unit(p, "s").instances:
         assert inst.argv[-1] == "--port=8899" and inst.argv.count("--port") == 0
         assert inst.ports == [8899]
         assert inst.readiness is not None and inst.readiness.config["port"] == 8899
 
 
-def test_a_recipe_command_still_reads_the_config_file(plan: MakePlan) -> None:
-    p = plan(
+def test_a_recipe_command_still_reads_the_config_file(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: prefill},"
         " command: [python3, -m, mooncake.mooncake_store_service], args: [--port, '8810']}\n"
     )
@@ -345,8 +347,8 @@ def test_a_recipe_command_still_reads_the_config_file(plan: MakePlan) -> None:
     assert inst.ports == [8810]
 
 
-def test_store_config_is_written_where_every_worker_reads_it(plan: MakePlan) -> None:
-    p = plan(
+def test_store_config_is_written_where_every_worker_reads_it(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB + "  - name: mooncake-master\n    type: mooncake-master\n"
         "    options:\n      protocol: rdma\n      store_config:\n"
         "        global_segment_size: 4GB\n        device_name: '{node}-mlx5_0'\n"
@@ -367,8 +369,8 @@ def test_store_config_is_written_where_every_worker_reads_it(plan: MakePlan) -> 
     assert "MOONCAKE_CONFIG_PATH" not in only(p, "frontend").env
 
 
-def test_a_dedicated_master_gets_a_node_of_its_own(plan: MakePlan) -> None:
-    p = plan(
+def test_a_dedicated_master_gets_a_node_of_its_own(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB
         + "  - {name: mooncake-master, type: mooncake-master, placement: {node: dedicated}}\n"
         + "  - {name: store, type: mooncake-store}\n"
@@ -382,11 +384,11 @@ def test_a_dedicated_master_gets_a_node_of_its_own(plan: MakePlan) -> None:
 
 
 def test_binary_lookup_order(
-    plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    srt_plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """options.binary, else the site's [binaries] entry, else the name (PATH, then the venv)."""
     text = JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: prefill}}\n"
-    p = plan(text)
+    p = srt_plan(text)
     assert (only(p, "mooncake-master").argv[0], only(p, "s").argv[0]) == (
         "mooncake_master",
         "mc_store_rest_server",
@@ -397,14 +399,14 @@ def test_binary_lookup_order(
         'mc_store_rest_server = "/site/mc/mc_store_rest_server"\n'
     )
     monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
-    p = plan(text)
+    p = srt_plan(text)
     master, store = only(p, "mooncake-master"), only(p, "s")
     assert (master.argv[0], store.argv[0]) == (
         "/site/mc/mooncake_master",
         "/site/mc/mc_store_rest_server",
     )
     assert "command -v -- /site/mc/mooncake_master " in (master.preamble or "")
-    own = plan(
+    own = srt_plan(
         text.replace("type: mooncake-store,", "type: mooncake-store, options: {binary: /mine/mc},")
     )
     assert only(own, "s").argv[0] == "/mine/mc"

@@ -47,8 +47,10 @@ class Ports:
 
 
 @pytest.fixture
-def ports(free_port: Callable[[], int]) -> Ports:
-    return Ports(free_port(), free_port(), free_port(), free_port(), free_port())
+def ports(srt_free_port: Callable[[], int]) -> Ports:
+    return Ports(
+        srt_free_port(), srt_free_port(), srt_free_port(), srt_free_port(), srt_free_port()
+    )
 
 
 def master_entry(p: Ports) -> str:

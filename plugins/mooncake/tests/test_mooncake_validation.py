@@ -39,8 +39,8 @@ def warnings(load: Load, services: str) -> list[str]:
     return [w.render("recipe.yaml") for w in loaded.warnings]
 
 
-def test_a_master_and_a_store_are_valid_with_the_specs_defaults(load: Load) -> None:
-    loaded = load(HEAD + MASTER + "  - {name: store, type: mooncake-store}\n")
+def test_a_master_and_a_store_are_valid_with_the_specs_defaults(srt_load: Load) -> None:
+    loaded = srt_load(HEAD + MASTER + "  - {name: store, type: mooncake-store}\n")
     assert loaded.warnings == []
     master, store = loaded.services
     assert (master.placement, master.start, master.critical) == ("infra", "before_workers", True)
@@ -48,8 +48,8 @@ def test_a_master_and_a_store_are_valid_with_the_specs_defaults(load: Load) -> N
     assert (store.placement, store.start, store.critical) == ("workers", "before_workers", True)
 
 
-def test_a_store_without_a_master_is_refused_at_its_line(load: Load) -> None:
-    got = errors(load, "  - name: store\n    type: mooncake-store\n")
+def test_a_store_without_a_master_is_refused_at_its_line(srt_load: Load) -> None:
+    got = errors(srt_load, "  - name: store\n    type: mooncake-store\n")
     assert got == [
         "recipe.yaml:10:5: services[store].type: needs a mooncake-master entry: the store"
         " registers with the job's master (declare `- {name: mooncake-master, type:"
@@ -57,18 +57,18 @@ def test_a_store_without_a_master_is_refused_at_its_line(load: Load) -> None:
     ]
 
 
-def test_a_switched_off_master_does_not_count(load: Load) -> None:
+def test_a_switched_off_master_does_not_count(srt_load: Load) -> None:
     got = errors(
-        load,
+        srt_load,
         "  - {name: mooncake-master, type: mooncake-master, enabled: false}\n"
         "  - {name: store, type: mooncake-store}\n",
     )
     assert len(got) == 1 and "needs a mooncake-master entry" in got[0]
 
 
-def test_two_masters_are_refused(load: Load) -> None:
+def test_two_masters_are_refused(srt_load: Load) -> None:
     got = errors(
-        load, MASTER + "  - {name: second, type: mooncake-master, placement: {node: head}}\n"
+        srt_load, MASTER + "  - {name: second, type: mooncake-master, placement: {node: head}}\n"
     )
     assert got == [
         "recipe.yaml:10:20: services[second].type: a job has one Mooncake master (MOONCAKE_MASTER"
@@ -77,26 +77,26 @@ def test_two_masters_are_refused(load: Load) -> None:
     ]
 
 
-def test_a_store_declared_before_its_master_is_refused_unless_it_waits(load: Load) -> None:
+def test_a_store_declared_before_its_master_is_refused_unless_it_waits(srt_load: Load) -> None:
     store_first = "  - {name: store, type: mooncake-store}\n" + MASTER
-    got = errors(load, store_first)
+    got = errors(srt_load, store_first)
     assert got == [
         "recipe.yaml:9:19: services[store].type: starts before services[mooncake-master] (it is"
         " declared first): declare the store after the master, or write after: [mooncake-master]"
     ]
-    load(HEAD + "  - {name: store, type: mooncake-store, after: [mooncake-master]}\n" + MASTER)
+    srt_load(HEAD + "  - {name: store, type: mooncake-store, after: [mooncake-master]}\n" + MASTER)
 
 
-def test_a_store_that_starts_in_an_earlier_phase_is_refused(load: Load) -> None:
-    got = errors(load, MASTER + "  - {name: store, type: mooncake-store, start: infra}\n")
+def test_a_store_that_starts_in_an_earlier_phase_is_refused(srt_load: Load) -> None:
+    got = errors(srt_load, MASTER + "  - {name: store, type: mooncake-store, start: infra}\n")
     assert got == [
         "recipe.yaml:10:41: services[store].start: is infra, before services[mooncake-master]"
         " starts (before_workers): the store registers with the master at start-up"
     ]
 
 
-def test_an_external_master_has_no_order_to_keep(load: Load) -> None:
-    load(
+def test_an_external_master_has_no_order_to_keep(srt_load: Load) -> None:
+    srt_load(
         HEAD
         + "  - {name: store, type: mooncake-store, start: infra}\n"
         + "  - {name: mooncake-master, type: mooncake-master, external: '10.1.2.3:8700'}\n"
@@ -104,19 +104,21 @@ def test_an_external_master_has_no_order_to_keep(load: Load) -> None:
 
 
 @pytest.mark.parametrize("node", ["head", "infra", "dedicated"])
-def test_the_master_takes_the_infra_placements(load: Load, node: str) -> None:
-    load(HEAD + f"  - {{name: m, type: mooncake-master, placement: {{node: {node}}}}}\n")
+def test_the_master_takes_the_infra_placements(srt_load: Load, node: str) -> None:
+    srt_load(HEAD + f"  - {{name: m, type: mooncake-master, placement: {{node: {node}}}}}\n")
 
 
 @pytest.mark.parametrize("node", ["workers", "prefill", "all"])
-def test_the_master_refuses_other_placements(load: Load, node: str) -> None:
-    (got,) = errors(load, f"  - {{name: m, type: mooncake-master, placement: {{node: {node}}}}}\n")
+def test_the_master_refuses_other_placements(srt_load: Load, node: str) -> None:
+    (got,) = errors(
+        srt_load, f"  - {{name: m, type: mooncake-master, placement: {{node: {node}}}}}\n"
+    )
     assert "type 'mooncake-master' must be placed on dedicated, head, infra" in got
 
 
-def test_a_store_cannot_have_a_dedicated_node(load: Load) -> None:
+def test_a_store_cannot_have_a_dedicated_node(srt_load: Load) -> None:
     (got,) = errors(
-        load, MASTER + "  - {name: s, type: mooncake-store, placement: {node: dedicated}}\n"
+        srt_load, MASTER + "  - {name: s, type: mooncake-store, placement: {node: dedicated}}\n"
     )
     assert "recipe.yaml:10:" in got and "dedicated" in got
 
@@ -131,10 +133,12 @@ class Plane(ServiceKind):
     shares_infra_node: ClassVar[bool] = True
 
 
-def test_a_dedicated_master_shares_the_infra_node_rule(plugins: PluginSet, load: Load) -> None:
-    plugins.register(ClassesPlugin([Plane]), "plane")
+def test_a_dedicated_master_shares_the_infra_node_rule(
+    srt_plugins: PluginSet, srt_load: Load
+) -> None:
+    srt_plugins.register(ClassesPlugin([Plane]), "plane")
     got = errors(
-        load,
+        srt_load,
         "  - {name: plane, type: x-plane, command: [x], placement: {node: dedicated}}\n"
         "  - {name: mooncake-master, type: mooncake-master}\n",
     )
@@ -142,7 +146,7 @@ def test_a_dedicated_master_shares_the_infra_node_rule(plugins: PluginSet, load:
         "recipe.yaml:10:5: services[mooncake-master].placement: services plane and"
         " mooncake-master must agree on placement.node: dedicated (they share the infra node)"
     ]
-    loaded = load(
+    loaded = srt_load(
         HEAD
         + "  - {name: plane, type: x-plane, command: [x], placement: {node: dedicated}}\n"
         + "  - {name: mooncake-master, type: mooncake-master, placement: {node: dedicated}}\n"
@@ -159,20 +163,22 @@ def test_a_dedicated_master_shares_the_infra_node_rule(plugins: PluginSet, load:
         ("[fd00::5]:8700x", "must be host:port"),
     ],
 )
-def test_a_bad_external_master_address_is_refused(load: Load, external: str, message: str) -> None:
-    (got,) = errors(load, f"  - {{name: m, type: mooncake-master, external: '{external}'}}\n")
+def test_a_bad_external_master_address_is_refused(
+    srt_load: Load, external: str, message: str
+) -> None:
+    (got,) = errors(srt_load, f"  - {{name: m, type: mooncake-master, external: '{external}'}}\n")
     assert got.startswith("recipe.yaml:9:") and "services[m].external: " in got
     assert message in got
 
 
 @pytest.mark.parametrize("external", ["10.0.0.5:8700", "mc.example:50051", "[fd00::5]:8700"])
-def test_good_external_master_addresses(load: Load, external: str) -> None:
-    load(HEAD + f"  - {{name: m, type: mooncake-master, external: '{external}'}}\n")
+def test_good_external_master_addresses(srt_load: Load, external: str) -> None:
+    srt_load(HEAD + f"  - {{name: m, type: mooncake-master, external: '{external}'}}\n")
 
 
-def test_external_keeps_what_consumers_are_told_and_warns_about_the_rest(load: Load) -> None:
+def test_external_keeps_what_consumers_are_told_and_warns_about_the_rest(srt_load: Load) -> None:
     got = warnings(
-        load,
+        srt_load,
         "  - name: m\n    type: mooncake-master\n    external: 10.0.0.5:8700\n"
         "    options: {metadata_port: 9701, protocol: rdma, rpc_thread_num: 4}\n",
     )
@@ -197,14 +203,14 @@ def test_external_keeps_what_consumers_are_told_and_warns_about_the_rest(load: L
         ("no_such: 1", "type 'mooncake-master' does not understand"),
     ],
 )
-def test_master_options_are_checked(load: Load, option: str, message: str) -> None:
-    got = errors(load, f"  - name: m\n    type: mooncake-master\n    options: {{{option}}}\n")
+def test_master_options_are_checked(srt_load: Load, option: str, message: str) -> None:
+    got = errors(srt_load, f"  - name: m\n    type: mooncake-master\n    options: {{{option}}}\n")
     assert any(message in g and "recipe.yaml:11:" in g for g in got), got
 
 
-def test_store_config_master_address_is_srts_to_write(load: Load) -> None:
+def test_store_config_master_address_is_srts_to_write(srt_load: Load) -> None:
     got = warnings(
-        load,
+        srt_load,
         "  - name: m\n    type: mooncake-master\n"
         "    options: {store_config: {master_server_address: '1.2.3.4:1'}}\n",
     )
@@ -224,22 +230,22 @@ def test_store_config_master_address_is_srts_to_write(load: Load) -> None:
         ("options: {local_buffer_size: true}", "options.local_buffer_size", "byte count"),
     ],
 )
-def test_store_options_are_checked(load: Load, entry: str, where: str, message: str) -> None:
-    got = errors(load, MASTER + f"  - {{name: s, type: mooncake-store, {entry}}}\n")
+def test_store_options_are_checked(srt_load: Load, entry: str, where: str, message: str) -> None:
+    got = errors(srt_load, MASTER + f"  - {{name: s, type: mooncake-store, {entry}}}\n")
     assert any(f"services[s].{where}: " in g and message in g for g in got), got
 
 
-def test_a_store_port_given_once_in_args_agrees_with_itself(load: Load) -> None:
-    load(
+def test_a_store_port_given_once_in_args_agrees_with_itself(srt_load: Load) -> None:
+    srt_load(
         HEAD
         + MASTER
         + "  - {name: s, type: mooncake-store, options: {port: 8810}, args: [--port, '8810']}\n"
     )
 
 
-def test_store_warnings(load: Load) -> None:
+def test_store_warnings(srt_load: Load) -> None:
     got = warnings(
-        load,
+        srt_load,
         MASTER
         + "  - name: s\n    type: mooncake-store\n    command: [python3, -m, mooncake.mooncake_store_service]\n"
         "    options: {global_segment_size: 1gb}\n    env: {MOONCAKE_GLOBAL_SEGMENT_SIZE: 2gb}\n",

@@ -45,8 +45,8 @@ def has_unit(plan: Plan, name: str) -> bool:
 DECLARED = JOB + "services:\n  - {name: nats, type: nats, options: {max_payload_mb: 4}}\n"
 
 
-def test_the_config_file_says_everything(plan: MakePlan) -> None:
-    p = plan(DECLARED)
+def test_the_config_file_says_everything(srt_plan: MakePlan) -> None:
+    p = srt_plan(DECLARED)
     (inst,) = unit(p, "nats").instances
     assert inst.argv == ["nats-server", "-c", "/jobs/j/work/service_nats/nats.conf", "-js"]
     assert inst.files == {
@@ -64,8 +64,8 @@ def test_the_config_file_says_everything(plan: MakePlan) -> None:
     assert p.local_dir_nodes() == [inst.node]
 
 
-def test_the_store_dir_option_keeps_it_with_the_job(plan: MakePlan) -> None:
-    p = plan(
+def test_the_store_dir_option_keeps_it_with_the_job(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB + "services:\n  - {name: nats, type: nats, options: {store_dir: '{work_dir}/js'}}\n"
     )
     (inst,) = unit(p, "nats").instances
@@ -73,13 +73,13 @@ def test_the_store_dir_option_keeps_it_with_the_job(plan: MakePlan) -> None:
     assert p.local_dir_nodes() == []
 
 
-def test_without_max_payload_the_server_default_applies(plan: MakePlan) -> None:
-    p = plan(JOB + "services:\n  - {name: nats, type: nats}\n")
+def test_without_max_payload_the_server_default_applies(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + "services:\n  - {name: nats, type: nats}\n")
     assert "max_payload" not in unit(p, "nats").instances[0].files["nats.conf"]
 
 
-def test_readiness_is_healthz_on_the_monitoring_port(plan: MakePlan) -> None:
-    (inst,) = unit(plan(DECLARED), "nats").instances
+def test_readiness_is_healthz_on_the_monitoring_port(srt_plan: MakePlan) -> None:
+    (inst,) = unit(srt_plan(DECLARED), "nats").instances
     probe = inst.readiness
     assert probe is not None
     assert (probe.probe, probe.config["url"], probe.config["status"]) == (
@@ -89,8 +89,8 @@ def test_readiness_is_healthz_on_the_monitoring_port(plan: MakePlan) -> None:
     assert inst.ports == [4222, 8222]
 
 
-def test_without_monitoring_readiness_is_the_client_port(plan: MakePlan) -> None:
-    p = plan(
+def test_without_monitoring_readiness_is_the_client_port(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         JOB + "services:\n  - {name: nats, type: nats, options: {port: 4300, monitor_port: null}}\n"
     )
     (inst,) = unit(p, "nats").instances
@@ -101,9 +101,9 @@ def test_without_monitoring_readiness_is_the_client_port(plan: MakePlan) -> None
     assert 'listen: "127.0.0.1:4300"' in inst.files["nats.conf"]
 
 
-def test_a_recipe_command_wins_and_readiness_falls_back_to_tcp(plan: MakePlan) -> None:
+def test_a_recipe_command_wins_and_readiness_falls_back_to_tcp(srt_plan: MakePlan) -> None:
     """Its own command may not open the monitoring port; the client port it must open."""
-    p = plan(
+    p = srt_plan(
         JOB + "services:\n  - name: nats\n    type: nats\n"
         "    command: [/opt/nats-server, -p, '4222']\n    args: [-DV]\n"
     )
@@ -115,28 +115,28 @@ def test_a_recipe_command_wins_and_readiness_falls_back_to_tcp(plan: MakePlan) -
     assert inst.readiness.probe == "tcp"
 
 
-def test_args_are_appended(plan: MakePlan) -> None:
-    p = plan(JOB + "services:\n  - {name: nats, type: nats, args: [-DV]}\n")
+def test_args_are_appended(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + "services:\n  - {name: nats, type: nats, args: [-DV]}\n")
     assert unit(p, "nats").instances[0].argv[-2:] == ["-js", "-DV"]
 
 
-def test_unit_defaults(plan: MakePlan) -> None:
-    u = unit(plan(DECLARED), "nats")
+def test_unit_defaults(srt_plan: MakePlan) -> None:
+    u = unit(srt_plan(DECLARED), "nats")
     assert (u.phase, u.critical, u.stop_grace, u.placement) == ("infra", True, 30.0, "infra")
     assert u.inherit_discovery_env is False
     assert u.metrics == []
 
 
-def test_the_monitoring_port_is_in_the_port_ledger(plan: MakePlan) -> None:
+def test_the_monitoring_port_is_in_the_port_ledger(srt_plan: MakePlan) -> None:
     with pytest.raises(RecipeError) as info:
-        plan(DECLARED + "  - {name: side, command: [sleep, '1'], readiness: {port: 8222}}\n")
+        srt_plan(DECLARED + "  - {name: side, command: [sleep, '1'], readiness: {port: 8222}}\n")
     assert "services[nats] and services[side] both listen on port 8222 on node node0" in str(
         info.value
     )
 
 
-def test_a_plain_dynamo_job_runs_no_nats(plan: MakePlan) -> None:
-    p = plan(with_planes())
+def test_a_plain_dynamo_job_runs_no_nats(srt_plan: MakePlan) -> None:
+    p = srt_plan(with_planes())
     assert not has_unit(p, "nats")
     assert all("NATS_SERVER" not in i.env for u in p.units for i in u.instances)
 
@@ -150,9 +150,9 @@ def test_a_plain_dynamo_job_runs_no_nats(plan: MakePlan) -> None:
     ],
 )
 def test_nats_planes_imply_nats(
-    plan: MakePlan, request_plane: str, event_plane: str, reason: str
+    srt_plan: MakePlan, request_plane: str, event_plane: str, reason: str
 ) -> None:
-    p = plan(with_planes(request_plane, event_plane))
+    p = srt_plan(with_planes(request_plane, event_plane))
     u = unit(p, "nats")
     assert u.implied_by == reason
     assert u.placement == "infra"
@@ -162,8 +162,8 @@ def test_nats_planes_imply_nats(
     assert "NATS_SERVER" not in u.instances[0].env
 
 
-def test_a_payload_limit_is_a_reason_and_the_declared_entry_runs(plan: MakePlan) -> None:
-    p = plan(
+def test_a_payload_limit_is_a_reason_and_the_declared_entry_runs(srt_plan: MakePlan) -> None:
+    p = srt_plan(
         with_planes("nats")
         + "services:\n  - {name: nats, type: nats, options: {max_payload_mb: 4, port: 4400}}\n"
     )
@@ -176,22 +176,22 @@ def test_a_payload_limit_is_a_reason_and_the_declared_entry_runs(plan: MakePlan)
     assert p.discovery_env == {"NATS_SERVER": "nats://127.0.0.1:4400"}
 
 
-def test_a_declared_nats_under_another_name_is_the_server(plan: MakePlan) -> None:
-    p = plan(with_planes("nats") + "services:\n  - {name: bus, type: nats}\n")
+def test_a_declared_nats_under_another_name_is_the_server(srt_plan: MakePlan) -> None:
+    p = srt_plan(with_planes("nats") + "services:\n  - {name: bus, type: nats}\n")
     assert not has_unit(p, "nats")
     assert unit(p, "bus").instances[0].argv[0] == "nats-server"
     assert p.discovery_env == {"NATS_SERVER": "nats://127.0.0.1:4222"}
 
 
-def test_switched_off(plan: MakePlan) -> None:
-    p = plan(with_planes("nats") + "services:\n  - {name: nats, type: nats, enabled: false}\n")
+def test_switched_off(srt_plan: MakePlan) -> None:
+    p = srt_plan(with_planes("nats") + "services:\n  - {name: nats, type: nats, enabled: false}\n")
     assert not has_unit(p, "nats")
     assert "NATS_SERVER" not in unit(p, "agg").instances[0].env
 
 
-def test_external_launches_nothing_and_hands_out_its_url(plan: MakePlan) -> None:
+def test_external_launches_nothing_and_hands_out_its_url(srt_plan: MakePlan) -> None:
     url = "tls://nats.example:4443"
-    p = plan(
+    p = srt_plan(
         with_planes("nats") + f"services:\n  - {{name: nats, type: nats, external: '{url}'}}\n"
     )
     u = unit(p, "nats")
@@ -200,9 +200,9 @@ def test_external_launches_nothing_and_hands_out_its_url(plan: MakePlan) -> None
     assert unit(p, "agg").instances[0].env["NATS_SERVER"] == url
 
 
-def test_dedicated_asks_for_one_more_node(plan: MakePlan) -> None:
-    shared = plan(DECLARED, local=False)
-    dedicated = plan(
+def test_dedicated_asks_for_one_more_node(srt_plan: MakePlan) -> None:
+    shared = srt_plan(DECLARED, local=False)
+    dedicated = srt_plan(
         JOB + "services:\n  - {name: nats, type: nats, placement: {node: dedicated}}\n",
         local=False,
     )
@@ -213,18 +213,18 @@ def test_dedicated_asks_for_one_more_node(plan: MakePlan) -> None:
 
 
 def test_binary_lookup_order(
-    plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    srt_plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The recipe's options.binary, else the site's [binaries] nats-server, else PATH."""
-    assert unit(plan(DECLARED), "nats").instances[0].argv[0] == "nats-server"
+    assert unit(srt_plan(DECLARED), "nats").instances[0].argv[0] == "nats-server"
     site = tmp_path / "site.toml"
     site.write_text('[binaries]\nnats-server = "/site/bin/nats-server"\n')
     monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
-    inst = unit(plan(DECLARED), "nats").instances[0]
+    inst = unit(srt_plan(DECLARED), "nats").instances[0]
     assert inst.argv[0] == "/site/bin/nats-server"
     assert inst.preamble is not None
     assert "command -v -- /site/bin/nats-server " in inst.preamble
-    own = plan(JOB + "services:\n  - {name: nats, type: nats, options: {binary: /mine/nats}}\n")
+    own = srt_plan(JOB + "services:\n  - {name: nats, type: nats, options: {binary: /mine/nats}}\n")
     assert unit(own, "nats").instances[0].argv[0] == "/mine/nats"
 
 

@@ -54,9 +54,9 @@ def run(tmp_path: Path, nats_entry: str, benchmark: list[str]) -> JobRun:
 
 
 def test_max_payload_mb_really_raises_the_limit(
-    tmp_path: Path, free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int]
 ) -> None:
-    port, monitor = free_port(), free_port()
+    port, monitor = srt_free_port(), srt_free_port()
     node_local = JobPaths(str(tmp_path / "job"), "job", str(tmp_path / "node-local")).local_job_dir
     store = Path(node_local) / "service_nats" / "js" / "jetstream"
     job = run(
@@ -87,10 +87,10 @@ def test_max_payload_mb_really_raises_the_limit(
 
 
 def test_without_max_payload_mb_the_1_mb_default_holds(
-    tmp_path: Path, free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int]
 ) -> None:
     """The contrast to the test above, and the unmonitored variant (tcp readiness)."""
-    port = free_port()
+    port = srt_free_port()
     job = run(
         tmp_path,
         f"{{name: nats, type: nats, options: {{port: {port}, monitor_port: null}}}}",
@@ -106,12 +106,12 @@ def test_without_max_payload_mb_the_1_mb_default_holds(
 
 
 def test_a_missing_binary_fails_before_any_worker_starts(
-    tmp_path: Path, free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int]
 ) -> None:
     job = run(
         tmp_path,
         "{name: nats, type: nats, options: {binary: no-such-nats-server-srt-test,"
-        f" port: {free_port()}, monitor_port: {free_port()}}}}}",
+        f" port: {srt_free_port()}, monitor_port: {srt_free_port()}}}}}",
         ["true"],
     )
     try:

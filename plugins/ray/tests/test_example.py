@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import srt_ray.plugin
 from srt_services.plan.model import Plan
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "ray-pool.yaml"
 
 
-def test_the_rl_pool_example_plans_a_gated_cluster(
-    srt_register: Callable[..., str], srt_plan: Callable[..., Plan]
-) -> None:
-    srt_register(srt_ray.plugin, "srt-ray")
+def test_the_rl_pool_example_plans_a_gated_cluster(srt_plan: Callable[..., Plan]) -> None:
     plan = srt_plan(EXAMPLE.read_text())
     train = plan.unit("train")
     assert [i.argv[2] for i in train.instances] == ["--head", "--block"]

@@ -315,13 +315,8 @@ def test_two_clusters_are_allowed_with_a_warning_naming_the_env_that_tells_them_
     assert bench.env["SRT_SERVICE_ROLL_OUT_ADDRESS"].endswith(":6380")
 
 
-def test_two_clusters_warning_text(srt_register: Callable[..., str], srt_plugins: Any) -> None:
-    import srt_ray.plugin
-    from srt_services.testing import kit
-
-    srt_register(srt_ray.plugin, "srt-ray")
-    loaded = kit.load(
-        srt_plugins,
+def test_two_clusters_warning_text(srt_load: Callable[..., Any]) -> None:
+    loaded = srt_load(
         {
             "frontend": {"type": "none"},
             "services": [

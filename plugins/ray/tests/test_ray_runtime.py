@@ -95,9 +95,11 @@ def names(run: JobRun) -> list[str]:
 
 
 def test_a_head_alone_forms_passes_the_gate_and_runs_a_submitted_job(
-    jobs: Jobs, ray: str, tmp_path: Path
+    srt_jobs: Jobs, ray: str, tmp_path: Path
 ) -> None:
-    run = start(jobs, tmp_path, recipe([sys.executable, CLIENT, "1"], placement={"node": "head"}))
+    run = start(
+        srt_jobs, tmp_path, recipe([sys.executable, CLIENT, "1"], placement={"node": "head"})
+    )
     run.wait_event("fleet_ready", timeout=RAY_UP, unit="ray")
     ray_pids = job_pids(run)
     run.wait(RAY_UP)
@@ -122,9 +124,9 @@ def test_a_head_alone_forms_passes_the_gate_and_runs_a_submitted_job(
 
 
 def test_srt_stop_leaves_no_ray_process_and_the_gate_reads_the_live_head(
-    jobs: Jobs, ray: str, tmp_path: Path
+    srt_jobs: Jobs, ray: str, tmp_path: Path
 ) -> None:
-    run = start(jobs, tmp_path, recipe(["sleep", "600"], placement={"node": "head"}))
+    run = start(srt_jobs, tmp_path, recipe(["sleep", "600"], placement={"node": "head"}))
     run.wait_event("fleet_ready", timeout=RAY_UP, unit="ray")
     plan = json.loads(Path(run.job_dir, "plan.json").read_text())
     fleet = next(u for u in plan["units"] if u["name"] == "ray")["fleet"]
@@ -158,7 +160,7 @@ def test_srt_stop_leaves_no_ray_process_and_the_gate_reads_the_live_head(
 
 
 def test_a_member_that_never_joins_fails_the_gate_naming_the_missing_node(
-    jobs: Jobs, ray: str, tmp_path: Path
+    srt_jobs: Jobs, ray: str, tmp_path: Path
 ) -> None:
     # node1's instance says what a member says once started, but never starts Ray
     fake = 'if [ "{index}" != 0 ]; then echo "Ray runtime started (not really)"; exec sleep 600; fi'
@@ -170,7 +172,7 @@ def test_a_member_that_never_joins_fails_the_gate_naming_the_missing_node(
             "readiness": {"log": {"pattern": "Ray runtime started"}, "timeout_seconds": 40},
         },
     )
-    run = start(jobs, tmp_path, text)
+    run = start(srt_jobs, tmp_path, text)
     run.wait(RAY_UP)
     assert run.code == 1, run.stdout + run.stderr
     cause = run.result()["cause"]
@@ -182,9 +184,9 @@ def test_a_member_that_never_joins_fails_the_gate_naming_the_missing_node(
 
 
 def test_a_head_crash_fails_the_job_and_takes_all_of_ray_with_it(
-    jobs: Jobs, ray: str, tmp_path: Path
+    srt_jobs: Jobs, ray: str, tmp_path: Path
 ) -> None:
-    run = start(jobs, tmp_path, recipe(["sleep", "600"], placement={"node": "head"}))
+    run = start(srt_jobs, tmp_path, recipe(["sleep", "600"], placement={"node": "head"}))
     run.wait_event("fleet_ready", timeout=RAY_UP, unit="ray")
     head = events_of(run, "launched", unit="ray")[0]["pid"]
     ray_pids = job_pids(run)

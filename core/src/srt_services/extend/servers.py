@@ -101,6 +101,27 @@ def dir_option_problems(where: tuple[str, ...], value: str) -> list[Problem]:
     return []
 
 
+def one_per_job_problems(recipe: Recipe, kind: str, what: str) -> list[Problem]:
+    """A problem on every enabled ``kind`` entry after the first, for a server a job has one
+    of (a discovery plane, a cache master: the consumers' environment can name only one).
+
+    ``what`` finishes "a job has one ...", saying why: ``"etcd (ETCD_ENDPOINTS names one
+    discovery plane)"``. A disabled entry is not counted, so a spare may be kept.
+    """
+    entries = [(i, s) for i, s in enumerate(recipe.services) if s.type == kind and s.enabled]
+    if len(entries) < 2:
+        return []
+    first = entries[0][1].name
+    return [
+        Problem(
+            ("services", i, "type"),
+            f"a job has one {what}; services[{first}] is already one: drop this entry or set"
+            " enabled: false",
+        )
+        for i, _spec in entries[1:]
+    ]
+
+
 def venv_bin() -> str:
     """The directory of the Python running srt: where ``pip install 'srt-x[server]'`` puts
     a server's console script, found even when the venv was never activated."""

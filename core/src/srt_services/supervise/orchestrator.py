@@ -600,17 +600,7 @@ class Orchestrator:
         if inst.unit.planned.critical and code != 0:
             p = inst.planned
             message = f"terminal critical {inst.label} failed on {p.node} ({describe_code(code)})"
-            self.request_stop(
-                StopCause.process_exit(
-                    StopKind.CRITICAL_SERVICE_EXIT,
-                    code,
-                    message,
-                    unit=inst.unit.name,
-                    step=p.step,
-                    node=p.node,
-                ),
-                code,
-            )
+            self.request_stop(_critical_exit(inst, code, message), code)
             return
         self._check_terminal_done()
 
@@ -622,16 +612,7 @@ class Orchestrator:
             f"critical {inst.label} exited on {p.node} after it was ready"
             f" ({describe_code(code)}){why}"
         )
-        cause = StopCause.process_exit(
-            StopKind.CRITICAL_SERVICE_EXIT,
-            code,
-            message,
-            unit=inst.unit.name,
-            step=p.step,
-            node=p.node,
-            reason=inst.killed_for,
-        )
-        self.request_stop(cause, 1)
+        self.request_stop(_critical_exit(inst, code, message, inst.killed_for), 1)
 
     def _after_noncritical_exit(self, inst: InstanceRun, code: int) -> None:
         unit = inst.unit
@@ -1003,3 +984,19 @@ def _write_files(p: PlannedInstance) -> None:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "w", encoding="utf-8") as fh:
             fh.write(content)
+
+
+def _critical_exit(
+    inst: InstanceRun, code: int, message: str, reason: str | None = None
+) -> StopCause:
+    """A critical instance's exit as the job's stop cause (where: its unit, step and node)."""
+    p = inst.planned
+    return StopCause.process_exit(
+        StopKind.CRITICAL_SERVICE_EXIT,
+        code,
+        message,
+        unit=inst.unit.name,
+        step=p.step,
+        node=p.node,
+        reason=reason,
+    )

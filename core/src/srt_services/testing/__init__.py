@@ -16,12 +16,16 @@ and subclass a contract in a test module, overriding its one fixture::
 Modules:
 
 * :mod:`~srt_services.testing.pytest_plugin`: fixtures (an isolated plugin set with autoload
-  off, register-for-one-test, a hook-call recorder, a fake allocation/layout/instance
-  context, a planner shortcut, an isolated SRT_* environment).
+  off and your plugin in it, register-for-one-test, a hook-call recorder, a fake
+  allocation/layout/instance context, loader and planner shortcuts, free ports, ``srt run``
+  jobs checked for survivors, an isolated SRT_* environment); a ``conftest.py`` sets them
+  to its plugin by overriding ``srt_kit_settings``.
 * :mod:`~srt_services.testing.contracts`: ``ServiceKindContract``, ``ProbeContract``,
   ``PlacementContract``: the shared suites every kind, probe and placement must pass.
 * :mod:`~srt_services.testing.kit`: the same helpers without pytest.
 * ``survivors`` and ``jobs`` run real jobs and prove nothing of them is left behind.
+* :mod:`~srt_services.testing.needs`: skip a test whose server is not installed, or fail it
+  where a ``SRT_REQUIRE_*`` variable says it must be.
 
 Everything runs through the real loader, planner and plugin facade, so a plugin that passes
 here behaves the same under ``srt dry-run`` and ``srt run``. See ``docs/plugin-authors.md``.

@@ -128,10 +128,62 @@ def start_srt(
     return run
 
 
+def run_srt(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
+    """``srt ARGS`` in a subprocess, as a user's shell runs it (this process's environment
+    with ``env`` over it), its output captured; a command that hangs fails at ``timeout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "srt_services", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+
+
 def run_recipe(
     path: str, job_dir: str, *extra: str, timeout: float = 120.0, env: dict[str, str] | None = None
 ) -> JobRun:
     return start_srt(["run", path, *extra], job_dir, env=env).wait(timeout)
+
+
+def run_venv_srt(recipe: str, tmp: Path, timeout: float = 120.0) -> JobRun:
+    """``srt run`` the way the user of a fresh venv runs it, and what it left.
+
+    The venv's ``srt`` script is called by its path (the venv never activated) with a PATH
+    holding nothing but bash (what srt runs a preamble with) and no site config, so a server
+    that answers was found by its kind's own look-up (PATH, then the venv's ``bin``), never
+    through the caller's shell. The recipe is written to ``tmp/recipe.yaml`` and the job
+    directory is ``tmp/job``; the job is checked for survivors before this returns, whether
+    it finished or not.
+    """
+    from srt_services.testing.survivors import assert_no_survivors
+
+    only_bash = tmp / "path"
+    only_bash.mkdir()
+    (only_bash / "bash").symlink_to("/bin/bash")
+    path = tmp / "recipe.yaml"
+    path.write_text(recipe, encoding="utf-8")
+    job = str(tmp / "job")
+    srt = str(Path(sys.executable).parent / "srt")
+    proc = subprocess.Popen(
+        [srt, "run", str(path), "--job-dir", job, "--plain"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"HOME": str(tmp), "PATH": str(only_bash), "SRT_SITE_CONFIG": os.devnull},
+    )
+    run = JobRun(job_dir=job, proc=proc)
+    try:
+        return run.wait(timeout)
+    finally:
+        assert_no_survivors(job)
 
 
 _counter = itertools.count()

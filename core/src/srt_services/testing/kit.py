@@ -9,8 +9,11 @@ exactly the plugins it registers, never whatever else happens to be installed.
 from __future__ import annotations
 
 import contextlib
+import re
+import socket
+import textwrap
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from srt_services.hookspecs import hookimpl
@@ -30,9 +33,62 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------- plugin sets
 
 
-def isolated_plugins() -> PluginSet:
-    """Built-ins only, autoload off: what every kit fixture starts from."""
-    return PluginSet(autoload=False)
+def isolated_plugins(plugin: object | None = None, name: str | None = None) -> PluginSet:
+    """Built-ins only, autoload off: what every kit fixture starts from. With ``plugin`` (a
+    hookimpl module or object), that plugin registered too, under ``name``: the set a
+    plugin's own tests plan in, whatever else is installed in the venv."""
+    plugins = PluginSet(autoload=False)
+    if plugin is not None:
+        plugins.register(plugin, name)
+    return plugins
+
+
+@dataclass(frozen=True, slots=True)
+class KitSettings:
+    """How the kit's fixtures treat the tests of one directory.
+
+    A plugin's ``conftest.py`` overrides the ``srt_kit_settings`` fixture once (its plugin,
+    how its tests' recipes are read and planned) instead of re-writing ``srt_plugins``,
+    ``srt_load`` and ``srt_plan`` with its own defaults.
+    """
+
+    #: Registered in every test's ``srt_plugins`` (the plugin under test).
+    plugin: object | None = None
+    #: The name ``plugin`` is registered under (what problems and ``owner()`` show).
+    plugin_name: str | None = None
+    #: The recipe's file name in rendered problems (``recipe.yaml:7:17: ...``).
+    source: str = "kit.yaml"
+    #: ``srt_plan`` on loopback nodes (127.0.0.x), as ``srt run`` plans, instead of the
+    #: symbolic ``<node0-ip>`` of a ``srt dry-run`` without an allocation.
+    local: bool = False
+    #: What ``{job_dir}`` renders to in plans.
+    job_dir: str = "<job_dir>"
+    #: Top-level keys added to every recipe that does not set them (see :func:`recipe_text`),
+    #: e.g. ``{"observability": {"metrics": False}}`` where srt-exporters is not installed.
+    fill: Mapping[str, Any] = field(default_factory=dict)
+
+
+class FreePorts:
+    """``free_ports()``: a port the kernel just handed out, never the same one twice.
+
+    A test that needs several ports (a client and a peer port) gets distinct ones, and none
+    is a fixed default another session on the machine may be using (etcd's 2379,
+    Mooncake's 8700). The port is probed on the wildcard address, so it is free on every
+    local address: the 127.0.0.x virtual nodes, and servers that bind 0.0.0.0 whatever
+    they are told (Mooncake's metadata server and stores).
+    """
+
+    def __init__(self) -> None:
+        self.given: set[int] = set()
+
+    def __call__(self) -> int:
+        while True:
+            with socket.socket() as s:
+                s.bind(("0.0.0.0", 0))  # noqa: S104 - bound to probe, closed at once
+                port = int(s.getsockname()[1])
+            if port not in self.given:
+                self.given.add(port)
+                return port
 
 
 class ClassesPlugin:
@@ -205,31 +261,53 @@ def service_spec(entry: Mapping[str, Any]) -> ServiceSpec:
     return ServiceSpec.model_validate(dict(entry))
 
 
-def recipe_text(recipe: Mapping[str, Any] | str) -> str:
-    if isinstance(recipe, str):
-        return recipe
+def recipe_text(recipe: Mapping[str, Any] | str, fill: Mapping[str, Any] | None = None) -> str:
+    """The YAML text of a test's recipe.
+
+    Text is dedented (a recipe written inline is indented with the test's code; columns in
+    problems count from the dedented text); a mapping gets ``schema`` and ``name`` filled
+    in. Each ``fill`` key the recipe does not set at the top level is appended after its
+    last line, so every line number a test checks stays where it is.
+    """
     import yaml
 
-    doc = {"schema": 2, "name": "kit", **dict(recipe)}
-    return str(yaml.safe_dump(doc, sort_keys=False))
+    if not isinstance(recipe, str):
+        doc = {"schema": 2, "name": "kit", **dict(recipe)}
+        for key, value in (fill or {}).items():
+            doc.setdefault(key, value)
+        return str(yaml.safe_dump(doc, sort_keys=False))
+    text = textwrap.dedent(recipe)
+    for key, value in (fill or {}).items():
+        if not re.search(rf"^{re.escape(key)}\s*:", text, re.MULTILINE):
+            line = yaml.safe_dump({key: value}, default_flow_style=None, sort_keys=False)
+            text = text.rstrip("\n") + "\n" + str(line)
+    return text
 
 
 def load(
-    plugins: PluginSet, recipe: Mapping[str, Any] | str, source: str = "kit.yaml"
+    plugins: PluginSet,
+    recipe: Mapping[str, Any] | str,
+    source: str = "kit.yaml",
+    fill: Mapping[str, Any] | None = None,
 ) -> LoadedRecipe:
-    """Load a recipe (a mapping, ``schema``/``name`` filled in, or YAML text) exactly as
-    ``srt validate`` does; raises :class:`srt_services.recipe.problems.RecipeError`."""
+    """Load a recipe (see :func:`recipe_text`) exactly as ``srt validate`` does; raises
+    :class:`srt_services.recipe.problems.RecipeError`."""
     from srt_services.recipe.load import load_recipe
 
-    return load_recipe(source, plugins, text=recipe_text(recipe))
+    return load_recipe(source, plugins, text=recipe_text(recipe, fill))
 
 
-def recipe_errors(plugins: PluginSet, recipe: Mapping[str, Any] | str) -> list[str]:
+def recipe_errors(
+    plugins: PluginSet,
+    recipe: Mapping[str, Any] | str,
+    source: str = "kit.yaml",
+    fill: Mapping[str, Any] | None = None,
+) -> list[str]:
     """The rendered error lines of an invalid recipe; ``[]`` when it loads."""
     from srt_services.recipe.problems import RecipeError
 
     try:
-        load(plugins, recipe)
+        load(plugins, recipe, source, fill)
     except RecipeError as exc:
         return [p.render(exc.source) for p in exc.errors]
     return []
@@ -240,14 +318,19 @@ def plan(
     recipe: Mapping[str, Any] | str,
     nodes: int | None = None,
     local: bool = False,
+    *,
+    job_dir: str = "<job_dir>",
+    source: str = "kit.yaml",
+    fill: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Load and resolve like ``srt dry-run [--nodes N] [--local]``."""
+    """Load and resolve like ``srt dry-run [--nodes N] [--local]``, the job directory
+    rendered as ``job_dir``."""
     from srt_services.plan.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
 
-    loaded = load(plugins, recipe)
+    loaded = load(plugins, recipe, source, fill)
     request = AllocationRequest(kind="local" if local else "symbolic", count=nodes)
-    return resolve(loaded, plugins, request)
+    return resolve(loaded, plugins, request, job_dir=job_dir)
 
 
 @dataclass(slots=True)

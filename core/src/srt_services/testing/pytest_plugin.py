@@ -11,8 +11,11 @@ cautionary tale). The contract suites live in :mod:`srt_services.testing.contrac
 
 Fixtures:
 
+``srt_kit_settings``
+    A :class:`~srt_services.testing.kit.KitSettings`: the plugin under test and how recipes
+    are read and planned. Override it in a ``conftest.py``; the fixtures below follow it.
 ``srt_plugins``
-    A fresh ``PluginSet(autoload=False)`` for the test.
+    A fresh ``PluginSet(autoload=False)`` for the test, with the settings' plugin registered.
 ``srt_register``
     ``srt_register(obj, name=None) -> name``: register a plugin module or object in
     ``srt_plugins`` for this test only (unregistered at teardown, even after a failure).
@@ -24,8 +27,16 @@ Fixtures:
     ``srt_layout(nodes=2, gpus_per_node=8, workers_per_node=1)``: a fake job layout.
 ``srt_instance_context``
     ``srt_instance_context(service="svc", layout=None, node=0)``: what a kind's methods get.
+``srt_load``
+    ``srt_load(recipe, source=None)``: load a recipe (mapping or YAML text) like ``srt validate``.
 ``srt_plan``
-    ``srt_plan(recipe, nodes=None, local=False)``: load and resolve in ``srt_plugins``.
+    ``srt_plan(recipe, nodes=None, local=None, job_dir=None)``: load and resolve in
+    ``srt_plugins`` (``None``: the settings' value).
+``srt_free_port``
+    ``srt_free_port()``: a port the kernel just gave out, never the same twice in one test.
+``srt_jobs``
+    A :class:`~srt_services.testing.jobs.Jobs` (``srt run`` on recipe text); every job it
+    started is stopped and checked for surviving processes at teardown.
 ``srt_isolated_env``
     Clears the ``SRT_*`` plugin controls and points ``SRT_SITE_CONFIG`` at an empty file,
     for tests that do create a process-wide plugin set.
@@ -46,6 +57,8 @@ if TYPE_CHECKING:
     from srt_services.plan.allocation import Allocation
     from srt_services.plan.model import Plan
     from srt_services.plugins.manager import PluginSet
+    from srt_services.recipe.load import LoadedRecipe
+    from srt_services.testing.jobs import Jobs
 
 #: Environment variables that change which plugins load.
 CONTROL_VARIABLES = (
@@ -59,9 +72,16 @@ CONTROL_VARIABLES = (
 
 
 @pytest.fixture
-def srt_plugins() -> PluginSet:
-    """An isolated plugin set: built-ins only, autoload off."""
-    return kit.isolated_plugins()
+def srt_kit_settings() -> kit.KitSettings:
+    """The defaults: no plugin of your own, symbolic nodes. Override this fixture in your
+    ``conftest.py`` to have every kit fixture use your plugin and recipe settings."""
+    return kit.KitSettings()
+
+
+@pytest.fixture
+def srt_plugins(srt_kit_settings: kit.KitSettings) -> PluginSet:
+    """An isolated plugin set: built-ins only (and the settings' plugin), autoload off."""
+    return kit.isolated_plugins(srt_kit_settings.plugin, srt_kit_settings.plugin_name)
 
 
 @pytest.fixture
@@ -106,13 +126,56 @@ def srt_instance_context() -> Callable[..., InstanceContext]:
 
 
 @pytest.fixture
-def srt_plan(srt_plugins: PluginSet) -> Callable[..., Plan]:
+def srt_load(
+    srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings
+) -> Callable[..., LoadedRecipe]:
+    settings = srt_kit_settings
+
+    def load(recipe: Mapping[str, Any] | str, source: str | None = None) -> LoadedRecipe:
+        return kit.load(srt_plugins, recipe, source or settings.source, fill=settings.fill)
+
+    return load
+
+
+@pytest.fixture
+def srt_plan(srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings) -> Callable[..., Plan]:
+    settings = srt_kit_settings
+
     def make(
-        recipe: Mapping[str, Any] | str, nodes: int | None = None, local: bool = False
+        recipe: Mapping[str, Any] | str,
+        nodes: int | None = None,
+        local: bool | None = None,
+        job_dir: str | None = None,
     ) -> Plan:
-        return kit.plan(srt_plugins, recipe, nodes=nodes, local=local)
+        return kit.plan(
+            srt_plugins,
+            recipe,
+            nodes=nodes,
+            local=settings.local if local is None else local,
+            job_dir=job_dir or settings.job_dir,
+            source=settings.source,
+            fill=settings.fill,
+        )
 
     return make
+
+
+@pytest.fixture
+def srt_free_port() -> kit.FreePorts:
+    """Distinct free ports for one test (see :class:`~srt_services.testing.kit.FreePorts`)."""
+    return kit.FreePorts()
+
+
+@pytest.fixture
+def srt_jobs(tmp_path: Path) -> Iterator[Jobs]:
+    """``srt run`` on recipe text; at teardown, every job still running is stopped and none
+    may have left a process behind (a test that leaks fails even when its body passed)."""
+    from srt_services.testing.jobs import Jobs
+
+    jobs = Jobs(tmp_path)
+    yield jobs
+    problems = jobs.finish()
+    assert not problems, "\n".join(problems)
 
 
 @pytest.fixture

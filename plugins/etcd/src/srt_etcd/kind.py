@@ -21,6 +21,7 @@ from srt_services.extend import (
     ServerKind,
     ServerOptions,
     dir_option_problems,
+    one_per_job_problems,
     url_host,
 )
 
@@ -146,19 +147,9 @@ def implied(recipe: Recipe) -> list[ImpliedService]:
 
 def recipe_problems(recipe: Recipe) -> list[Problem]:
     """Rules across entries that only this kind knows."""
-    out: list[Problem] = []
-    entries = [(i, s) for i, s in enumerate(recipe.services) if s.type == KIND and s.enabled]
-    if len(entries) > 1:
-        first = entries[0][1].name
-        for i, _spec in entries[1:]:
-            out.append(
-                Problem(
-                    ("services", i, "type"),
-                    f"a job has one etcd ({ENV_KEY} names one discovery plane); services[{first}]"
-                    " is already one: drop this entry or set enabled: false",
-                )
-            )
-    if recipe.frontend_type == "dynamo" and not entries:
+    out = one_per_job_problems(recipe, KIND, f"etcd ({ENV_KEY} names one discovery plane)")
+    declared = any(s.type == KIND and s.enabled for s in recipe.services)
+    if recipe.frontend_type == "dynamo" and not declared:
         for i, s in enumerate(recipe.services):
             if s.name == "etcd" and not s.enabled:
                 out.append(

@@ -1,4 +1,4 @@
-"""What the exporter kinds and the ``prometheus`` kind share: the ``if_missing`` rule.
+"""What the exporter kinds and the ``prometheus`` kind share: the ``if_missing`` rule, one port.
 
 Metrics are on by default, so these kinds are implied on machines that may not have the
 binaries (a laptop, a login node's test run). An implied one is skipped there with a
@@ -55,6 +55,10 @@ class MetricsServerKind(ServerKind):
     #: host binaries: the job container (the recipe's top-level ``container``) is not
     #: theirs to inherit; an entry's own ``container`` selects the upstream image
     host_native: ClassVar[bool] = True
+
+    def ports(self, options: Any) -> dict[str, int | None]:
+        """Every server of this plugin listens on one port: its ``port`` option."""
+        return {"port": options.port}
 
     def preamble(self, spec: ServiceSpec, options: Any, ctx: Any) -> str | None:
         if spec.container is not None:

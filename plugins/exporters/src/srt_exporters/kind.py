@@ -56,9 +56,6 @@ class NodeExporterKind(MetricsServerKind):
     default_placement: ClassVar[str] = "workers"
     default_stop_grace: ClassVar[float] = 10.0
 
-    def ports(self, options: Any) -> dict[str, int | None]:
-        return {"port": options.port}
-
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, NodeExporterOptions)
         return [
@@ -155,9 +152,6 @@ class ProcessExporterKind(MetricsServerKind):
     default_placement: ClassVar[str] = "all"
     default_stop_grace: ClassVar[float] = 10.0
 
-    def ports(self, options: Any) -> dict[str, int | None]:
-        return {"port": options.port}
-
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         # process-exporter's flags take one dash (Go's flag package)
         return [
@@ -202,9 +196,6 @@ class DcgmExporterKind(MetricsServerKind):
     )
     default_placement: ClassVar[str] = "workers"
     default_stop_grace: ClassVar[float] = 10.0
-
-    def ports(self, options: Any) -> dict[str, int | None]:
-        return {"port": options.port}
 
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, DcgmExporterOptions)

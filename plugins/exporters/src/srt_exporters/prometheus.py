@@ -93,9 +93,6 @@ class PrometheusKind(MetricsServerKind):
     #: it writes the head block on SIGTERM; that takes seconds on a long job, not minutes
     default_stop_grace: ClassVar[float] = 60.0
 
-    def ports(self, options: Any) -> dict[str, int | None]:
-        return {"port": options.port}
-
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, PrometheusOptions)
         return [

@@ -20,6 +20,7 @@ from srt_services.extend import (
     ServerKind,
     ServerOptions,
     dir_option_problems,
+    one_per_job_problems,
     url_host,
 )
 
@@ -211,24 +212,14 @@ def implied(recipe: Recipe) -> list[ImpliedService]:
 
 def recipe_problems(recipe: Recipe) -> list[Problem]:
     """Rules across entries that only this kind knows."""
-    out: list[Problem] = []
-    entries = [(i, s) for i, s in enumerate(recipe.services) if s.type == KIND and s.enabled]
-    if len(entries) > 1:
-        first = entries[0][1].name
-        for i, _spec in entries[1:]:
-            out.append(
-                Problem(
-                    ("services", i, "type"),
-                    f"a job has one nats ({ENV_KEY} names one server); services[{first}] is"
-                    " already one: drop this entry or set enabled: false",
-                )
-            )
+    out = one_per_job_problems(recipe, KIND, f"nats ({ENV_KEY} names one server)")
+    declared = any(s.type == KIND and s.enabled for s in recipe.services)
     planes = [
         f"dynamo.{plane}"
         for plane in ("request_plane", "event_plane")
         if getattr(recipe.dynamo, plane) == "nats"
     ]
-    if planes and not entries:
+    if planes and not declared:
         for i, s in enumerate(recipe.services):
             if s.name == "nats" and not s.enabled:
                 out.append(

@@ -35,6 +35,20 @@ def option_flags(options: Mapping[str, str]) -> list[str]:
     return [f"--{k}={v}" if v != "" else f"--{k}" for k, v in options.items()]
 
 
+def step_argv(job_id: str, node: str, name: str, srun: str = "srun") -> list[str]:
+    """The start of every ``srun`` srt runs inside its allocation: one task on ``node``, a
+    step named ``name`` that runs beside the job's other steps (``--overlap``)."""
+    return [
+        srun,
+        f"--jobid={job_id}",
+        "--overlap",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--nodelist={node}",
+        f"--job-name={name}",
+    ]
+
+
 def srun_argv(
     instance: PlannedInstance,
     job_id: str,
@@ -46,13 +60,7 @@ def srun_argv(
     srun: str = "srun",
 ) -> list[str]:
     argv = [
-        srun,
-        f"--jobid={job_id}",
-        "--overlap",
-        "--nodes=1",
-        "--ntasks=1",
-        f"--nodelist={instance.node}",
-        f"--job-name={instance.step}",
+        *step_argv(job_id, instance.node, instance.step, srun),
         f"--output={log_path}",
         "--open-mode=append",
         "--export=ALL",
@@ -81,13 +89,7 @@ def oneshot_argv(
     srun: str = "srun",
 ) -> list[str]:
     out = [
-        srun,
-        f"--jobid={job_id}",
-        "--overlap",
-        "--nodes=1",
-        "--ntasks=1",
-        f"--nodelist={node}",
-        f"--job-name={name}",
+        *step_argv(job_id, node, name, srun),
         f"--output={log_path}",
         "--open-mode=append",
         "--export=ALL",

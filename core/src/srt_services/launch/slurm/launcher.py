@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -44,6 +45,14 @@ TIERS = 3
 STEP_LOOKUP_TRIES = 10
 #: Seconds the removal of the node-local tree may take on one node (all nodes at once).
 CLEANUP_TIMEOUT = 15.0
+PORTCHECK = "srt_services.launch.portcheck"
+
+
+def own_tree(root: str, job_id: str) -> bool:
+    """Whether ``root`` is job ``job_id``'s node-local tree: ``.../srt-<job id>``, followed by
+    the digest of the job directory that ``JobPaths.local_job_dir`` gives a real job."""
+    name = rf"srt-{re.escape(job_id)}(-[0-9a-f]{{8}})?"
+    return "/" in root and re.fullmatch(name, os.path.basename(root)) is not None
 
 
 class SlurmLauncher(Launcher):
@@ -199,20 +208,7 @@ class SlurmLauncher(Launcher):
         return await settle_ports(list(names), self._check_ports, self._reap, self._stale, names)
 
     async def _portcheck(self, node: str, args: list[str]) -> list[portcheck.PortReport]:
-        argv = [
-            "srun",
-            f"--jobid={self.job_id}",
-            "--overlap",
-            "--nodes=1",
-            "--ntasks=1",
-            f"--nodelist={node}",
-            "--job-name=srt-preflight",
-            "--export=ALL",
-            sys.executable,
-            "-m",
-            "srt_services.launch.portcheck",
-            *args,
-        ]
+        argv = self._helper(node, "srt-preflight", sys.executable, "-m", PORTCHECK, *args)
         result = await run_command(
             self.watcher, argv, 60.0, env=self._env(process.service_env({}, {}))
         )
@@ -254,19 +250,7 @@ class SlurmLauncher(Launcher):
         with open(marker, "w", encoding="utf-8") as fh:
             fh.write(node)
         try:
-            argv = [
-                "srun",
-                f"--jobid={self.job_id}",
-                "--overlap",
-                "--nodes=1",
-                "--ntasks=1",
-                f"--nodelist={node}",
-                "--job-name=srt-shared-fs",
-                "--export=ALL",
-                "test",
-                "-f",
-                marker,
-            ]
+            argv = self._helper(node, "srt-shared-fs", "test", "-f", marker)
             result = await run_command(
                 self.watcher, argv, 60.0, env=self._env(process.service_env({}, {}))
             )
@@ -284,29 +268,20 @@ class SlurmLauncher(Launcher):
         nodes = self.plan.local_dir_nodes()
         if not root or not nodes:
             return
-        if not root.endswith(f"/srt-{self.job_id}"):  # never rm -rf anything but our own tree
+        if not own_tree(root, self.job_id):  # never rm -rf anything but our own tree
             raise SlurmError(f"refusing to remove {root!r}: not this job's node-local directory")
         results = await asyncio.gather(*(self._remove_local(node, root) for node in nodes))
         failed = [f"{node}: {why}" for node, why in zip(nodes, results, strict=True) if why]
         if failed:
             raise SlurmError(f"could not remove {root} on " + "; ".join(failed))
 
+    def _helper(self, node: str, name: str, *argv: str) -> list[str]:
+        """A short step of srt's own on ``node`` (a port check, a marker test, a cleanup)."""
+        return [*commands.step_argv(self.job_id, node, name), "--export=ALL", *argv]
+
     async def _remove_local(self, node: str, root: str) -> str | None:
         """``rm -rf`` of ``root`` on ``node``; what went wrong, or ``None``."""
-        argv = [
-            "srun",
-            f"--jobid={self.job_id}",
-            "--overlap",
-            "--nodes=1",
-            "--ntasks=1",
-            f"--nodelist={node}",
-            "--job-name=srt-cleanup",
-            "--export=ALL",
-            "rm",
-            "-rf",
-            "--",
-            root,
-        ]
+        argv = self._helper(node, "srt-cleanup", "rm", "-rf", "--", root)
         result = await run_command(
             self.watcher, argv, CLEANUP_TIMEOUT, env=self._env(process.service_env({}, {}))
         )

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from srt_oarbank.agent import control
+from srt_oarbank.agent.process import setup_logging, stop_on_signals
 from srt_oarbank.execution.bundle import Bundle, load_bundle
 from srt_oarbank.execution.environment import SAFE_PATH, load_json_file
 from srt_oarbank.lifecycle.events import ManagerEvent
@@ -554,18 +554,7 @@ def _handle_signals(loop: asyncio.AbstractEventLoop, agent: NodeAgent) -> asynci
     A second SIGTERM/SIGINT exits at once (the services are left for the next agent to
     adopt); SIGHUP asks for a doctor run each time.
     """
-    stop = asyncio.Event()
-    seen: list[int] = []
-
-    def on_stop(signum: int) -> None:
-        seen.append(signum)
-        if len(seen) == 1:
-            log.info("received %s: stopping", signal.Signals(signum).name)
-            stop.set()
-        else:
-            log.warning("second signal: exiting now; services are left for adoption")
-            os._exit(128 + signum)
-
+    stop, _seen = stop_on_signals(loop, "services are left for adoption")
     hup_tasks: set[asyncio.Task[Any]] = set()
 
     def on_hup() -> None:
@@ -574,8 +563,6 @@ def _handle_signals(loop: asyncio.AbstractEventLoop, agent: NodeAgent) -> asynci
         hup_tasks.add(task)
         task.add_done_callback(hup_tasks.discard)
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_stop, signum)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     return stop
 
@@ -623,11 +610,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None, prog: str = "srt oarbank agent") -> int:
     args = build_parser(prog).parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(str(args.log_level))
     return asyncio.run(run(args))
 
 

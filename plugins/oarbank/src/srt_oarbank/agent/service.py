@@ -24,12 +24,12 @@ import asyncio
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from srt_oarbank.agent.process import STOP_SIGNALS, setup_logging, stop_on_signals
 from srt_oarbank.execution.bundle import Bundle, load_bundle
 from srt_oarbank.execution.environment import (
     SAFE_PATH,
@@ -44,8 +44,8 @@ from srt_oarbank.lifecycle.resources import NodeResources
 from srt_oarbank.lifecycle.state_store import StateStore
 from srt_oarbank.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
 from srt_oarbank.protocol.errors import ManifestError, StateLocked
-from srt_oarbank.protocol.manifest import OPS, ModuleManifest, ServiceSpec
-from srt_oarbank.protocol.numbers import amount_arg, seconds_arg
+from srt_oarbank.protocol.manifest import ModuleManifest, ServiceSpec
+from srt_oarbank.protocol.numbers import amount_arg, op_timeout_arg, seconds_arg
 from srt_oarbank.protocol.platforms import platform_matches
 
 log = logging.getLogger("srt_oarbank.agent")
@@ -56,13 +56,6 @@ EXIT_USAGE = 2
 EXIT_UNHEALTHY = 3
 EXIT_LOCKED = 4
 EXIT_UNSUPPORTED = 5
-
-
-def _timeout_arg(value: str) -> tuple[str, float]:
-    op, sep, seconds = value.partition("=")
-    if not sep or op not in OPS:
-        raise argparse.ArgumentTypeError(f"expected OP=SECONDS with OP one of {', '.join(OPS)}")
-    return op, seconds_arg(seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--once-timeout-s", type=seconds_arg, help="--once: give up after this long"
     )
     parser.add_argument(
-        "--timeout", type=_timeout_arg, action="append", default=[], metavar="OP=SECONDS"
+        "--timeout", type=op_timeout_arg, action="append", default=[], metavar="OP=SECONDS"
     )
     parser.add_argument(
         "--keep-running-when-unhealthy",
@@ -164,25 +157,12 @@ def _inherited_env(names: list[str]) -> dict[str, str]:
 
 async def run_agent(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
-    stop_requested = asyncio.Event()
-    signals_seen: list[int] = []
-
-    def on_signal(signum: int) -> None:
-        signals_seen.append(signum)
-        if len(signals_seen) == 1:
-            log.info("received %s: stopping", signal.Signals(signum).name)
-            stop_requested.set()
-        else:
-            log.warning("second signal: exiting now; the service is left for adoption")
-            os._exit(128 + signum)
-
     # First, so that a signal during loading or recovery is obeyed too (never lost).
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
+    stop_requested, signals_seen = stop_on_signals(loop, "the service is left for adoption")
     try:
         return await _run(args, stop_requested, signals_seen)
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
 
 
@@ -415,11 +395,7 @@ async def _once(
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(str(args.log_level))
     return asyncio.run(run_agent(args))
 
 

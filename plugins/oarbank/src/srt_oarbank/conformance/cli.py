@@ -24,20 +24,13 @@ from srt_oarbank.conformance.runner import CHECKS, ConformanceRunner, RunnerOpti
 from srt_oarbank.execution.bundle import entry_timeouts, load_bundle
 from srt_oarbank.execution.environment import load_json_file
 from srt_oarbank.protocol.errors import ExecError, ManifestError
-from srt_oarbank.protocol.manifest import MANIFEST_FILE, OPS, ProbeSpec, ServiceSpec
-from srt_oarbank.protocol.numbers import seconds_arg
+from srt_oarbank.protocol.manifest import MANIFEST_FILE, ProbeSpec, ServiceSpec
+from srt_oarbank.protocol.numbers import op_timeout_arg, seconds_arg
 from srt_oarbank.protocol.platforms import current_platform, platform_matches
 
 
 class UsageError(Exception):
     pass
-
-
-def _timeout(value: str) -> tuple[str, float]:
-    op, sep, seconds = value.partition("=")
-    if not sep or op not in OPS:
-        raise argparse.ArgumentTypeError(f"expected OP=SECONDS with OP one of {', '.join(OPS)}")
-    return op, seconds_arg(seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="readiness deadline (default: the manifest's ready_timeout_s, else 60)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="repetitions for idempotency")
-    parser.add_argument("--timeout", type=_timeout, action="append", default=[], metavar="OP=S")
+    parser.add_argument(
+        "--timeout", type=op_timeout_arg, action="append", default=[], metavar="OP=S"
+    )
     parser.add_argument(
         "--spec-only",
         action="store_true",

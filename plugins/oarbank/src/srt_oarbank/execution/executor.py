@@ -31,7 +31,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
@@ -274,18 +274,31 @@ class _OpRun:
             self.pidfd = None
 
 
+def _rewatch(
+    run: _OpRun, registered: set[int], watch: Callable[[int], object], drop: Callable[[int], object]
+) -> set[int]:
+    """Watch what ``run`` waits on now: descriptors it is done with are dropped before it
+    releases (closes) them, new ones watched. Returns the set now watched."""
+    wanted = run.watched()
+    for fd in registered - wanted:
+        drop(fd)
+    run.release()
+    for fd in wanted - registered:
+        watch(fd)
+    return wanted
+
+
 def _drive_sync(run: _OpRun) -> None:
     selector = selectors.DefaultSelector()
     registered: set[int] = set()
     try:
         while not run.done():
-            wanted = run.watched()
-            for fd in registered - wanted:
-                selector.unregister(fd)
-            run.release()
-            for fd in wanted - registered:
-                selector.register(fd, selectors.EVENT_READ)
-            registered = wanted
+            registered = _rewatch(
+                run,
+                registered,
+                lambda fd: selector.register(fd, selectors.EVENT_READ),
+                selector.unregister,
+            )
             timeout = max(0.0, run.wake_at() - time.monotonic())
             if registered:
                 for key, _ in selector.select(timeout):
@@ -311,13 +324,9 @@ async def _drive_async(run: _OpRun) -> None:
 
     try:
         while not run.done():
-            wanted = run.watched()
-            for fd in registered - wanted:
-                loop.remove_reader(fd)
-            run.release()
-            for fd in wanted - registered:
-                loop.add_reader(fd, readable, fd)
-            registered = wanted
+            registered = _rewatch(
+                run, registered, lambda fd: loop.add_reader(fd, readable, fd), loop.remove_reader
+            )
             timeout = max(0.0, run.wake_at() - time.monotonic())
             if not wake.is_set():
                 with contextlib.suppress(TimeoutError):

@@ -12,6 +12,8 @@ import argparse
 import math
 from typing import Any
 
+from srt_oarbank.protocol.manifest import OPS
+
 
 def is_finite_number(value: Any) -> bool:
     """A real int or float (not a bool), finite."""
@@ -21,6 +23,14 @@ def is_finite_number(value: Any) -> bool:
 def seconds_arg(value: str) -> float:
     """argparse type: a finite number of seconds, > 0."""
     return _number_arg(value, positive=True)
+
+
+def op_timeout_arg(value: str) -> tuple[str, float]:
+    """argparse type: ``OP=SECONDS``, a per-operation timeout override (``--timeout``)."""
+    op, sep, seconds = value.partition("=")
+    if not sep or op not in OPS:
+        raise argparse.ArgumentTypeError(f"expected OP=SECONDS with OP one of {', '.join(OPS)}")
+    return op, seconds_arg(seconds)
 
 
 def amount_arg(value: str) -> float:

@@ -27,10 +27,7 @@ class Test{{Class}}Contract(ServiceKindContract):
         )
 
 
-def test_command_binds_the_node_address(
-    srt_register: Callable[..., str], srt_plan: Callable[..., Any]
-) -> None:
-    srt_register({{package}}.plugin)
+def test_command_binds_the_node_address(srt_plan: Callable[..., Any]) -> None:
     plan = srt_plan({"services": [{"name": "demo", "type": "{{kind}}"}]}, nodes=1)
     instance = plan.unit("demo").instances[0]
     assert instance.argv[-4:] == ["--host", "<node0-ip>", "--port", "28080"]
@@ -39,9 +36,6 @@ def test_command_binds_the_node_address(
     assert instance.readiness.probe == "http"
 
 
-def test_recipe_env_overrides_the_message(
-    srt_register: Callable[..., str], srt_plan: Callable[..., Any]
-) -> None:
-    srt_register({{package}}.plugin)
+def test_recipe_env_overrides_the_message(srt_plan: Callable[..., Any]) -> None:
     recipe = {"services": [{"name": "d", "type": "{{kind}}", "env": {"{{ENV}}_MESSAGE": "bye"}}]}
     assert srt_plan(recipe).unit("d").instances[0].env["{{ENV}}_MESSAGE"] == "bye"

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_server_answers_health_and_message() -> None:
-    port = _free_port()
+def test_server_answers_health_and_message(srt_free_port: Callable[[], int]) -> None:
+    port = srt_free_port()
     env = {**os.environ, "{{ENV}}_MESSAGE": "from the test"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "{{package}}.server", "--host", "127.0.0.1", "--port", str(port)],
