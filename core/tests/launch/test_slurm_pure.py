@@ -47,7 +47,7 @@ def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:
     from srt_services.launch.slurm.launcher import own_tree
 
     planned = JobPaths("/shared/jobs/run1", "4711", "/tmp").local_job_dir
-    assert planned.startswith("/tmp/srt-4711-"), "a real job's tree carries its digest"
+    assert planned == "/tmp/srt-4711", "a Slurm job's tree is named by its job id"
     assert own_tree(planned, "4711")
     assert own_tree("/scratch/srt-4711", "4711")
     for other in ("/tmp/srt-47110", "/tmp/srt-4711-abc", "/tmp", "/tmp/srt-4711/x", "srt-4711"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import sys
 import time
@@ -49,10 +48,10 @@ PORTCHECK = "srt_services.launch.portcheck"
 
 
 def own_tree(root: str, job_id: str) -> bool:
-    """Whether ``root`` is job ``job_id``'s node-local tree: ``.../srt-<job id>``, followed by
-    the digest of the job directory that ``JobPaths.local_job_dir`` gives a real job."""
-    name = rf"srt-{re.escape(job_id)}(-[0-9a-f]{{8}})?"
-    return "/" in root and re.fullmatch(name, os.path.basename(root)) is not None
+    """Whether ``root`` is job ``job_id``'s node-local tree, ``<root>/srt-<job id>`` as
+    ``JobPaths.local_job_dir`` names it for a Slurm job: the clean-up step removes nothing
+    whose name does not say it belongs to this job."""
+    return "/" in root and os.path.basename(root) == f"srt-{job_id}"
 
 
 class SlurmLauncher(Launcher):
