@@ -36,7 +36,7 @@ pytestmark = [
 CHECK = r"""
 import json, os, sys, time, urllib.parse, urllib.request
 want = int(sys.argv[1])
-url = "http://" + os.environ["SRT_SERVICE_PROMETHEUS_IPS"] + ":9090/api/v1/query?"
+url = os.environ["SRT_SERVICE_PROMETHEUS_URL"] + "/api/v1/query?"
 deadline = time.time() + 90
 up = []
 while time.time() < deadline:

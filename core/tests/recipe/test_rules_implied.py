@@ -205,6 +205,18 @@ def test_lmcache_mp_accepted_with_the_kind_switched_off_or_replaced() -> None:
     assert p.label == "services[cache].type"
 
 
+def test_an_entry_that_changes_a_missing_implied_service_adds_no_generic_complaints() -> None:
+    # the entry tunes the implied server; without the plugin it is not a generic service
+    # missing its command and understanding no options: the one problem is the plugin
+    text = vllm_job(
+        role=", connector: lmcache-mp",
+        tail="services:\n  - {name: lmcache-server, options: {l1_size_gb: 1}}\n",
+    )
+    p = only_error(isolated_plugins(), text)
+    assert p.label == "roles.decode.connector"
+    assert "pip install srt-lmcache" in p.message
+
+
 def test_a_role_can_opt_out_of_the_engine_connector() -> None:
     text = vllm_job(engine=", connector: lmcache-mp", role=", connector: none")
     loaded = load(isolated_plugins(), text)
@@ -278,6 +290,20 @@ def test_metrics_by_default_without_srt_exporters_is_a_warning_at_the_top() -> N
     loaded = load(isolated_plugins(), NO_FRONTEND)
     (w,) = loaded.warnings
     assert (w.label, w.line, w.column, w.message) == ("", 1, 1, DEFAULT_WARNING)
+
+
+def test_tuning_the_default_prometheus_without_srt_exporters_is_an_error_at_the_entry() -> None:
+    # the default only warns, but an entry that tunes Prometheus asks for it
+    text = NO_FRONTEND + "services:\n  - {name: prometheus, options: {retention: 1d}}\n"
+    with pytest.raises(RecipeError) as info:
+        load(isolated_plugins(), text)
+    (p,) = info.value.errors
+    assert (p.label, p.line) == ("services[prometheus].name", 4)
+    assert p.message.startswith(
+        "changes the implied prometheus service, whose kind srt-exporters provides, but"
+        " srt-exporters is not installed"
+    )
+    assert [w.message for w in info.value.problems if w.warning] == [DEFAULT_WARNING]
 
 
 def test_metrics_by_default_is_located_at_observability_when_written() -> None:

@@ -11,6 +11,7 @@ the job ended.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -18,6 +19,7 @@ from srt_services.extend import (
     DefaultProbe,
     InstanceContext,
     MetricsSpec,
+    Node,
     Port,
     ServiceSpec,
     url_host,
@@ -27,12 +29,18 @@ from srt_exporters.common import MetricsServerKind, MetricsServerOptions
 
 KIND = "prometheus"
 CONFIG_FILE = "prometheus.yml"
+#: Not Prometheus's usual 9090: that is the port many servers give their own metrics (the
+#: spec's Ray example among them), and the job's Prometheus is implied onto the infra node
+#: without the recipe asking, so it must not take a port a recipe commonly writes.
+DEFAULT_PORT = 9099
 #: The scrape job of the config; every target's ``job`` label is the srt job's name.
 SCRAPE_JOB = "srt"
 
 
 class PrometheusOptions(MetricsServerOptions):
-    port: Port = Field(9090, description="Port of the web UI and HTTP API (and its /metrics).")
+    port: Port = Field(
+        DEFAULT_PORT, description="Port of the web UI and HTTP API (and its /metrics)."
+    )
     scrape_interval_seconds: float = Field(
         15.0, ge=1.0, le=3600.0, description="How often every target is scraped."
     )
@@ -80,7 +88,7 @@ class PrometheusKind(MetricsServerKind):
     summary: ClassVar[str] = (
         "Prometheus scraping every target of the job (file_sd); TSDB in the job directory."
     )
-    readiness_summary: ClassVar[str] = "http /-/ready on 9090"
+    readiness_summary: ClassVar[str] = f"http /-/ready on {DEFAULT_PORT}"
     Options: ClassVar[type[PrometheusOptions]] = PrometheusOptions
     binary_name: ClassVar[str] = "prometheus"
     install_hint: ClassVar[str] = (
@@ -119,3 +127,10 @@ class PrometheusKind(MetricsServerKind):
 
     def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
         return [MetricsSpec(port=options.port, name="prometheus")]
+
+    def service_facts(
+        self, spec: ServiceSpec, options: Any, nodes: Sequence[Node]
+    ) -> dict[str, str]:
+        # the benchmark queries the job's metrics without knowing the port srt chose
+        assert isinstance(options, PrometheusOptions)
+        return {"URL": f"http://{url_host(nodes[0].ip)}:{options.port}"}

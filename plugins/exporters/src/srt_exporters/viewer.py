@@ -24,7 +24,7 @@ from srt_services.extend import JobRecord
 
 from srt_exporters.common import find_binary
 from srt_exporters.promapi import PromClient, PromError
-from srt_exporters.prometheus import KIND
+from srt_exporters.prometheus import DEFAULT_PORT, KIND
 
 READY_TIMEOUT = 60.0
 EMPTY_CONFIG = "global:\n  evaluation_interval: 1h\nscrape_configs: []\n"
@@ -55,7 +55,7 @@ def live_url(job: JobRecord) -> str | None:
         return None
     for unit in prometheus_units(job):
         inst = unit["instances"][0]
-        port = (unit.get("options") or {}).get("port") or (inst.get("ports") or [9090])[0]
+        port = (unit.get("options") or {}).get("port") or (inst.get("ports") or [DEFAULT_PORT])[0]
         ip = inst["node_ip"]
         host = f"[{ip}]" if ":" in ip else ip
         url = f"http://{host}:{port}"

@@ -228,6 +228,33 @@ def check_implied_kinds(ctx: RuleContext) -> None:
                 )
 
 
+def unprovided_kinds(ctx: RuleContext) -> dict[str, str | None]:
+    """The kinds the recipe's settings imply that no loadable plugin provides: kind -> what
+    to tell an entry that changes it, or ``None`` when the setting's own error says it all.
+
+    An entry named like one of them, with no type of its own, was written to change that
+    implied service (``- {name: lmcache-server, options: ...}``); with the kind missing it
+    must not be checked as a generic entry, which would bury the one real problem (the
+    plugin) under the generic kind's complaints about a command it never needed. Under the
+    default of metrics the setting only warns, but an entry that tunes Prometheus asks for
+    it: that entry gets the error."""
+    out: dict[str, str | None] = {}
+    for imp in implications(ctx.recipe):
+        for kind in imp.kinds:
+            dist = FIRST_PARTY_KINDS.get(kind, f"srt-{kind}")
+            why = kind_unavailable(ctx.plugins, kind, dist)
+            if why is None:
+                continue
+            if imp.written:
+                out[kind] = None
+            elif kind not in out:
+                out[kind] = (
+                    f"changes the implied {kind} service, whose kind {dist} provides, but"
+                    f" {why.plugin} {why.state}: {why.fix}"
+                )
+    return out
+
+
 def _switched_off_or_replaced(recipe: Recipe, kind: str) -> bool:
     """An entry named like the implied service switches it off (``enabled: false``) or
     replaces it (a type of its own); an enabled entry of the kind's type replaces it and is

@@ -18,6 +18,7 @@ from srt_services.recipe.problems import Problem
 from srt_services.recipe.pydantic_errors import problems_from
 from srt_services.recipe.rules import metrics, strings
 from srt_services.recipe.rules.external import check_external
+from srt_services.recipe.rules.implied_kinds import unprovided_kinds
 from srt_services.recipe.settled import Settled
 
 if TYPE_CHECKING:
@@ -33,18 +34,28 @@ if TYPE_CHECKING:
 class ServiceRules:
     """Checks and settles service entries; all-default options are built once per kind."""
 
-    __slots__ = ("_default_options", "ctx", "placement", "probes")
+    __slots__ = ("_default_options", "_unprovided", "ctx", "placement", "probes")
 
     def __init__(self, ctx: RuleContext, probes: ProbeRules, placement: PlacementRules) -> None:
         self.ctx = ctx
         self.probes = probes
         self.placement = placement
         self._default_options: dict[str, Any] = {}
+        self._unprovided: dict[str, str | None] | None = None
 
     def settle(self, eff: EffectiveService) -> Settled | None:
         """The entry's settled record; ``None`` when its kind is unknown (reported)."""
         spec = eff.spec
         at = eff.label_path
+        if eff.path is not None and "type" not in spec.model_fields_set:
+            if self._unprovided is None:
+                self._unprovided = unprovided_kinds(self.ctx)
+            if spec.name in self._unprovided:
+                # it changes an implied service whose plugin is missing
+                message = self._unprovided[spec.name]
+                if message is not None:
+                    self.ctx.add((*at, "name"), message)
+                return None
         try:
             kind = self.ctx.plugins.kind(spec.type)
         except PluginError as exc:
