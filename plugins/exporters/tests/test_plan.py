@@ -93,6 +93,14 @@ def test_prometheus_reads_the_file_srt_keeps_and_writes_into_the_job(
     assert inst.readiness is not None and "/-/ready" in inst.readiness.describe
 
 
+def test_the_benchmark_is_told_where_prometheus_answers(srt_plan: Callable[..., Plan]) -> None:
+    p = srt_plan(JOB + "benchmark: {type: command, command: [b]}\n")
+    prom = units(p)["prometheus"]
+    assert prom.instances[0].ports == [9099], "not 9090, which recipes give their own metrics"
+    (bench,) = units(p)["benchmark"].instances
+    assert bench.env["SRT_SERVICE_PROMETHEUS_URL"] == f"http://{prom.instances[0].node_ip}:9099"
+
+
 def test_exporter_command_lines(srt_plan: Callable[..., Plan]) -> None:
     u = units(srt_plan(JOB))
     node = u["node-exporter"].instances[1]
