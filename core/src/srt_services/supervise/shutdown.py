@@ -151,6 +151,8 @@ class Shutdown:
     _snapshot: dict[int, str | None] = field(init=False, repr=False, default_factory=dict)
     #: the last scan found nothing of the job, and no instance ran
     _clean: bool = field(init=False, repr=False, default=False)
+    #: the last scan was a launcher's complete look (``stray_processes(final=True)``)
+    _complete: bool = field(init=False, repr=False, default=False)
 
     def __post_init__(self) -> None:
         self._tier_of = {i.step: i.unit.planned.tier for i in self.instances}
@@ -166,8 +168,9 @@ class Shutdown:
         """Stop every tier, then sweep; return what could not be killed."""
         self._watch = ExitWatch()
         try:
-            for n, tier in enumerate(sorted(set(self._tier_of.values()))):
-                await self._stop_tier(tier, first=n == 0)
+            tiers = sorted(set(self._tier_of.values()))
+            for n, tier in enumerate(tiers):
+                await self._stop_tier(tier, first=n == 0, last=n == len(tiers) - 1)
             if not self._tier_of:
                 self._snapshot = self._strays()
                 self.launcher.teardown_started()
@@ -184,6 +187,7 @@ class Shutdown:
         # nothing of the job at all (no instance, no stray): nothing can appear later
         # either, since only a process of the job could start one
         self._clean = not found and not running
+        self._complete = final
         strays = {pid: step for pid, step in found.items() if pid not in running}
         # a pidfd each: the waits below wake when they exit instead of polling /proc
         self._watch.add(strays, seen_alive=True)
@@ -192,7 +196,7 @@ class Shutdown:
     def _in_tier(self, tier: int) -> Callable[[str | None], bool]:
         return lambda step: step is not None and self._tier_of.get(step) == tier
 
-    async def _stop_tier(self, tier: int, first: bool = False) -> None:
+    async def _stop_tier(self, tier: int, first: bool = False, last: bool = False) -> None:
         """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
         batch per deadline (so 200 instances cost one wait, not 200 timers).
 
@@ -200,7 +204,9 @@ class Shutdown:
         look at the escaped processes serves every tier (each tier rescans after its kills:
         orphans appear as their parents die), and the launcher may start releasing what it
         held for launches (a thread: it must not delay those first signals). The grace
-        counts from the tier's SIGTERM, not from the end of that look."""
+        counts from the tier's SIGTERM, not from the end of that look. The last tier's
+        rescans are the launcher's complete look: when they find nothing of the job, that
+        is the final sweep's answer too."""
         loop = asyncio.get_running_loop()
         members = [i for i in self.instances if i.unit.planned.tier == tier and i.running]
         handles = [i.handle for i in members if i.handle is not None]
@@ -233,7 +239,7 @@ class Shutdown:
             # the kernel's sweep of what was SIGKILLed, once their groups are gone: most
             # leaves are empty by now and cost a read instead of a cgroup.kill each
             self.launcher.sweep(sorted(killed))
-        await self._chase(in_tier, started + longest, started + longest + KILL_WAIT)
+        await self._chase(in_tier, started + longest, started + longest + KILL_WAIT, final=last)
 
     async def _escalate_per_grace(
         self, members: list[InstanceRun], strays: dict[int, str | None], started: float
@@ -323,10 +329,11 @@ class Shutdown:
 
         With the kernel's bookkeeping (a cgroup), a look that found nothing of the job is
         the last word. Without it, the looks between kills walk the orchestrator's own
-        process tree; this last one reads every process of the machine (the sessions srt
-        created, the cookie), for whatever the walk cannot see."""
+        process tree; the last one reads every process of the machine (the sessions srt
+        created, the cookie), for whatever the walk cannot see: the last tier's final
+        rescan when it found nothing, else one here."""
         loop = asyncio.get_running_loop()
-        complete = self.launcher.cgroup_path() is not None
+        complete = self._complete or self.launcher.cgroup_path() is not None
         last_word = self._clean and not self._busy() and complete
         left = [] if last_word else list(self._strays(final=True))
         stuck: list[int] = []
