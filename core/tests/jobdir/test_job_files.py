@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from srt_services import procfs
 from srt_services.jobdir.cause import StopCause, StopKind
-from srt_services.jobdir.layout import JobDir, JobDirError
+from srt_services.jobdir.layout import JobDir, JobDirError, atomic_write
 from srt_services.jobdir.reading import JobFileError
 from srt_services.jobdir.result import JobResult, read_result, write_result
 from srt_services.jobdir.state import (
@@ -319,3 +319,15 @@ def test_status_and_stop_on_a_corrupt_state_say_so(
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
     assert f"{job.state_file} is not a valid job state: orchestrator.pid:" in out.stderr
+
+
+def test_atomic_write_replaces_a_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    """The first write creates the file (nothing to exchange with); later ones swap the new
+    content in and remove the old, so the directory holds only the file."""
+    target = tmp_path / "state.json"
+    atomic_write(str(target), b"first")
+    assert target.read_bytes() == b"first"
+    for n in range(3):
+        atomic_write(str(target), f"next {n}".encode())
+    assert target.read_bytes() == b"next 2"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,42 +61,56 @@ def _hostile_recipe(name: str, mode: str, pids: Path, grace: float = 0.5) -> str
 
 
 @pytest.mark.parametrize("run", range(20))
+@pytest.mark.parametrize("path", ["cgroup", "fallback"])
 def test_F15_H01_double_forked_term_ignoring_helper_that_forks_again(
-    jobs: Jobs, tmp_path: Path, run: int, has_cgroup: bool
+    jobs: Jobs, tmp_path: Path, run: int, path: str, has_cgroup: bool
 ) -> None:
     """H01: a service double-forks a helper that ignores SIGTERM and forks another escapee
-    on every one; nothing is left, in every one of 20 runs (kernel bookkeeping when the
-    host has it)."""
+    on every one; nothing is left, in every one of 20 runs, on the kernel's bookkeeping
+    (when the host has it) and on the fallback (subreaper tree walk between the kills,
+    full scan at the end)."""
     pids = tmp_path / "pids"
-    job = jobs.start(_hostile_recipe("h01", "double-fork-deaf", pids))
+    job = jobs.start(_hostile_recipe("h01", "double-fork-deaf", pids), env=PATHS[path])
     job.wait_event("serving")
     wait_for(lambda: len(_pids(pids)) >= 2)
     state = job.state()
-    assert (state.get("cgroup") is not None) == has_cgroup
+    assert (state.get("cgroup") is not None) == (has_cgroup and path == "cgroup")
     job.signal(signal.SIGTERM)
     job.wait(30)
     assert job.code == 143
     left = [p for p in _pids(pids) if process.alive(p)]
     assert not left, f"escaped processes survived: {left}"
+    assert events_of(job, "escalated"), "the TERM-ignoring helper was escalated to SIGKILL"
     assert_no_survivors(job.job_dir, also=_pids(pids))
-    if has_cgroup:
+    if state.get("cgroup") is not None:
         assert not os.path.exists(state["cgroup"]), "the job's cgroup is removed at the end"
 
 
-@pytest.mark.parametrize("run", range(5))
-def test_F15_H01_fallback_without_a_cgroup(jobs: Jobs, tmp_path: Path, run: int) -> None:
-    """H01 on the fallback path (no cgroup): subreaper, process groups and rescans."""
-    pids = tmp_path / "pids"
-    job = jobs.start(_hostile_recipe("h01f", "double-fork-deaf", pids), env=FALLBACK)
+DEAF = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)"
+
+
+def test_H01_a_process_of_the_job_outside_the_orchestrators_tree(
+    jobs: Jobs, tmp_path: Path
+) -> None:
+    """H01 (fallback): a process carrying the job's cookie that is not the orchestrator's
+    descendant (started for the job by something else, or re-parented to PID 1 where the
+    orchestrator was not its subreaper) is out of the tree walk's sight; the teardown's
+    last look reads every process of the machine and stops it."""
+    job = jobs.start(_hostile_recipe("h01o", "double-fork-deaf", tmp_path / "pids"), env=FALLBACK)
     job.wait_event("serving")
-    wait_for(lambda: len(_pids(pids)) >= 2)
-    assert job.state().get("cgroup") is None
-    job.signal(signal.SIGTERM)
-    job.wait(30)
-    assert job.code == 143
-    assert not [p for p in _pids(pids) if process.alive(p)]
-    assert events_of(job, "escalated"), "the TERM-ignoring helper was escalated to SIGKILL"
-    assert_no_survivors(job.job_dir, also=_pids(pids))
+    env = {**os.environ, "SRT_JOB_COOKIE": job.state()["cookie"], "SRT_JOB_DIR": job.job_dir}
+    outsider = subprocess.Popen([sys.executable, "-c", DEAF], env=env, start_new_session=True)
+    try:
+        job.signal(signal.SIGTERM)
+        job.wait(30)
+        assert job.code == 143
+        assert outsider.wait(10) == -signal.SIGKILL
+        assert any(outsider.pid in e["pids"] for e in events_of(job, "sweep"))
+    finally:
+        if outsider.poll() is None:
+            outsider.kill()
+            outsider.wait()
+    assert_no_survivors(job.job_dir, also=_pids(tmp_path / "pids"))
 
 
 @pytest.mark.parametrize("path", ["cgroup", "fallback"])

@@ -111,8 +111,13 @@ class Launcher:
         """
         return Preflight()
 
-    def stray_processes(self, cookie: str) -> dict[int, str | None]:
-        """Processes of this job that escaped their process group: pid -> step (if known)."""
+    def stray_processes(self, cookie: str, final: bool = False) -> dict[int, str | None]:
+        """Processes of this job that escaped their process group: pid -> step (if known).
+
+        ``final``: the teardown's last look, once everything it knew of is gone; a launcher
+        whose usual look is quick but can miss something (a scan of its own process tree)
+        looks everywhere then. A launcher whose usual look is already complete ignores it.
+        """
         return {}
 
     def teardown_started(self) -> None:

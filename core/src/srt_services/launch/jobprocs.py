@@ -12,6 +12,13 @@ another one. So a job's processes are whatever any of these says is the job's:
   subreaper it inherits every orphan of the job);
 * the cookie (needed after the orchestrator died: its orphans went to PID 1).
 
+While the orchestrator lives and is the job's child subreaper, every process of the job
+descends from it (an orphan re-parents to the nearest living subreaper ancestor), so
+:func:`below` walks that tree through ``/proc/<pid>/task/*/children``: O(job), not
+O(machine). :func:`find` reads every process of the machine; it is the last word (a
+process outside the tree that carries the cookie, one the walk missed while a parent
+exited mid-read) and the only way in once the orchestrator is gone.
+
 A process carrying *another* job's cookie is left alone only when that cookie belongs to
 a live srt job of this machine (its job directory says so); otherwise the cookie is just
 an environment variable a service set, and the process is this job's like any other.
@@ -20,24 +27,41 @@ an environment variable a service set, and the process is this job's like any ot
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
 
 from srt_services import procfs
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 
+#: The variables :func:`job_environ` extracts, as they start an entry of ``environ``.
+_WANTED = tuple(b"\0" + name.encode() + b"=" for name in (COOKIE_VAR, INSTANCE_VAR, "SRT_JOB_DIR"))
 
-def _environ(pid: int) -> dict[str, str]:
+
+def job_environ(pid: int) -> dict[str, str]:
+    """The srt variables of ``pid``'s environment (cookie, instance, job directory).
+
+    Searched for, not parsed: the scans read this for every process of the job (or of the
+    machine), and splitting a whole environment costs ten times the search."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            raw = fh.read()
+        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return {}
+    try:
+        raw = b"\0"
+        while chunk := os.read(fd, 65536):
+            raw += chunk
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
     out: dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep and key in (b"SRT_JOB_COOKIE", b"SRT_INSTANCE", b"SRT_JOB_DIR"):
-            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    for key in _WANTED:
+        at = raw.find(key)
+        if at >= 0:
+            start = at + len(key)
+            end = raw.find(b"\0", start)
+            value = raw[start : end if end >= 0 else None]
+            out[key[1:-1].decode()] = value.decode(errors="replace")
     return out
 
 
@@ -91,12 +115,74 @@ def find(
     steps = _with_descendants(found, roots, children, known, me)
     out: dict[int, str | None] = {}
     for pid, step in steps.items():
-        env = _environ(pid)
+        env = job_environ(pid)
         if foreign_live(env, cookie):
             continue
         if env.get(COOKIE_VAR) == cookie and env.get(INSTANCE_VAR):
             step = env[INSTANCE_VAR]  # its own instance beats the step it was found by
         out[pid] = step
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children, from every thread's ``children`` file (a child belongs to the
+    thread that forked it)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out: list[int] = []
+    for tid in tasks:
+        try:
+            fd = os.open(f"/proc/{pid}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            data = b""
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        out.extend(int(x) for x in data.split())
+    return out
+
+
+def below(
+    root: int,
+    cookie: str,
+    *,
+    sessions: Mapping[int, str | None] = {},
+    skip: Collection[int] = (),
+) -> dict[int, str | None]:
+    """pid -> step (when known) of every live descendant of ``root`` (the orchestrator,
+    when it is the job's subreaper), walking the process tree down from it.
+
+    A process's step is its session's or process group's (``sessions``), else the one
+    its own cookie names, else its parent's. A process in ``skip``, or whose process group
+    is, is left out (an instance stopped through its group), its descendants are not.
+    """
+    out: dict[int, str | None] = {}
+    todo: list[tuple[int, str | None]] = [(kid, None) for kid in _children(root)]
+    seen = {root}
+    while todo:
+        pid, step = todo.pop()
+        if pid in seen:  # a PID reused while the walk ran
+            continue
+        seen.add(pid)
+        ids = procfs.stat_ids(pid)
+        if ids is None:
+            continue  # gone, or a zombie: it has no children left either
+        _, pgid, sid, _ = ids
+        step = sessions.get(sid) or sessions.get(pgid) or step
+        if pid not in skip and pgid not in skip:
+            env = job_environ(pid)
+            if not foreign_live(env, cookie):
+                if env.get(COOKIE_VAR) == cookie and env.get(INSTANCE_VAR):
+                    step = env[INSTANCE_VAR]
+                out[pid] = step
+        todo.extend((kid, step) for kid in _children(pid))
     return out
 
 
@@ -128,7 +214,7 @@ def _scan(
         if young and (sid in sessions or pgid in sessions):
             found[pid] = sessions.get(sid) or sessions.get(pgid)
         elif by_cookie and young:
-            env = _environ(pid)
+            env = job_environ(pid)
             if env.get(COOKIE_VAR) == cookie:
                 found[pid] = env.get(INSTANCE_VAR)
     return found, children

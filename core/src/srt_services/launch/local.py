@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from srt_services import procfs
 from srt_services.extend.launcher import Launcher, Preflight
+from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.launch import jobprocs, portcheck, process
 from srt_services.launch.cgroup import JobCgroup
 from srt_services.launch.children import CommandResult, run_command
@@ -42,6 +43,8 @@ class LocalLauncher(Launcher):
         self._sessions: dict[int, str] = {}
         #: the orchestrator leaving the job's cgroup during the teardown
         self._leaving: threading.Thread | None = None
+        #: this process's start (clock ticks): nothing older is the job's
+        self._born = procfs.start_ticks(os.getpid())
 
     async def prepare(self) -> None:
         cookie = self.options.get("cookie")
@@ -119,38 +122,46 @@ class LocalLauncher(Launcher):
             if h.pid is not None and h.start_ticks is not None:
                 portcheck.reap(h.pid, h.start_ticks)
 
-    def stray_processes(self, cookie: str) -> dict[int, str | None]:
+    def stray_processes(self, cookie: str, final: bool = False) -> dict[int, str | None]:
         """Processes of the job outside its instances' process groups: pid -> step.
 
-        With a job cgroup, its members (each leaf is a step); without one, our children
-        that are not instances (as a child subreaper we inherit every orphan of the job),
-        the members of the sessions we created, and the descendants of both (see
-        :mod:`srt_services.launch.jobprocs`). A process whose own group is an instance's
-        is not listed: stopping the instance's group stops it.
+        With a job cgroup, its members (each leaf is a step). Without one, the
+        orchestrator's descendants: as the job's child subreaper it inherits every orphan
+        of the job, so a walk down its process tree (O(job)) finds them, each with the step
+        of the session srt created it in, or of its cookie (see
+        :mod:`srt_services.launch.jobprocs`). The ``final`` look (and any look when this
+        process is not a subreaper) reads every process of the machine for the sessions
+        srt created and the cookie. A process whose own group is an instance's is not
+        listed: stopping the instance's group stops it.
         """
         watched = self.watcher.watched_pids() if self.watcher is not None else set()
+        if self.cgroup is None:
+            if not final and process.is_subreaper():
+                return jobprocs.below(os.getpid(), cookie, sessions=self._sessions, skip=watched)
+            roots = [p for p in process.my_children() if p not in watched]
+            found = jobprocs.find(
+                cookie,
+                sessions=self._sessions,
+                roots=roots,
+                not_before=self._born,
+                by_cookie=final,
+            )
+            return {p: s for p, s in found.items() if not _in_group_of(p, watched)}
         roots = [p for p in process.my_children() if p not in watched]
-        if self.cgroup is not None and not roots and self.cgroup.empty():
+        if not roots and self.cgroup.empty():
             return {}  # the kernel says nothing of the job is left: no leaf to read
-        if self.cgroup is not None:
-            found = self.cgroup.members()
-            for pid in roots:
-                found.setdefault(pid, None)
-            found = {
-                pid: step if step is not None else _cookie_step(pid, cookie)
-                for pid, step in found.items()
-            }
-        else:
-            found = jobprocs.find(cookie, sessions=self._sessions, roots=roots, by_cookie=False)
+        found = self.cgroup.members()
+        for pid in roots:
+            found.setdefault(pid, None)
         out: dict[int, str | None] = {}
         for pid, step in found.items():
-            if pid in watched:
+            if _in_group_of(pid, watched):
                 continue
-            ids = procfs.stat_ids(pid)
-            if ids is None or ids[1] in watched:  # in a running instance's (or build's) group
+            env = jobprocs.job_environ(pid)
+            if jobprocs.foreign_live(env, cookie):
                 continue
-            if jobprocs.foreign_live(process.environ_of(pid) or {}, cookie):
-                continue
+            if step is None and env.get(COOKIE_VAR) == cookie:
+                step = env.get(INSTANCE_VAR)
             out[pid] = step
         return out
 
@@ -207,7 +218,10 @@ class LocalLauncher(Launcher):
         )
 
 
-def _cookie_step(pid: int, cookie: str) -> str | None:
-    """The step a process's cookie names, when the cookie is this job's."""
-    got, instance = process.cookie_of(pid)
-    return instance if got == cookie else None
+def _in_group_of(pid: int, watched: set[int]) -> bool:
+    """Whether ``pid`` is one of ``watched`` or in the process group of one (a running
+    instance or build: stopping it stops the group); a process gone counts as in."""
+    if pid in watched:
+        return True
+    ids = procfs.stat_ids(pid)
+    return ids is None or ids[1] in watched

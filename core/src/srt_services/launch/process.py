@@ -51,6 +51,7 @@ INHERITED_ENV = (
 INHERITED_PREFIXES = ("LC_",)
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -65,6 +66,19 @@ def become_subreaper(on: bool = True) -> bool:
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0)
     except (OSError, AttributeError):  # pragma: no cover - non-Linux
         return False
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper (then every orphan of what it started
+    re-parents to it, and its descendants are everything it started that still runs)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):  # pragma: no cover - non-Linux
+        return False
+    return flag.value != 0
 
 
 def service_env(

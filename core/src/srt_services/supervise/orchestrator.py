@@ -257,12 +257,6 @@ class Orchestrator:
         """Write how the job ended and release what :meth:`_open` took; return the code."""
         for task in list(self._tasks):
             task.cancel()
-        for sig in (*STOP_SIGNALS, signal.SIGHUP, signal.SIGUSR1):
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-        if self._sighup is not None:  # a hang-up after the job must not kill srt either
-            with contextlib.suppress(Exception):
-                signal.signal(signal.SIGHUP, self._sighup)
         code = self.exit_code if self.exit_code is not None else 1
         self.scrape_targets.close()
         self._final_status = "stopped" if self._by_user else "finished" if code == 0 else "failed"
@@ -275,6 +269,14 @@ class Orchestrator:
             code=code,
             cause=self.stop_cause.as_json() if self.stop_cause is not None else None,
         )
+        # after job_finished: removing a handler costs ~60 µs in asyncio (it lists every
+        # valid signal), and a signal now finds the teardown done and changes nothing
+        for sig in (*STOP_SIGNALS, signal.SIGHUP, signal.SIGUSR1):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        if self._sighup is not None:  # a hang-up after the job must not kill srt either
+            with contextlib.suppress(Exception):
+                signal.signal(signal.SIGHUP, self._sighup)
         if self.hub is not None:
             self.hub.close()
         if self.control is not None:

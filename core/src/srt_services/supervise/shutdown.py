@@ -8,8 +8,10 @@ its own grace, then SIGKILL. A second Ctrl-C (or ``srt stop --now``) skips the g
 
 Processes that escaped their instance's process group (a double fork, ``setsid``, a
 scrubbed environment) are stopped like instances: the launcher lists them
-(:meth:`~srt_services.extend.launcher.Launcher.stray_processes`: the job's cgroup, or the
-subreaper's children, the sessions srt created and the cookie), and each gets SIGTERM to
+(:meth:`~srt_services.extend.launcher.Launcher.stray_processes`: the job's cgroup, or a
+walk down the orchestrator's process tree, which as the job's child subreaper holds every
+orphan of the job; the last look reads every process for the sessions srt created and the
+cookie), and each gets SIGTERM to
 its whole process group with its tier, then SIGKILL to that group at the end of the grace
 of the unit it escaped from, plus the kernel's ``cgroup.kill`` of the unit's leaf where
 there is one. Then a rescan waits for the kills to land and catches what they orphaned,
@@ -33,8 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from srt_services import procfs
 from srt_services.launch import process
+from srt_services.launch.pidwatch import ExitWatch
 from srt_services.supervise.runs import Emit, InstanceRun
 
 if TYPE_CHECKING:
@@ -42,13 +44,13 @@ if TYPE_CHECKING:
 
 #: How long SIGKILLed processes may take to disappear before they are reported.
 KILL_WAIT = 5.0
-#: Polling step for processes we cannot wait on (not our children).
+#: Polling step of the last check that every instance and swept process is gone.
 STRAY_POLL = 0.02
 
 
-def signal_groups(pids: Iterable[int], sig: int) -> None:
-    """``sig`` to each process's whole process group (never the orchestrator's own), and to
-    the process itself (it may have left its group since)."""
+def signal_groups(pids: Iterable[int], *sigs: int) -> None:
+    """Each of ``sigs`` to each process's whole process group (never the orchestrator's
+    own), and to the process itself (it may have left its group since)."""
     mine = os.getpgrp()
     done: set[int] = set()
     for pid in pids:
@@ -58,58 +60,40 @@ def signal_groups(pids: Iterable[int], sig: int) -> None:
             continue
         if pgid != mine and pgid not in done:
             done.add(pgid)
-            process.signal_group(pgid, sig)
+            for sig in sigs:
+                process.signal_group(pgid, sig)
             if pgid == pid:
                 continue  # a group leader: the group's signal reached it
-        process.signal_pid(pid, sig)
+        for sig in sigs:
+            process.signal_pid(pid, sig)
 
 
 def _term(pids: Iterable[int]) -> None:
-    pids = list(pids)
-    signal_groups(pids, signal.SIGTERM)
-    signal_groups(pids, signal.SIGCONT)
+    signal_groups(pids, signal.SIGTERM, signal.SIGCONT)
 
 
 async def _wait_until(
-    futures: set[asyncio.Future[int]],
-    deadline: float,
-    kill_now: asyncio.Event,
-    strays: Sequence[int] = (),
+    futures: set[asyncio.Future[int]], deadline: float, kill_now: asyncio.Event
 ) -> bool:
-    """Wait for ``futures`` (and the ``strays`` to die) until ``deadline`` (loop time);
-    True if an immediate kill was asked."""
-    loop = asyncio.get_running_loop()
+    """Wait for ``futures`` until ``deadline`` (loop time); True if an immediate kill was
+    asked."""
     pending = {f for f in futures if not f.done()}
-    left = [p for p in strays if procfs.alive(p)]
-    if not pending and not left:
+    if not pending or kill_now.is_set():
         return kill_now.is_set()
+    loop = asyncio.get_running_loop()
     killer = asyncio.ensure_future(kill_now.wait())
-    poll = 0.001
     try:
-        while not killer.done() and loop.time() < deadline and (pending or left):
-            remaining = max(0.0, deadline - loop.time())
+        while pending and not killer.done() and loop.time() < deadline:
             await asyncio.wait(
                 pending | {killer},
-                timeout=min(remaining, poll) if left else remaining,
+                timeout=deadline - loop.time(),
                 return_when=asyncio.FIRST_COMPLETED,
             )
-            poll = min(poll * 2, STRAY_POLL)
             pending = {f for f in pending if not f.done()}
-            left = [p for p in left if procfs.alive(p)]
     finally:
         if not killer.done():
             killer.cancel()
     return kill_now.is_set()
-
-
-async def _wait_gone(pids: list[int], deadline: float) -> None:
-    """Poll until ``pids`` are gone or ``deadline`` (loop time): SIGKILL lands quickly but
-    not at once, and a rescan before it did would find the same processes again."""
-    loop = asyncio.get_running_loop()
-    step = 0.001
-    while any(procfs.alive(p) for p in pids) and loop.time() < deadline:
-        await asyncio.sleep(step)
-        step = min(step * 2, STRAY_POLL)
 
 
 def _exits(members: Sequence[InstanceRun]) -> set[asyncio.Future[int]]:
@@ -167,6 +151,8 @@ class Shutdown:
     _snapshot: dict[int, str | None] = field(init=False, repr=False, default_factory=dict)
     #: the last scan found nothing of the job, and no instance ran
     _clean: bool = field(init=False, repr=False, default=False)
+    #: the last scan was a launcher's complete look (``stray_processes(final=True)``)
+    _complete: bool = field(init=False, repr=False, default=False)
 
     def __post_init__(self) -> None:
         self._tier_of = {i.step: i.unit.planned.tier for i in self.instances}
@@ -180,44 +166,58 @@ class Shutdown:
 
     async def run(self) -> list[str]:
         """Stop every tier, then sweep; return what could not be killed."""
-        for n, tier in enumerate(sorted(set(self._tier_of.values()))):
-            await self._stop_tier(tier, first=n == 0)
-        if not self._tier_of:
-            self._snapshot = self._strays()
-            self.launcher.teardown_started()
-        await self._final_sweep()
+        self._watch = ExitWatch()
+        try:
+            tiers = sorted(set(self._tier_of.values()))
+            for n, tier in enumerate(tiers):
+                await self._stop_tier(tier, first=n == 0, last=n == len(tiers) - 1)
+            if not self._tier_of:
+                self._snapshot = self._strays()
+                self.launcher.teardown_started()
+            await self._final_sweep()
+        finally:
+            self._watch.close()
         return self.unkillable
 
     # ------------------------------------------------------------------ one tier
 
-    def _strays(self) -> dict[int, str | None]:
+    def _strays(self, final: bool = False) -> dict[int, str | None]:
         running = {i.handle.pid for i in self.instances if i.running and i.handle is not None}
-        found = self.launcher.stray_processes(self.cookie)
+        found = self.launcher.stray_processes(self.cookie, final=final)
         # nothing of the job at all (no instance, no stray): nothing can appear later
         # either, since only a process of the job could start one
         self._clean = not found and not running
-        return {pid: step for pid, step in found.items() if pid not in running}
+        self._complete = final
+        strays = {pid: step for pid, step in found.items() if pid not in running}
+        # a pidfd each: the waits below wake when they exit instead of polling /proc
+        self._watch.add(strays, seen_alive=True)
+        return strays
 
     def _in_tier(self, tier: int) -> Callable[[str | None], bool]:
         return lambda step: step is not None and self._tier_of.get(step) == tier
 
-    async def _stop_tier(self, tier: int, first: bool = False) -> None:
+    async def _stop_tier(self, tier: int, first: bool = False, last: bool = False) -> None:
         """Signal the whole tier at once, then wait: one deadline per grace value, one SIGKILL
         batch per deadline (so 200 instances cost one wait, not 200 timers).
 
         The first tier's instances are signalled before anything else is looked at; then one
         look at the escaped processes serves every tier (each tier rescans after its kills:
         orphans appear as their parents die), and the launcher may start releasing what it
-        held for launches (a thread: it must not delay those first signals)."""
+        held for launches (a thread: it must not delay those first signals). The grace
+        counts from the tier's SIGTERM, not from the end of that look. The last tier's
+        rescans are the launcher's complete look: when they find nothing of the job, that
+        is the final sweep's answer too."""
         loop = asyncio.get_running_loop()
         members = [i for i in self.instances if i.unit.planned.tier == tier and i.running]
         handles = [i.handle for i in members if i.handle is not None]
         if handles:
             await self.launcher.terminate(handles)
+        started = loop.time()
         if first:
             self._snapshot = self._strays()
         in_tier = self._in_tier(tier)
-        strays = {p: s for p, s in self._snapshot.items() if in_tier(s) and procfs.alive(p)}
+        tiered = [p for p, s in self._snapshot.items() if in_tier(s)]
+        strays = {p: self._snapshot[p] for p in self._watch.alive(tiered)}
         _term(strays)
         if first:
             self.launcher.teardown_started()
@@ -231,18 +231,15 @@ class Shutdown:
         )
         for inst in members:
             inst.state = "stopping"
-        started = loop.time()
         longest, killed, gone = await self._escalate_per_grace(members, strays, started)
         # Wait for the SIGKILLed (a rescan before they are gone would find them again),
         # then for what their deaths orphaned.
-        await _wait_until(_exits(members), loop.time() + KILL_WAIT, self.kill_now)
-        if gone:
-            await _wait_gone(gone, loop.time() + KILL_WAIT)
+        await self._watch.wait(gone, loop.time() + KILL_WAIT, _exits(members))
         if killed:
             # the kernel's sweep of what was SIGKILLed, once their groups are gone: most
             # leaves are empty by now and cost a read instead of a cgroup.kill each
             self.launcher.sweep(sorted(killed))
-        await self._chase(in_tier, started + longest, started + longest + KILL_WAIT)
+        await self._chase(in_tier, started + longest, started + longest + KILL_WAIT, final=last)
 
     async def _escalate_per_grace(
         self, members: list[InstanceRun], strays: dict[int, str | None], started: float
@@ -259,11 +256,11 @@ class Shutdown:
             by_grace.setdefault(self._grace_of.get(step or "", 0.0), ([], []))[1].append(pid)
         for grace in sorted(by_grace):
             group, escaped = by_grace[grace]
-            immediate = await _wait_until(
-                _exits(group), started + grace, self.kill_now, strays=escaped
+            late_escaped = await self._watch.wait(
+                escaped, started + grace, _exits(group), self.kill_now
             )
+            immediate = self.kill_now.is_set()
             late = [i for i in group if i.running]
-            late_escaped = [p for p in escaped if procfs.alive(p)]
             reason = (
                 "immediate stop requested"
                 if immediate
@@ -280,21 +277,24 @@ class Shutdown:
             if late:
                 await self.launcher.kill([i.handle for i in late if i.handle is not None])
             if late_escaped:
+                signal_groups(late_escaped, signal.SIGKILL)
                 self.emit(
                     "escalated",
                     pids=late_escaped,
-                    detail=f"escaped processes {reason}; sending SIGKILL to their process groups",
+                    detail=f"escaped processes {reason}; sent SIGKILL to their process groups",
                 )
-                signal_groups(late_escaped, signal.SIGKILL)
                 gone += late_escaped
-            if late_escaped:
                 # escaped processes are not waited for by exit: sweep their leaves now
                 self.launcher.sweep(sorted({s for p in late_escaped if (s := strays[p])}))
             killed.update(i.step for i in late)
         return max(by_grace, default=0.0), killed, gone
 
     async def _chase(
-        self, wanted: Callable[[str | None], bool], grace_end: float, budget_end: float
+        self,
+        wanted: Callable[[str | None], bool],
+        grace_end: float,
+        budget_end: float,
+        final: bool = False,
     ) -> list[int]:
         """Rescan until nothing ``wanted`` is left: a process found before ``grace_end``
         gets SIGTERM and the rest of the grace, one found after it SIGKILL at once; each
@@ -302,7 +302,7 @@ class Shutdown:
         loop = asyncio.get_running_loop()
         termed: set[int] = set()
         while True:
-            more = {p: s for p, s in self._strays().items() if wanted(s)}
+            more = {p: s for p, s in self._strays(final).items() if wanted(s)}
             if not more:
                 return []
             if loop.time() >= budget_end:
@@ -311,33 +311,42 @@ class Shutdown:
                 fresh = [p for p in more if p not in termed]
                 _term(fresh)
                 termed.update(fresh)
-                await _wait_until(set(), grace_end, self.kill_now, strays=list(more))
+                await self._watch.wait(more, grace_end, interrupt=self.kill_now)
                 continue
+            signal_groups(more, signal.SIGKILL)
             self.emit(
                 "escalated",
                 pids=sorted(more),
-                detail="processes left after the grace; sending SIGKILL to their process groups",
+                detail="processes left after the grace; sent SIGKILL to their process groups",
             )
-            signal_groups(more, signal.SIGKILL)
             self.launcher.sweep(sorted({s for s in more.values() if s}))
-            await _wait_gone(list(more), min(budget_end, loop.time() + 1.0))
+            await self._watch.wait(more, min(budget_end, loop.time() + 1.0))
 
     # ------------------------------------------------------------------ the last sweep
 
     async def _final_sweep(self) -> None:
-        """Whatever of the job is still around (unattributed strays, late forks) dies now."""
+        """Whatever of the job is still around (unattributed strays, late forks) dies now.
+
+        With the kernel's bookkeeping (a cgroup), a look that found nothing of the job is
+        the last word. Without it, the looks between kills walk the orchestrator's own
+        process tree; the last one reads every process of the machine (the sessions srt
+        created, the cookie), for whatever the walk cannot see: the last tier's final
+        rescan when it found nothing, else one here."""
         loop = asyncio.get_running_loop()
-        # the last tier's rescan may have seen the whole job gone: a full scan of /proc (the
-        # fallback without a cgroup) would only say so again
-        left = [] if self._clean and not self._busy() else list(self._strays())
+        complete = self._complete or self.launcher.cgroup_path() is not None
+        last_word = self._clean and not self._busy() and complete
+        left = [] if last_word else list(self._strays(final=True))
         stuck: list[int] = []
         if left:
-            self.emit(
-                "sweep", pids=left, detail="processes left after the tiers stopped; sending SIGKILL"
-            )
             signal_groups(left, signal.SIGKILL)
+            self.emit(
+                "sweep", pids=left, detail="processes left after the tiers stopped; sent SIGKILL"
+            )
             self.launcher.sweep(None)
-            stuck = await self._chase(lambda _: True, loop.time(), loop.time() + KILL_WAIT)
+            await self._watch.wait(left, loop.time() + 1.0)
+            stuck = await self._chase(
+                lambda _: True, loop.time(), loop.time() + KILL_WAIT, final=True
+            )
         else:
             # nothing found: still let the kernel's bookkeeping have the last word (a
             # process forked between the scan and now), at the cost of reading its leaves

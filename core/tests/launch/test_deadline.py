@@ -1,0 +1,85 @@
+"""``deadline.at``: a timerfd wake-up of the event loop that fires, cancels cleanly and
+leaves no descriptor behind (the teardown arms one per wait)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from srt_services.launch import deadline
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_it_fires_at_the_deadline_not_before() -> None:
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        when = loop.time() + 0.05
+        await deadline.at(when)
+        return when, loop.time()
+
+    when, woke = asyncio.run(main())
+    assert woke >= when
+
+
+def test_a_deadline_passed_is_already_resolved() -> None:
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        return deadline.at(loop.time() - 1).done()
+
+    assert asyncio.run(main())
+
+
+def test_it_uses_a_timerfd_on_linux() -> None:
+    """The point of the module: where a timerfd exists, the wait is on one (an fd is open
+    while it is armed), not on the loop's rounded timer."""
+
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        before = _fds()
+        fired = deadline.at(loop.time() + 60)
+        armed = _fds()
+        fired.cancel()
+        await asyncio.sleep(0)
+        return armed - before, _fds() - before
+
+    armed, after = asyncio.run(main())
+    assert armed == 1
+    assert after == 0
+
+
+def test_cancelled_ones_never_fire_and_nothing_leaks() -> None:
+    async def main() -> tuple[int, list[asyncio.Future[None]]]:
+        loop = asyncio.get_running_loop()
+        before = _fds()
+        cancelled = [deadline.at(loop.time() + 0.02) for _ in range(50)]
+        for fut in cancelled:
+            fut.cancel()
+        fired = [deadline.at(loop.time() + 0.01 * (n % 3)) for n in range(50)]
+        await asyncio.gather(*fired)
+        await deadline.sleep_until(loop.time() + 0.05)  # past every cancelled deadline
+        await asyncio.sleep(0)  # the done callbacks that release the descriptors
+        return _fds() - before, cancelled
+
+    leaked, cancelled = asyncio.run(main())
+    assert leaked == 0
+    assert all(f.cancelled() for f in cancelled)
+
+
+def test_sleep_until_cancelled_midway_releases_its_timer() -> None:
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        before = _fds()
+        task = asyncio.ensure_future(deadline.sleep_until(loop.time() + 60))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        await asyncio.sleep(0)
+        return _fds() - before
+
+    assert asyncio.run(main()) == 0
