@@ -322,8 +322,8 @@ def test_status_and_stop_on_a_corrupt_state_say_so(
 
 
 def test_atomic_write_replaces_a_file_and_leaves_no_temporary(tmp_path: Path) -> None:
-    """The first write creates the file (nothing to exchange with); later ones swap the new
-    content in and remove the old, so the directory holds only the file."""
+    """The first write creates the file; later ones replace it, and no temporary file is
+    left beside it."""
     target = tmp_path / "state.json"
     atomic_write(str(target), b"first")
     assert target.read_bytes() == b"first"

@@ -5,13 +5,10 @@ Writes are atomic (temporary file + rename) so that ``srt status`` never reads h
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from srt_services.errors import SrtError
 
@@ -37,45 +34,15 @@ class JobDirError(SrtError):
 def atomic_write(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a reader sees the old file or the new one.
 
-    An existing file is swapped with the new one (``renameat2(RENAME_EXCHANGE)``) and the
-    old one unlinked: a plain rename over an existing file makes ext4 start writing the
-    new file's data out there and then (its guard for programs that do not fsync), which
-    costs the orchestrator 0.2-0.7 ms per state write, and the final ``state.json`` is
-    written between a teardown's last kill and ``job_finished``. The price: after a power
-    loss a just-written job file may be empty, which readers already report as a job file
-    they cannot read; the processes it described are gone with the machine anyway.
-    Where the file system cannot exchange (NFS, an old kernel), a plain rename.
+    A plain rename over the old file, not a ``RENAME_EXCHANGE`` swap that would save ext4's
+    0.2-0.7 ms flush of the new data: ``state.json`` and ``result.json`` are what ``srt stop``
+    and ``srt status`` recover a job from, and after a crash of the machine they must hold
+    the old content or the new one, never nothing.
     """
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "wb") as fh:
         fh.write(data)
-    if _exchange(tmp, path):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # the old content
-    else:
-        os.replace(tmp, path)
-
-
-def _libc_renameat2() -> Any:
-    try:
-        return ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # pragma: no cover - glibc < 2.28, not Linux
-        return None
-
-
-_RENAMEAT2 = _libc_renameat2()
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-
-
-def _exchange(a: str, b: str) -> bool:
-    """Swap two existing paths atomically; False where that is not possible (``b`` does
-    not exist yet, the file system or kernel cannot)."""
-    if _RENAMEAT2 is None:
-        return False
-    return bool(
-        _RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
-    )
+    os.replace(tmp, path)
 
 
 def job_root(root: str | None = None) -> str:
