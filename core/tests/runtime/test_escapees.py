@@ -89,14 +89,17 @@ def test_F15_H01_double_forked_term_ignoring_helper_that_forks_again(
 DEAF = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)"
 
 
+@pytest.mark.parametrize("path", ["cgroup", "fallback"])
 def test_H01_a_process_of_the_job_outside_the_orchestrators_tree(
-    jobs: Jobs, tmp_path: Path
+    jobs: Jobs, tmp_path: Path, path: str
 ) -> None:
-    """H01 (fallback): a process carrying the job's cookie that is not the orchestrator's
-    descendant (started for the job by something else, or re-parented to PID 1 where the
-    orchestrator was not its subreaper) is out of the tree walk's sight; the teardown's
-    last look reads every process of the machine and stops it."""
-    job = jobs.start(_hostile_recipe("h01o", "double-fork-deaf", tmp_path / "pids"), env=FALLBACK)
+    """H01: a process carrying the job's cookie that is neither the orchestrator's
+    descendant nor in the job's cgroup (started for the job by something else, moved out
+    of the cgroup, or re-parented to PID 1 where the orchestrator was not its subreaper) is
+    out of the tree walk's and the cgroup's sight; the teardown's last look reads every
+    process of the machine and stops it."""
+    pids = tmp_path / "pids"
+    job = jobs.start(_hostile_recipe("h01o", "double-fork-deaf", pids), env=PATHS[path])
     job.wait_event("serving")
     env = {**os.environ, "SRT_JOB_COOKIE": job.state()["cookie"], "SRT_JOB_DIR": job.job_dir}
     outsider = subprocess.Popen([sys.executable, "-c", DEAF], env=env, start_new_session=True)

@@ -131,7 +131,7 @@ class LocalLauncher(Launcher):
         of the session srt created it in, or of its cookie (see
         :mod:`srt_services.launch.jobprocs`). The ``final`` look (and any look when this
         process is not a subreaper) reads every process of the machine for the sessions
-        srt created and the cookie. A process whose own group is an instance's is not
+        srt created and the cookie, with or without a cgroup. A process whose own group is an instance's is not
         listed: stopping the instance's group stops it.
         """
         watched = self.watcher.watched_pids() if self.watcher is not None else set()
@@ -148,11 +148,17 @@ class LocalLauncher(Launcher):
             )
             return {p: s for p, s in found.items() if not _in_group_of(p, watched)}
         roots = [p for p in process.my_children() if p not in watched]
-        if not roots and self.cgroup.empty():
-            return {}  # the kernel says nothing of the job is left: no leaf to read
-        found = self.cgroup.members()
+        found = {} if not roots and self.cgroup.empty() else self.cgroup.members()
         for pid in roots:
             found.setdefault(pid, None)
+        if final:
+            # a process that left the cgroup (root may move itself into another one) still
+            # carries the session srt made or the cookie: the last look reads every process
+            found = jobprocs.find(
+                cookie, sessions=self._sessions, roots=roots, not_before=self._born, known=found
+            )
+        if not found:
+            return {}  # the kernel says nothing of the job is left: no leaf to read
         out: dict[int, str | None] = {}
         for pid, step in found.items():
             if _in_group_of(pid, watched):
