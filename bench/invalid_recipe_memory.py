@@ -31,8 +31,7 @@ ONE = HEAD + "  - name: a\n    command: [sleep]\n    args: [{}]\n"
 def write(path: Path, shape: str, value: str, count: int) -> None:
     if shape == "entries":
         entries = "".join(
-            f"  - {{name: s{i}, command: [x], critical: {value}}}\n"
-            for i in range(count // 7)
+            f"  - {{name: s{i}, command: [x], critical: {value}}}\n" for i in range(count // 7)
         )
         path.write_text(HEAD + entries)
     else:
