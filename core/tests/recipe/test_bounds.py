@@ -105,9 +105,11 @@ try:
     outcome = "loaded"
 except SrtError as exc:
     outcome = str(exc).splitlines()[0]
-grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+grown = (peak - before) * 1024
 print(grown)
 print(outcome)
+print(peak * 1024)
 """
 
 
@@ -192,3 +194,83 @@ def test_H17_only_the_first_problems_are_located_the_rest_counted(tmp_path: Path
     lines = str(err.value).splitlines()
     assert len([line for line in lines if "must be text" in line]) == 100
     assert any(line.endswith("and 400 more problems like these") for line in lines)
+
+
+# ------------------------------------------------------ H17: invalid recipes, same bound
+
+WRONG = {
+    # a list of wrong-typed items (true where text is expected)
+    "items": (HEAD + "    args: [{}]\n", "true", "abcd"),
+    # one wrong-typed field in each of many service entries
+    "entries": ("schema: 2\nname: m\nservices:\n{}\n", "x", "1"),
+    # valid in shape, refused by a rule: one unknown placeholder per word
+    "rules": (HEAD + "    args: [{}]\n", '"{nope}"', '"{job_name}"'),
+}
+
+
+def _written(kind: str, value: str, count: int) -> str:
+    template = WRONG[kind][0]
+    if kind == "entries":
+        return template.format(
+            "\n".join(f"  - {{name: s{i}, command: [x], nodes: {value}}}" for i in range(count))
+        )
+    return template.format(", ".join([value] * count))
+
+
+@pytest.mark.parametrize("kind", ["items", "rules"])
+def test_H17_many_wrong_values_give_the_first_problems_and_the_total(
+    tmp_path: Path, kind: str
+) -> None:
+    """H17: 200,000 wrong values give at most 100 located problems, each with its field and
+    line, and one line counting the rest; the total is stated."""
+    recipe = tmp_path / "wrong.yaml"
+    recipe.write_text(_written(kind, WRONG[kind][1], 200_000))
+    with pytest.raises(RecipeInvalid) as err:
+        _load(recipe)
+    lines = str(err.value).splitlines()
+    located = [line for line in lines if "services[a].args[" in line]
+    assert 0 < len(located) <= 100
+    assert all(line.startswith(f"{recipe}:6:") for line in located), located[:3]
+    assert lines[-2].endswith(f"and {200_000 - len(located)} more problems like these")
+    assert lines[-1] == f"{recipe}: 200000 errors"
+
+
+def test_H17_wrong_fields_in_many_entries_are_counted_not_built(tmp_path: Path) -> None:
+    recipe = tmp_path / "wrong.yaml"
+    recipe.write_text(_written("entries", "x", 20_000))
+    with pytest.raises(RecipeInvalid) as err:
+        _load(recipe)
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"{recipe}:4:30: services[s0].nodes: must be a whole number, got 'x'"
+    assert len([line for line in lines if ".nodes: must be a whole number" in line]) == 100
+    assert lines[-1] == f"{recipe}: 20000 errors"
+
+
+def _peak_total(path: Path) -> tuple[int, str]:
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    _grown, outcome, peak = out.stdout.splitlines()[:3]
+    return int(peak), outcome
+
+
+@pytest.mark.parametrize(("kind", "count"), [("items", 200_000), ("entries", 20_000)])
+def test_H17_an_invalid_recipe_costs_about_what_a_valid_one_of_its_size_does(
+    tmp_path: Path, kind: str, count: int
+) -> None:
+    """H17: refusing 200,000 wrong values took ~30x the memory of loading as many right
+    ones (pydantic's error per value, then a problem each); now within 3x (peak RSS of a
+    fresh interpreter loading each, measured side by side)."""
+    _template, wrong, right = WRONG[kind]
+    bad, good = tmp_path / "bad.yaml", tmp_path / "good.yaml"
+    bad.write_text(_written(kind, wrong, count))
+    good.write_text(_written(kind, right, count))
+    good_peak, good_outcome = _peak_total(good)
+    bad_peak, bad_outcome = _peak_total(bad)
+    assert good_outcome == "loaded", good_outcome
+    assert bad_outcome.startswith(f"{bad}:"), bad_outcome
+    assert bad_peak < 3 * good_peak, f"invalid {bad_peak >> 20} MiB, valid {good_peak >> 20} MiB"

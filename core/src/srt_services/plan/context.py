@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from srt_services.recipe.problems import ProblemList
+
 if TYPE_CHECKING:
     from srt_services.extend.context import JobPaths, Layout
     from srt_services.plan.model import PlannedRestart, ScrapeTarget
     from srt_services.plan.ports import PortLedger
     from srt_services.plugins.manager import PluginSet
     from srt_services.recipe.load import LoadedRecipe
-    from srt_services.recipe.problems import Problem
 
 
 @dataclass(slots=True)
@@ -30,7 +31,8 @@ class PlanContext:
     default_restart: PlannedRestart | None
     #: the site's least readiness budget for probes whose recipe gives none (0: none)
     readiness_floor: float = 0.0
-    problems: list[Problem] = field(default_factory=list)
+    #: bounded like the checks' (see :class:`~srt_services.recipe.problems.ProblemList`)
+    problems: ProblemList = field(default_factory=ProblemList)
     warnings: list[str] = field(default_factory=list)
     #: the metrics endpoints of the instances planned so far (see :mod:`.targets`)
     targets: list[ScrapeTarget] = field(default_factory=list)

@@ -62,7 +62,13 @@ class NodeNeeds:
             parts.append("1 dedicated infra node")
         if self.dedicated_client:
             parts.append("1 dedicated benchmark node")
+        if len(parts) > _DESCRIBED:  # a recipe of 100,000 pools: the first few, and a count
+            parts = [*parts[:_DESCRIBED], f"and {len(parts) - _DESCRIBED} more"]
         return ", ".join(parts) or "1 node"
+
+
+#: Parts of a node count spelled out in a message.
+_DESCRIBED = 10
 
 
 def needs_of(recipe: Recipe, dedicated_infra: bool, pools: list[tuple[str, int]]) -> NodeNeeds:

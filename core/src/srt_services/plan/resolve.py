@@ -12,7 +12,7 @@ the port ledger (:mod:`.ports`) refuses two listeners on one port of a node.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from srt_services.extend.context import JobPaths, Layout, Node
@@ -114,7 +114,7 @@ def _resolve(
     )
 
 
-def _recipe_error(loaded: LoadedRecipe, problems: list[Problem]) -> RecipeError:
+def _recipe_error(loaded: LoadedRecipe, problems: Iterable[Problem]) -> RecipeError:
     doc = loaded.document
     return RecipeError(doc.source, locate(problems, doc.source, doc.data, doc.mark_of))
 

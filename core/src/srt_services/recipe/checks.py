@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from srt_services.recipe.problems import ProblemList
 from srt_services.recipe.rules.context import RuleContext
 from srt_services.recipe.rules.cross import check_cross
 from srt_services.recipe.rules.envnames import check_env_names
@@ -25,13 +26,12 @@ from srt_services.recipe.settled import JobProbes, Settled
 if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet
     from srt_services.recipe.models import Recipe
-    from srt_services.recipe.problems import Problem
 
 
 @dataclass(slots=True)
 class CheckResult:
     services: list[Settled] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: ProblemList = field(default_factory=ProblemList)
     job_probes: JobProbes = field(default_factory=JobProbes)
 
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from srt_services.recipe import bounds
+from srt_services.recipe import bounds, validation
 from srt_services.recipe.checks import check
 from srt_services.recipe.models import Recipe
-from srt_services.recipe.problems import LocatedProblem, Problem, RecipeError, locate
-from srt_services.recipe.pydantic_errors import problems_from
+from srt_services.recipe.problems import LocatedProblem, Problem, ProblemList, RecipeError, locate
+from srt_services.recipe.pydantic_errors import shape_problems
 from srt_services.recipe.settled import JobProbes, Settled
 from srt_services.recipe.source import Document, gc_paused, parse_text
 
@@ -88,7 +88,7 @@ def load_recipe(path: str, plugins: PluginSet, text: str | None = None) -> Loade
     return check_document(doc, plugins)
 
 
-def _fail(doc: Document, problems: list[Problem]) -> RecipeError:
+def _fail(doc: Document, problems: list[Problem] | ProblemList) -> RecipeError:
     return RecipeError(doc.source, locate(problems, doc.source, doc.data, doc.mark_of))
 
 
@@ -96,7 +96,7 @@ def _fail(doc: Document, problems: list[Problem]) -> RecipeError:
 _TOP_LEVEL = frozenset(f.alias or name for name, f in Recipe.model_fields.items())
 
 
-def _checks_beside(data: dict[str, Any], shape: list[Problem], plugins: PluginSet) -> list[Problem]:
+def _checks_beside(data: dict[str, Any], shape: ProblemList, plugins: PluginSet) -> ProblemList:
     """The plugin-aware problems of the parts of the recipe whose shape is valid.
 
     An unknown top-level key means nothing to any rule, so the checks run as if it were
@@ -107,37 +107,42 @@ def _checks_beside(data: dict[str, Any], shape: list[Problem], plugins: PluginSe
     after the first is fixed. With a shape error anywhere else (a role, the frontend, the
     job), the later checks would work from a half-read job, so they wait.
     """
+    if shape.more_errors:  # only the first problems are known: the others could be anywhere
+        return ProblemList()
     unknown = [k for k in data if k not in _TOP_LEVEL]
+    left = list(shape)
     if unknown:
         data = {k: v for k, v in data.items() if k in _TOP_LEVEL}
-        shape = [p for p in shape if p.path[:1] not in {(k,) for k in unknown}]
-        if not shape:
+        left = [p for p in left if p.path[:1] not in {(k,) for k in unknown}]
+        if not left:
             try:
-                recipe = Recipe.model_validate(data)
+                recipe = validation.validate(Recipe, data)
             except ValidationError:  # pragma: no cover - nothing else was wrong with its shape
-                return []
+                return ProblemList()
             return check(recipe, plugins).problems
     entries = data.get("services")
     if not isinstance(entries, list):
-        return []
+        return ProblemList()
     broken: set[int] = set()
-    for p in shape:
+    for p in left:
         if len(p.path) < 2 or p.path[0] != "services" or not isinstance(p.path[1], int):
-            return []
+            return ProblemList()
         broken.add(p.path[1])
     kept = [i for i in range(len(entries)) if i not in broken]
     try:
-        recipe = Recipe.model_validate({**data, "services": [entries[i] for i in kept]})
+        recipe = validation.validate(Recipe, {**data, "services": [entries[i] for i in kept]})
     except ValidationError:  # pragma: no cover - the shape errors were all in left-out entries
-        return []
+        return ProblemList()
     found = check(recipe, plugins, origin=kept).problems
     # the job's own problems and those of written entries; not ones about the services as
     # a whole or an implied entry, which a left-out entry may have caused
-    return [
+    out = ProblemList(
         p
         for p in found
         if p.path[:1] != ("services",) or (len(p.path) > 1 and isinstance(p.path[1], int))
-    ]
+    )
+    out.count_more(found.more_errors)
+    return out
 
 
 def check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
@@ -167,10 +172,11 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
             doc, [Problem(("schema",), f"only schema 2 is supported, got {data.get('schema')!r}")]
         )
     try:
-        recipe = Recipe.model_validate(data)
+        recipe = validation.validate(Recipe, data)
     except ValidationError as exc:
-        shape = problems_from(exc, Recipe)
-        raise _fail(doc, shape + _checks_beside(data, shape, plugins)) from None
+        shape = shape_problems(exc, Recipe, data)
+        shape.extend(_checks_beside(data, shape, plugins))
+        raise _fail(doc, shape) from None
     result = check(recipe, plugins)
     located = locate(result.problems, doc.source, data, doc.mark_of)
     errors = [p for p in located if not p.warning]

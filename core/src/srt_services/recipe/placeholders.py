@@ -129,7 +129,10 @@ def _literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
+@lru_cache(maxsize=4096)
 def suggestion(name: str, allowed: frozenset[str]) -> str:
+    """The closest known placeholder, as a hint; remembered, as a recipe that repeats an
+    unknown name a million times would otherwise pay difflib a million times."""
     from difflib import get_close_matches
 
     close = get_close_matches(name, sorted(allowed), n=1)

@@ -7,7 +7,7 @@ a ``line:col`` only when the error is shown, so the success path pays nothing fo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,8 @@ class LocatedProblem:
     line: int | None = None
     column: int | None = None
     warning: bool = False
+    #: how many problems this entry stands for (the closing "and N more" line: N)
+    count: int = 1
 
     def render(self, source: str) -> str:
         where = source
@@ -94,11 +96,17 @@ class RecipeError(RecipeInvalid):
     def errors(self) -> list[LocatedProblem]:
         return [p for p in self.problems if not p.warning]
 
+    @property
+    def error_count(self) -> int:
+        """Every error found, the ones only counted included."""
+        return sum(p.count for p in self.problems if not p.warning)
+
     def render(self) -> str:
         errors = self.errors
         lines = [p.render(self.source) for p in errors]
-        if len(errors) > 1:
-            lines.append(f"{self.source}: {len(errors)} errors")
+        total = self.error_count
+        if total > 1:
+            lines.append(f"{self.source}: {total} errors")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -108,6 +116,73 @@ class RecipeError(RecipeInvalid):
 #: Problems shown with their place; a recipe with more (one per item of a list of a
 #: million) gets these and a count of the rest.
 MAX_SHOWN = 100
+#: Distinct problems remembered so that one found again (the same problem of every
+#: instance of a service) is counted once; past this many, a repeat may count twice.
+MAX_REMEMBERED = 100_000
+
+
+class ProblemList:
+    """Problems as they are found: the first :data:`MAX_SHOWN` errors and as many warnings
+    are kept, the others only counted.
+
+    Every rule, the shape check and the planner collect into one of these, so a recipe
+    with a million wrong values costs a million counts, not a million problem objects
+    (nor a million labels and lines: :func:`locate` only places the ones kept).
+    """
+
+    __slots__ = ("_kept", "_seen", "_shown", "more_errors", "more_warnings")
+
+    def __init__(self, problems: Iterable[Problem] = ()) -> None:
+        self._kept: list[Problem] = []
+        #: the hashes of the problems met so far, to count a repeat once
+        self._seen: set[int] = set()
+        #: how many errors (False) and warnings (True) are kept
+        self._shown = {False: 0, True: 0}
+        self.more_errors = 0
+        self.more_warnings = 0
+        self.extend(problems)
+
+    def append(self, problem: Problem) -> None:
+        key = hash(problem)
+        full = self._shown[problem.warning] >= MAX_SHOWN
+        if key in self._seen and (full or problem in self._kept):
+            return  # met before (two problems with one hash would count once: rare enough)
+        if len(self._seen) < MAX_REMEMBERED:
+            self._seen.add(key)
+        if not full:
+            self._shown[problem.warning] += 1
+            self._kept.append(problem)
+        elif problem.warning:
+            self.more_warnings += 1
+        else:
+            self.more_errors += 1
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.append(problem)
+        if isinstance(problems, ProblemList):
+            self.more_errors += problems.more_errors
+            self.more_warnings += problems.more_warnings
+
+    def count_more(self, errors: int) -> None:
+        """Errors found but never built (pydantic's beyond the first ones)."""
+        self.more_errors += errors
+
+    def __iter__(self) -> Iterator[Problem]:
+        return iter(self._kept)
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def __bool__(self) -> bool:
+        return bool(self._kept) or self.more_errors > 0 or self.more_warnings > 0
+
+    def __contains__(self, problem: object) -> bool:
+        return isinstance(problem, Problem) and hash(problem) in self._seen
+
+    @property
+    def has_errors(self) -> bool:
+        return self.more_errors > 0 or any(not p.warning for p in self._kept)
 
 
 def locate(
@@ -118,19 +193,26 @@ def locate(
 ) -> list[LocatedProblem]:
     """Attach labels and marks, de-duplicate, and sort by position in the file.
 
-    At most :data:`MAX_SHOWN` problems are located (finding a mark reads the text again);
-    the rest are counted in one last entry.
+    At most :data:`MAX_SHOWN` errors (and as many warnings) are located (finding a mark
+    reads the text again); the rest are counted in one last entry, together with those a
+    :class:`ProblemList` only counted.
     """
     seen: set[tuple[Path, str]] = set()
     unique: list[Problem] = []
-    more = 0
+    more = more_warnings = 0
+    if isinstance(problems, ProblemList):
+        more, more_warnings = problems.more_errors, problems.more_warnings
+    shown = {False: 0, True: 0}
     for p in problems:
         key = (p.path, p.message)
         if key in seen:
             continue
         seen.add(key)
-        if len(unique) < MAX_SHOWN:
+        if shown[p.warning] < MAX_SHOWN:
+            shown[p.warning] += 1
             unique.append(p)
+        elif p.warning:
+            more_warnings += 1
         else:
             more += 1
     prefetch = getattr(getattr(mark_of, "__self__", None), "prefetch_marks", None)
@@ -149,6 +231,12 @@ def locate(
             )
         )
     located.sort(key=lambda lp: (lp.line or 0, lp.column or 0))
+    if more_warnings:
+        located.append(
+            LocatedProblem(
+                "", f"and {more_warnings} more warnings", warning=True, count=more_warnings
+            )
+        )
     if more:
-        located.append(LocatedProblem("", f"and {more} more problems like these"))
+        located.append(LocatedProblem("", f"and {more} more problems like these", count=more))
     return located

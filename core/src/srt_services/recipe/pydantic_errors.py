@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from srt_services.recipe.models import SCALAR_RULES
-from srt_services.recipe.problems import Path, PathItem, Problem
+from srt_services.recipe.problems import Path, PathItem, Problem, ProblemList
+from srt_services.recipe.validation import ELIDED, bounded_errors
 
 _TYPE_WORDS = {
     "int_type": "a whole number",
@@ -102,6 +103,21 @@ def field_names(model: type[BaseModel]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
+def shape_problems(
+    failed: ValidationError,
+    root: type[BaseModel],
+    data: Any,
+    prefix: Path = (),
+    extra_known: list[str] | None = None,
+) -> ProblemList:
+    """The problems of ``data``, which ``failed`` :func:`~srt_services.recipe.validation.validate`
+    against ``root``: the first ones built, the others counted (see that module)."""
+    exc, more = bounded_errors(root, data)
+    out = ProblemList(problems_from(exc or failed, root, prefix, extra_known))
+    out.count_more(more)
+    return out
+
+
 def problems_from(
     exc: ValidationError,
     root: type[BaseModel],
@@ -110,6 +126,8 @@ def problems_from(
 ) -> list[Problem]:
     out: list[Problem] = []
     for err in exc.errors(include_url=False):
+        if err["type"] == ELIDED:  # stands for problems counted elsewhere
+            continue
         loc: list[PathItem] = []
         key_error = False
         for item in err["loc"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from srt_services.recipe.problems import Path, Problem
+from srt_services.recipe.problems import Path, Problem, ProblemList
 
 if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet
@@ -20,7 +20,8 @@ class RuleContext:
     #: the position in the document of each entry of ``recipe.services``, the others
     #: having been left out.
     origin: list[int] | None = None
-    problems: list[Problem] = field(default_factory=list)
+    #: bounded: a million bad values keep the first problems and count the others
+    problems: ProblemList = field(default_factory=ProblemList)
 
     def add(self, path: Path, message: str, warning: bool = False) -> None:
         self.problems.append(Problem(tuple(path), message, warning))

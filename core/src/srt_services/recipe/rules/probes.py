@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from srt_services.recipe import placeholders as ph
-from srt_services.recipe.pydantic_errors import problems_from
+from srt_services.recipe import validation
+from srt_services.recipe.pydantic_errors import shape_problems
 from srt_services.recipe.rules import strings
 from srt_services.recipe.settled import ProbeBinding
 
@@ -123,9 +124,9 @@ class ProbeRules:
         if found is not None:
             return found
         try:
-            config = probe.Config.model_validate(raw)
+            config = validation.validate(probe.Config, raw)
         except ValidationError as exc:
-            self.ctx.problems.extend(problems_from(exc, probe.Config, (*path, name)))
+            self.ctx.problems.extend(shape_problems(exc, probe.Config, raw, (*path, name)))
             return None
         if key is not None:
             self._configs[key] = config

@@ -13,9 +13,10 @@ from pydantic import ValidationError
 
 from srt_services.errors import PluginError
 from srt_services.recipe import placeholders as ph
+from srt_services.recipe import validation
 from srt_services.recipe.models import PHASES
 from srt_services.recipe.problems import Problem
-from srt_services.recipe.pydantic_errors import problems_from
+from srt_services.recipe.pydantic_errors import shape_problems
 from srt_services.recipe.rules import metrics, strings
 from srt_services.recipe.rules.external import check_external
 from srt_services.recipe.rules.implied_kinds import unprovided_kinds
@@ -104,13 +105,15 @@ class ServiceRules:
         large recipe write no options)."""
         try:
             if written:
-                return kind.Options.model_validate(written)
+                return validation.validate(kind.Options, written)
             found = self._default_options.get(kind.name)
             if found is None:
-                found = self._default_options[kind.name] = kind.Options.model_validate({})
+                found = self._default_options[kind.name] = validation.validate(kind.Options, {})
             return found
         except ValidationError as exc:
-            for p in problems_from(exc, kind.Options, (*at, "options")):
+            found_problems = shape_problems(exc, kind.Options, written, (*at, "options"))
+            self.ctx.problems.count_more(found_problems.more_errors)
+            for p in found_problems:
                 msg = p.message
                 if msg.startswith("unknown key"):
                     msg = (

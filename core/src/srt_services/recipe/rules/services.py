@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, cast
 from pydantic import ValidationError
 
 from srt_services.errors import PluginError
+from srt_services.recipe import validation
 from srt_services.recipe.effective import EffectiveService, merge
 from srt_services.recipe.models import ServiceSpec
-from srt_services.recipe.pydantic_errors import problems_from
+from srt_services.recipe.pydantic_errors import shape_problems
 
 if TYPE_CHECKING:
     from srt_services.extend.implied import ImpliedService
@@ -61,11 +62,11 @@ def _implied(ctx: RuleContext) -> list[tuple[ImpliedService, ServiceSpec]]:
     out = []
     for item in items:
         try:
-            spec = ServiceSpec.model_validate(item.entry)
+            spec = validation.validate(ServiceSpec, item.entry)
         except ValidationError as exc:
             # pluggy's call does not say which implementation returned what; the reason
             # the plugin wrote tells the user where it came from
-            detail = "; ".join(p.message for p in problems_from(exc, ServiceSpec))
+            detail = "; ".join(p.message for p in shape_problems(exc, ServiceSpec, item.entry))
             ctx.add(
                 ("services",),
                 f"an implied service {item.entry.get('name')!r} (implied by: {item.reason})"
