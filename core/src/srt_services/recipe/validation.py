@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticCustomError, SchemaValidator
+from pydantic_core import PydanticCustomError, SchemaError, SchemaValidator
 
 from srt_services.recipe.problems import MAX_SHOWN
 
@@ -98,9 +98,15 @@ def bounded_errors(
 def _validator(
     model: type[BaseModel], change: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> SchemaValidator:
+    """The model's validator with ``change`` applied to its containers; the model's own
+    validator where this pydantic-core cannot build one (the bound is lost, not the check:
+    ``_use_prebuilt`` and ``fail_fast`` are recent and the former is private)."""
     schema = _rewrite(model.__pydantic_core_schema__, change)
-    # not the models' own prebuilt validators: those would skip the changed containers
-    return SchemaValidator(schema, schema.get("config"), _use_prebuilt=False)
+    try:
+        # not the models' own prebuilt validators: those would skip the changed containers
+        return SchemaValidator(schema, schema.get("config"), _use_prebuilt=False)
+    except (TypeError, SchemaError):  # pragma: no cover - an older or newer pydantic-core
+        return model.__pydantic_validator__  # type: ignore[return-value]
 
 
 def _rewrite(node: Any, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
