@@ -425,6 +425,21 @@ def test_pool_without_any_owner(one) -> None:
     assert p.message == "'train' names no service that declares nodes (pools: none)"
 
 
+def test_a_pool_whose_owner_has_an_unknown_type_gets_only_that_error(one) -> None:
+    # the owner is not settled (its type is unknown), but it does declare the pool
+    p = one(
+        services("""
+        - name: train
+          type: nosuchkind
+          nodes: 2
+        - name: envsrv
+          command: [b]
+          placement: {pool: train}
+        """)
+    )
+    assert p.label == "services[train].type"
+
+
 def test_node_and_pool_together(one) -> None:
     p = one(
         services("""

@@ -59,7 +59,11 @@ def _infra_agrees(ctx: RuleContext, settled: list[Settled]) -> None:
 
 
 def _pools_owned(ctx: RuleContext, settled: list[Settled]) -> None:
-    owners = {s.name for s in settled if s.spec.nodes is not None}
+    # an entry whose type is unknown is not settled (its own error says so), but it still
+    # declares its pool: the services placed on it get no second, misleading error
+    owners = {s.name for s in settled if s.spec.nodes is not None} | {
+        spec.name for spec in ctx.recipe.services if spec.enabled and spec.nodes is not None
+    }
     for s in settled:
         if s.placement == "pool" and s.pool not in owners:
             listed = ", ".join(sorted(owners)) or "none"
