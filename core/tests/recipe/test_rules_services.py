@@ -440,6 +440,19 @@ def test_a_pool_whose_owner_has_an_unknown_type_gets_only_that_error(one) -> Non
     assert p.label == "services[train].type"
 
 
+def test_waiting_for_a_service_of_an_unknown_type_gets_only_that_error(one) -> None:
+    p = one(
+        services("""
+        - name: train
+          type: nosuchkind
+        - name: envsrv
+          command: [b]
+          after: [train]
+        """)
+    )
+    assert p.label == "services[train].type"
+
+
 def test_node_and_pool_together(one) -> None:
     p = one(
         services("""

@@ -50,11 +50,16 @@ class _Known:
     """What an ``after`` entry may name: the job's services (by phase), and what it may
     not: a switched-off service or one of the job's own processes."""
 
-    __slots__ = ("job_units", "phase_of", "switched_off")
+    __slots__ = ("job_units", "phase_of", "switched_off", "unsettled")
 
     def __init__(self, recipe: Recipe, settled: Sequence[Settled]) -> None:
         self.phase_of = {s.name: s.start for s in settled}
         self.switched_off = {s.name for s in recipe.services if not s.enabled}
+        #: written entries that could not be settled (an unknown type): their own error
+        #: says why; waiting for them is not a second problem
+        self.unsettled = {
+            s.name for s in recipe.services if s.enabled and s.name not in self.phase_of
+        }
         self.job_units: set[str] = set(recipe.roles)
         if recipe.frontend is not None and recipe.frontend.type != "none":
             self.job_units.add("frontend")
@@ -76,6 +81,8 @@ class _Known:
             )
         if dep in self.switched_off:
             return f"{dep!r} is switched off (enabled: false)"
+        if dep in self.unsettled:
+            return None
         if dep in self.job_units:
             return (
                 f"{dep!r} is one of the job's own processes, not a service: use"
