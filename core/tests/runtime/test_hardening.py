@@ -48,13 +48,15 @@ def test_V03_job_and_node_names_too(tmp_path: Path, name: str) -> None:
 
 
 class EscapingKind(ServiceKind):
-    """A kind whose files() tries to write outside the instance's work dir."""
+    """A kind whose files() writes where the recipe's options say (``name``)."""
 
     name: ClassVar[str] = "escaper"
     requires_command: ClassVar[bool] = True
+    #: where files() writes; set by each test
+    target: ClassVar[str] = ""
 
     def files(self, spec: Any, options: Any, ctx: Any) -> dict[str, str]:
-        return {"../../../escaped.txt": "gotcha"}
+        return {EscapingKind.target: "gotcha"}
 
 
 class _Plugin:
@@ -63,7 +65,7 @@ class _Plugin:
         return [EscapingKind]
 
 
-def test_V03_nothing_is_written_outside_the_job_dir(tmp_path: Path) -> None:
+def _run_escaper(tmp_path: Path, target: str) -> tuple[int, str]:
     from srt_services.jobdir.identity import new_cookie
     from srt_services.jobdir.layout import JobDir
     from srt_services.launch.local import LocalLauncher
@@ -71,20 +73,37 @@ def test_V03_nothing_is_written_outside_the_job_dir(tmp_path: Path) -> None:
     from srt_services.plan.resolve import resolve
     from srt_services.supervise.orchestrator import Orchestrator, RunOptions
 
+    EscapingKind.target = target
     plugins = PluginSet(autoload=False)
     plugins.register(_Plugin(), "escaper-plugin")
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        "schema: 2\nname: v03\nobservability:\n  metrics: false\nservices:\n  - {name: e, type: escaper, command: [sleep, '1']}\n"
+        "schema: 2\nname: v03\nobservability:\n  metrics: false\nservices:\n"
+        '  - {name: e, type: escaper, command: ["true"], terminal: true}\n'
     )
     loaded = load_recipe(str(recipe), plugins)
     job = JobDir(str(tmp_path / "root" / "job"))
     job.create()
     plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
     code = Orchestrator(plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())).run()
+    return code, job.path
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["../../../escaped.txt", "{log_dir}/../../escaped.txt", "{job_dir}/escaped.txt", "{tmp}"],
+)
+def test_V03_nothing_is_written_outside_the_work_and_log_dirs(tmp_path: Path, target: str) -> None:
+    target = target.replace("{tmp}", str(tmp_path / "escaped.txt"))
+    code, _ = _run_escaper(tmp_path, target)
     assert code == 1
-    found = list(tmp_path.rglob("escaped.txt"))
-    assert found == []
+    assert list(tmp_path.rglob("escaped.txt")) == []
+
+
+def test_V03_a_kind_may_write_beside_the_logs(tmp_path: Path) -> None:
+    code, job_dir = _run_escaper(tmp_path, "{log_dir}/escaper.yml")
+    assert code == 0
+    assert Path(job_dir, "logs", "escaper.yml").read_text() == "gotcha"
 
 
 def test_V04_environment_is_allow_listed(jobs: Jobs, tmp_path: Path) -> None:

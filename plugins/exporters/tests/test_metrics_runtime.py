@@ -128,6 +128,9 @@ def test_every_target_is_scraped_and_the_record_outlives_the_job(
     assert side["labels"]["step"] == "service_sidecar"
     assert side["labels"]["job"] == "metricsrt"
     assert listed["agg_0_node0"]["labels"]["role"] == "agg"
+    # the process groups file sits beside the logs, where the spec puts it
+    with open(os.path.join(run.job_dir, "logs", "process-exporter.yml")) as fh:
+        assert '"sidecar"' in fh.read()
 
     # Prometheus (discovery sends updates every 5 s) finds and scrapes every one of them
     def all_up() -> list[dict[str, Any]] | None:

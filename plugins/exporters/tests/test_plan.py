@@ -116,8 +116,9 @@ def test_exporter_command_lines(srt_plan: Callable[..., Plan]) -> None:
     assert proc.argv[:3] == [
         "prometheus-process-exporter",
         "-config.path",
-        f"{proc.work_dir}/process-exporter.yml",
+        "/jobs/j/logs/process-exporter.yml",  # the spec's <log_dir>/process-exporter.yml
     ]
+    assert list(proc.files) == ["/jobs/j/logs/process-exporter.yml"]
     assert "-web.listen-address" in proc.argv
     dcgm = u["dcgm-exporter"].instances[0]
     assert dcgm.argv == [
@@ -152,7 +153,7 @@ def test_placeholder_braces_in_groups_survive_planning(srt_plan: Callable[..., P
         JOB
         + 'services: [{name: process-exporter, type: process-exporter, options: {groups: [{name: g, cmdline: ["{node}"]}]}}]\n'
     )
-    text = units(p)["process-exporter"].instances[0].files["process-exporter.yml"]
+    text = units(p)["process-exporter"].instances[0].files["/jobs/j/logs/process-exporter.yml"]
     assert "\\x7Bnode\\x7D" in text
 
 

@@ -135,7 +135,9 @@ class ServiceKind:
         return {}
 
     def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
-        """Files to write before launch, relative to the instance's ``{work_dir}``."""
+        """Files to write before launch: name -> content. A name is relative to the
+        instance's ``{work_dir}``, or ``{log_dir}/<name>`` for a file that belongs beside
+        the job's logs (what the spec puts there); nothing is written elsewhere."""
         return {}
 
     def readiness(

@@ -557,4 +557,5 @@ class _Instances:
 
     def _files(self, values: Mapping[str, str], ictx: InstanceContext) -> dict[str, str]:
         files = self.kind.files(self.spec, self.options, ictx)
-        return {k: render(v, values) for k, v in files.items()}
+        # a name may be ``{log_dir}/x`` (a file the spec puts beside the logs): rendered too
+        return {render(k, values): render(v, values) for k, v in files.items()}

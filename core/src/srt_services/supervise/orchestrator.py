@@ -487,7 +487,7 @@ class Orchestrator:
         Probing.launching(inst)
         try:
             if _needs_work_dir(p):
-                _write_files(p)  # a full disk fails this attempt like a failed exec
+                _write_files(p, self.job.logs)  # a full disk fails this attempt like an exec
             handle = self.launcher.launch(p, env, log_path)
         except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
             self._cannot_execute(inst, log_path, exc)
@@ -975,19 +975,21 @@ def _needs_work_dir(p: PlannedInstance) -> bool:
     )
 
 
-def _write_files(p: PlannedInstance) -> None:
-    """Write the files a kind asked for into the instance's work directory (never outside)."""
+def _write_files(p: PlannedInstance, log_dir: str) -> None:
+    """Write the files a kind asked for: a relative name into the instance's work
+    directory, a ``{log_dir}/...`` one into the job's log directory; never elsewhere."""
     work = p.work_dir
     os.makedirs(work, exist_ok=True)
     if not p.files:
         return
-    root = os.path.realpath(work) + os.sep
+    roots = [os.path.realpath(d) + os.sep for d in (work, log_dir)]
     for name, content in p.files.items():
         target = os.path.realpath(os.path.join(work, name))
-        if not target.startswith(root):
+        if not any(target.startswith(root) for root in roots):
             raise PhaseFailed(
                 StopCause(
-                    StopKind.BAD_PLAN, f"{p.step}: file {name!r} would be outside its work dir"
+                    StopKind.BAD_PLAN,
+                    f"{p.step}: file {name!r} would be outside its work and log directories",
                 )
             )
         os.makedirs(os.path.dirname(target), exist_ok=True)

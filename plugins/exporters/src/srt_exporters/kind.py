@@ -71,7 +71,14 @@ class NodeExporterKind(MetricsServerKind):
 # --------------------------------------------------------------------------- process-exporter
 
 PROCESS = "process-exporter"
-CONFIG_FILE = "process-exporter.yml"
+
+
+def group_file(spec: ServiceSpec) -> str:
+    """Where the group file goes: the job's log directory, as the spec has it
+    (``<log_dir>/process-exporter.yml`` for the implied service), named after the service
+    so that two process-exporter entries never share one. All the service's instances
+    write the same text there; a container sees it, since the job directory is mounted."""
+    return f"{{log_dir}}/{spec.name}.yml"
 
 
 class ProcessGroup(KindOptions):
@@ -156,7 +163,7 @@ class ProcessExporterKind(MetricsServerKind):
         # process-exporter's flags take one dash (Go's flag package)
         return [
             "-config.path",
-            f"{{work_dir}}/{CONFIG_FILE}",
+            group_file(spec),
             "-web.listen-address",
             f"{url_host(ctx.node.ip)}:{options.port}",
             "-threads=true",
@@ -166,7 +173,7 @@ class ProcessExporterKind(MetricsServerKind):
 
     def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
         assert isinstance(options, ProcessExporterOptions)
-        return {CONFIG_FILE: group_config(options.groups)}
+        return {group_file(spec): group_config(options.groups)}
 
     def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
         return [MetricsSpec(port=options.port, name="process_exporter")]
