@@ -190,6 +190,18 @@ def test_bad_options_are_refused_with_their_line(srt_plugins: Any, srt_load: Any
     assert "recipe.yaml:7:" in text
 
 
+def test_the_specs_collect_interval_for_node_exporter_is_accepted_with_a_warning(
+    srt_load: Any,
+) -> None:
+    loaded = srt_load(
+        JOB + "services: [{name: node-exporter, options: {collect_interval_ms: 500}}]\n"
+    )
+    (w,) = loaded.warnings
+    assert w.label == "services[node-exporter].options.collect_interval_ms"
+    assert w.line == 7
+    assert "changes nothing" in w.message and "scrape_interval_seconds" in w.message
+
+
 def test_the_job_container_is_not_inherited_by_the_host_exporters(
     srt_plan: Callable[..., Plan],
 ) -> None:

@@ -11,6 +11,7 @@ and a failing exporter fails its instance, never the job.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -19,6 +20,8 @@ from srt_services.extend import (
     KindOptions,
     MetricsSpec,
     Port,
+    Problem,
+    Recipe,
     ServiceSpec,
     url_host,
 )
@@ -38,6 +41,12 @@ class NodeExporterOptions(MetricsServerOptions):
         description="Collectors to enable (all others are off). infiniband keeps running,"
         " reporting nothing, on nodes without InfiniBand.",
         min_length=1,
+    )
+    collect_interval_ms: int | None = Field(
+        None,
+        ge=1,
+        description="Accepted as the spec lists it; node_exporter reads its collectors when"
+        " it is scraped, so the scrape interval decides (a warning says so).",
     )
 
 
@@ -66,6 +75,17 @@ class NodeExporterKind(MetricsServerKind):
 
     def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
         return [MetricsSpec(port=options.port, name="node_exporter")]
+
+    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        assert isinstance(options, NodeExporterOptions)
+        if options.collect_interval_ms is not None:
+            yield Problem(
+                ("options", "collect_interval_ms"),
+                "node_exporter has no collection interval: it reads its collectors each time"
+                " it is scraped, so this changes nothing; set the prometheus service's"
+                " options.scrape_interval_seconds instead",
+                warning=True,
+            )
 
 
 # --------------------------------------------------------------------------- process-exporter
