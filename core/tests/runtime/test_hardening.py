@@ -13,6 +13,7 @@ from srt_services.extend.kind import ServiceKind
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe
 from srt_services.testing.jobs import Jobs
+from srt_services.testing.survivors import assert_no_survivors
 
 BAD_NAMES = ["../x", "a/b", ".", "..", "-rf", "a\x00b", "x" * 4096, "ser\u0432ice", "a\nb", "a b"]
 
@@ -86,6 +87,7 @@ def _run_escaper(tmp_path: Path, target: str) -> tuple[int, str]:
     job.create()
     plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
     code = Orchestrator(plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())).run()
+    assert_no_survivors(job.path)
     return code, job.path
 
 
