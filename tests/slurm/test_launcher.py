@@ -167,6 +167,21 @@ def test_env_and_preamble_quoting(submit: Any, tmp_path: Path) -> None:
     assert got["FROM_PREAMBLE"] == 'it\'s "fine" 2'
 
 
+def test_a_job_directory_with_blanks_and_quotes_runs(submit: Any) -> None:
+    # sbatch splits an unquoted directive on blanks ("invalid directive"): srt quotes it
+    recipe = {
+        "schema": 2,
+        "observability": {"metrics": False},
+        "name": "blanks",
+        "slurm": {"signal_before_end_seconds": 0},
+        "services": [{"name": "show", "terminal": True, "command": ["echo", "hello", "there"]}],
+    }
+    job = submit(json.dumps(recipe), name="my job's  dir")
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert "job blanks finished" in job.sbatch_log()
+    assert "hello there" in (job.job_dir / "logs" / "service_show.out").read_text()
+
+
 # --------------------------------------------------------------------------- fault matrix
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from srt_services.launch.slurm.allocation import pick_ipv4
 from srt_services.launch.slurm.sbatch import ScriptInputs, render_script
 from srt_services.recipe.models import SlurmSpec
@@ -52,3 +55,36 @@ def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:
     assert own_tree("/scratch/srt-4711", "4711")
     for other in ("/tmp/srt-47110", "/tmp/srt-4711-abc", "/tmp", "/tmp/srt-4711/x", "srt-4711"):
         assert not own_tree(other, "4711"), other
+
+
+@pytest.mark.parametrize("name", ["at-100%j", "back\\slash", 'dq"x', "new\nline"])
+def test_a_job_directory_slurm_cannot_carry_is_refused_before_anything_is_written(
+    tmp_path: Path, name: str
+) -> None:
+    from srt_services.launch.slurm.allocation import SlurmError
+    from srt_services.launch.slurm.submit import stage
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "schema: 2\nname: r\nobservability: {metrics: false}\nservices: [{name: s, command: [x]}]\n"
+    )
+    with pytest.raises(SlurmError, match="choose a job directory without"):
+        stage(str(recipe), str(tmp_path / name), pin=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]
+
+
+def test_sbatch_directives_quote_a_path_with_blanks() -> None:
+    script = render_script(
+        ScriptInputs(
+            job_name="j",
+            nodes=1,
+            job_dir="/jobs/my job's dir",
+            recipe="/jobs/my job's dir/recipe.yaml",
+            spec=SlurmSpec(),
+            site=SlurmDefaults(),
+            python="/venv/bin/python",
+        )
+    )
+    lines = script.splitlines()
+    assert '#SBATCH --output="/jobs/my job\'s dir/logs/sbatch.out"' in lines
+    assert '#SBATCH --chdir="/jobs/my job\'s dir"' in lines

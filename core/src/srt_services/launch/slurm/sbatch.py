@@ -8,6 +8,7 @@ directly and it can stop every step in order before the job is killed.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -30,6 +31,34 @@ class ScriptInputs:
     recipe_dir: str | None = None
 
 
+#: What a path may hold to go into an sbatch directive and an srun --output unchanged:
+#: ``%`` starts a Slurm filename pattern (``%j``, ``%N``; srun mishandles some escaped
+#: ones), and sbatch's directive parser takes ``\\`` and ``"`` as its own quoting.
+_UNSAFE_IN_SLURM_PATH = re.compile(r'[%\\"\x00-\x1f\x7f]')
+
+
+def slurm_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a Slurm job's directory, or ``None``."""
+    found = _UNSAFE_IN_SLURM_PATH.search(path)
+    if found is None:
+        return None
+    char = found.group()
+    shown = repr(char) if char.isprintable() else f"a control character ({char!r})"
+    return (
+        f"{path!r} holds {shown}, which Slurm reads as part of a filename pattern or a"
+        " directive's quoting: choose a job directory without %, \\, \" or control characters"
+    )
+
+
+def directive_value(value: str) -> str:
+    """``value`` as an ``#SBATCH`` line carries it: in double quotes when it holds a space
+    or a quote (sbatch splits a directive on blanks; unquoted, a path with a space is an
+    "invalid directive")."""
+    if re.fullmatch(r"[\w@%+=:,./-]+", value):
+        return value
+    return f'"{value}"'
+
+
 def render_script(inp: ScriptInputs) -> str:
     spec, site = inp.spec, inp.site
     lines = [
@@ -37,8 +66,8 @@ def render_script(inp: ScriptInputs) -> str:
         f"#SBATCH --job-name={inp.job_name}",
         f"#SBATCH --nodes={inp.nodes}",
         "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --output={inp.job_dir}/logs/sbatch.out",
-        f"#SBATCH --chdir={inp.job_dir}",
+        f"#SBATCH --output={directive_value(inp.job_dir + '/logs/sbatch.out')}",
+        f"#SBATCH --chdir={directive_value(inp.job_dir)}",
     ]
     for flag, value in (
         ("partition", spec.partition or site.partition),

@@ -13,7 +13,12 @@ import yaml
 from srt_services.jobdir.layout import SCRIPT, JobDir, default_job_dir
 from srt_services.jobdir.result import SubmittedJob, write_submitted
 from srt_services.launch.slurm.allocation import SlurmError, run
-from srt_services.launch.slurm.sbatch import ScriptInputs, render_script, write_script
+from srt_services.launch.slurm.sbatch import (
+    ScriptInputs,
+    render_script,
+    slurm_path_problem,
+    write_script,
+)
 from srt_services.recipe.pinning import Pin, pin_sources
 from srt_services.recipe.problems import Problem, RecipeError, locate
 from srt_services.recipe.source import Document
@@ -46,6 +51,9 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
     planned = app.plan(recipe_path, AllocationRequest("symbolic"))
     loaded, plan, site = planned.loaded, planned.plan, planned.site
     job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
+    problem = slurm_path_problem(job.path)
+    if problem is not None:
+        raise SlurmError(problem)
     if os.path.exists(job.state_file) or os.path.exists(job.submission_file):
         raise SlurmError(f"{job.path} already holds a job; choose another -o directory")
     data = loaded.document.data
