@@ -425,29 +425,18 @@ def test_pool_without_any_owner(one) -> None:
     assert p.message == "'train' names no service that declares nodes (pools: none)"
 
 
-def test_a_pool_whose_owner_has_an_unknown_type_gets_only_that_error(one) -> None:
-    # the owner is not settled (its type is unknown), but it does declare the pool
+@pytest.mark.parametrize("use", ["placement: {pool: train}", "after: [train]"])
+def test_a_service_of_an_unknown_type_gets_only_its_own_error(one, use: str) -> None:
+    # the entry is not settled (its type is unknown), but it still declares its pool and
+    # can be waited for: what uses it adds no second, misleading error
     p = one(
-        services("""
+        services(f"""
         - name: train
           type: nosuchkind
           nodes: 2
         - name: envsrv
           command: [b]
-          placement: {pool: train}
-        """)
-    )
-    assert p.label == "services[train].type"
-
-
-def test_waiting_for_a_service_of_an_unknown_type_gets_only_that_error(one) -> None:
-    p = one(
-        services("""
-        - name: train
-          type: nosuchkind
-        - name: envsrv
-          command: [b]
-          after: [train]
+          {use}
         """)
     )
     assert p.label == "services[train].type"
