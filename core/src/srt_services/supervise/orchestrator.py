@@ -843,6 +843,7 @@ class Orchestrator:
         self._state_dirty = False
         if self._final_status is not None:
             return  # a timer firing while asyncio.run winds down must not undo the final state
+        self.scrape_targets.flush_pending()
         self._write_state(status="stopping" if self.stopping else "running")
 
     def _write_state(self, status: JobStatus) -> None:

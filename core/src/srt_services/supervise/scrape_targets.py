@@ -72,8 +72,15 @@ class ScrapeTargets:
             return
         self._pending = True
         try:
-            asyncio.get_running_loop().call_soon(self.flush)
+            asyncio.get_running_loop().call_soon(self.flush_pending)
         except RuntimeError:  # no loop: write now
+            self.flush()
+
+    def flush_pending(self) -> None:
+        """Write now if a change waits for its coalesced write: before a milestone
+        (``phase_ready``, ``serving``) is announced, the file lists every instance it
+        counts, as ``state.json`` does."""
+        if self._pending:
             self.flush()
 
     def flush(self) -> None:
@@ -91,8 +98,7 @@ class ScrapeTargets:
 
     def close(self) -> None:
         """The last write, for a change the event loop had no turn left to write."""
-        if self._pending:
-            self.flush()
+        self.flush_pending()
 
 
 def _group(plan: Plan, t: ScrapeTarget) -> dict[str, Any]:
