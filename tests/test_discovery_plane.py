@@ -155,7 +155,7 @@ def load(text: str) -> Any:
 
 
 def plan(text: str, local: bool = False) -> Any:
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.contracts.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
     from srt_services.recipe.load import load_recipe
 
@@ -395,7 +395,7 @@ def test_implied_etcd_starts_before_implied_nats_whatever_loaded_first(first: st
     depend on which plugin pluggy happens to call first (ImpliedService.order)."""
     import srt_etcd.plugin
     import srt_nats.plugin
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.contracts.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
     from srt_services.plan.text import render_plan
     from srt_services.plugins.manager import PluginSet

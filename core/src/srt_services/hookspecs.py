@@ -33,12 +33,12 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from srt_services.extend.expansion import Expansion
-    from srt_services.extend.implied import ImpliedService
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.launcher import Launcher
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
+    from srt_services.contracts.expansion import Expansion
+    from srt_services.contracts.implied import ImpliedService
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.probe import Probe
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Problem
 

@@ -19,8 +19,8 @@ import pytest
 import srt_services
 import yaml
 from srt_services.cli.main import main
+from srt_services.contracts.plan import Plan
 from srt_services.extend import KindOptions, ServiceKind, hookimpl
-from srt_services.plan.model import plan_from_dict
 from srt_services.plugins import manager
 from srt_services.plugins.manager import PluginSet
 
@@ -271,7 +271,7 @@ def test_dry_run_json_round_trip(srt, repo: Path, example: str) -> None:
     golden = json.loads((repo / "core" / "tests" / "golden" / f"{example}.json").read_text())
     if example != "per-worker":  # the golden per-worker plan is for --nodes 2 (the same here)
         assert data == golden
-    plan = plan_from_dict(data)
+    plan = Plan.from_json(r.out)
     assert json.loads(plan.to_json()) == data
     assert plan.job_name == golden["job_name"]
 

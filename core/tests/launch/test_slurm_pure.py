@@ -46,7 +46,7 @@ def test_sbatch_script_takes_recipe_values_over_site_defaults() -> None:
 
 
 def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:
-    from srt_services.extend.context import JobPaths
+    from srt_services.contracts.context import JobPaths
     from srt_services.launch.slurm.launcher import own_tree
 
     planned = JobPaths("/shared/jobs/run1", "4711", "/tmp").local_job_dir

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from srt_services.plan.allocation import AllocationRequest
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plan.text import render_plan
 from srt_services.plugins.manager import PluginSet

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from srt_services import app
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.model import Plan
+from srt_services.contracts.allocation import AllocationRequest
+from srt_services.contracts.plan import Plan
 from srt_services.site_config import SiteConfig, node_local_root, parse
 
 

@@ -32,8 +32,8 @@ def problems(tag: str, **marks: Any) -> object:
     return Plugin()
 
 
-def messages(plugins: PluginSet) -> list[str]:
-    return [p.message for p in plugins.validate_recipe(RECIPE)]
+def messages(srt_plugins: PluginSet) -> list[str]:
+    return [p.message for p in srt_plugins.validate_recipe(RECIPE)]
 
 
 def test_results_come_in_pluggys_order_most_recent_registration_first() -> None:

@@ -25,9 +25,9 @@ FAILOVER = (
 )
 
 
-def failover_error(plugins: PluginSet) -> str:
+def failover_error(srt_plugins: PluginSet) -> str:
     with pytest.raises(RecipeError) as info:
-        load_recipe("r.yaml", plugins, text=FAILOVER)
+        load_recipe("r.yaml", srt_plugins, text=FAILOVER)
     (problem,) = info.value.errors
     assert (problem.label, problem.line) == ("engine.failover", 3)
     return problem.message

@@ -288,7 +288,7 @@ import pytest
 from pydantic import BaseModel
 
 from srt_services import hookimpl
-from srt_services.extend.kind import KindOptions, ServiceKind
+from srt_services.contracts.kind import KindOptions, ServiceKind
 from srt_services.testing.contracts import KindCase, ServiceKindContract
 
 

@@ -102,8 +102,8 @@ def test_the_lazy_table_and_all_agree() -> None:
 
 def test_the_restart_backoff_plugins_get_is_the_supervisors() -> None:
     """One restart backoff: ``extend.backoff`` is what srt's supervisor runs, not a copy."""
+    from srt_services.contracts.plan import PlannedRestart
     from srt_services.extend import backoff
-    from srt_services.plan.model import PlannedRestart
     from srt_services.supervise import restart
 
     assert backoff.RestartTracker is restart.RestartTracker

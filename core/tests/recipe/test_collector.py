@@ -11,7 +11,7 @@ import weakref
 from pathlib import Path
 
 import pytest
-from srt_services.plan.allocation import AllocationRequest
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe
@@ -32,15 +32,15 @@ def _cycle() -> tuple[_Cell, weakref.ref[_Cell]]:
     return cell, weakref.ref(cell)
 
 
-def _load_and_plan(plugins: PluginSet) -> object:
+def _load_and_plan(srt_plugins: PluginSet) -> object:
     path = str(EXAMPLES / "disagg-services.yaml")
-    return resolve(load_recipe(path, plugins), plugins, AllocationRequest())
+    return resolve(load_recipe(path, srt_plugins), srt_plugins, AllocationRequest())
 
 
-def test_load_and_plan_leave_everything_collectable(plugins: PluginSet) -> None:
+def test_load_and_plan_leave_everything_collectable(srt_plugins: PluginSet) -> None:
     frozen = gc.get_freeze_count()
     before, before_ref = _cycle()  # alive while the recipe is loaded and planned
-    planned = _load_and_plan(plugins)
+    planned = _load_and_plan(srt_plugins)
     after, after_ref = _cycle()
     after.me = (after, planned)  # the plan, now held only by a cycle
     planned_ref = weakref.ref(planned)

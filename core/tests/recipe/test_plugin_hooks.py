@@ -16,12 +16,12 @@ import pytest
 import rich_click as click
 import srt_services
 from srt_services import docs_gen, hookspecs
-from srt_services.extend.expansion import Expansion, InstanceSeed
-from srt_services.extend.implied import ImpliedService
-from srt_services.extend.kind import ServiceKind
-from srt_services.extend.launcher import Launcher
-from srt_services.extend.placement import Placement
-from srt_services.extend.probe import Probe
+from srt_services.contracts.expansion import Expansion, InstanceSeed
+from srt_services.contracts.implied import ImpliedService
+from srt_services.contracts.kind import ServiceKind
+from srt_services.contracts.launcher import Launcher
+from srt_services.contracts.placement import Placement
+from srt_services.contracts.probe import Probe
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.models import Recipe, StrictModel
 from srt_services.recipe.problems import Problem
@@ -190,7 +190,7 @@ def test_unregister_drops_what_the_plugin_registered() -> None:
 
 
 def test_recorded_kind_reaches_a_plan() -> None:
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.contracts.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
     from srt_services.recipe.load import load_recipe
 

@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 import pytest
 from srt_services import app
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.extend import ImpliedService, Recipe, ServiceKind, ServiceSpec, hookimpl
 from srt_services.launch.local import LocalLauncher
-from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe
@@ -26,9 +26,9 @@ def services(body: str) -> str:
 
 @pytest.mark.parametrize("second", ["a_b", "A_B", "a.b", "A-b"])
 def test_names_that_share_their_variables_are_refused_on_both_lines(
-    problems: Callable[..., Any], second: str
+    srt_problems: Callable[..., Any], second: str
 ) -> None:
-    found = problems(
+    found = srt_problems(
         services(f"""
         - name: a-b
           command: [x]
@@ -49,8 +49,8 @@ def test_names_that_share_their_variables_are_refused_on_both_lines(
     assert found[1].message.endswith("as services[a-b]; rename one of them")
 
 
-def test_three_way_collision_names_the_other_two(problems: Callable[..., Any]) -> None:
-    found = problems(
+def test_three_way_collision_names_the_other_two(srt_problems: Callable[..., Any]) -> None:
+    found = srt_problems(
         services("""
         - {name: a-b, command: [x]}
         - {name: a_b, command: [x]}
@@ -62,9 +62,9 @@ def test_three_way_collision_names_the_other_two(problems: Callable[..., Any]) -
 
 
 def test_a_switched_off_or_external_service_has_no_variables_to_share(
-    load: Callable[..., Any],
+    srt_load: Callable[..., Any],
 ) -> None:
-    load(
+    srt_load(
         services("""
         - {name: a-b, command: [x]}
         - {name: a_b, command: [x], enabled: false}

@@ -41,18 +41,18 @@ def with_kinds(*names: str) -> PluginSet:
     return plugins
 
 
-def load(plugins: PluginSet, text: str) -> LoadedRecipe:
-    return load_recipe(SOURCE, plugins, text=textwrap.dedent(text).lstrip("\n"))
+def load(srt_plugins: PluginSet, text: str) -> LoadedRecipe:
+    return load_recipe(SOURCE, srt_plugins, text=textwrap.dedent(text).lstrip("\n"))
 
 
-def errors(plugins: PluginSet, text: str) -> list[LocatedProblem]:
+def errors(srt_plugins: PluginSet, text: str) -> list[LocatedProblem]:
     with pytest.raises(RecipeError) as info:
-        load(plugins, text)
+        load(srt_plugins, text)
     return info.value.errors
 
 
-def only_error(plugins: PluginSet, text: str) -> LocatedProblem:
-    found = errors(plugins, text)
+def only_error(srt_plugins: PluginSet, text: str) -> LocatedProblem:
+    found = errors(srt_plugins, text)
     assert len(found) == 1, "\n".join(p.render(SOURCE) for p in found)
     return found[0]
 

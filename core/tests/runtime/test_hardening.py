@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import pytest
 from srt_services import hookimpl
+from srt_services.contracts.kind import ServiceKind
 from srt_services.errors import RecipeInvalid
-from srt_services.extend.kind import ServiceKind
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe
 from srt_services.testing.jobs import Jobs
@@ -67,10 +67,10 @@ class _Plugin:
 
 
 def _run_escaper(tmp_path: Path, target: str) -> tuple[int, str]:
+    from srt_services.contracts.allocation import AllocationRequest
     from srt_services.jobdir.identity import new_cookie
     from srt_services.jobdir.layout import JobDir
     from srt_services.launch.local import LocalLauncher
-    from srt_services.plan.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
     from srt_services.supervise.orchestrator import Orchestrator, RunOptions
 

@@ -127,7 +127,7 @@ def _load(tmp_path: Path, text: str) -> Any:
 
 
 def _plan(tmp_path: Path, text: str, job_dir: str = "<job_dir>") -> Any:
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.contracts.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
 
     plugins = PluginSet(autoload=False)

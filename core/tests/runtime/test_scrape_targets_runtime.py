@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.jobdir.identity import new_cookie
 from srt_services.jobdir.layout import JobDir
 from srt_services.launch.local import LocalLauncher
-from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe

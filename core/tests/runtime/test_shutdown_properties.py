@@ -9,11 +9,11 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.jobdir.events import read_events
 from srt_services.jobdir.identity import new_cookie
 from srt_services.jobdir.layout import JobDir
 from srt_services.launch.local import LocalLauncher
-from srt_services.plan.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe

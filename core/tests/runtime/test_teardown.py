@@ -123,10 +123,10 @@ def test_F17_unkillable_process_is_reported_and_teardown_is_bounded(jobs: Jobs, 
 
 def test_F18_200_services_no_fd_or_thread_leak(tmp_path) -> None:
     """Run in-process so the orchestrator's own descriptors and threads can be counted."""
+    from srt_services.contracts.allocation import AllocationRequest
     from srt_services.jobdir.identity import new_cookie
     from srt_services.jobdir.layout import JobDir
     from srt_services.launch.local import LocalLauncher
-    from srt_services.plan.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
     from srt_services.plugins.manager import PluginSet
     from srt_services.recipe.load import load_recipe

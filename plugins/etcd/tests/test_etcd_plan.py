@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from srt_etcd.kind import EtcdKind, EtcdOptions
-from srt_services.extend.servers import url_host
-from srt_services.plan.model import Plan, PlannedUnit
+from srt_services.contracts.plan import Plan, PlannedUnit
+from srt_services.contracts.servers import url_host
 from srt_services.recipe.models import ServiceSpec
 from srt_services.recipe.problems import RecipeError
 
@@ -267,7 +267,7 @@ def test_binary_lookup_order(
 def test_missing_binary_check_is_shell_that_explains() -> None:
     """The preamble itself: run it with an empty PATH and read what a user would read."""
     from srt_etcd.kind import INSTALL_HINT, KIND
-    from srt_services.extend.servers import missing_binary_check
+    from srt_services.contracts.servers import missing_binary_check
 
     script = missing_binary_check("etcd-not-here", KIND, INSTALL_HINT)
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from srt_exporters.kind import group_config
 from srt_services import app
-from srt_services.plan.model import LAST_TIER, Plan
+from srt_services.contracts.plan import LAST_TIER, Plan
 from srt_services.recipe.problems import RecipeError
 
 JOB = """
@@ -160,7 +160,7 @@ def test_placeholder_braces_in_groups_survive_planning(srt_plan: Callable[..., P
 def test_implied_services_are_skipped_where_the_binary_is_missing(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, srt_plugins: Any, srt_load: Any
 ) -> None:
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.contracts.allocation import AllocationRequest
 
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing is installed here
     loaded = srt_load(

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from srt_gms.kind import supervisor_source
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.model import Plan, PlannedUnit
+from srt_services.contracts.allocation import AllocationRequest
+from srt_services.contracts.plan import Plan, PlannedUnit
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import LoadedRecipe, load_recipe

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from srt_services.plan.model import Plan, PlannedUnit
+from srt_services.contracts.plan import Plan, PlannedUnit
 from srt_services.recipe.load import LoadedRecipe
 from srt_services.recipe.problems import RecipeError
 

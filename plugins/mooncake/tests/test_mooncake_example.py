@@ -16,7 +16,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from srt_services.plan.allocation import AllocationRequest
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.load import load_recipe

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from srt_services.cli.main import main
-from srt_services.plan.allocation import AllocationRequest
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.plan.resolve import resolve
 from srt_services.plugins import manager
 from srt_services.plugins.manager import PluginSet

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from srt_services.plan.model import LAST_TIER, Plan, PlannedInstance, PlannedUnit
+from srt_services.contracts.plan import LAST_TIER, Plan, PlannedInstance, PlannedUnit
 from srt_services.recipe.problems import RecipeError
 
 MakePlan = Callable[..., Plan]

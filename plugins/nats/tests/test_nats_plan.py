@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from srt_nats.kind import NatsKind, NatsOptions
-from srt_services.plan.model import Plan, PlannedUnit
+from srt_services.contracts.plan import Plan, PlannedUnit
 from srt_services.recipe.models import ServiceSpec
 from srt_services.recipe.problems import RecipeError
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import srt_ray.plugin
-from srt_services.plan.model import Plan
+from srt_services.contracts.plan import Plan
 from srt_services.plugins.manager import PluginSet
 from srt_services.testing import kit, needs
 

@@ -12,15 +12,17 @@ if TYPE_CHECKING:
     from srt_services.recipe.problems import LocatedProblem
 
 
+def _setup() -> Any:
+    from srt_services.app import compose
+
+    return compose.setup()
+
+
 def _plugins() -> Any:
-    from srt_services import app
-
-    return app.plugin_set()
+    return _setup().plugins
 
 
-def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
-    from srt_services.plan.allocation import AllocationRequest
-
+def _nodelist(nodes: int | None, nodelist: str | None) -> tuple[str, ...] | None:
     if nodes is not None and nodelist is not None:
         raise click.UsageError("give --nodes or --nodelist, not both")
     names = tuple(n.strip() for n in nodelist.split(",") if n.strip()) if nodelist else None
@@ -31,7 +33,7 @@ def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
             problem = name_problem(n)
             if problem:
                 raise click.UsageError(f"--nodelist: node name {problem}")
-    return AllocationRequest(kind="local" if local else "symbolic", count=nodes, nodelist=names)
+    return names
 
 
 @click.command()
@@ -54,8 +56,8 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
     selects no nodes, fail here too. Nothing is started and no network is used. `-` reads
     a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe is invalid.
     """
-    plugins = _plugins()
-    reports = [_validate_one(given, plugins, fmt, quiet) for given in recipes]
+    where = _setup()
+    reports = [_validate_one(given, where, fmt, quiet) for given in recipes]
     if fmt == "json":
         import json
 
@@ -68,18 +70,17 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         raise SystemExit(2)
 
 
-def _validate_one(given: str, plugins: Any, fmt: str, quiet: bool) -> dict[str, Any]:
+def _validate_one(given: str, where: Any, fmt: str, quiet: bool) -> dict[str, Any]:
     """The verdict on one recipe as its report; in the text format its problems or
     warnings, and its "ok" line, are written at once, so a long list shows progress."""
-    from srt_services import app
+    from srt_services.app.validate import ValidateRequest, verdict
     from srt_services.errors import RecipeInvalid
     from srt_services.recipe.load import source_name
     from srt_services.recipe.problems import LocatedProblem, RecipeError
 
     path = source_name(given)
     try:
-        with app.collector_paused():
-            planned = app.verdict(given, plugins)
+        planned = verdict(where, ValidateRequest(given))
     except RecipeInvalid as exc:
         if fmt == "text":
             sys.stderr.write(f"{exc}\n")
@@ -167,22 +168,22 @@ def dry_run(
     Nothing is started and no network is used. Without --nodes, the plan uses as many
     symbolic nodes as the recipe needs. `-` reads the recipe from standard input.
     """
-    from srt_services import app
+    from srt_services.app.dry_run import DryRunRequest, dry_run
 
     if units and as_json:
         raise click.UsageError("--unit filters the text output; filter --json with jq")
-    plugins = _plugins()
-    request = _allocation(nodes, nodelist, local)
-    with app.collector_paused():
-        _dry_run(app.plan(recipe, request, plugins=plugins), units, as_json, show_srun, local)
+    request = DryRunRequest(
+        recipe,
+        nodes=nodes,
+        nodelist=_nodelist(nodes, nodelist),
+        local=local,
+        srun_lines=show_srun,
+    )
+    _show_dry_run(dry_run(_setup(), request), units, as_json)
 
 
-def _dry_run(
-    planned: Any, units: tuple[str, ...], as_json: bool, show_srun: bool, local: bool
-) -> None:
-    loaded, plan, site = planned.loaded, planned.plan, planned.site
-    if local:  # what `srt run` will say before it starts
-        plan.warnings.extend(_plugins().launcher_class("local").unapplied(plan))
+def _show_dry_run(result: Any, units: tuple[str, ...], as_json: bool) -> None:
+    loaded, plan = result.planned.loaded, result.planned.plan
     only = _known_units(plan, units) if units else None
     if as_json:
         sys.stdout.buffer.write(plan.to_json(indent=False))
@@ -191,26 +192,14 @@ def _dry_run(
 
     for w in loaded.warnings:
         sys.stderr.write("warning: " + w.render(loaded.source) + "\n")
-    sys.stdout.write(render_plan(plan, only, site.container_aliases))
-    if show_srun:
+    sys.stdout.write(render_plan(plan, only, result.container_aliases))
+    if result.srun:
         import shlex
 
-        from srt_services.launch.slurm.commands import srun_argv
-
         sys.stdout.write("srun lines (job <job_id>):\n")
-        for inst in plan.instances():
-            if only is not None and inst.unit not in only:
-                continue
-            argv = srun_argv(
-                inst,
-                "<job_id>",
-                f"{plan.job_dir}/{inst.log}",
-                plan.job_dir,
-                site.container_aliases,
-                site.container_mounts,
-                site.slurm.srun_extra,
-            )
-            sys.stdout.write(f"  {inst.step}: {shlex.join(argv)}\n")
+        for line in result.srun:
+            if only is None or line.unit in only:
+                sys.stdout.write(f"  {line.step}: {shlex.join(line.argv)}\n")
 
 
 def _known_units(plan: Any, names: tuple[str, ...]) -> frozenset[str]:
@@ -300,9 +289,9 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
     files = _recipe_files(paths)
     if len(files) > 1 and not in_place:
         raise click.UsageError(f"{len(files)} recipes: rewrite them with --in-place")
-    plugins = _plugins()
+    where = _setup()
     outcomes = Counter(
-        _migrate_one(recipe, plugins, output, in_place=in_place, verify=verify) for recipe in files
+        _migrate_one(recipe, where, output, in_place=in_place, verify=verify) for recipe in files
     )
     failed, unchanged, invalid = outcomes[_NOT_MIGRATED], outcomes[_UNCHANGED], outcomes[_INVALID]
     if len(files) > 1:
@@ -320,7 +309,7 @@ _MIGRATED, _INVALID, _UNCHANGED, _NOT_MIGRATED = "migrated", "invalid", "unchang
 
 
 def _migrate_one(
-    recipe: str, plugins: Any, output: str | None, *, in_place: bool, verify: bool
+    recipe: str, where: Any, output: str | None, *, in_place: bool, verify: bool
 ) -> str:
     """Migrate one recipe, say what was done on stderr and write the result where asked;
     returns the outcome (``_MIGRATED``, ...) the summary counts."""
@@ -334,7 +323,7 @@ def _migrate_one(
         return _NOT_MIGRATED
     same = notes == [UNCHANGED]
     # a migration that yields a recipe srt refuses has not done its job, --verify or not
-    refused = None if same else _load_problem(recipe, text, plugins)
+    refused = None if same else _load_problem(recipe, text, where)
     if refused is not None and verify:
         sys.stderr.write(f"{refused}\n{recipe}: not migrated\n")
         return _NOT_MIGRATED
@@ -365,13 +354,13 @@ def _write_migrated(recipe: str, text: str, output: str | None, in_place: bool) 
         sys.stdout.write(text)
 
 
-def _load_problem(recipe: str, text: str, plugins: Any) -> str | None:
+def _load_problem(recipe: str, text: str, where: Any) -> str | None:
     """Why the migrated ``text`` of ``recipe`` does not load, or ``None`` when it does."""
-    from srt_services import app
+    from srt_services.app import compose
     from srt_services.errors import RecipeInvalid
 
     try:
-        app.load(recipe, plugins, text=text)
+        compose.load(where, recipe, text=text)
     except RecipeInvalid as exc:
         return (
             f"{recipe}: the migrated recipe does not load (lines are the migrated text's;"

@@ -26,11 +26,11 @@ def apply(recipe: str, out_dir: str | None, as_json: bool, dry_run: bool) -> Non
 
     A rev that names a branch, or that `git ls-remote` cannot find, is refused (exit 2)
     before anything is written."""
-    from srt_services.launch.slurm.submit import stage, submit
+    from srt_services.app import compose
+    from srt_services.app.apply import ApplyRequest, apply
 
-    sub = stage(recipe, out_dir, pin=True)  # a rev that cannot be pinned is refused here
-    if not dry_run:
-        submit(sub)
+    # a rev that cannot be pinned is refused before anything is written
+    sub = apply(compose.setup(), ApplyRequest(recipe, out_dir, pin=True, submit=not dry_run))
     if as_json:
         click.echo(json.dumps(sub.as_dict()))
         return
@@ -51,7 +51,8 @@ def apply(recipe: str, out_dir: str | None, as_json: bool, dry_run: bool) -> Non
 def render(recipe: str, out_dir: str | None) -> None:
     """Write the sbatch script and the staged recipe without submitting (no network: sources
     are not pinned; `srt apply` pins them)."""
-    from srt_services.launch.slurm.submit import stage
+    from srt_services.app import compose
+    from srt_services.app.apply import ApplyRequest, apply
 
-    sub = stage(recipe, out_dir, pin=False)
+    sub = apply(compose.setup(), ApplyRequest(recipe, out_dir, pin=False, submit=False))
     click.echo(sub.script)

@@ -20,7 +20,7 @@ What lives where:
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
-* helpers: :mod:`~srt_services.extend.servers` (binaries, URLs, directory options),
+* helpers: :mod:`~srt_services.contracts.servers` (binaries, URLs, directory options),
   :func:`render`
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
@@ -37,7 +37,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import (
+    from srt_services.app.job_record import JobDirError, JobRecord, read_job
+    from srt_services.contracts.context import (
         InstanceContext,
         JobPaths,
         Layout,
@@ -45,14 +46,20 @@ if TYPE_CHECKING:
         PathOutsideJob,
         Worker,
     )
-    from srt_services.extend.expansion import Expansion, InstanceSeed
-    from srt_services.extend.implied import ImpliedService
-    from srt_services.extend.jobs import JobDirError, JobRecord, read_job
-    from srt_services.extend.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
-    from srt_services.extend.launcher import LAUNCH_SETTINGS, Launcher, Preflight
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
-    from srt_services.extend.servers import (
+    from srt_services.contracts.expansion import Expansion, InstanceSeed
+    from srt_services.contracts.implied import ImpliedService
+    from srt_services.contracts.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
+    from srt_services.contracts.launcher import LAUNCH_SETTINGS, Launcher, Preflight
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.plan import (
+        Plan,
+        PlannedInstance,
+        PlannedProbe,
+        PlannedUnit,
+        ScrapeTarget,
+    )
+    from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
+    from srt_services.contracts.servers import (
         ServerKind,
         ServerOptions,
         binary_option_problems,
@@ -71,38 +78,43 @@ if TYPE_CHECKING:
 #: public name -> module that defines it
 _WHERE: dict[str, str] = {
     "hookimpl": "srt_services.hookspecs",
-    "InstanceContext": "srt_services.extend.context",
-    "JobPaths": "srt_services.extend.context",
-    "Layout": "srt_services.extend.context",
-    "Node": "srt_services.extend.context",
-    "PathOutsideJob": "srt_services.extend.context",
-    "Worker": "srt_services.extend.context",
-    "Expansion": "srt_services.extend.expansion",
-    "InstanceSeed": "srt_services.extend.expansion",
-    "ImpliedService": "srt_services.extend.implied",
-    "JobDirError": "srt_services.extend.jobs",
-    "JobRecord": "srt_services.extend.jobs",
-    "read_job": "srt_services.extend.jobs",
-    "DefaultProbe": "srt_services.extend.kind",
-    "KindOptions": "srt_services.extend.kind",
-    "NoOptions": "srt_services.extend.kind",
-    "ServiceKind": "srt_services.extend.kind",
-    "LAUNCH_SETTINGS": "srt_services.extend.launcher",
-    "Launcher": "srt_services.extend.launcher",
-    "Preflight": "srt_services.extend.launcher",
-    "Placement": "srt_services.extend.placement",
-    "Probe": "srt_services.extend.probe",
-    "ProbeResult": "srt_services.extend.probe",
-    "ProbeTarget": "srt_services.extend.probe",
-    "ServerKind": "srt_services.extend.servers",
-    "ServerOptions": "srt_services.extend.servers",
-    "binary_option_problems": "srt_services.extend.servers",
-    "dir_option_problems": "srt_services.extend.servers",
-    "missing_binary_check": "srt_services.extend.servers",
-    "one_per_job_problems": "srt_services.extend.servers",
-    "server_binary": "srt_services.extend.servers",
-    "url_host": "srt_services.extend.servers",
-    "venv_bin": "srt_services.extend.servers",
+    "InstanceContext": "srt_services.contracts.context",
+    "JobPaths": "srt_services.contracts.context",
+    "Layout": "srt_services.contracts.context",
+    "Node": "srt_services.contracts.context",
+    "PathOutsideJob": "srt_services.contracts.context",
+    "Worker": "srt_services.contracts.context",
+    "Expansion": "srt_services.contracts.expansion",
+    "InstanceSeed": "srt_services.contracts.expansion",
+    "ImpliedService": "srt_services.contracts.implied",
+    "JobDirError": "srt_services.app.job_record",
+    "JobRecord": "srt_services.app.job_record",
+    "read_job": "srt_services.app.job_record",
+    "DefaultProbe": "srt_services.contracts.kind",
+    "KindOptions": "srt_services.contracts.kind",
+    "NoOptions": "srt_services.contracts.kind",
+    "ServiceKind": "srt_services.contracts.kind",
+    "LAUNCH_SETTINGS": "srt_services.contracts.launcher",
+    "Launcher": "srt_services.contracts.launcher",
+    "Preflight": "srt_services.contracts.launcher",
+    "Placement": "srt_services.contracts.placement",
+    "Plan": "srt_services.contracts.plan",
+    "PlannedInstance": "srt_services.contracts.plan",
+    "PlannedProbe": "srt_services.contracts.plan",
+    "PlannedUnit": "srt_services.contracts.plan",
+    "ScrapeTarget": "srt_services.contracts.plan",
+    "Probe": "srt_services.contracts.probe",
+    "ProbeResult": "srt_services.contracts.probe",
+    "ProbeTarget": "srt_services.contracts.probe",
+    "ServerKind": "srt_services.contracts.servers",
+    "ServerOptions": "srt_services.contracts.servers",
+    "binary_option_problems": "srt_services.contracts.servers",
+    "dir_option_problems": "srt_services.contracts.servers",
+    "missing_binary_check": "srt_services.contracts.servers",
+    "one_per_job_problems": "srt_services.contracts.servers",
+    "server_binary": "srt_services.contracts.servers",
+    "url_host": "srt_services.contracts.servers",
+    "venv_bin": "srt_services.contracts.servers",
     "MetricsSpec": "srt_services.recipe.models",
     "Port": "srt_services.recipe.models",
     "Recipe": "srt_services.recipe.models",
@@ -131,6 +143,10 @@ __all__ = [
     "Node",
     "PathOutsideJob",
     "Placement",
+    "Plan",
+    "PlannedInstance",
+    "PlannedProbe",
+    "PlannedUnit",
     "Port",
     "Preflight",
     "Probe",
@@ -138,6 +154,7 @@ __all__ = [
     "ProbeTarget",
     "Problem",
     "Recipe",
+    "ScrapeTarget",
     "ServerKind",
     "ServerOptions",
     "ServiceKind",

@@ -27,7 +27,7 @@ Usage::
 
 from __future__ import annotations
 
-from srt_services.plan.model import PlannedRestart as RestartPolicy
+from srt_services.contracts.plan import PlannedRestart as RestartPolicy
 from srt_services.supervise.restart import Decision, RestartTracker
 
 __all__ = ["Decision", "RestartPolicy", "RestartTracker"]

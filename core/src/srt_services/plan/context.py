@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from srt_services.recipe.problems import ProblemList
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import JobPaths, Layout
-    from srt_services.plan.model import PlannedRestart, ScrapeTarget
+    from srt_services.contracts.context import JobPaths, Layout
+    from srt_services.contracts.plan import PlannedRestart, ScrapeTarget
     from srt_services.plan.ports import PortLedger
     from srt_services.plugins.manager import PluginSet
     from srt_services.recipe.load import LoadedRecipe
+    from srt_services.recipe.settled import Settled
 
 
 @dataclass(slots=True)
@@ -29,6 +31,10 @@ class PlanContext:
     #: the plan's restart record of services that write no ``restart``: one shared record
     #: (never mutated), as most services use the default
     default_restart: PlannedRestart | None
+    #: the services the plan runs (the recipe's, less those that cannot run here)
+    services: list[Settled]
+    #: the site's ``[binaries]`` (a server kind's command name -> the path to run)
+    binaries: Mapping[str, str] = field(default_factory=dict)
     #: the site's least readiness budget for probes whose recipe gives none (0: none)
     readiness_floor: float = 0.0
     #: bounded like the checks' (see :class:`~srt_services.recipe.problems.ProblemList`)

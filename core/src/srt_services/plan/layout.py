@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from srt_services.extend.context import Layout, Node, Worker
+from srt_services.contracts.context import Layout, Node, Worker
 from srt_services.recipe.models import Recipe, RoleSpec
 
 

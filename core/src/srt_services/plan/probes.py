@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services.extend.context import PathOutsideJob
-from srt_services.plan.model import PlannedProbe
+from srt_services.contracts.context import PathOutsideJob
+from srt_services.contracts.plan import PlannedProbe
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
-    from srt_services.extend.kind import DefaultProbe
+    from srt_services.contracts.context import InstanceContext
+    from srt_services.contracts.kind import DefaultProbe
     from srt_services.plan.context import PlanContext
     from srt_services.recipe.problems import Path
     from srt_services.recipe.settled import ProbeBinding

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from srt_services.extend.context import InstanceContext
-from srt_services.extend.kind import ServiceKind
-from srt_services.extend.servers import url_host
+from srt_services.contracts.context import InstanceContext
+from srt_services.contracts.kind import ServiceKind
+from srt_services.contracts.plan import TIER_OF_PHASE, PlannedInstance, PlannedUnit
+from srt_services.contracts.servers import url_host
 from srt_services.names import env_key
-from srt_services.plan.model import TIER_OF_PHASE, PlannedInstance, PlannedUnit
 from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
 from srt_services.plan.services import service_nodes
 from srt_services.plan.targets import endpoint_targets, metric_record
@@ -33,7 +33,7 @@ from srt_services.recipe.shell import ShellValueError, render_shell
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from srt_services.extend.context import Node, Worker
+    from srt_services.contracts.context import Node, Worker
     from srt_services.plan.context import PlanContext
     from srt_services.recipe.models import MetricsSpec, ProcessSpec, RoleSpec
     from srt_services.recipe.problems import Path
@@ -91,6 +91,7 @@ def _process_instance(
         worker=worker,
         worker_node_rank=at.rank,
         values=values,
+        binaries=ctx.binaries,
     )
     env = dict(env_base)
     if extra_env:
@@ -174,7 +175,7 @@ def _told_workers(ctx: PlanContext, role: str) -> dict[str, str]:
     order the services launch; a later service's value wins."""
     out: dict[str, str] = {}
     recipe = ctx.loaded.recipe
-    for s in ctx.loaded.services:
+    for s in ctx.services:
         if s.options is None or type(s.kind).worker_env is ServiceKind.worker_env:
             continue  # most kinds tell workers nothing: skip the call
         out.update(s.kind.worker_env(s.spec, s.options, role, recipe))
@@ -278,7 +279,7 @@ def _service_facts(ctx: PlanContext) -> dict[str, dict[str, str]]:
     """What each kind tells the benchmark about its service (``ServiceKind.service_facts``),
     by service name; only kinds that override the hook are asked."""
     out: dict[str, dict[str, str]] = {}
-    for s in ctx.loaded.services:
+    for s in ctx.services:
         if s.options is None or s.spec.external is not None:
             continue
         if type(s.kind).service_facts is ServiceKind.service_facts:

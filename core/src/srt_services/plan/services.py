@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services.extend.context import InstanceContext
-from srt_services.extend.kind import ServiceKind
-from srt_services.plan.model import (
+from srt_services.contracts.context import InstanceContext
+from srt_services.contracts.kind import ServiceKind
+from srt_services.contracts.plan import (
     LAST_TIER,
     TIER_OF_PHASE,
     PlannedBuild,
@@ -40,10 +40,10 @@ from srt_services.recipe.shell import ShellValueError, render_shell
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from srt_services.extend.context import Node
-    from srt_services.extend.expansion import InstanceSeed
+    from srt_services.contracts.context import Node
+    from srt_services.contracts.expansion import InstanceSeed
+    from srt_services.contracts.plan import PlannedProbe
     from srt_services.plan.context import PlanContext
-    from srt_services.plan.model import PlannedProbe
     from srt_services.recipe.models import MetricsSpec, Recipe, RestartSpec
     from srt_services.recipe.problems import Path
     from srt_services.recipe.settled import Settled
@@ -382,6 +382,7 @@ class _Instances:
                 worker_node_rank=rank,
                 values=values,
                 discovery_env=self.discovery,
+                binaries=ctx.binaries,
             )
             if "fleet_readiness" in self.hooks:
                 self.contexts.append(ictx)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterator, Mapping
 
-from srt_services.plan.model import (
+from srt_services.contracts.plan import (
     LAST_TIER,
     PHASE_ORDER,
     Plan,

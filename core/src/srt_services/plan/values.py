@@ -15,7 +15,7 @@ from srt_services.recipe.models import ROLE_NAMES
 from srt_services.recipe.placeholders import render
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import JobPaths, Layout, Node, Worker
+    from srt_services.contracts.context import JobPaths, Layout, Node, Worker
     from srt_services.plan.context import PlanContext
     from srt_services.recipe.load import LoadedRecipe
 

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from srt_services.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from srt_services.extend.expansion import Expansion
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.launcher import Launcher
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
+    from srt_services.contracts.expansion import Expansion
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.probe import Probe
 
 
 @hookimpl

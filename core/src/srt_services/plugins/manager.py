@@ -31,12 +31,12 @@ from srt_services.plugins.discovery import Controls, PluginRecord, normalize, sc
 if TYPE_CHECKING:
     import click
 
-    from srt_services.extend.expansion import Expansion
-    from srt_services.extend.implied import ImpliedService
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.launcher import Launcher
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
+    from srt_services.contracts.expansion import Expansion
+    from srt_services.contracts.implied import ImpliedService
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.probe import Probe
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Problem
 
@@ -895,11 +895,12 @@ def trace_plugins(on: bool = True) -> None:
         _default._monitors.append(_trace)
 
 
-def default_plugins() -> PluginSet:
-    """The process-wide plugin set, created on first use (never by ``srt --help``)."""
+def default_plugins(site: Any = None) -> PluginSet:
+    """The process-wide plugin set, created on first use (never by ``srt --help``), under
+    ``site`` (the site config the composition root read) when given."""
     global _default
     if _default is None:
-        _default = PluginSet()
+        _default = PluginSet(site=site)
     return _default
 
 

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from srt_services.extend.context import InstanceContext
-from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
-from srt_services.extend.servers import url_host
+from srt_services.contracts.context import InstanceContext
+from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
+from srt_services.contracts.servers import url_host
 from srt_services.probes.tcp import connect_once, ownership_problem
 from srt_services.recipe.models import Port, StrictModel
 from srt_services.recipe.placeholders import render

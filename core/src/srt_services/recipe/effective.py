@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from srt_services.recipe.problems import Path
 
 if TYPE_CHECKING:
-    from srt_services.extend.implied import ImpliedService
+    from srt_services.contracts.implied import ImpliedService
     from srt_services.recipe.models import ServiceSpec
 
 

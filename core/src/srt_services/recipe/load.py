@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from srt_services.gcpause import gc_paused
 from srt_services.recipe import bounds, validation
 from srt_services.recipe.checks import check
 from srt_services.recipe.models import Recipe
 from srt_services.recipe.problems import LocatedProblem, Problem, ProblemList, RecipeError, locate
 from srt_services.recipe.pydantic_errors import shape_problems
 from srt_services.recipe.settled import JobProbes, Settled
-from srt_services.recipe.source import Document, gc_paused, parse_text
+from srt_services.recipe.source import Document, parse_text
 
 if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.probe import Probe
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.probe import Probe
     from srt_services.recipe.effective import EffectiveService
     from srt_services.recipe.models import ProbeBlock, ServiceSpec
 

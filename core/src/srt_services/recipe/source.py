@@ -13,15 +13,13 @@ parsed by orjson; on error they are re-read as YAML (JSON is YAML) to find the p
 
 from __future__ import annotations
 
-import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from srt_services.gcpause import gc_paused
 from srt_services.recipe.problems import LocatedProblem, Path, RecipeError
 
 try:  # the C parser is ~4x faster; fall back to pure Python where libyaml is missing
@@ -187,27 +185,6 @@ def _tab_indented(text: str, line: int) -> bool:
         return False
     current = lines[line]
     return "\t" in current[: len(current) - len(current.lstrip(" \t"))]
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while large, acyclic structures are built.
-
-    Parsing, checking and planning a 10,000-service recipe allocate millions of containers;
-    with the collector on, each of its full passes rescans everything built so far, which
-    doubles the run time. Nothing built here is cyclic garbage (what is dropped is freed by
-    reference counting). The collector's state is restored as it was found, and nothing is
-    moved out of its reach: a long-lived process (the orchestrator, a test run, a program
-    embedding srt) must still be able to collect the recipe and plan once it drops them.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def parse_text(text: str, source: str) -> Document:

@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from srt_services.contracts.plan import PHASE_ORDER, Plan, PlannedInstance, PlannedUnit
+from srt_services.gcpause import gc_paused
 from srt_services.jobdir.cause import StopCause, StopKind, death_signal
 from srt_services.jobdir.events import EventLog
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
@@ -51,9 +53,7 @@ from srt_services.jobdir.state import (
 from srt_services.jobdir.stop_request import clear_stop_request, take_stop_request
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
-from srt_services.plan.model import PHASE_ORDER, Plan, PlannedInstance, PlannedUnit
 from srt_services.plan.waits import is_chain, phase_waits
-from srt_services.recipe.source import gc_paused
 from srt_services.supervise.builds import Builder
 from srt_services.supervise.control import ControlServer
 from srt_services.supervise.portpoll import PortPoller
@@ -72,8 +72,10 @@ from srt_services.supervise.service_ops import ServiceOps
 from srt_services.supervise.shutdown import Shutdown, stop_instances
 
 if TYPE_CHECKING:
-    from srt_services.extend.launcher import Launcher
-    from srt_services.plugins.manager import PluginSet
+    from collections.abc import Mapping
+
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.probe import Probe
 
 __all__ = ["Orchestrator", "RunOptions"]
 
@@ -89,14 +91,15 @@ class Orchestrator:
         self,
         plan: Plan,
         job: JobDir,
-        launcher_cls: type[Launcher],
-        plugins: PluginSet,
+        launcher: Launcher,
+        probes: Mapping[str, Probe],
         options: RunOptions,
     ) -> None:
         self.plan = plan
         self.job = job
-        self.launcher_cls = launcher_cls
-        self.plugins = plugins
+        self.launcher = launcher
+        #: every probe the plan names, by name
+        self.probes = probes
         self.options = options
         self.units: dict[str, UnitRun] = {}
         for u in plan.units:
@@ -113,7 +116,6 @@ class Orchestrator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.events: EventLog | None = None
         self.watcher: ChildWatcher | None = None
-        self.launcher: Launcher | None = None
         self.hub: InotifyHub | None = None
         self.poller: PortPoller | None = None
         self.probing: Probing | None = None
@@ -179,9 +181,7 @@ class Orchestrator:
             self.hub = InotifyHub(loop)
         except OSError:
             self.hub = None
-        self.launcher = self.launcher_cls(
-            self.plan, self.job.path, self.watcher, {"cookie": self.options.cookie}
-        )
+        self.launcher.attach(self.watcher)
         # the inherited part of every instance's environment, computed once per job
         self._base_env = process.service_env(
             {},
@@ -196,7 +196,7 @@ class Orchestrator:
         self.scrape_targets.open()
         self.poller = PortPoller(loop)
         self.probing = Probing(
-            self.plugins,
+            self.probes,
             self.job,
             self.launcher,
             self._emit,
@@ -210,14 +210,13 @@ class Orchestrator:
             job=self.plan.job_name,
             job_id=self.plan.job_id,
             pid=os.getpid(),
-            launcher=self.launcher_cls.name,
+            launcher=self.launcher.name,
         )
         self._write_state(status="running")
         return self._stop_requested
 
     def _open_control(self) -> None:
         """The control socket ``srt restart`` and ``srt stop JOBDIR SERVICE`` talk to."""
-        assert self.launcher is not None
         assert self.kill_now is not None
         ops = ServiceOps(
             self.units,
@@ -234,7 +233,6 @@ class Orchestrator:
         self.control.open()
 
     async def _teardown(self) -> None:
-        assert self.launcher is not None
         assert self.kill_now is not None
         self.stopping = True
         for inst in self.instances:
@@ -290,17 +288,15 @@ class Orchestrator:
             self.control.close()
         self.watcher.close()
         self.events.close()
-        if self.launcher is not None:
-            # last: removing the job's (empty) cgroups is bookkeeping once every process is
-            # gone; the final state still names them, and a cgroup a survivor keeps stays
-            self.launcher.close()
+        # last: removing the job's (empty) cgroups is bookkeeping once every process is gone;
+        # the final state still names them, and a cgroup a survivor keeps stays
+        self.launcher.close()
         process.become_subreaper(False)
         return code
 
     # ------------------------------------------------------------------ the job
 
     async def _drive(self) -> None:
-        assert self.launcher is not None
         try:
             await self.launcher.prepare()
             for phase in PHASE_ORDER:
@@ -390,7 +386,6 @@ class Orchestrator:
             self._spawn_task(self._benchmark_timeout(unit, u.timeout))
 
     def _builder(self) -> Builder:
-        assert self.launcher is not None
         assert self.watcher is not None
         return Builder(
             self.launcher, self.watcher, self.job, self.options.cookie, self._build_event
@@ -435,7 +430,6 @@ class Orchestrator:
 
     async def _preflight(self, unit: UnitRun) -> None:
         """Reap provable leftovers on the unit's ports; fail if anything else holds one."""
-        assert self.launcher is not None
         u = unit.planned
         checked = await self.launcher.preflight([i.planned for i in unit.instances])
         for what in checked.reaped:
@@ -470,7 +464,6 @@ class Orchestrator:
     # ------------------------------------------------------------------ launching
 
     def _launch(self, inst: InstanceRun) -> None:
-        assert self.launcher is not None
         assert self.watcher is not None
         p = inst.planned
         # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
@@ -710,7 +703,6 @@ class Orchestrator:
 
     async def _stop_instance(self, inst: InstanceRun, reason: str) -> None:
         """One instance, while the job goes on: SIGTERM, its grace, SIGKILL."""
-        assert self.launcher is not None
         assert self.kill_now is not None
         grace = self.options.grace_override
         if grace is None:
@@ -855,7 +847,7 @@ class Orchestrator:
             job_name=self.plan.job_name,
             job_id=self.plan.job_id,
             cookie=self.options.cookie,
-            launcher=self.launcher_cls.name,
+            launcher=self.launcher.name,
             status=status,
             phase=self.phase,
             orchestrator=self._identity,
@@ -863,12 +855,11 @@ class Orchestrator:
             cause=self.stop_cause,
             unkillable=self.unkillable,
         )
-        if self.launcher is not None:
-            state.cgroup = self.launcher.cgroup_path()
-            state.sessions = [
-                SessionRecord(sid, step) for sid, step in self.launcher.sessions().items()
-            ]
-        if self.builds and self.launcher is not None:
+        state.cgroup = self.launcher.cgroup_path()
+        state.sessions = [
+            SessionRecord(sid, step) for sid, step in self.launcher.sessions().items()
+        ]
+        if self.builds:
             self._fill_build_pids(self.launcher.sessions())
         state.builds = self.builds
         return state

@@ -17,17 +17,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from srt_services.contracts.plan import PlannedProbe
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.layout import JobDir
 from srt_services.launch import process
-from srt_services.plan.model import PlannedProbe
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub, Target, probe_starts
 from srt_services.supervise.runs import Emit, InstanceRun, PhaseFailed, UnitRun, describe_code
 
 if TYPE_CHECKING:
-    from srt_services.extend.launcher import Launcher
-    from srt_services.plugins.manager import PluginSet
+    from collections.abc import Mapping
+
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.probe import Probe
 
 #: Log lines quoted when an instance exits before it is ready.
 LOG_TAIL_LINES = 20
@@ -41,7 +43,8 @@ PROBE_CANCEL_WAIT = 1.0
 class Probing:
     """Runs an instance's readiness and liveness probes."""
 
-    plugins: PluginSet
+    #: every probe the plan names, by name (looked up once, when the job was set up)
+    probes: Mapping[str, Probe]
     job: JobDir
     launcher: Launcher
     emit: Emit
@@ -102,7 +105,7 @@ class Probing:
         exit_fut: asyncio.Future[Any] = inst.exit_fut
         if exit_fut.done():
             raise self._exited_before_ready(inst, exit_fut.result(), spec)
-        probe = self.plugins.probe(spec.probe)
+        probe = self.probes[spec.probe]
         target = self.target(inst, spec)
         attempt_timeout = HTTP_ATTEMPT_TIMEOUT if spec.probe == "http" else TCP_ATTEMPT_TIMEOUT
         waiter = asyncio.ensure_future(probe.wait_ready(target, min(attempt_timeout, spec.timeout)))
@@ -164,7 +167,7 @@ class Probing:
         for fut, inst in exits.items():
             if fut.done():
                 raise self._exited_before_ready(inst, fut.result(), spec)
-        probe = self.plugins.probe(spec.probe)
+        probe = self.probes[spec.probe]
         first = unit.instances[0]
         target = self.target(first, spec)
         target.owner_check = lambda port: None  # the fleet answers for many processes
@@ -229,7 +232,7 @@ class Probing:
 
     async def watch_liveness(self, inst: InstanceRun, spec: PlannedProbe) -> None:
         """Check ``inst`` every period while it runs; stop it after too many failures."""
-        probe = self.plugins.probe(spec.probe)
+        probe = self.probes[spec.probe]
         target = self.target(inst, spec)
         period = spec.period or 10.0
         threshold = spec.failure_threshold or 3

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from srt_services.contracts.handle import Handle
+from srt_services.contracts.plan import PlannedInstance, PlannedUnit
 from srt_services.jobdir.cause import StopCause, death_signal
 from srt_services.jobdir.state import InstanceStatus
-from srt_services.launch.handle import Handle
-from srt_services.plan.model import PlannedInstance, PlannedUnit
 from srt_services.supervise.restart import RestartTracker
 
 

@@ -37,10 +37,10 @@ import pytest
 from srt_services.testing import kit
 
 if TYPE_CHECKING:
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
-    from srt_services.plan.model import Plan, PlannedUnit
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.plan import Plan, PlannedUnit
+    from srt_services.contracts.probe import Probe
     from srt_services.plugins.manager import PluginSet
 
 #: A recipe fragment with a frontend and two aggregated workers on two nodes: enough for
@@ -254,7 +254,7 @@ class ServiceKindContract:
         assert issubclass(kind.Options, BaseModel)
         extra = kind.Options.model_config.get("extra")
         assert extra == "forbid", (
-            "the options model must refuse unknown keys (subclass srt_services.extend.kind."
+            "the options model must refuse unknown keys (subclass srt_services.contracts.kind."
             f"KindOptions); model_config extra is {extra!r}"
         )
         json.dumps(kind.Options.model_json_schema())

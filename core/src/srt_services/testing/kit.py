@@ -20,14 +20,16 @@ from srt_services.hookspecs import hookimpl
 from srt_services.plugins.manager import HookCall, PluginSet
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext, Layout
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
-    from srt_services.plan.allocation import Allocation
-    from srt_services.plan.model import Plan
+    from srt_services.contracts.allocation import Allocation
+    from srt_services.contracts.context import InstanceContext, Layout
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.plan import Plan
+    from srt_services.contracts.probe import Probe
     from srt_services.recipe.load import LoadedRecipe
     from srt_services.recipe.models import ServiceSpec
+    from srt_services.recipe.problems import LocatedProblem
+    from srt_services.site_config import SiteConfig
 
 
 # --------------------------------------------------------------------------- plugin sets
@@ -66,6 +68,9 @@ class KitSettings:
     #: Top-level keys added to every recipe that does not set them (see :func:`recipe_text`),
     #: e.g. ``{"observability": {"metrics": False}}`` where srt-exporters is not installed.
     fill: Mapping[str, Any] = field(default_factory=dict)
+    #: The site config plans are made under (``None``: an empty one, whatever
+    #: ``SRT_SITE_CONFIG`` says).
+    site: SiteConfig | None = None
 
 
 class FreePorts:
@@ -173,7 +178,7 @@ class HookRecorder:
 def fake_allocation(nodes: int = 2, kind: str = "symbolic", job_id: str = "test") -> Allocation:
     """``nodes`` named ``node0..``: symbolic addresses (``<node0-ip>``) or, with
     ``kind="local"``, the loopback addresses ``srt run`` would use."""
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.contracts.allocation import AllocationRequest
 
     return AllocationRequest(kind=kind, count=nodes, job_id=job_id).build(nodes)
 
@@ -207,7 +212,7 @@ def instance_context(
     """The context a kind's methods get for one instance on ``node`` of ``layout``, with the
     same placeholder values the planner would render (so ``command()`` can be unit-tested);
     ``discovery_env`` is what the job's discovery services would announce."""
-    from srt_services.extend.context import InstanceContext, JobPaths
+    from srt_services.contracts.context import InstanceContext, JobPaths
 
     lay = layout or fake_layout()
     target = lay.nodes[node]
@@ -264,7 +269,8 @@ def service_spec(entry: Mapping[str, Any]) -> ServiceSpec:
 def recipe_text(recipe: Mapping[str, Any] | str, fill: Mapping[str, Any] | None = None) -> str:
     """The YAML text of a test's recipe.
 
-    Text is dedented (a recipe written inline is indented with the test's code; columns in
+    Text is dedented and a leading newline dropped (a recipe written inline is indented
+    with the test's code and starts on the line after the quotes; lines and columns in
     problems count from the dedented text); a mapping gets ``schema`` and ``name`` filled
     in. Each ``fill`` key the recipe does not set at the top level is appended after its
     last line, so every line number a test checks stays where it is.
@@ -276,7 +282,7 @@ def recipe_text(recipe: Mapping[str, Any] | str, fill: Mapping[str, Any] | None 
         for key, value in (fill or {}).items():
             doc.setdefault(key, value)
         return str(yaml.safe_dump(doc, sort_keys=False))
-    text = textwrap.dedent(recipe)
+    text = textwrap.dedent(recipe).lstrip("\n")
     for key, value in (fill or {}).items():
         if not re.search(rf"^{re.escape(key)}\s*:", text, re.MULTILINE):
             line = yaml.safe_dump({key: value}, default_flow_style=None, sort_keys=False)
@@ -322,15 +328,69 @@ def plan(
     job_dir: str = "<job_dir>",
     source: str = "kit.yaml",
     fill: Mapping[str, Any] | None = None,
+    nodelist: Sequence[str] | None = None,
+    allocation: Allocation | None = None,
+    job_id: str | None = None,
+    site: SiteConfig | None = None,
+    runs_here: bool = False,
 ) -> Plan:
-    """Load and resolve like ``srt dry-run [--nodes N] [--local]``, the job directory
-    rendered as ``job_dir``."""
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
+    """Load and plan through the application layer, like ``srt dry-run [--nodes N]
+    [--local]``: the job directory rendered as ``job_dir``, on ``nodes`` symbolic (or
+    loopback, ``local``) nodes, the nodes of ``nodelist``, or a ready ``allocation``.
+
+    The site config is explicit (``site``; default an empty one): the caller's
+    ``SRT_SITE_CONFIG`` never changes a test's plan. ``runs_here`` plans as ``srt run``
+    does on this machine (the local launcher's warnings, each kind asked whether it can
+    run here)."""
+    from srt_services.app import compose
+    from srt_services.contracts.allocation import AllocationRequest
 
     loaded = load(plugins, recipe, source, fill)
-    request = AllocationRequest(kind="local" if local else "symbolic", count=nodes)
-    return resolve(loaded, plugins, request, job_dir=job_dir)
+    where = compose.Setup(site=site if site is not None else _empty_site(), plugins=plugins)
+    kind = "local" if local or runs_here else "symbolic"
+    nodes_given: Allocation | AllocationRequest = allocation or AllocationRequest(
+        kind=kind,
+        count=nodes,
+        nodelist=tuple(nodelist) if nodelist is not None else None,
+        job_id=job_id or ("local" if kind == "local" else "dry-run"),
+    )
+    launcher = plugins.launcher_class("local") if runs_here else None
+    planned = compose.plan(
+        where, loaded, nodes_given, job_dir=job_dir, launcher=launcher, runs_here=runs_here
+    )
+    return planned.plan
+
+
+def _empty_site() -> SiteConfig:
+    from srt_services.site_config import SiteConfig
+
+    return SiteConfig()
+
+
+def problems(
+    plugins: PluginSet,
+    recipe: Mapping[str, Any] | str,
+    nodes: int | None = None,
+    *,
+    source: str = "kit.yaml",
+    fill: Mapping[str, Any] | None = None,
+) -> list[LocatedProblem]:
+    """Every error of a recipe that must be refused by ``srt validate`` (at load or at
+    plan time), each located; fails the calling test when the recipe is accepted, or
+    when a problem is not in the rendered error text the user would see."""
+    from srt_services.recipe.problems import RecipeError
+
+    try:
+        plan(plugins, recipe, nodes, source=source, fill=fill)
+    except RecipeError as exc:
+        errors, rendered = exc.errors, str(exc)
+    else:
+        raise AssertionError("the recipe was accepted")
+    assert errors, "a RecipeError must carry at least one error"
+    assert "Traceback" not in rendered
+    for p in errors:
+        assert p.render(source) in rendered
+    return list(errors)
 
 
 @dataclass(slots=True)

@@ -30,8 +30,13 @@ Fixtures:
 ``srt_load``
     ``srt_load(recipe, source=None)``: load a recipe (mapping or YAML text) like ``srt validate``.
 ``srt_plan``
-    ``srt_plan(recipe, nodes=None, local=None, job_dir=None)``: load and resolve in
-    ``srt_plugins`` (``None``: the settings' value).
+    ``srt_plan(recipe, nodes=None, local=None, job_dir=None, **more)``: load and plan
+    through the application layer in ``srt_plugins``, under the settings' site config
+    (``None``: the settings' value; ``more``: ``nodelist``, ``allocation``, ``job_id``,
+    ``site``, ``runs_here``).
+``srt_problems`` / ``srt_problem``
+    ``srt_problems(recipe, nodes=None)``: the located errors of a recipe ``srt validate``
+    refuses; ``srt_problem`` when there must be exactly one.
 ``srt_free_port``
     ``srt_free_port()``: a port the kernel just gave out, never the same twice in one test.
 ``srt_jobs``
@@ -53,11 +58,12 @@ import pytest
 from srt_services.testing import kit
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext, Layout
-    from srt_services.plan.allocation import Allocation
-    from srt_services.plan.model import Plan
+    from srt_services.contracts.allocation import Allocation
+    from srt_services.contracts.context import InstanceContext, Layout
+    from srt_services.contracts.plan import Plan
     from srt_services.plugins.manager import PluginSet
     from srt_services.recipe.load import LoadedRecipe
+    from srt_services.recipe.problems import LocatedProblem
     from srt_services.testing.jobs import Jobs
 
 #: Environment variables that change which plugins load.
@@ -146,7 +152,11 @@ def srt_plan(srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings) -> Calla
         nodes: int | None = None,
         local: bool | None = None,
         job_dir: str | None = None,
+        **more: Any,
     ) -> Plan:
+        """``more``: :func:`~srt_services.testing.kit.plan`'s other keywords (``nodelist``,
+        ``allocation``, ``job_id``, ``site``, ``runs_here``)."""
+        more.setdefault("site", settings.site)
         return kit.plan(
             srt_plugins,
             recipe,
@@ -155,9 +165,38 @@ def srt_plan(srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings) -> Calla
             job_dir=job_dir or settings.job_dir,
             source=settings.source,
             fill=settings.fill,
+            **more,
         )
 
     return make
+
+
+@pytest.fixture
+def srt_problems(
+    srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings
+) -> Callable[..., list[LocatedProblem]]:
+    """``srt_problems(recipe, nodes=None)``: every located error of a recipe that ``srt
+    validate`` must refuse (the test fails if it is accepted)."""
+    settings = srt_kit_settings
+
+    def problems(recipe: Mapping[str, Any] | str, nodes: int | None = None) -> list[LocatedProblem]:
+        return kit.problems(srt_plugins, recipe, nodes, source=settings.source, fill=settings.fill)
+
+    return problems
+
+
+@pytest.fixture
+def srt_problem(
+    srt_problems: Callable[..., list[LocatedProblem]], srt_kit_settings: kit.KitSettings
+) -> Callable[..., LocatedProblem]:
+    """``srt_problem(recipe, nodes=None)``: the one error of a recipe refused with exactly one."""
+
+    def one(recipe: Mapping[str, Any] | str, nodes: int | None = None) -> LocatedProblem:
+        found = srt_problems(recipe, nodes)
+        assert len(found) == 1, "\n".join(p.render(srt_kit_settings.source) for p in found)
+        return found[0]
+
+    return one
 
 
 @pytest.fixture

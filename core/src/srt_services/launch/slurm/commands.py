@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from srt_services.contracts.plan import PlannedInstance
 from srt_services.launch.process import wrap_preamble
-from srt_services.plan.model import PlannedInstance
 
 
 def container_flags(

@@ -20,7 +20,7 @@ from srt_services.recipe.rules import strings
 from srt_services.recipe.settled import ProbeBinding
 
 if TYPE_CHECKING:
-    from srt_services.extend.probe import Probe
+    from srt_services.contracts.probe import Probe
     from srt_services.recipe.models import ProbeBlock
     from srt_services.recipe.problems import Path
     from srt_services.recipe.rules.context import RuleContext

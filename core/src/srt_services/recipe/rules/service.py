@@ -23,7 +23,7 @@ from srt_services.recipe.rules.implied_kinds import unprovided_kinds
 from srt_services.recipe.settled import Settled
 
 if TYPE_CHECKING:
-    from srt_services.extend.kind import ServiceKind
+    from srt_services.contracts.kind import ServiceKind
     from srt_services.recipe.effective import EffectiveService
     from srt_services.recipe.models import ServiceSpec
     from srt_services.recipe.problems import Path

@@ -18,7 +18,7 @@ from srt_services.recipe.models import ServiceSpec
 from srt_services.recipe.pydantic_errors import shape_problems
 
 if TYPE_CHECKING:
-    from srt_services.extend.implied import ImpliedService
+    from srt_services.contracts.implied import ImpliedService
     from srt_services.recipe.rules.context import RuleContext
     from srt_services.recipe.rules.service import ServiceRules
     from srt_services.recipe.settled import Settled

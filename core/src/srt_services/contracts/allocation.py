@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from srt_services.extend.context import Node
+from srt_services.contracts.context import Node
 
 MAX_LOCAL_NODES = 254
 

@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
-
-from srt_services.extend.context import InstanceContext, Node
+from srt_services.contracts.context import InstanceContext, Node
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:

@@ -15,12 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
-
-from srt_services.extend.kind import KindOptions, ServiceKind
+from srt_services.contracts.kind import KindOptions, ServiceKind
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
+    from srt_services.contracts.context import InstanceContext
     from srt_services.recipe.models import Recipe, ServiceSpec
 
 
@@ -29,17 +28,17 @@ def url_host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip and not ip.startswith("[") else ip
 
 
-def server_binary(choice: str | None, key: str) -> str:
-    """The recipe's choice, else the site config's ``[binaries] <key>``, else ``key`` on PATH.
+def server_binary(choice: str | None, key: str, binaries: Mapping[str, str] | None = None) -> str:
+    """The recipe's choice, else the site's ``[binaries] <key>`` (``binaries``: the
+    instance's :attr:`~srt_services.contracts.context.InstanceContext.binaries`), else
+    ``key`` on PATH.
 
     Looked up by name rather than resolved here: planning must not touch the machine (dry
     runs happen on a login node), and the service's own node is where the binary must exist.
     """
     if choice:
         return choice
-    from srt_services import site_config
-
-    return site_config.current().binaries.get(key) or key
+    return (binaries or {}).get(key) or key
 
 
 def binary_option_problems(spec: ServiceSpec, binary: str | None) -> list[Problem]:
@@ -203,9 +202,11 @@ class ServerKind(ServiceKind):
 
     # ------------------------------------------------------------------ supplied
 
-    def binary(self, options: Any) -> str:
-        """The binary to run: the recipe's ``options.binary``, the site's, or the name."""
-        return server_binary(getattr(options, "binary", None), self.binary_name)
+    def binary(self, options: Any, ctx: InstanceContext | None = None) -> str:
+        """The binary to run: the recipe's ``options.binary``, the site's (known to the
+        instance's context), or the name."""
+        binaries = ctx.binaries if ctx is not None else None
+        return server_binary(getattr(options, "binary", None), self.binary_name, binaries)
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         out = binary_option_problems(spec, getattr(options, "binary", None))
@@ -226,12 +227,12 @@ class ServerKind(ServiceKind):
         return out
 
     def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
-        return [self.binary(options), *self.server_args(spec, options, ctx)]
+        return [self.binary(options, ctx), *self.server_args(spec, options, ctx)]
 
     def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
         if spec.command is not None:
             return None  # the recipe's own command: not ours to check
-        return missing_binary_check(self.binary(options), self.name, self.install_hint)
+        return missing_binary_check(self.binary(options, ctx), self.name, self.install_hint)
 
     def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
         return tuple(p for p in self.ports(options).values() if p is not None)

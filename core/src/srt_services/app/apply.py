@@ -1,15 +1,20 @@
 """``srt apply`` / ``srt render``: stage the recipe into a job directory, pin its sources,
-write the sbatch script, and (apply) submit it."""
+write the sbatch script, and (apply) submit it.
+
+The sbatch script runs ``srt run --launcher slurm`` on the staged recipe inside the
+allocation; that run plans again, against the real nodes, so what is staged here is the
+recipe (with its sources pinned) and the script, not a plan."""
 
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from srt_services.app import compose
 from srt_services.jobdir.layout import SCRIPT, JobDir, default_job_dir
 from srt_services.jobdir.result import SubmittedJob, write_submitted
 from srt_services.launch.slurm.allocation import SlurmError, run
@@ -22,6 +27,9 @@ from srt_services.launch.slurm.sbatch import (
 from srt_services.recipe.pinning import Pin, pin_sources
 from srt_services.recipe.problems import Problem, RecipeError, locate
 from srt_services.recipe.source import Document
+
+if TYPE_CHECKING:
+    from srt_services.app.compose import Setup
 
 
 @dataclass(slots=True)
@@ -44,12 +52,31 @@ class Submission:
         }
 
 
-def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
-    from srt_services import app
-    from srt_services.plan.allocation import AllocationRequest
+@dataclass(frozen=True, slots=True)
+class ApplyRequest:
+    recipe: str
+    #: the job directory to create (default: a new one under the job root)
+    out_dir: str | None = None
+    #: pin every source rev to a commit (``git ls-remote``); ``srt render`` does not
+    pin: bool = True
+    #: submit the rendered script (``srt apply``; not ``--dry-run`` or ``srt render``)
+    submit: bool = True
 
-    planned = app.plan(recipe_path, AllocationRequest("symbolic"))
-    loaded, plan, site = planned.loaded, planned.plan, planned.site
+
+def apply(where: Setup, request: ApplyRequest) -> Submission:
+    """Stage, pin, render and (when asked) submit; a rev that cannot be pinned is refused
+    before anything is written."""
+    sub = stage(where, request.recipe, request.out_dir, request.pin)
+    if request.submit:
+        submit(sub)
+    return sub
+
+
+def stage(where: Setup, recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
+    from srt_services.contracts.allocation import AllocationRequest
+
+    planned = compose.plan(where, recipe_path, AllocationRequest("symbolic"))
+    loaded, plan, site = planned.loaded, planned.plan, where.site
     job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
     problem = slurm_path_problem(job.path)
     if problem is not None:
@@ -73,7 +100,7 @@ def stage(recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
             spec=loaded.recipe.slurm,
             site=site.slurm,
             site_config=site.path,
-            recipe_dir=os.path.dirname(os.path.abspath(recipe_path)),
+            recipe_dir=compose.recipe_dir(recipe_path),
         )
     )
     script_path = job.file(SCRIPT)

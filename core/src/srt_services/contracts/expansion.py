@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from srt_services.extend.context import Layout, Node, Worker
+from srt_services.contracts.context import Layout, Node, Worker
 
 
 @dataclass(slots=True)

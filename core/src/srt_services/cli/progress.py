@@ -160,10 +160,11 @@ class LiveProgress:
         self.rows: dict[str, dict[str, Any]] = {}
         self.messages: list[str] = []
         self.t0 = time.monotonic()
+        # started at the first event: a recipe refused before the job starts shows no table
         self.live = Live(
             self._render(), console=self.console, refresh_per_second=4, transient=False
         )
-        self.live.start()
+        self.started = False
 
     def _render(self) -> Any:
         from rich.table import Table
@@ -185,6 +186,9 @@ class LiveProgress:
         return Group(table, *(Text(m) for m in self.messages[-5:]))
 
     def __call__(self, record: dict[str, Any]) -> None:
+        if not self.started:
+            self.started = True
+            self.live.start()
         ev = record["event"]
         step = record.get("step")
         if step:
@@ -209,6 +213,8 @@ class LiveProgress:
         self.live.update(self._render())
 
     def close(self) -> None:
+        if not self.started:
+            return
         try:
             self.live.stop()
         except (OSError, ValueError):

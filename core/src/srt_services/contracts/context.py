@@ -155,6 +155,9 @@ class InstanceContext:
     #: that must point its own process or config file at another service (a Mooncake
     #: store at its master) without re-deriving where that service runs.
     discovery_env: Mapping[str, str] = field(default_factory=dict)
+    #: The site's ``[binaries]`` table: a server's command name -> the path it runs as on
+    #: this site (see :func:`~srt_services.contracts.servers.server_binary`).
+    binaries: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def work_dir(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from srt_services.extend.context import Layout, Node
+from srt_services.contracts.context import Layout, Node
 
 
 class Placement:

@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from srt_services.names import env_key
-
 PLAN_VERSION = 1
 
 #: Launch order of the job's phases.
@@ -37,8 +35,6 @@ TIER_OF_PHASE = {
     "before_workers": 1,
     "infra": 2,
 }
-#: What the benchmark is told about each service: ``SRT_SERVICE_<KEY>_<this>``.
-SERVICE_VARIABLES: tuple[str, ...] = ("NODES", "IPS", "NODE_COUNT")
 #: The tier of kinds that stop after everything else (``ServiceKind.stops_last``).
 LAST_TIER = max(TIER_OF_PHASE.values()) + 1
 
@@ -200,10 +196,6 @@ class Plan:
     #: the job's node-local directory on every node (``{local_dir}`` lives under it)
     local_dir: str | None = None
 
-    def local_dir_of(self, step: str) -> str | None:
-        """An instance's ``{local_dir}``."""
-        return f"{self.local_dir}/{step}" if self.local_dir else None
-
     def local_dir_nodes(self) -> list[str]:
         """The nodes where the job makes something under :attr:`local_dir` (an instance that
         names its ``{local_dir}``, a checkout built on every node): where it is removed at
@@ -220,26 +212,6 @@ class Plan:
                     nodes[i.node] = None
         return list(nodes)
 
-    def drop_unit(self, name: str, reason: str) -> None:
-        """Remove a unit that cannot run here (a kind's ``skip_reason``), keeping a note.
-
-        Everything that pointed at it goes too: its scrape targets, its ports, and the
-        ``SRT_SERVICE_<KEY>_*`` variables that told the benchmark where it runs."""
-        self.units = [u for u in self.units if u.name != name]
-        for names in self.phases.values():
-            if name in names:
-                names.remove(name)
-        prefix = f"SRT_SERVICE_{env_key(name)}_"
-        told = [f"{prefix}{what}" for what in SERVICE_VARIABLES]
-        for unit in self.units:
-            for inst in unit.instances:
-                if told[0] in inst.env:
-                    for key in told:
-                        inst.env.pop(key, None)
-        self.scrape_targets = [t for t in self.scrape_targets if t.service != name]
-        self.ports = [p for p in self.ports if p.get("owner") != f"services[{name}]"]
-        self.warnings.append(f"services[{name}] skipped: {reason}")
-
     def unit(self, name: str) -> PlannedUnit:
         for u in self.units:
             if u.name == name:
@@ -255,6 +227,28 @@ class Plan:
         option = orjson.OPT_INDENT_2 if indent else 0
         return orjson.dumps(self, option=option | orjson.OPT_APPEND_NEWLINE)
 
+    @classmethod
+    def from_json(cls, data: bytes | str) -> Plan:
+        """The plan ``to_json`` wrote (``plan.json``, ``srt dry-run --json``), validated by
+        this same model: one schema writes and reads it, wherever it is read (the job
+        directory's readers, ``srt stop`` after a dead orchestrator, plugins through
+        ``extend``). A document of another shape raises ``ValueError`` naming the field."""
+        return _plan_adapter().validate_json(data)
+
+
+def _plan_adapter() -> Any:
+    """The validator of :class:`Plan`, built on first use (pydantic is not imported by
+    ``srt --help``) and kept."""
+    global _ADAPTER
+    if _ADAPTER is None:
+        from pydantic import TypeAdapter
+
+        _ADAPTER = TypeAdapter(Plan)
+    return _ADAPTER
+
+
+_ADAPTER: Any = None
+
 
 def _names(root: str, i: PlannedInstance) -> bool:
     """Whether an instance's argv, environment, preamble, files or directory name ``root``."""
@@ -264,45 +258,4 @@ def _names(root: str, i: PlannedInstance) -> bool:
         or (i.preamble is not None and root in i.preamble)
         or any(root in v for v in i.files.values())
         or (i.cwd is not None and i.cwd.startswith(root))
-    )
-
-
-def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """Rebuild a Plan from its JSON (``plan.json``, ``srt dry-run --json``): the inverse of
-    :meth:`Plan.to_json`, which is how the tests prove that the JSON holds the whole plan.
-    The runtime reads ``plan.json`` as plain data today."""
-
-    def probe(d: dict[str, Any] | None) -> PlannedProbe | None:
-        return PlannedProbe(**d) if d else None
-
-    units = []
-    for u in data["units"]:
-        instances = [
-            PlannedInstance(
-                **{
-                    **i,
-                    "readiness": probe(i.get("readiness")),
-                    "liveness": probe(i.get("liveness")),
-                }
-            )
-            for i in u["instances"]
-        ]
-        units.append(
-            PlannedUnit(
-                **{
-                    **u,
-                    "instances": instances,
-                    "build": PlannedBuild(**u["build"]) if u.get("build") else None,
-                    "restart": PlannedRestart(**u["restart"]) if u.get("restart") else None,
-                    "fleet": probe(u.get("fleet")),
-                }
-            )
-        )
-    return Plan(
-        **{
-            **data,
-            "nodes": [PlannedNode(**n) for n in data["nodes"]],
-            "units": units,
-            "scrape_targets": [ScrapeTarget(**t) for t in data["scrape_targets"]],
-        }
     )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
+    from srt_services.contracts.context import InstanceContext
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""What the runtime keeps for one launched attempt of an instance."""
+"""What a launcher hands back: a launched attempt of an instance, or a one-shot step's result."""
 
 from __future__ import annotations
 
@@ -27,3 +27,17 @@ class Handle:
     returncode: int | None = None
     #: Launcher-specific data (Slurm: the step id), persisted in state.json.
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CommandResult:
+    """A one-shot step (a clone, a build) that ran to its end, or was stopped at its bound."""
+
+    code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0 and not self.timed_out

@@ -9,14 +9,46 @@ it can say about the remote side.
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from srt_services.launch.children import ChildWatcher, CommandResult
-    from srt_services.launch.handle import Handle
-    from srt_services.plan.allocation import Allocation, AllocationRequest
-    from srt_services.plan.model import Plan, PlannedInstance
+    from srt_services.contracts.allocation import Allocation, AllocationRequest
+    from srt_services.contracts.handle import CommandResult, Handle
+    from srt_services.contracts.plan import Plan, PlannedInstance
+
+
+class ChildWatch(Protocol):
+    """The runtime's reaper of this process's children, as a launcher uses it: register a
+    child it spawned so its exit is heard, and know which children are watched."""
+
+    def watch(
+        self,
+        pid: int,
+        callback: Callable[[int], None],
+        popen: subprocess.Popen[bytes] | None = None,
+    ) -> None: ...
+
+    def watched_pids(self) -> set[int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSettings:
+    """What a launcher is told besides the plan, settled once by the application layer.
+
+    ``cookie`` marks every process of this run (``SRT_JOB_COOKIE``) so a launcher can find
+    what escaped its process group. The rest comes from the site config, read once at the
+    top: container image aliases, mounts every container gets, extra ``srun`` options, and
+    the network interface whose address a Slurm node advertises.
+    """
+
+    cookie: str = ""
+    container_aliases: Mapping[str, str] = field(default_factory=dict)
+    container_mounts: Sequence[str] = ()
+    srun_extra: Sequence[str] = ()
+    network_interface: str | None = None
 
 
 @dataclass(slots=True)
@@ -41,34 +73,32 @@ class Launcher:
     #: the process without its image or its CPU binding and saying nothing.
     applies: ClassVar[frozenset[str]] = frozenset(LAUNCH_SETTINGS)
 
-    @classmethod
-    def unapplied(cls, plan: Plan) -> list[str]:
-        """One warning per unit that sets a launch setting this launcher does not apply."""
-        out = []
-        for unit in plan.units:
-            found = [
-                key
-                for key in LAUNCH_SETTINGS
-                if key not in cls.applies and any(getattr(i, key) for i in unit.instances)
-            ]
-            if found:
-                out.append(
-                    f"{unit.label}: the {cls.name} launcher does not apply {', '.join(found)};"
-                    " it runs the process without them"
-                )
-        return out
-
-    def __init__(
-        self, plan: Plan, job_dir: str, watcher: ChildWatcher, options: dict[str, Any] | None = None
-    ) -> None:
+    def __init__(self, plan: Plan, job_dir: str, settings: LaunchSettings | None = None) -> None:
         self.plan = plan
         self.job_dir = job_dir
+        self.settings = settings or LaunchSettings()
+        self.watcher: ChildWatch | None = None
+
+    def attach(self, watcher: ChildWatch) -> None:
+        """Hand over the runtime's child reaper once its event loop runs (the launcher is
+        built before the loop by the application layer), before the first launch."""
         self.watcher = watcher
-        self.options = options or {}
+
+    @property
+    def children(self) -> ChildWatch:
+        """The attached reaper; launching before :meth:`attach` is a programming error."""
+        if self.watcher is None:
+            raise RuntimeError(f"{type(self).__name__} used before attach()")
+        return self.watcher
 
     @classmethod
-    def allocation(cls, request: AllocationRequest, needed: int) -> Allocation:
-        """The nodes to plan against (local: virtual nodes; Slurm: the allocation's)."""
+    def allocation(
+        cls, request: AllocationRequest, needed: int, settings: LaunchSettings | None = None
+    ) -> Allocation:
+        """The nodes to plan against (local: virtual nodes; Slurm: the allocation's).
+
+        Asked by the application layer before planning, with the node count the recipe
+        needs, so the planner receives a finished allocation and never calls back here."""
         return request.build(needed)
 
     async def prepare(self) -> None:
