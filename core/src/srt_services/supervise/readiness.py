@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -254,3 +254,53 @@ class Probing:
                 inst.killed_for = f"liveness failed {failures} times: {result.detail}"
                 await self._stop(inst, "liveness failed")
                 return
+
+
+@dataclass(slots=True)
+class ReadinessGate:
+    """When an instance and a unit count as ready, and what follows: the ``ready`` event,
+    the state written, the liveness watch started."""
+
+    probing: Probing
+    emit: Emit
+    mark_dirty: Callable[[], None]
+    #: starts a background task the orchestrator tracks (a liveness watch)
+    spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]
+
+    async def unit_ready(self, unit: UnitRun) -> None:
+        """Wait until every instance with readiness is ready; the first failure raises."""
+        gated = [i for i in unit.instances if i.planned.readiness is not None]
+        if gated:
+            results = await asyncio.gather(
+                *(self.await_ready(i) for i in gated), return_exceptions=True
+            )
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+        for inst in unit.instances:
+            if inst.planned.readiness is None and inst.state == "starting":
+                self.mark_ready(inst)
+        if unit.planned.fleet is not None:
+            await self.probing.wait_fleet(unit)
+
+    async def await_ready(self, inst: InstanceRun) -> None:
+        """Wait for readiness of the current attempt (PhaseFailed if it fails), then mark it."""
+        await self.probing.wait_ready(inst)
+        self.mark_ready(inst)
+
+    def mark_ready(self, inst: InstanceRun) -> None:
+        inst.state = "ready"
+        inst.ready_at = time.monotonic()
+        p = inst.planned
+        waited = inst.ready_at - (inst.waiting_since or inst.ready_at)
+        self.emit(
+            "ready",
+            step=p.step,
+            unit=p.unit,
+            node=p.node,
+            waited=round(waited, 6),
+            attempt=inst.attempt,
+        )
+        self.mark_dirty()
+        if p.liveness is not None:
+            inst.liveness = self.spawn(self.probing.watch_liveness(inst, p.liveness))
