@@ -57,10 +57,11 @@ from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.environment import SAFE_PATH, load_json_file
 from oarbank_protocol.lifecycle.events import ManagerEvent
 from oarbank_protocol.lifecycle.manager import AdmissionRequest, ModuleManager
+from oarbank_protocol.lifecycle.options import SupervisorOptions
 from oarbank_protocol.lifecycle.reaper import Liveness, file_liveness, static_liveness
 from oarbank_protocol.lifecycle.resources import NodeResources
 from oarbank_protocol.lifecycle.state_store import StateStore
-from oarbank_protocol.lifecycle.supervisor import ServiceState, SupervisorOptions
+from oarbank_protocol.lifecycle.states import ServiceState
 from oarbank_protocol.names import check_name
 from oarbank_protocol.numbers import amount_arg, is_finite_number, seconds_arg
 

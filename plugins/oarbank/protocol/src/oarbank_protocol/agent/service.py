@@ -40,10 +40,12 @@ from oarbank_protocol.execution.environment import (
 )
 from oarbank_protocol.lifecycle.events import ManagerEvent
 from oarbank_protocol.lifecycle.manager import ModuleManager
+from oarbank_protocol.lifecycle.options import SupervisorOptions
 from oarbank_protocol.lifecycle.reaper import Liveness, file_liveness, static_liveness
 from oarbank_protocol.lifecycle.resources import NodeResources
 from oarbank_protocol.lifecycle.state_store import StateStore
-from oarbank_protocol.lifecycle.supervisor import ServiceState, ServiceSupervisor, SupervisorOptions
+from oarbank_protocol.lifecycle.states import ServiceState
+from oarbank_protocol.lifecycle.supervisor import ServiceSupervisor
 from oarbank_protocol.manifest import ModuleManifest, ServiceSpec
 from oarbank_protocol.numbers import amount_arg, op_timeout_arg, seconds_arg
 from oarbank_protocol.platforms import platform_matches

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("oarbank_protocol.lifecycle")
 
@@ -56,6 +56,13 @@ class ManagerEvent:
 
 
 EventSink = Callable[[ManagerEvent], None]
+
+
+class Emit(Protocol):
+    """How a part of one service's lifecycle announces an event about that service (the
+    supervisor stamps it with the service's name and the clock's time)."""
+
+    def __call__(self, kind: str, message: str, /, **data: Any) -> None: ...
 
 
 class EventLog:

@@ -38,16 +38,13 @@ from oarbank_protocol.execution.environment import ExecContext
 from oarbank_protocol.execution.executor import ExecLimits
 from oarbank_protocol.lifecycle.clock import Clock, SystemClock
 from oarbank_protocol.lifecycle.events import EventLog, EventSink, ManagerEvent
+from oarbank_protocol.lifecycle.options import SupervisorOptions
 from oarbank_protocol.lifecycle.probes import ProbeMonitor
 from oarbank_protocol.lifecycle.reaper import Liveness, ReapReport
 from oarbank_protocol.lifecycle.resources import NodeResources, ResourceSnapshot
 from oarbank_protocol.lifecycle.state_store import LoadedState, StateStore
-from oarbank_protocol.lifecycle.supervisor import (
-    ServiceSnapshot,
-    ServiceState,
-    ServiceSupervisor,
-    SupervisorOptions,
-)
+from oarbank_protocol.lifecycle.states import ServiceSnapshot, ServiceState
+from oarbank_protocol.lifecycle.supervisor import ServiceSupervisor
 from oarbank_protocol.manifest import ModuleManifest, ProbeSpec, ServiceSpec
 from oarbank_protocol.names import check_name
 from oarbank_protocol.platforms import current_platform, platform_matches

@@ -5,7 +5,8 @@ giving up at ``max_failures``, a long run resetting the doubling) is
 :mod:`~oarbank_protocol.lifecycle.backoff`. What this module adds is the protocol's view of
 a failure: there is no exit code (a failed start, a service that stopped running, a status
 that keeps failing are all failures), how long it ran is measured from the moment it became
-ready, and the counters are persisted in the agent's state file.
+ready, a failure the module calls not retryable ends the service at once (it is marked
+unhealthy: retrying cannot help), and the counters are persisted in the agent's state file.
 """
 
 from __future__ import annotations
@@ -25,6 +26,16 @@ class FailureDecision:
     delay_s: float
     failures_in_window: int
     consecutive: int
+
+
+@dataclass(frozen=True)
+class RestartPlan:
+    """What a failure leads to: the service is marked unhealthy (``give_up``), or it is
+    started again after ``delay_s``; ``reason`` says which and why, for the state."""
+
+    give_up: bool
+    reason: str
+    delay_s: float = 0.0
 
 
 def policy_of(spec: RestartSpec) -> BackoffPolicy:
@@ -84,6 +95,24 @@ class RestartBudget:
             delay_s=verdict.delay_s,
             failures_in_window=verdict.failures_in_window,
             consecutive=self.tracker.streak,
+        )
+
+    def after_failure(self, reason: str, *, retryable: bool) -> RestartPlan:
+        """Count a failure (``reason``) and plan what follows it.
+
+        A non-retryable failure is counted too (the history shows it) but gives up at once.
+        """
+        decision = self.on_failure()
+        if not retryable:
+            return RestartPlan(True, f"{reason} (not retryable)")
+        if decision.give_up:
+            return RestartPlan(
+                True,
+                f"{decision.failures_in_window} failures within {self.spec.window_s:g} s "
+                f"(max_failures {self.spec.max_failures}); last: {reason}",
+            )
+        return RestartPlan(
+            False, f"{reason}; next start in {decision.delay_s:.2f} s", decision.delay_s
         )
 
     def reset(self) -> None:
