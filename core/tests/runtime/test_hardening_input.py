@@ -201,7 +201,8 @@ def test_H20_an_admission_with_a_nan_reserve_is_refused() -> None:
 
     with pytest.raises(ValueError, match="NaN"):
         json.loads('{"attempt_id": "a", "mem_gb": NaN}', parse_constant=refuse_constant)
-    from oarbank_protocol.agent.node import AdmissionRefused, NodeAgent
+    from oarbank_protocol.agent.node import NodeAgent
+    from oarbank_protocol.errors import AdmissionRefused
 
     agent = NodeAgent.__new__(NodeAgent)
     for bad in ({"mem_gb": float("nan")}, {"mem_gb": float("inf")}, {"timeout_s": float("nan")}):
