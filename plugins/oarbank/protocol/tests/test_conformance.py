@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from oarbank_protocol.conformance import runner as runner_module
+from oarbank_protocol.conformance import suite as runner_module
 from oarbank_protocol.conformance.checks import SPEC, SRT_SCHEMA
 from oarbank_protocol.conformance.cli import main as conformance_main
 from oarbank_protocol.conformance.report import format_junit, format_tap, format_text, passed

@@ -1,9 +1,12 @@
-"""How a conformance check is declared: once, with its id, title, source and prerequisites.
+"""How a conformance check is declared (once, with its id, title, source and prerequisites)
+and how its body reports a failure or a skip.
 
-A check is a method of the runner decorated with :func:`check`; the decorator turns it into a
-:class:`Check` that carries everything the reports need, and the runner's class body is the
-one table of checks (in run order). Prerequisites name the *checks* (the decorated methods
-above), never an id string, so an id is written exactly once.
+A check is a method of the suite (:mod:`~oarbank_protocol.conformance.suite`) decorated with
+:func:`check`; the decorator turns it into a :class:`Check` that carries everything the
+reports need, and the suite's class body is the one table of checks (in run order).
+Prerequisites name the *checks* (the decorated methods above), never an id string, so an id
+is written exactly once. A body passes by returning (optionally a note), fails by raising
+:class:`CheckFailed` and skips by raising :class:`CheckSkipped`.
 
 Every check says where its rule comes from:
 
@@ -28,6 +31,14 @@ SRT_SCHEMA: Final[Source] = "srt schema"
 Body = Callable[[Any], "str | None"]
 
 
+class CheckFailed(Exception):
+    """The module broke the rule the check is about; the message says how."""
+
+
+class CheckSkipped(Exception):
+    """The check cannot be judged against this module (it owns no busy object...)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Check:
     id: str
@@ -38,8 +49,8 @@ class Check:
     needs: tuple[Check, ...]
     body: Body
 
-    def __call__(self, runner: Any) -> str | None:
-        return self.body(runner)
+    def __call__(self, suite: Any) -> str | None:
+        return self.body(suite)
 
 
 def check(
@@ -50,7 +61,7 @@ def check(
     probe: bool = False,
     needs: tuple[Check, ...] = (),
 ) -> Callable[[Body], Check]:
-    """Declare the decorated runner method as a check (see the module docstring)."""
+    """Declare the decorated suite method as a check (see the module docstring)."""
 
     def declare(body: Body) -> Check:
         return Check(check_id, title, source, probe, needs, body)
