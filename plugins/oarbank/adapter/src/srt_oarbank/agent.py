@@ -14,4 +14,4 @@ from oarbank_protocol.agent.service import main
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(prog="python -m srt_oarbank.agent"))

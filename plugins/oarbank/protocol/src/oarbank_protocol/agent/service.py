@@ -52,6 +52,10 @@ from oarbank_protocol.platforms import platform_matches
 
 log = logging.getLogger("oarbank_protocol.agent")
 
+#: How usage messages name the program; a host passes its own (srt's kind runs it as
+#: ``python -m srt_oarbank.agent``).
+PROG = "python -m oarbank_protocol.agent"
+
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_USAGE = 2
@@ -60,9 +64,9 @@ EXIT_LOCKED = 4
 EXIT_UNSUPPORTED = 5
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m oarbank_protocol.agent",
+        prog=prog,
         description="Run one service of an oarbank module bundle under the lifecycle manager.",
     )
     parser.add_argument("--bundle", type=Path, required=True, help="bundle directory")
@@ -395,8 +399,8 @@ async def _once(
     return EXIT_OK if snap.state == ServiceState.READY else EXIT_INCOMPLETE
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     setup_logging(str(args.log_level))
     return asyncio.run(run_agent(args))
 

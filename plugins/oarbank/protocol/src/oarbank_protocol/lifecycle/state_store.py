@@ -28,6 +28,7 @@ from oarbank_protocol.execution.environment import write_json_atomic
 
 log = logging.getLogger(__name__)
 
+#: The name predates this library (it was srt-oarbank's); state files on disk carry it.
 STATE_FORMAT: Final = "srt-oarbank-state"
 STATE_VERSION: Final = 1
 BOOT_ID_PATH: Final = Path("/proc/sys/kernel/random/boot_id")

@@ -1,8 +1,8 @@
 """One service's lifecycle on one node: the state machine behind the module manager.
 
-This module holds the machine only: the states and the moves between them, the users that
-want the service, and the one task that acts. Each thing it does to the service is a
-collaborator of its own module:
+This module holds the machine only: the states and the moves between them, and the one task
+that acts. Everything it consults or does to the service is a collaborator in a module of
+its own:
 
 * who wants the service (attempts, the idle timer, yields) is :mod:`.demand`;
 * starting waits for ``ready`` (:mod:`.readiness`); a ready service is watched with
@@ -135,7 +135,7 @@ class ServiceSupervisor:
         # The collaborators, one per thing done to the service.
         self.demand = Demand(spec, clock)
         self.restarts = RestartBudget(spec.restart, clock.monotonic, rng)
-        self.share = ServiceResources(spec, resources)
+        self.resources = ServiceResources(spec, resources)
         self.health_view = ServiceHealth(spec.name, ops, spec.pools)
         self.readiness = ReadinessGate(
             spec,
@@ -185,7 +185,7 @@ class ServiceSupervisor:
 
     @property
     def memory_holder(self) -> str:
-        return self.share.holder
+        return self.resources.holder
 
     @property
     def fingerprint(self) -> Fingerprint | None:
@@ -219,11 +219,11 @@ class ServiceSupervisor:
 
     def reserve_needed_gb(self) -> float:
         """Memory this service would add to the node's charges if it started now."""
-        return self.share.needed_gb(self.fingerprint)
+        return self.resources.needed_gb(self.fingerprint)
 
     def precharge(self) -> None:
         """Book this service's reservation before it starts (admission already checked it)."""
-        self.share.precharge(self.fingerprint)
+        self.resources.precharge(self.fingerprint)
 
     async def acquire(self, attempt_id: str, *, timeout_s: float | None = None) -> None:
         """Add a user and wait until the service is ready (starting it if needed)."""
@@ -281,7 +281,7 @@ class ServiceSupervisor:
 
     def yieldable_gb(self) -> float:
         """The memory a yield would free now (0 when this service may not yield)."""
-        return self.share.charged() if self._may_yield() else 0.0
+        return self.resources.charged() if self._may_yield() else 0.0
 
     def request_yield(self) -> float:
         """Ask the loop to stop this idle service for memory; returns the GB it will free."""
@@ -289,7 +289,7 @@ class ServiceSupervisor:
             return 0.0
         self.demand.yield_requested = True
         self._wake.set()
-        return self.share.charged()
+        return self.resources.charged()
 
     def end_yield(self) -> None:
         if self.demand.yield_requested:
@@ -566,7 +566,7 @@ class ServiceSupervisor:
             try:
                 result = await asyncio.shield(start_op)
             except ExecError as exc:
-                self.share.discharge()
+                self.resources.discharge()
                 self._emit("start_failed", exc.reason)
                 self._failure(f"start failed: {exc.reason}", retryable=exc.retryable)
                 return
@@ -593,7 +593,7 @@ class ServiceSupervisor:
         # Half-started: stop it before retrying, so a retry never stacks a second instance.
         with contextlib.suppress(ExecError):
             await self.ops.stop()
-        self.share.discharge()
+        self.resources.discharge()
         self._emit("start_failed", why)
         self._failure(why, retryable=True)
 
@@ -604,7 +604,7 @@ class ServiceSupervisor:
             reason = await self.status_watch.check()
             if reason is None:
                 return
-            self.share.discharge()
+            self.resources.discharge()
             self._emit("exited_unexpectedly", reason)
             self._failure(reason, retryable=True)
 
@@ -622,7 +622,7 @@ class ServiceSupervisor:
             self._set(ServiceState.STOPPING, reason)
             outcome = await self.stopper.stop()
             self.last_stop = outcome
-            self.share.discharge()
+            self.resources.discharge()
             self.restarts.on_stopped()
             self.pid = None
             self.pid_start_ticks = None
@@ -672,7 +672,7 @@ class ServiceSupervisor:
         ok, _ = self.availability()
         if self.lifecycle == "manual":
             ok = ok and self.state == ServiceState.READY
-        self.share.publish_capacity(self.fingerprint, available=ok)
+        self.resources.publish_capacity(self.fingerprint, available=ok)
 
     # ------------------------------------------------------------------ owned objects
 
