@@ -17,8 +17,13 @@ PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 
 def plugin_sources() -> list[Path]:
-    """Every module a plugin distribution ships, the template's skeleton included."""
+    """Every module a plugin distribution ships, the template's skeleton included.
+
+    A plugin directory holds one distribution (``plugins/<name>/src``) or several
+    (``plugins/<name>/<part>/src``: oarbank's protocol library and its srt adapter).
+    """
     files = sorted((ROOT / "plugins").glob("*/src/**/*.py"))
+    files += sorted((ROOT / "plugins").glob("*/*/src/**/*.py"))
     files += sorted((SKELETON / "src").glob("**/*.py"))
     return files
 

@@ -161,18 +161,18 @@ def test_H20_non_finite_numbers_in_a_recipe_are_refused(tmp_path: Path, entry: s
 @pytest.mark.parametrize(
     ("module", "option"),
     [
-        ("srt_oarbank.agent.service", ["--reap-period-s", "{value}"]),
-        ("srt_oarbank.agent.service", ["--once-timeout-s", "{value}"]),
-        ("srt_oarbank.agent.service", ["--timeout", "start={value}"]),
-        ("srt_oarbank.agent.node", ["--reap-period-s", "{value}"]),
-        ("srt_oarbank.conformance.cli", ["--ready-timeout-s", "{value}"]),
+        ("oarbank_protocol.agent.service", ["--reap-period-s", "{value}"]),
+        ("oarbank_protocol.agent.service", ["--once-timeout-s", "{value}"]),
+        ("oarbank_protocol.agent.service", ["--timeout", "start={value}"]),
+        ("oarbank_protocol.agent.node", ["--reap-period-s", "{value}"]),
+        ("oarbank_protocol.conformance.cli", ["--ready-timeout-s", "{value}"]),
     ],
 )
 def test_H20_oarbank_options_refuse_non_finite_numbers(
     module: str, option: list[str], value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """H20: the plugin's own command lines (argparse's ``type=float`` took ``nan``)."""
-    pytest.importorskip("srt_oarbank")
+    pytest.importorskip("oarbank_protocol")
     import importlib
 
     parser = importlib.import_module(module).build_parser()
@@ -194,14 +194,15 @@ def test_H20_oarbank_admit_command_refuses_non_finite_numbers(value: str) -> Non
 
 
 def test_H20_an_admission_with_a_nan_reserve_is_refused() -> None:
-    pytest.importorskip("srt_oarbank")
+    pytest.importorskip("oarbank_protocol")
     import asyncio
 
-    from srt_oarbank.agent.control import refuse_constant
+    from oarbank_protocol.agent.control import refuse_constant
 
     with pytest.raises(ValueError, match="NaN"):
         json.loads('{"attempt_id": "a", "mem_gb": NaN}', parse_constant=refuse_constant)
-    from srt_oarbank.agent.node import AdmissionRefused, NodeAgent
+    from oarbank_protocol.agent.node import NodeAgent
+    from oarbank_protocol.errors import AdmissionRefused
 
     agent = NodeAgent.__new__(NodeAgent)
     for bad in ({"mem_gb": float("nan")}, {"mem_gb": float("inf")}, {"timeout_s": float("nan")}):
