@@ -33,7 +33,8 @@ Fixtures:
     ``srt_plan(recipe, nodes=None, local=None, job_dir=None, **more)``: load and plan
     through the application layer in ``srt_plugins``, under the settings' site config
     (``None``: the settings' value; ``more``: ``nodelist``, ``allocation``, ``job_id``,
-    ``site``, ``runs_here``).
+    ``site``, ``runs_here``, and ``source``, the recipe's file name: its directory is what
+    ``{recipe_dir}`` renders to).
 ``srt_problems`` / ``srt_problem``
     ``srt_problems(recipe, nodes=None)``: the located errors of a recipe ``srt validate``
     refuses; ``srt_problem`` when there must be exactly one.
@@ -155,15 +156,15 @@ def srt_plan(srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings) -> Calla
         **more: Any,
     ) -> Plan:
         """``more``: :func:`~srt_services.testing.kit.plan`'s other keywords (``nodelist``,
-        ``allocation``, ``job_id``, ``site``, ``runs_here``)."""
+        ``allocation``, ``job_id``, ``site``, ``runs_here``, ``source``)."""
         more.setdefault("site", settings.site)
+        more.setdefault("source", settings.source)
         return kit.plan(
             srt_plugins,
             recipe,
             nodes=nodes,
             local=settings.local if local is None else local,
             job_dir=job_dir or settings.job_dir,
-            source=settings.source,
             fill=settings.fill,
             **more,
         )
