@@ -23,6 +23,7 @@ from srt_services.contracts.plan import Plan
 from srt_services.extend import KindOptions, ServiceKind, hookimpl
 from srt_services.plugins import manager
 from srt_services.plugins.manager import PluginSet
+from srt_services.testing import kit
 
 EXAMPLES = ["minimal", "disagg-services", "pools", "per-worker"]
 
@@ -36,7 +37,7 @@ class Result:
 
 @pytest.fixture(autouse=True)
 def builtin_plugins() -> Iterator[None]:
-    manager.reset_default(lambda: PluginSet(autoload=False))
+    manager.reset_default(kit.isolated_plugins)
     yield
     manager.reset_default(None)
 
@@ -514,7 +515,7 @@ def test_kinds_name_lists_options_with_types_defaults_and_descriptions() -> None
         summary = "A demo kind."
         Options = DemoOptions
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
 
     class Plugin:
         @srt_services.hookimpl
@@ -588,7 +589,7 @@ class V1Kinds:
 @pytest.fixture
 def v1_kinds() -> Iterator[None]:
     def make() -> PluginSet:
-        plugins = PluginSet(autoload=False)
+        plugins = kit.isolated_plugins()
         plugins.register(V1Kinds(), "v1-kinds")
         return plugins
 

@@ -1,7 +1,8 @@
-"""The layers import downwards only: the job directory and /proc readers below everything,
-``launch`` below ``supervise``, and inside ``supervise`` the orchestrator above the builds
-and the shutdown it calls. Checked on the source (every import, also inside functions and
-``TYPE_CHECKING`` blocks), so a cycle dodged with a late import fails here too."""
+"""The layers import downwards only: the job directory, the /proc readers and the plan's
+value types below everything, ``launch`` below ``supervise``, and inside ``supervise`` the
+orchestrator above the builds and the shutdown it calls. Checked on the source (every import,
+also inside functions and ``TYPE_CHECKING`` blocks), so a cycle dodged with a late import
+fails here too."""
 
 from __future__ import annotations
 
@@ -38,10 +39,24 @@ def _offenders(files: list[Path], allowed: tuple[str, ...]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("part", ["jobdir", "procfs.py"])
+#: The bottom layer: the job directory, /proc, srt's errors, and the plan's value types
+#: (``plan.json`` has one schema, the plan's own, which the job directory reads).
+BOTTOM = (
+    "srt_services.jobdir",
+    "srt_services.procfs",
+    "srt_services.errors",
+    "srt_services.contracts.plan",
+)
+
+
+@pytest.mark.parametrize("part", ["jobdir", "procfs.py", "errors.py", "contracts/plan.py"])
 def test_the_bottom_layer_imports_only_the_bottom_layer(part: str) -> None:
-    allowed = ("srt_services.jobdir", "srt_services.procfs", "srt_services.errors")
-    assert _offenders(_files(part), allowed) == []
+    assert _offenders(_files(part), BOTTOM) == []
+
+
+def test_the_plan_types_import_nothing_of_srt() -> None:
+    """What the job directory reads ``plan.json`` with depends on nothing above it."""
+    assert _imports(SRC / "contracts" / "plan.py") == set()
 
 
 def test_launch_does_not_import_supervise() -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from srt_services.contracts.launcher import Launcher
 from srt_services.contracts.plan import Plan
 from srt_services.extend import Recipe, ServiceKind, ServiceSpec, hookimpl
 from srt_services.plan.text import render_plan
@@ -60,9 +59,9 @@ def plan(srt_register: Callable[..., str], srt_plan: Callable[..., Plan]) -> Cal
 
 
 def test_workers_frontend_and_benchmark_run_in_the_job_container(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan([], roles={"agg": {"workers": 2, "command": ["w"]}, "prefill": {"command": ["p"],
+    p = plan([], roles={"agg": {"workers": 2, "command": ["w"]}, "prefill": {"command": ["p"],
               "container": "own-image"}})  # fmt: skip
     for name in ("agg", "frontend", "benchmark"):
         unit = p.unit(name)
@@ -72,9 +71,9 @@ def test_workers_frontend_and_benchmark_run_in_the_job_container(
 
 
 def test_services_inherit_it_after_their_own_and_their_kinds_fallback(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan(
+    p = plan(
         [
             {"name": "plain", "command": ["x"]},
             {"name": "own", "command": ["x"], "container": "own:1"},
@@ -92,9 +91,9 @@ def test_services_inherit_it_after_their_own_and_their_kinds_fallback(
 
 
 def test_a_kinds_container_fallback_applies_only_when_the_entry_writes_none(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan(
+    p = plan(
         [
             {"name": "master", "command": ["x"], "container": "mooncake:1"},
             {"name": "store", "type": "x-store", "command": ["x"]},
@@ -107,9 +106,9 @@ def test_a_kinds_container_fallback_applies_only_when_the_entry_writes_none(
 
 
 def test_a_fallback_to_an_entry_without_an_image_falls_back_to_the_job_container(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan(
+    p = plan(
         [
             {"name": "master", "command": ["x"]},
             {"name": "store", "type": "x-store", "command": ["x"]},
@@ -124,13 +123,15 @@ def test_without_a_job_container_nothing_is_invented(srt_plan: Callable[..., Pla
     assert "container: none (runs on the node itself)" in render_plan(p)
 
 
-def test_the_job_container_may_use_placeholders(srt_plan: Callable[..., Plan]) -> None:
-    p = srt_plan([{"name": "s", "command": ["x"], "placement": {"node": "workers"}}],
+def test_the_job_container_may_use_placeholders(plan: Callable[..., Plan]) -> None:
+    p = plan([{"name": "s", "command": ["x"], "placement": {"node": "workers"}}],
              container="img-{job_name}")  # fmt: skip
     assert {i.container for i in p.unit("s").instances} == {f"img-{p.job_name}"}
 
 
-def test_an_unknown_placeholder_in_it_is_refused_with_its_line(srt_problem: Callable[..., Any]) -> None:
+def test_an_unknown_placeholder_in_it_is_refused_with_its_line(
+    srt_problem: Callable[..., Any],
+) -> None:
     p = srt_problem(
         """
         schema: 2
@@ -145,9 +146,9 @@ def test_an_unknown_placeholder_in_it_is_refused_with_its_line(srt_problem: Call
 
 
 def test_dry_run_shows_the_effective_image_per_unit_with_its_site_alias(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan([{"name": "plain", "command": ["x"]}, {"name": "exporter", "type": "x-host",
+    p = plan([{"name": "plain", "command": ["x"]}, {"name": "exporter", "type": "x-host",
               "command": ["x"]}], container="mooncake")  # fmt: skip
     only = frozenset({"plain", "exporter", "agg"})
     text = render_plan(p, only, aliases={"mooncake": "registry.example/mooncake:0.3"})
@@ -164,16 +165,17 @@ def test_dry_run_shows_the_effective_image_per_unit_with_its_site_alias(
 
 
 def test_the_local_launcher_warns_for_every_unit_the_job_container_reaches(
-    srt_plan: Callable[..., Plan],
+    srt_register: Callable[..., str], srt_plan: Callable[..., Plan]
 ) -> None:
-    class Local(Launcher):
-        name: ClassVar[str] = "local-test"
-        applies: ClassVar[frozenset[str]] = frozenset()
-
-    p = srt_plan([{"name": "plain", "command": ["x"]}, {"name": "exporter", "type": "x-host",
-              "command": ["x"]}])  # fmt: skip
-    warned = {w.split(":")[0] for w in Local.unapplied(p)}
+    """Planned to run here, as `srt run` plans: the local launcher applies no image, and the
+    plan says so for every unit that has one (the host binary has none)."""
+    srt_register(Kinds(), "kinds")
+    services = [{"name": "plain", "command": ["x"]}, {"name": "exporter", "type": "x-host",
+                "command": ["x"]}]  # fmt: skip
+    p = srt_plan({**JOB, "services": services}, runs_here=True)
+    warned = {w.split(":")[0] for w in p.warnings}
     assert warned == {"services[plain]", "agg", "frontend", "benchmark"}
+    assert all("the local launcher does not apply container" in w for w in p.warnings)
 
 
 def test_srun_lines_carry_the_job_container_resolved_through_the_site_alias(

@@ -126,9 +126,9 @@ def plan(srt_register: Callable[..., str], srt_plan: Callable[..., Plan]) -> Cal
     return make
 
 
-def test_a_fleet_probe_is_planned_over_every_instance(srt_plan: Callable[..., Plan]) -> None:
+def test_a_fleet_probe_is_planned_over_every_instance(plan: Callable[..., Plan]) -> None:
     Fleet.seen.clear()
-    p = srt_plan(
+    p = plan(
         [{"name": "ray", "type": "x-fleet", "command": ["x"], "placement": {"node": "workers"}}]
     )
     unit = p.unit("ray")
@@ -143,13 +143,13 @@ def test_a_fleet_probe_is_planned_over_every_instance(srt_plan: Callable[..., Pl
     assert Plan.from_json(p.to_json()).unit("ray").fleet == unit.fleet
 
 
-def test_a_kind_without_a_fleet_probe_plans_none(srt_plan: Callable[..., Plan]) -> None:
-    p = srt_plan([{"name": "s", "command": ["x"]}])
+def test_a_kind_without_a_fleet_probe_plans_none(plan: Callable[..., Plan]) -> None:
+    p = plan([{"name": "s", "command": ["x"]}])
     assert p.unit("s").fleet is None
 
 
-def test_stops_last_puts_the_unit_after_the_discovery_plane(srt_plan: Callable[..., Plan]) -> None:
-    p = srt_plan(
+def test_stops_last_puts_the_unit_after_the_discovery_plane(plan: Callable[..., Plan]) -> None:
+    p = plan(
         [
             {"name": "prom", "type": "x-scraper", "command": ["x"], "start": "infra"},
             {"name": "plane", "command": ["x"], "start": "infra"},
@@ -161,9 +161,9 @@ def test_stops_last_puts_the_unit_after_the_discovery_plane(srt_plan: Callable[.
 
 
 def test_services_tell_workers_rendered_per_worker_and_the_role_env_wins(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan([{"name": "cache", "type": "x-cache", "command": ["x"]}])
+    p = plan([{"name": "cache", "type": "x-cache", "command": ["x"]}])
     prefill = p.unit("prefill").instances
     assert [i.env["CACHE_HOST"] for i in prefill] == [i.node_ip for i in prefill]
     assert {i.env["CACHE_ROLE"] for i in prefill} == {"prefill"}
@@ -174,9 +174,9 @@ def test_services_tell_workers_rendered_per_worker_and_the_role_env_wins(
 
 
 def test_local_dir_is_made_on_the_node_only_when_an_instance_names_it(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan(
+    p = plan(
         [
             {"name": "wal", "command": ["db", "--data", "{local_dir}/data"]},
             {"name": "plain", "command": ["db"]},
@@ -199,8 +199,8 @@ def test_local_dir_is_made_on_the_node_only_when_an_instance_names_it(
     assert JobPaths("/shared/jobs/x", "4242").local_job_dir == "/tmp/srt-4242"
 
 
-def test_an_instance_context_carries_the_jobs_discovery_env(srt_plan: Callable[..., Plan]) -> None:
-    p = srt_plan(
+def test_an_instance_context_carries_the_jobs_discovery_env(plan: Callable[..., Plan]) -> None:
+    p = plan(
         [
             {"name": "ann", "type": "x-announcer", "command": ["x"], "options": {"port": 7100}},
             # it does not inherit the env, yet its kind can still point it at the announcer
@@ -212,8 +212,8 @@ def test_an_instance_context_carries_the_jobs_discovery_env(srt_plan: Callable[.
     assert inst.env == {"FOLLOWS": f"{ann_ip}:7100"}
 
 
-def test_an_external_services_address_reaches_the_context(srt_plan: Callable[..., Plan]) -> None:
-    p = srt_plan(
+def test_an_external_services_address_reaches_the_context(plan: Callable[..., Plan]) -> None:
+    p = plan(
         [
             {
                 "name": "ann",
@@ -251,9 +251,9 @@ def test_external_options_are_not_warned_about_the_others_are(
 
 
 def test_service_facts_reach_the_benchmark_under_the_service_name(
-    srt_plan: Callable[..., Plan],
+    plan: Callable[..., Plan],
 ) -> None:
-    p = srt_plan(
+    p = plan(
         [
             {
                 "name": "my-ray",

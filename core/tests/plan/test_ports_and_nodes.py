@@ -8,12 +8,11 @@ from typing import Any, ClassVar
 
 import pytest
 import srt_services
+from srt_services.app import compose
 from srt_services.contracts.allocation import Allocation, AllocationRequest, local
 from srt_services.contracts.kind import KindOptions, ServiceKind
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.launch.local import LocalLauncher
+from srt_services.testing import PluginSet, RecipeError, kit
 
 NO_FRONTEND = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
 
@@ -342,10 +341,9 @@ def test_larger_allocation_leaves_extra_nodes_unused(srt_plan) -> None:
     assert len(planned.nodes) == 6
 
 
-def test_nodelist_too_short(srt_plugins: PluginSet) -> None:
-    loaded = load_recipe("recipe.yaml", srt_plugins, text=textwrap.dedent(ROLES))
+def test_nodelist_too_short(srt_plan) -> None:
     with pytest.raises(RecipeError) as info:
-        resolve(loaded, srt_plugins, AllocationRequest(nodelist=("a", "b")))
+        srt_plan(ROLES, nodelist=("a", "b"))
     assert "the allocation has 2 node(s) but the recipe needs 6" in str(info.value)
 
 
@@ -365,25 +363,31 @@ def test_recipe_needing_more_than_the_cap(srt_problem) -> None:
     )
 
 
-def test_explicit_allocation_object(srt_plugins: PluginSet) -> None:
-    loaded = load_recipe("recipe.yaml", srt_plugins, text=textwrap.dedent(ROLES))
-    planned = resolve(loaded, srt_plugins, local(6, "j1"))
+def test_explicit_allocation_object(srt_plan) -> None:
+    planned = srt_plan(ROLES, allocation=local(6, "j1"))
     assert planned.allocation == "local"
     assert planned.nodes[1].ip == "127.0.0.2"
     with pytest.raises(RecipeError):
-        resolve(loaded, srt_plugins, Allocation("local", local(2).nodes))
+        srt_plan(ROLES, allocation=Allocation("local", local(2).nodes))
 
 
-def test_allocation_factory_gets_the_needed_count(srt_plugins: PluginSet) -> None:
-    loaded = load_recipe("recipe.yaml", srt_plugins, text=textwrap.dedent(ROLES))
+def test_the_launcher_is_asked_for_the_needed_count(srt_plugins: PluginSet, srt_load) -> None:
+    """The composition root asks the launcher for as many nodes as the recipe needs, before
+    planning: the planner receives a finished allocation."""
     seen: list[int] = []
 
-    def factory(needed: int) -> Allocation:
-        seen.append(needed)
-        return local(needed)
+    class Counting(LocalLauncher):
+        @classmethod
+        def allocation(
+            cls, request: AllocationRequest, needed: int, settings: Any = None
+        ) -> Allocation:
+            seen.append(needed)
+            return local(needed)
 
-    resolve(loaded, srt_plugins, factory)
+    where = kit.setup(srt_plugins)
+    planned = compose.plan(where, srt_load(ROLES), AllocationRequest("local"), launcher=Counting)
     assert seen == [6]
+    assert len(planned.plan.nodes) == 6
 
 
 def test_placement_selecting_no_nodes(srt_problem) -> None:

@@ -10,14 +10,12 @@ from typing import Any, ClassVar
 import orjson
 import pytest
 import srt_services
-from srt_services.contracts.allocation import AllocationRequest
 from srt_services.contracts.implied import ImpliedService
 from srt_services.contracts.kind import KindOptions, ServiceKind
 from srt_services.contracts.plan import Plan
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.models import Recipe
+from srt_services.site_config import SiteConfig
+from srt_services.testing import PluginSet, kit
 
 
 class Registry(ServiceKind):
@@ -142,7 +140,9 @@ def test_discovery_env_only_for_planes_that_run(with_registry: PluginSet, srt_pl
 
 
 def test_external_plane_hands_out_its_address(with_registry: PluginSet, srt_plan) -> None:
-    planned = srt_plan(job("- {name: registry, type: registry, external: 'http://reg.invalid:2500'}\n"))
+    planned = srt_plan(
+        job("- {name: registry, type: registry, external: 'http://reg.invalid:2500'}\n")
+    )
     assert planned.discovery_env == {"REGISTRY_URL": "http://reg.invalid:2500"}
     assert planned.unit("registry").instances == []
 
@@ -230,7 +230,7 @@ def test_after_is_planned_shown_and_turned_into_waits(srt_plan) -> None:
     assert again.unit("late").after == ["tail", "store"] and again.unit("slow").after is None
 
 
-def test_site_readiness_timeout_raises_the_defaults_only(srt_plugins: PluginSet) -> None:
+def test_site_readiness_timeout_raises_the_defaults_only(srt_plan) -> None:
     text = job("""
     - {name: quiet, command: [a], readiness: {port: 7001}}
     - {name: stated, command: [b], readiness: {port: 7002, timeout_seconds: 30}}
@@ -239,10 +239,9 @@ def test_site_readiness_timeout_raises_the_defaults_only(srt_plugins: PluginSet)
       readiness: {port: 7003}
       liveness: {port: 7003}
     """).replace("command: [w]}", "command: [w], readiness: {port: 9000}}")
-    loaded = load_recipe("recipe.yaml", srt_plugins, text=textwrap.dedent(text))
 
     def timeouts(floor: float | None) -> dict[str, float]:
-        planned = resolve(loaded, srt_plugins, AllocationRequest(), readiness_timeout=floor)
+        planned = srt_plan(text, site=SiteConfig(readiness_timeout=floor))
         out = {}
         for inst in planned.instances():
             if inst.readiness is not None:
@@ -394,21 +393,15 @@ def test_invalid_implied_entry_is_reported(srt_plugins: PluginSet, srt_problem) 
 
 def test_plan_is_deterministic(srt_plugins: PluginSet, repo) -> None:
     text = (repo / "examples" / "disagg-services.yaml").read_text()
-    first = resolve(
-        load_recipe("r.yaml", srt_plugins, text=text), srt_plugins, AllocationRequest()
-    ).to_json()
-    again = resolve(
-        load_recipe("r.yaml", PluginSet(autoload=False), text=text),
-        PluginSet(autoload=False),
-        AllocationRequest(),
-    ).to_json()
+    first = kit.plan(srt_plugins, text, source="r.yaml").to_json()
+    again = kit.plan(kit.isolated_plugins(), text, source="r.yaml").to_json()
     assert first == again
 
 
 @pytest.mark.parametrize("example", ["minimal", "disagg-services", "pools", "per-worker"])
 def test_json_round_trip(srt_plugins: PluginSet, repo, example: str) -> None:
     text = (repo / "examples" / f"{example}.yaml").read_text()
-    planned = resolve(load_recipe("r.yaml", srt_plugins, text=text), srt_plugins, AllocationRequest())
+    planned = kit.plan(srt_plugins, text, source="r.yaml")
     data = json.loads(planned.to_json())
     back = Plan.from_json(json.dumps(data))
     assert isinstance(back, Plan)

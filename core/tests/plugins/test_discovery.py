@@ -14,11 +14,11 @@ from srt_services.plugins.manager import PluginSet, UnknownName
 MakeSet = Callable[..., PluginSet]
 
 
-def record(srt_plugins: PluginSet, dist: str) -> PluginRecord:
-    for r in srt_plugins.records:
+def record(plugins: PluginSet, dist: str) -> PluginRecord:
+    for r in plugins.records:
         if r.key == dist:
             return r
-    raise AssertionError(f"{dist} not discovered: {[r.dist for r in srt_plugins.records]}")
+    raise AssertionError(f"{dist} not discovered: {[r.dist for r in plugins.records]}")
 
 
 # --------------------------------------------------------------------------- scan

@@ -1,4 +1,5 @@
-"""``srt_services.extend`` is the whole plugin API: plugins import nothing else of srt."""
+"""``srt_services.extend`` is the whole plugin API: plugins import nothing else of srt, and
+their tests nothing but it and the test kit (``srt_services.testing``)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,27 @@ def plugin_sources() -> list[Path]:
     return files
 
 
+def plugin_tests() -> list[Path]:
+    """Every module of a plugin's tests (conftest and helpers too), the template's included."""
+    files = sorted((ROOT / "plugins").glob("*/tests/**/*.py"))
+    files += sorted((SKELETON / "tests").glob("**/*.py"))
+    return files
+
+
+def _within(module: str, *packages: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
 def srt_imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every ``srt_services`` import in ``path``."""
     # the template's {{Class}} placeholders become names so the file parses
     text = PLACEHOLDER.sub(lambda m: f"T_{m.group(1)}", path.read_text(encoding="utf-8"))
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(text, str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        if isinstance(node, ast.ImportFrom) and node.module == "srt_services" and node.level == 0:
+            # "from srt_services import app" is srt_services.app, not the package
+            modules = [f"srt_services.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             modules = [node.module]
         elif isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
@@ -55,9 +70,34 @@ def test_plugins_import_only_the_extend_api(path: Path) -> None:
     bad = [
         f"{path.relative_to(ROOT)}:{line}: imports {module}"
         for line, module in srt_imports(path)
-        if not (module == "srt_services.extend" or module.startswith("srt_services.extend."))
+        if not _within(module, "srt_services.extend")
     ]
     assert not bad, "plugins may import only srt_services.extend:\n" + "\n".join(bad)
+
+
+def test_the_walk_sees_every_plugins_tests() -> None:
+    names = {
+        p.relative_to(ROOT).parts[1] for p in plugin_tests() if p.is_relative_to(ROOT / "plugins")
+    }
+    assert names == {p.parent.name for p in (ROOT / "plugins").glob("*/tests")}
+    assert {"etcd", "nats", "oarbank"} <= names
+    assert any(p.is_relative_to(SKELETON) for p in plugin_tests())
+
+
+@pytest.mark.parametrize("path", plugin_tests(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_plugin_tests_import_only_the_extend_api_and_the_kit(path: Path) -> None:
+    """A plugin's tests see srt as its authors do: the plugin API and the test kit. A name
+    they need that neither exports belongs in ``srt_services.testing`` (or, for what plugins
+    themselves use, in ``srt_services.extend``), not in an import of srt's internals."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        for line, module in srt_imports(path)
+        if not _within(module, "srt_services.extend", "srt_services.testing")
+    ]
+    assert not bad, (
+        "plugin tests may import only srt_services.extend and srt_services.testing:\n"
+        + "\n".join(bad)
+    )
 
 
 def test_the_boundary_check_catches_an_internal_import(tmp_path: Path) -> None:
@@ -74,6 +114,24 @@ def test_the_boundary_check_catches_an_internal_import(tmp_path: Path) -> None:
         "srt_services.recipe.models",
         "srt_services.launch.process",
     ]
+
+
+def test_the_tests_boundary_check_catches_an_internal_import(tmp_path: Path) -> None:
+    test = tmp_path / "test_kind.py"
+    test.write_text(
+        "from srt_services.extend import Plan\n"
+        "from srt_services.testing import RecipeError, kit\n"
+        "from srt_services import app, testing\n"
+        "def test_x():\n"
+        "    from srt_services.plan.resolve import resolve\n",
+        encoding="utf-8",
+    )
+    outside = [
+        m
+        for _, m in srt_imports(test)
+        if not _within(m, "srt_services.extend", "srt_services.testing")
+    ]
+    assert outside == ["srt_services.app", "srt_services.plan.resolve"]
 
 
 @pytest.mark.parametrize("name", extend.__all__)

@@ -11,11 +11,8 @@ import weakref
 from pathlib import Path
 
 import pytest
-from srt_services.contracts.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.source import gc_paused
+from srt_services.testing import PluginSet, kit
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -32,9 +29,8 @@ def _cycle() -> tuple[_Cell, weakref.ref[_Cell]]:
     return cell, weakref.ref(cell)
 
 
-def _load_and_plan(srt_plugins: PluginSet) -> object:
-    path = str(EXAMPLES / "disagg-services.yaml")
-    return resolve(load_recipe(path, srt_plugins), srt_plugins, AllocationRequest())
+def _load_and_plan(plugins: PluginSet) -> object:
+    return kit.plan(plugins, EXAMPLES / "disagg-services.yaml")
 
 
 def test_load_and_plan_leave_everything_collectable(srt_plugins: PluginSet) -> None:

@@ -25,6 +25,7 @@ from srt_services.contracts.probe import Probe
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.models import Recipe, StrictModel
 from srt_services.recipe.problems import Problem
+from srt_services.testing import kit
 
 
 class RecKind(ServiceKind):
@@ -173,7 +174,7 @@ CALLS: dict[str, Callable[[PluginSet], Any]] = {
 
 @pytest.mark.parametrize("hook", sorted(CALLS))
 def test_hook_called_through_the_facade(hook: str) -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     recorder = Recorder()
     plugins.register(recorder, "recorder")  # the registration hooks run here, via the facade
     assert CALLS[hook](plugins) is not None
@@ -181,7 +182,7 @@ def test_hook_called_through_the_facade(hook: str) -> None:
 
 
 def test_unregister_drops_what_the_plugin_registered() -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(Recorder(), "recorder")
     assert plugins.has("kind", "rec-kind")
     plugins.unregister("recorder")
@@ -190,20 +191,16 @@ def test_unregister_drops_what_the_plugin_registered() -> None:
 
 
 def test_recorded_kind_reaches_a_plan() -> None:
-    from srt_services.contracts.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
-    from srt_services.recipe.load import load_recipe
-
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(Recorder(), "recorder")
     text = (
         "schema: 2\nname: job\nobservability: {metrics: false}\nservices:\n"
         "  - {name: a, command: [a], placement: {node: rec-placement, per: node},"
         " readiness: {rec-probe: {token: y}}}\n"
     )
-    loaded = load_recipe("r.yaml", plugins, text=text)
+    loaded = kit.load(plugins, text, "r.yaml")
     assert [w.message for w in loaded.warnings] == ["recorded"]
-    plan = resolve(loaded, plugins, AllocationRequest())
+    plan = kit.plan(plugins, text, source="r.yaml")
     assert plan.unit("rec").implied_by == "recipe job"
     assert plan.unit("a").instances[0].readiness is not None
     assert plan.unit("a").instances[0].readiness.config == {"token": "y"}
@@ -218,7 +215,7 @@ def test_two_plugins_with_one_name_are_refused_naming_both() -> None:
         def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
             return [OtherKind]
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(Recorder(), "first")
     plugins.register(Other(), "second")
     with pytest.raises(srt_services.errors.PluginError) as info:
@@ -232,7 +229,7 @@ def test_unknown_hook_is_refused_with_a_suggestion() -> None:
         def srt_register_kinds(self) -> list[Any]:
             return []
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     with pytest.raises(srt_services.errors.PluginError) as info:
         plugins.register(Typo(), "typo")
     assert "did you mean srt_register_service_kinds?" in str(info.value)

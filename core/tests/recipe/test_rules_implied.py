@@ -14,9 +14,7 @@ from typing import ClassVar
 
 import pytest
 from srt_services.extend import ServiceKind
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import LoadedRecipe, load_recipe
-from srt_services.recipe.problems import LocatedProblem, RecipeError
+from srt_services.testing import LoadedRecipe, LocatedProblem, PluginSet, RecipeError, kit
 from srt_services.testing.kit import ClassesPlugin, isolated_plugins
 
 SOURCE = "recipe.yaml"
@@ -41,18 +39,18 @@ def with_kinds(*names: str) -> PluginSet:
     return plugins
 
 
-def load(srt_plugins: PluginSet, text: str) -> LoadedRecipe:
-    return load_recipe(SOURCE, srt_plugins, text=textwrap.dedent(text).lstrip("\n"))
+def load(plugins: PluginSet, text: str) -> LoadedRecipe:
+    return kit.load(plugins, text, SOURCE)
 
 
-def errors(srt_plugins: PluginSet, text: str) -> list[LocatedProblem]:
+def errors(plugins: PluginSet, text: str) -> list[LocatedProblem]:
     with pytest.raises(RecipeError) as info:
-        load(srt_plugins, text)
+        load(plugins, text)
     return info.value.errors
 
 
-def only_error(srt_plugins: PluginSet, text: str) -> LocatedProblem:
-    found = errors(srt_plugins, text)
+def only_error(plugins: PluginSet, text: str) -> LocatedProblem:
+    found = errors(plugins, text)
     assert len(found) == 1, "\n".join(p.render(SOURCE) for p in found)
     return found[0]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.problems import RecipeError
 
 #: A job with a vllm frontend, up to the ``roles:`` key (roles start on line 5).
@@ -147,7 +146,9 @@ def test_manual_benchmark_with_a_command(srt_problem) -> None:
 
 
 def test_benchmark_timeout_positive(srt_problem) -> None:
-    p = srt_problem("schema: 2\nname: t\nbenchmark: {type: command, command: [b], timeout_seconds: 0}\n")
+    p = srt_problem(
+        "schema: 2\nname: t\nbenchmark: {type: command, command: [b], timeout_seconds: 0}\n"
+    )
     assert p.label == "benchmark.timeout_seconds"
     assert p.message == "must be greater than 0, got 0"
 
@@ -415,12 +416,16 @@ def test_tab_indentation(srt_problem, text: str, line: int) -> None:
 
 
 def test_tabs_inside_values_are_fine(srt_load) -> None:
-    loaded = srt_load('schema: 2\nname: t\nservices:\n  - name: a\n    command: [printf, "a\\tb"]\n')
+    loaded = srt_load(
+        'schema: 2\nname: t\nservices:\n  - name: a\n    command: [printf, "a\\tb"]\n'
+    )
     assert loaded.services[0].spec.command == ["printf", "a\tb"]
 
 
 def test_duplicate_keys(srt_problem) -> None:
-    p = srt_problem("schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    command: [b]\n")
+    p = srt_problem(
+        "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    command: [b]\n"
+    )
     assert p.message == "duplicate key 'command' in mapping"
     assert (p.line, p.column) == (6, 5)
 
@@ -499,23 +504,23 @@ def test_yaml_11_numbers(srt_load) -> None:
     assert loaded.recipe.resources.gpus_per_node == 8
 
 
-def test_no_such_file(srt_plugins, tmp_path: Path) -> None:
+def test_no_such_file(srt_load, tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(tmp_path / "missing.yaml"), srt_plugins)
+        srt_load(tmp_path / "missing.yaml")
     assert str(info.value) == f"{tmp_path / 'missing.yaml'}: no such file"
 
 
-def test_a_directory(srt_plugins, tmp_path: Path) -> None:
+def test_a_directory(srt_load, tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(tmp_path), srt_plugins)
+        srt_load(tmp_path)
     assert "is a directory" in str(info.value)
 
 
-def test_not_utf8(srt_plugins, tmp_path: Path) -> None:
+def test_not_utf8(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.yaml"
     path.write_bytes(b"schema: 2\nname: \xff\xfe\n")
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(path), srt_plugins)
+        srt_load(path)
     assert str(info.value) == f"{path}: is not UTF-8 text (byte 16)"
 
 
@@ -527,30 +532,30 @@ def test_control_characters(srt_problem) -> None:
 # --------------------------------------------------------------------------- JSON recipes
 
 
-def test_json_recipe_loads(srt_plugins, tmp_path: Path) -> None:
+def test_json_recipe_loads(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text('{"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"]}]}')
-    loaded = load_recipe(str(path), srt_plugins)
+    loaded = srt_load(path)
     assert loaded.services[0].name == "a"
 
 
-def test_json_recipe_errors_have_positions(srt_plugins, tmp_path: Path) -> None:
+def test_json_recipe_errors_have_positions(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text(
         '{\n  "schema": 2,\n  "name": "t",\n  "services": [\n'
         '    {"name": "a", "comand": ["a"]}\n  ]\n}\n'
     )
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(path), srt_plugins)
+        srt_load(path)
     labels = [(p.label, p.line, p.column) for p in info.value.errors]
     assert ("services[a].comand", 5, 19) in labels
 
 
-def test_broken_json_is_reported_by_the_yaml_parser(srt_plugins, tmp_path: Path) -> None:
+def test_broken_json_is_reported_by_the_yaml_parser(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text('{"schema": 2,\n "name": "t",,\n}')
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(path), srt_plugins)
+        srt_load(path)
     (p,) = info.value.errors
     assert p.message.startswith("YAML syntax error")
     assert p.line == 2

@@ -13,7 +13,9 @@ def recipe(body: str) -> str:
     return textwrap.dedent(body).lstrip("\n")
 
 
-def test_unknown_placeholder_in_a_service_metrics_path_is_refused_with_its_line(srt_problem) -> None:
+def test_unknown_placeholder_in_a_service_metrics_path_is_refused_with_its_line(
+    srt_problem,
+) -> None:
     p: LocatedProblem = srt_problem(
         recipe("""
         schema: 2

@@ -13,11 +13,8 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from srt_services.contracts.allocation import AllocationRequest
 from srt_services.errors import RecipeInvalid
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
+from srt_services.testing import kit
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
 
@@ -173,7 +170,7 @@ def test_env_numbers_become_text(srt_load) -> None:
 # --------------------------------------------------------------------------- property
 
 
-_plugins = PluginSet(autoload=False)
+_plugins = kit.isolated_plugins()
 
 
 @settings(max_examples=150, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
@@ -181,8 +178,7 @@ _plugins = PluginSet(autoload=False)
 def test_any_accepted_name_stays_inside_the_job_directory(name: str) -> None:
     text = entry_recipe(name) + "    placement: {node: all}\n"
     try:
-        loaded = load_recipe("recipe.yaml", _plugins, text=text)
-        plan = resolve(loaded, _plugins, AllocationRequest(count=2), job_dir="/jobs/j1")
+        plan = kit.plan(_plugins, text, 2, job_dir="/jobs/j1", source="recipe.yaml")
     except RecipeInvalid:
         return
     for inst in plan.instances():

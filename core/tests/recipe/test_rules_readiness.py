@@ -117,7 +117,9 @@ def test_http_status_must_be_a_number(srt_problem) -> None:
         ("port: '9000'", "services[a].readiness.port", "must be a whole number, got '9000'", 7),
     ],
 )
-def test_probe_port_range_and_type(srt_problem, text: str, label: str, message: str, col: int) -> None:
+def test_probe_port_range_and_type(
+    srt_problem, text: str, label: str, message: str, col: int
+) -> None:
     p = srt_problem(readiness(text))
     assert (p.label, p.message) == (label, message)
     assert (p.line, p.column) == (8, col)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from srt_services.errors import RecipeInvalid
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.shell import ShellValueError, render_shell
 from srt_services.testing.jobs import Jobs
 
@@ -145,14 +145,16 @@ def test_H19_a_job_directory_with_spaces_and_substitutions_works(
         "liveness: {port: 9, period_seconds: .nan}",
     ],
 )
-def test_H20_non_finite_numbers_in_a_recipe_are_refused(tmp_path: Path, entry: str) -> None:
+def test_H20_non_finite_numbers_in_a_recipe_are_refused(
+    tmp_path: Path, entry: str, srt_load: Callable[..., Any]
+) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "schema: 2\nname: h20\nservices:\n  - name: a\n    command: [sleep, '1']\n"
         f"    critical: false\n    {entry}\n"
     )
     with pytest.raises(RecipeInvalid) as err:
-        load_recipe(str(recipe), PluginSet(autoload=False))
+        srt_load(recipe)
     assert "r.yaml:7:" in str(err.value)
     assert "finite" in str(err.value) or "less than or equal" in str(err.value)
 

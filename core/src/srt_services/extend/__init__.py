@@ -17,6 +17,9 @@ What lives where:
 * what those see while a plan is built: :class:`InstanceContext`, :class:`Node`,
   :class:`Layout`, :class:`Worker`, :class:`JobPaths` (and :class:`PathOutsideJob`, what
   :meth:`InstanceContext.job_path` raises for a relative path leaving the job directory);
+* the plan they end up in: :class:`Plan`, :class:`PlannedUnit`, :class:`PlannedInstance`,
+  :class:`PlannedProbe`, :class:`ScrapeTarget`, and the shutdown tiers
+  (:data:`TIER_OF_PHASE`; :data:`LAST_TIER` for a kind that ``stops_last``);
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
     from srt_services.contracts.launcher import LAUNCH_SETTINGS, Launcher, Preflight
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.plan import (
+        LAST_TIER,
+        TIER_OF_PHASE,
         Plan,
         PlannedInstance,
         PlannedProbe,
@@ -98,6 +103,8 @@ _WHERE: dict[str, str] = {
     "Launcher": "srt_services.contracts.launcher",
     "Preflight": "srt_services.contracts.launcher",
     "Placement": "srt_services.contracts.placement",
+    "LAST_TIER": "srt_services.contracts.plan",
+    "TIER_OF_PHASE": "srt_services.contracts.plan",
     "Plan": "srt_services.contracts.plan",
     "PlannedInstance": "srt_services.contracts.plan",
     "PlannedProbe": "srt_services.contracts.plan",
@@ -126,7 +133,9 @@ _WHERE: dict[str, str] = {
 }
 
 __all__ = [
+    "LAST_TIER",
     "LAUNCH_SETTINGS",
+    "TIER_OF_PHASE",
     "DefaultProbe",
     "Expansion",
     "ImpliedService",

@@ -9,6 +9,7 @@ exactly the plugins it registers, never whatever else happens to be installed.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import textwrap
@@ -20,6 +21,8 @@ from srt_services.hookspecs import hookimpl
 from srt_services.plugins.manager import HookCall, PluginSet
 
 if TYPE_CHECKING:
+    from srt_services.app.compose import Setup
+    from srt_services.app.run import Events, RunResult
     from srt_services.contracts.allocation import Allocation
     from srt_services.contracts.context import InstanceContext, Layout
     from srt_services.contracts.kind import ServiceKind
@@ -292,20 +295,30 @@ def recipe_text(recipe: Mapping[str, Any] | str, fill: Mapping[str, Any] | None 
 
 def load(
     plugins: PluginSet,
-    recipe: Mapping[str, Any] | str,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
     source: str = "kit.yaml",
     fill: Mapping[str, Any] | None = None,
 ) -> LoadedRecipe:
-    """Load a recipe (see :func:`recipe_text`) exactly as ``srt validate`` does; raises
+    """Load a recipe through the composition root (:func:`srt_services.app.compose.load`),
+    exactly as ``srt validate`` does: text or a mapping (see :func:`recipe_text`) shown as
+    ``source``, or a recipe file given as a path (``pathlib.Path``), read from disk. Raises
     :class:`srt_services.recipe.problems.RecipeError`."""
-    from srt_services.recipe.load import load_recipe
+    from srt_services.app import compose
 
-    return load_recipe(source, plugins, text=recipe_text(recipe, fill))
+    where = setup(plugins)
+    if isinstance(recipe, os.PathLike):
+        return compose.load(where, os.fspath(recipe))
+    return compose.load(where, source, text=recipe_text(recipe, fill))
+
+
+def source_of(recipe: Mapping[str, Any] | str | os.PathLike[str], source: str) -> str:
+    """The name problems of ``recipe`` are shown under: a file's path, else ``source``."""
+    return os.fspath(recipe) if isinstance(recipe, os.PathLike) else source
 
 
 def recipe_errors(
     plugins: PluginSet,
-    recipe: Mapping[str, Any] | str,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
     source: str = "kit.yaml",
     fill: Mapping[str, Any] | None = None,
 ) -> list[str]:
@@ -321,7 +334,7 @@ def recipe_errors(
 
 def plan(
     plugins: PluginSet,
-    recipe: Mapping[str, Any] | str,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
     nodes: int | None = None,
     local: bool = False,
     *,
@@ -346,13 +359,14 @@ def plan(
     from srt_services.contracts.allocation import AllocationRequest
 
     loaded = load(plugins, recipe, source, fill)
-    where = compose.Setup(site=site if site is not None else _empty_site(), plugins=plugins)
+    where = setup(plugins, site)
     kind = "local" if local or runs_here else "symbolic"
     nodes_given: Allocation | AllocationRequest = allocation or AllocationRequest(
         kind=kind,
         count=nodes,
         nodelist=tuple(nodelist) if nodelist is not None else None,
         job_id=job_id or ("local" if kind == "local" else "dry-run"),
+        job_dir=job_dir if runs_here else None,
     )
     launcher = plugins.launcher_class("local") if runs_here else None
     planned = compose.plan(
@@ -367,9 +381,120 @@ def _empty_site() -> SiteConfig:
     return SiteConfig()
 
 
+def site_config(path: str | os.PathLike[str]) -> SiteConfig:
+    """The site config in the file at ``path``, read as ``srt`` reads ``SRT_SITE_CONFIG``
+    (a bad file raises :class:`srt_services.site_config.SiteConfigError`). Pass it as
+    ``site`` to :func:`plan` (or the ``srt_plan`` fixture) or :func:`setup`: the kit never
+    reads the caller's ``SRT_SITE_CONFIG``."""
+    from srt_services import site_config as site_mod
+
+    return site_mod.load(os.fspath(path))
+
+
+def setup(plugins: PluginSet | None = None, site: SiteConfig | None = None) -> Setup:
+    """What the composition root settles for a command (:class:`srt_services.app.compose.Setup`),
+    made explicit for a test: ``plugins`` (default: :func:`isolated_plugins`) under ``site``
+    (default: an empty site config, whatever ``SRT_SITE_CONFIG`` says). Pass it to the
+    application layer's use cases (``srt_services.app``) to run them as ``srt`` would."""
+    from srt_services.app import compose
+
+    return compose.Setup(
+        site=site if site is not None else _empty_site(),
+        plugins=plugins if plugins is not None else isolated_plugins(),
+    )
+
+
+def supervise(
+    plugins: PluginSet,
+    plan: Plan,
+    job_dir: str,
+    *,
+    launcher: str = "local",
+    grace: float | None = None,
+    on_event: Events | None = None,
+    site: SiteConfig | None = None,
+) -> RunResult:
+    """Run a final plan (one :func:`plan` made with ``runs_here=True`` and ``job_dir``) to its
+    end in this process, as ``srt run`` does after planning: the job directory is created,
+    then :func:`srt_services.app.run.supervise` builds the launcher and the probe table and
+    hands them to the orchestrator. ``on_event`` sees every job event; the result's ``code``
+    is what ``srt run`` would exit with."""
+    from srt_services.app import run
+    from srt_services.jobdir.layout import JobDir
+
+    job = JobDir(os.path.abspath(job_dir))
+    job.create()
+    where = setup(plugins, site)
+    launcher_cls = plugins.launcher_class(launcher)
+    return run.supervise(where, plan, job, launcher_cls, grace, on_event or _ignore_event)
+
+
+def _ignore_event(event: Mapping[str, Any]) -> None:
+    """No progress display: the events are in the job's ``events.jsonl`` all the same."""
+
+
+@dataclass(frozen=True, slots=True)
+class CliResult:
+    """What one ``srt`` command run by :func:`run_cli` ended with."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(
+    args: Sequence[str],
+    plugins: PluginSet | None = None,
+    *,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> CliResult:
+    """``srt ARGS`` in this process, through the real entry point: its exit code and what it
+    printed, as a user would see them (a recipe error exits 2 with its located problems).
+
+    The command sees ``plugins`` as the process-wide plugin set (default: built-ins only),
+    so a plugin's tests run ``srt validate``, ``srt dry-run`` or ``srt migrate`` with their
+    plugin and nothing else installed; the site config is empty unless ``env`` names one
+    (``SRT_SITE_CONFIG``). ``env`` is set for the command only; the previous plugin set is
+    put back afterwards."""
+    import io
+    import sys
+
+    from srt_services.cli.main import main
+    from srt_services.plugins import manager
+
+    chosen = plugins if plugins is not None else isolated_plugins()
+    full_env = {"SRT_SITE_CONFIG": os.devnull, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
+    saved_env = {name: os.environ.get(name) for name in full_env}
+    previous = manager._default
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    manager.reset_default(lambda: chosen)
+    os.environ.update(full_env)
+    saved_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        sys.stdin = saved_stdin
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        manager.reset_default((lambda: previous) if previous is not None else None)
+    stdout, stderr = out.getvalue(), err.getvalue()
+    status = code if isinstance(code, int) else (0 if code is None else 1)
+    return CliResult(status, stdout, stderr)
+
+
 def problems(
     plugins: PluginSet,
-    recipe: Mapping[str, Any] | str,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
     nodes: int | None = None,
     *,
     source: str = "kit.yaml",
@@ -388,8 +513,9 @@ def problems(
         raise AssertionError("the recipe was accepted")
     assert errors, "a RecipeError must carry at least one error"
     assert "Traceback" not in rendered
+    shown = source_of(recipe, source)
     for p in errors:
-        assert p.render(source) in rendered
+        assert p.render(shown) in rendered
     return list(errors)
 
 
