@@ -53,7 +53,7 @@ PLUGINS_INTRO = """\
 Everything `srt` can be extended with goes through the hooks below (pluggy project `srt`,
 every hook prefixed `srt_`). The core registers its own built-ins (the `generic` kind, the
 placements, the `node`/`worker` expansions, the `tcp`/`http`/`log`/`file` probes, the local
-launcher) through these same hooks, in `srt_services.plugins.builtin`, which is also the
+launcher) through these same hooks, in `srt_services.builtin`, which is also the
 smallest complete example of a plugin.
 
 A plugin is a module (or object) holding `@hookimpl` functions (`from srt_services.extend

@@ -17,7 +17,7 @@ pluggy, so pluggy's rules hold for every hook:
   only by adding arguments, so a plugin written against an older core keeps working.
 
 The core's own behaviour (the ``generic`` kind, the placements, the probes, the launchers)
-is registered through these same hooks by :mod:`srt_services.plugins.builtin`, so a
+is registered through these same hooks by :mod:`srt_services.builtin`, so a
 third-party kind takes exactly the path a built-in one does.
 
 Argument types are imported for type checking only, which keeps this module (and

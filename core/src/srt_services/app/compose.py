@@ -48,14 +48,16 @@ def setup(plugins: PluginSet | None = None, site: SiteConfig | None = None) -> S
     """The site config (``SRT_SITE_CONFIG``, default ``/etc/srt/site.toml``) read once, and
     the plugin set under it: ``plugins`` when given (a test's isolated set), else the
     process-wide one (discovered once, plugins imported on demand)."""
-    from srt_services import site_config
+    from srt_services import builtin, site_config
     from srt_services.plugins.manager import default_plugins
 
     if site is None:
         site = plugins.site if plugins is not None and plugins.site is not None else None
     if site is None:
         site = site_config.current()
-    return Setup(site=site, plugins=plugins if plugins is not None else default_plugins(site))
+    if plugins is None:
+        plugins = default_plugins(site, builtins=builtin)
+    return Setup(site=site, plugins=plugins)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from srt_services import builtin
 from srt_services.hookspecs import hookimpl
 from srt_services.plugins.manager import HookCall, PluginSet
 
@@ -42,7 +43,7 @@ def isolated_plugins(plugin: object | None = None, name: str | None = None) -> P
     """Built-ins only, autoload off: what every kit fixture starts from. With ``plugin`` (a
     hookimpl module or object), that plugin registered too, under ``name``: the set a
     plugin's own tests plan in, whatever else is installed in the venv."""
-    plugins = PluginSet(autoload=False)
+    plugins = PluginSet(autoload=False, builtins=builtin)
     if plugin is not None:
         plugins.register(plugin, name)
     return plugins

@@ -2,6 +2,11 @@
 
 Keeping the built-ins on the same path as third-party plugins means there is one code path
 to test, and a plugin author can read this module as the smallest complete example.
+
+It sits above the layers whose classes it registers (kinds, placements, probes, launchers)
+and beside the composition root, which hands it to the plugin set: the plugins package
+never imports it (:data:`srt_services.plugins.loading.CORE_PLUGIN` names it for a set made
+without one).
 """
 
 from __future__ import annotations
