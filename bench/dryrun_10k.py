@@ -221,10 +221,10 @@ def main() -> None:
     # implied services (exporters) to what is measured.
     os.environ["SRT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     os.environ["SRT_PLUGINS"] = ""
+    from srt_services.checking.load import check_document
     from srt_services.contracts.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import check_document
     from srt_services.recipe.source import parse_text
 
     data = generate(args.services, args.nodes)

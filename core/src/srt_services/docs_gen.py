@@ -301,9 +301,9 @@ def _field_table(model: type[BaseModel], skip: frozenset[str] = frozenset()) -> 
 
 
 def _implying_settings() -> list[str]:
+    from srt_services.checking.rules.implied_kinds import IMPLYING_SETTINGS
     from srt_services.plugins.availability import pip_command
     from srt_services.plugins.manager import FIRST_PARTY_KINDS
-    from srt_services.recipe.rules.implied_kinds import IMPLYING_SETTINGS
 
     out = [
         "## Settings that imply services",

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pytest
 from srt_services.app import compose
+from srt_services.checking.settled import UnboundProbe
 from srt_services.contracts.allocation import AllocationRequest
 from srt_services.contracts.plan import Plan
-from srt_services.recipe.settled import UnboundProbe
 from srt_services.testing import LoadedRecipe, PluginSet, kit
 
 RECIPE = """

@@ -313,8 +313,8 @@ def test_supervise_runs_a_plan_made_to_run_here(
 
 def test_the_testing_package_exports_what_plugin_tests_need() -> None:
     import srt_services.testing as testing
+    from srt_services.checking.load import LoadedRecipe
     from srt_services.plugins.manager import PluginSet as Manager
-    from srt_services.recipe.load import LoadedRecipe
 
     assert sorted(testing._WHERE) == sorted(testing.__all__)
     assert testing.RecipeError is RecipeError

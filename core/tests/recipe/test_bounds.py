@@ -96,7 +96,7 @@ MEASURE = """
 import pathlib, resource, sys
 from srt_services.app import compose
 from srt_services.errors import SrtError
-from srt_services.recipe import load  # imported before the measure starts
+from srt_services.checking import load  # imported before the measure starts
 from srt_services.testing import kit
 plugins = kit.isolated_plugins()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -21,10 +21,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from srt_services.app import compose
+from srt_services.checking.rules.external import external_url_problems
 from srt_services.contracts.allocation import AllocationRequest
 from srt_services.errors import RecipeInvalid
 from srt_services.recipe.problems import RecipeError
-from srt_services.recipe.rules.external import external_url_problems
 from srt_services.testing import kit
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -358,7 +358,7 @@ def test_every_implying_setting_at_once_reports_each_at_its_line() -> None:
 
 
 def test_the_reference_table_lists_what_the_rule_checks() -> None:
-    from srt_services.recipe.rules.implied_kinds import IMPLYING_SETTINGS, implications
+    from srt_services.checking.rules.implied_kinds import IMPLYING_SETTINGS, implications
 
     text = """
     schema: 2

@@ -8,8 +8,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from srt_services.checking.rules.after import find_cycles
 from srt_services.recipe.problems import LocatedProblem
-from srt_services.recipe.rules.after import find_cycles
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
     from srt_services.contracts.allocation import Allocation, AllocationRequest
     from srt_services.contracts.launcher import Launcher, LaunchSettings
     from srt_services.contracts.plan import Plan
     from srt_services.plan.settings import PlanSettings
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
     from srt_services.site_config import SiteConfig
 
 
@@ -77,7 +77,7 @@ def collector_paused() -> Iterator[None]:
 def load(where: Setup, recipe: str, text: str | None = None) -> LoadedRecipe:
     """Load and check the recipe at ``recipe`` (``-``: standard input), or ``text`` shown
     under that name (a migrated recipe before it is written)."""
-    from srt_services.recipe.load import load_recipe
+    from srt_services.checking.load import load_recipe
 
     return load_recipe(recipe, where.plugins, text=text)
 

@@ -17,8 +17,8 @@ from srt_services.contracts.allocation import Allocation, AllocationRequest
 from srt_services.contracts.probe import ProbeResult
 
 if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
 
 __all__ = [
     "Allocation",

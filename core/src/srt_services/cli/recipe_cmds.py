@@ -75,8 +75,8 @@ def _validate_one(given: str, where: Any, fmt: str, quiet: bool) -> dict[str, An
     warnings, and its "ok" line, are written at once, so a long list shows progress."""
     from srt_services.app.validate import ValidateRequest, verdict
     from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.load import source_name
     from srt_services.recipe.problems import LocatedProblem, RecipeError
+    from srt_services.recipe.reading import source_name
 
     path = source_name(given)
     try:
@@ -220,7 +220,7 @@ def schema(output: str | None) -> None:
     """Write the recipe JSON Schema (with the installed kinds and probes) for editors."""
     import json
 
-    from srt_services.recipe.schema import recipe_schema
+    from srt_services.checking.schema import recipe_schema
 
     text = json.dumps(recipe_schema(_plugins()), indent=2, sort_keys=True) + "\n"
     if output:

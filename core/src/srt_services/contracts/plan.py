@@ -233,7 +233,8 @@ class Plan:
         this same model: one schema writes and reads it, wherever it is read (the job
         directory's readers, ``srt stop`` after a dead orchestrator, plugins through
         ``extend``). A document of another shape raises ``ValueError`` naming the field."""
-        return _plan_adapter().validate_json(data)
+        plan: Plan = _plan_adapter().validate_json(data)
+        return plan
 
 
 def _plan_adapter() -> Any:

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from srt_services.recipe.problems import ProblemList
 
 if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.checking.settled import Settled
     from srt_services.contracts.context import JobPaths, Layout
     from srt_services.contracts.plan import PlannedRestart, ScrapeTarget
     from srt_services.plan.ports import PortLedger
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
-    from srt_services.recipe.settled import Settled
 
 
 @dataclass(slots=True)

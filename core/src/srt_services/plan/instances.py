@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from srt_services.checking.settled import bound
 from srt_services.contracts.context import InstanceContext
 from srt_services.contracts.kind import ServiceKind
 from srt_services.contracts.plan import PlannedInstance
@@ -35,12 +36,12 @@ from srt_services.plan.values import (
 )
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem
-from srt_services.recipe.settled import bound
 from srt_services.recipe.shell import ShellValueError, render_shell
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from srt_services.checking.settled import ProbeBinding, Settled
     from srt_services.contracts.context import Node
     from srt_services.contracts.expansion import InstanceSeed
     from srt_services.contracts.kind import DefaultProbe
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from srt_services.plan.context import PlanContext
     from srt_services.recipe.models import MetricsSpec, Recipe, ServiceSpec
     from srt_services.recipe.problems import Path, ProblemList
-    from srt_services.recipe.settled import ProbeBinding, Settled
 
 #: The per-instance kind methods: one that a kind does not override needs no call.
 KIND_HOOKS = (

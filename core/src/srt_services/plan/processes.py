@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from srt_services.checking.settled import bound
 from srt_services.contracts.context import InstanceContext
 from srt_services.contracts.kind import ServiceKind
 from srt_services.contracts.plan import TIER_OF_PHASE, PlannedInstance, PlannedUnit
@@ -27,17 +28,16 @@ from srt_services.plan.values import (
 )
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem
-from srt_services.recipe.settled import bound
 from srt_services.recipe.shell import ShellValueError, render_shell
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from srt_services.checking.settled import ProbeBinding
     from srt_services.contracts.context import Node, Worker
     from srt_services.plan.context import PlanContext
     from srt_services.recipe.models import MetricsSpec, ProcessSpec, RoleSpec
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.settled import ProbeBinding
 
 #: Default stop grace of each category, in seconds (a recipe's ``stop_grace_seconds`` wins).
 GRACE = {"workers": 30.0, "frontend": 20.0, "benchmark": 10.0}

@@ -39,11 +39,11 @@ from srt_services.recipe.models import MAX_NODES, RestartSpec
 from srt_services.recipe.problems import Problem, RecipeError, locate
 
 if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.checking.settled import Settled
     from srt_services.contracts.allocation import Allocation
     from srt_services.contracts.launcher import Launcher
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
-    from srt_services.recipe.settled import Settled
 
 
 def node_needs(loaded: LoadedRecipe, plugins: PluginSet) -> NodeNeeds:

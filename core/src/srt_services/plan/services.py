@@ -23,13 +23,13 @@ from srt_services.plan.values import instance_values, render_all
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
+    from srt_services.checking.settled import Settled
     from srt_services.contracts.context import InstanceContext, Node
     from srt_services.contracts.expansion import InstanceSeed
     from srt_services.contracts.plan import PlannedProbe
     from srt_services.plan.context import PlanContext
     from srt_services.plan.values import OwnNodes
     from srt_services.recipe.models import RestartSpec
-    from srt_services.recipe.settled import Settled
 
 
 def service_unit(ctx: PlanContext, s: Settled, discovery: dict[str, str]) -> PlannedUnit | None:

@@ -2,7 +2,7 @@
 
 Everything that depends on installed plugins (which kinds, probes and placements exist,
 what a kind's ``options`` may hold) is checked afterwards in
-:mod:`srt_services.recipe.checks`, so these models are the same whatever is installed and
+:mod:`srt_services.checking.checks`, so these models are the same whatever is installed and
 ``srt schema`` / the recipe reference can be generated from them.
 
 Field descriptions are user documentation: ``docs/recipe-reference.md`` is generated from

@@ -45,15 +45,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
     from srt_services.recipe.problems import LocatedProblem, RecipeError
     from srt_services.testing.kit import CliResult, KitSettings
 
 #: public name -> module that defines it
 _WHERE: dict[str, str] = {
     "PluginSet": "srt_services.plugins.manager",
-    "LoadedRecipe": "srt_services.recipe.load",
+    "LoadedRecipe": "srt_services.checking.load",
     "LocatedProblem": "srt_services.recipe.problems",
     "RecipeError": "srt_services.recipe.problems",
     "CliResult": "srt_services.testing.kit",

@@ -277,7 +277,7 @@ class ServiceKindContract:
             )
 
     def test_json_schema_includes_options(self, kind_plugins: PluginSet, kind: ServiceKind) -> None:
-        from srt_services.recipe.schema import recipe_schema
+        from srt_services.checking.schema import recipe_schema
 
         schema = recipe_schema(kind_plugins)
         json.dumps(schema)

@@ -24,13 +24,13 @@ from srt_services.plugins.manager import HookCall, PluginSet
 if TYPE_CHECKING:
     from srt_services.app.compose import Setup
     from srt_services.app.run import Events, RunResult
+    from srt_services.checking.load import LoadedRecipe
     from srt_services.contracts.allocation import Allocation
     from srt_services.contracts.context import InstanceContext, Layout
     from srt_services.contracts.kind import ServiceKind
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.plan import Plan
     from srt_services.contracts.probe import Probe
-    from srt_services.recipe.load import LoadedRecipe
     from srt_services.recipe.models import ServiceSpec
     from srt_services.recipe.problems import LocatedProblem
     from srt_services.site_config import SiteConfig

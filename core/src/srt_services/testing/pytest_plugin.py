@@ -61,11 +61,11 @@ import pytest
 from srt_services.testing import kit
 
 if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
     from srt_services.contracts.allocation import Allocation
     from srt_services.contracts.context import InstanceContext, Layout
     from srt_services.contracts.plan import Plan
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
     from srt_services.recipe.problems import LocatedProblem
     from srt_services.testing.jobs import Jobs
 

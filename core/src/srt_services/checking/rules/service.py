@@ -11,25 +11,25 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from srt_services.checking.rules import metrics, strings
+from srt_services.checking.rules.external import check_external
+from srt_services.checking.rules.implied_kinds import unprovided_kinds
+from srt_services.checking.settled import Settled
 from srt_services.errors import PluginError
 from srt_services.recipe import placeholders as ph
 from srt_services.recipe import validation
 from srt_services.recipe.models import PHASES
 from srt_services.recipe.problems import Problem
 from srt_services.recipe.pydantic_errors import shape_problems
-from srt_services.recipe.rules import metrics, strings
-from srt_services.recipe.rules.external import check_external
-from srt_services.recipe.rules.implied_kinds import unprovided_kinds
-from srt_services.recipe.settled import Settled
 
 if TYPE_CHECKING:
+    from srt_services.checking.effective import EffectiveService
+    from srt_services.checking.rules.context import RuleContext
+    from srt_services.checking.rules.placement import PlacementRules
+    from srt_services.checking.rules.probes import ProbeRules
     from srt_services.contracts.kind import ServiceKind
-    from srt_services.recipe.effective import EffectiveService
     from srt_services.recipe.models import ServiceSpec
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
-    from srt_services.recipe.rules.placement import PlacementRules
-    from srt_services.recipe.rules.probes import ProbeRules
 
 
 class ServiceRules:

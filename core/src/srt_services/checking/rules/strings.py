@@ -15,9 +15,9 @@ from srt_services.names import DANGEROUS_ENV
 from srt_services.recipe import placeholders as ph
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
     from srt_services.recipe.models import ProcessSpec, ServiceSpec
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
 
 _SRUN_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 

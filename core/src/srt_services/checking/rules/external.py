@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
     from srt_services.contracts.kind import ServiceKind
     from srt_services.recipe.models import ServiceSpec
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
 
 
 def check_external(ctx: RuleContext, at: Path, spec: ServiceSpec, kind: ServiceKind) -> None:

@@ -2,7 +2,7 @@
 
 A block names exactly one probe (``port`` is shorthand for ``tcp``); its settings are
 validated against that probe's own model once the plugin set is known. The result is a
-:class:`~srt_services.recipe.settled.ProbeBinding` that travels with the service (or the
+:class:`~srt_services.checking.settled.ProbeBinding` that travels with the service (or the
 job process) it belongs to, so the planner never has to find it again.
 """
 
@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from srt_services.checking.rules import strings
+from srt_services.checking.settled import ProbeBinding
 from srt_services.recipe import placeholders as ph
 from srt_services.recipe import validation
 from srt_services.recipe.pydantic_errors import shape_problems
-from srt_services.recipe.rules import strings
-from srt_services.recipe.settled import ProbeBinding
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
     from srt_services.contracts.probe import Probe
     from srt_services.recipe.models import ProbeBlock
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
 
 PROBE_WORDS = "port, tcp, http, log or file"
 

@@ -1,7 +1,7 @@
 """Rules of the service list as a whole: unique names, and the services plugins imply.
 
 A plugin may imply services (the etcd a dynamo frontend needs); they are validated like
-written entries and merged with them (see :mod:`srt_services.recipe.effective`) before
+written entries and merged with them (see :mod:`srt_services.checking.effective`) before
 each entry's own rules run.
 """
 
@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, cast
 
 from pydantic import ValidationError
 
+from srt_services.checking.effective import EffectiveService, merge
 from srt_services.errors import PluginError
 from srt_services.recipe import validation
-from srt_services.recipe.effective import EffectiveService, merge
 from srt_services.recipe.models import ServiceSpec
 from srt_services.recipe.pydantic_errors import shape_problems
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
+    from srt_services.checking.rules.service import ServiceRules
+    from srt_services.checking.settled import Settled
     from srt_services.contracts.implied import ImpliedService
-    from srt_services.recipe.rules.context import RuleContext
-    from srt_services.recipe.rules.service import ServiceRules
-    from srt_services.recipe.settled import Settled
 
 
 def settle_services(ctx: RuleContext, rules: ServiceRules) -> list[Settled]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from srt_services.checking.rules.after import after_problems
 from srt_services.errors import PluginError
-from srt_services.recipe.rules.after import after_problems
 
 if TYPE_CHECKING:
-    from srt_services.recipe.rules.context import RuleContext
-    from srt_services.recipe.settled import Settled
+    from srt_services.checking.rules.context import RuleContext
+    from srt_services.checking.settled import Settled
 
 
 def check_cross(ctx: RuleContext, settled: list[Settled]) -> None:

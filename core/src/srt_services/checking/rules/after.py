@@ -20,8 +20,8 @@ from srt_services.recipe.models import PHASES
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
+    from srt_services.checking.settled import Settled
     from srt_services.recipe.models import Recipe
-    from srt_services.recipe.settled import Settled
 
 
 def after_problems(recipe: Recipe, settled: Sequence[Settled]) -> list[Problem]:

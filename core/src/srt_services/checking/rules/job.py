@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from srt_services.checking.rules import metrics, strings
+from srt_services.checking.settled import JobProbes, ProbeBinding
 from srt_services.recipe import placeholders as ph
-from srt_services.recipe.rules import metrics, strings
-from srt_services.recipe.settled import JobProbes, ProbeBinding
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
+    from srt_services.checking.rules.probes import ProbeRules
     from srt_services.recipe.models import RoleSpec
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
-    from srt_services.recipe.rules.probes import ProbeRules
 
 
 def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services.recipe.rules import strings
+from srt_services.checking.rules import strings
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
     from srt_services.recipe.models import MetricsSpec
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
 
 
 def endpoints(

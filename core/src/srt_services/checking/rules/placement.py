@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
     from srt_services.contracts.kind import ServiceKind
     from srt_services.recipe.models import ServiceSpec
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
 
 #: (placement, pool, per) of a service
 Where = tuple[str, str | None, str]

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from srt_services.checking.effective import EffectiveService
     from srt_services.contracts.kind import ServiceKind
     from srt_services.contracts.probe import Probe
-    from srt_services.recipe.effective import EffectiveService
     from srt_services.recipe.models import ProbeBlock, ServiceSpec
 
 

@@ -1,8 +1,8 @@
 """``check``: the plugin-aware rules of a recipe whose shape the models accepted.
 
-The rules live in :mod:`srt_services.recipe.rules`, one module per family; this runs them
+The rules live in :mod:`srt_services.checking.rules`, one module per family; this runs them
 in order and hands back what they found and what they settled: each service's effective
-values (:class:`~srt_services.recipe.settled.Settled`) and the bound probes of the job's
+values (:class:`~srt_services.checking.settled.Settled`) and the bound probes of the job's
 own processes, so the planner never re-derives either.
 """
 
@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from srt_services.checking.rules.context import RuleContext
+from srt_services.checking.rules.cross import check_cross
+from srt_services.checking.rules.envnames import check_env_names
+from srt_services.checking.rules.implied_kinds import check_implied_kinds
+from srt_services.checking.rules.job import check_job
+from srt_services.checking.rules.placement import PlacementRules
+from srt_services.checking.rules.probes import ProbeRules
+from srt_services.checking.rules.service import ServiceRules
+from srt_services.checking.rules.services import settle_services
+from srt_services.checking.settled import JobProbes, Settled
 from srt_services.recipe.problems import ProblemList
-from srt_services.recipe.rules.context import RuleContext
-from srt_services.recipe.rules.cross import check_cross
-from srt_services.recipe.rules.envnames import check_env_names
-from srt_services.recipe.rules.implied_kinds import check_implied_kinds
-from srt_services.recipe.rules.job import check_job
-from srt_services.recipe.rules.placement import PlacementRules
-from srt_services.recipe.rules.probes import ProbeRules
-from srt_services.recipe.rules.service import ServiceRules
-from srt_services.recipe.rules.services import settle_services
-from srt_services.recipe.settled import JobProbes, Settled
 
 if TYPE_CHECKING:
     from srt_services.plugins.manager import PluginSet

@@ -30,9 +30,9 @@ from srt_services.plugins.availability import kind_unavailable
 from srt_services.plugins.manager import FIRST_PARTY_KINDS
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.context import RuleContext
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.rules.context import RuleContext
 
 #: What metrics on implies (srt-exporters): the exporters every node runs and the scraper.
 METRICS_KINDS = ("node-exporter", "dcgm-exporter", "process-exporter", "prometheus")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class RuleContext:
     recipe: Recipe
     plugins: PluginSet
-    #: Set for a check beside shape errors (see :func:`srt_services.recipe.checks.check`):
+    #: Set for a check beside shape errors (see :func:`srt_services.checking.checks.check`):
     #: the position in the document of each entry of ``recipe.services``, the others
     #: having been left out.
     origin: list[int] | None = None

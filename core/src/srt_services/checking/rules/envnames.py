@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from srt_services.names import env_key
 
 if TYPE_CHECKING:
-    from srt_services.recipe.rules.context import RuleContext
-    from srt_services.recipe.settled import Settled
+    from srt_services.checking.rules.context import RuleContext
+    from srt_services.checking.settled import Settled
 
 
 def check_env_names(ctx: RuleContext, settled: list[Settled]) -> None:
