@@ -225,7 +225,7 @@ def test_dry_run_reads_a_generated_json_recipe_from_stdin(srt, monkeypatch, tmp_
 
 
 def test_stdin_is_held_to_the_recipe_size_limit(srt, monkeypatch) -> None:
-    monkeypatch.setattr("srt_services.checking.load.MAX_RECIPE_BYTES", 10)
+    monkeypatch.setattr("srt_services.recipe.reading.MAX_RECIPE_BYTES", 10)
     stdin(monkeypatch, GOOD)
     r = srt("validate", "-")
     assert r.code == 2

@@ -30,8 +30,10 @@ def plugin_sources() -> list[Path]:
 
 
 def plugin_tests() -> list[Path]:
-    """Every module of a plugin's tests (conftest and helpers too), the template's included."""
+    """Every module of a plugin's tests (conftest and helpers too), the template's included;
+    a plugin directory of several distributions has tests per distribution."""
     files = sorted((ROOT / "plugins").glob("*/tests/**/*.py"))
+    files += sorted((ROOT / "plugins").glob("*/*/tests/**/*.py"))
     files += sorted((SKELETON / "tests").glob("**/*.py"))
     return files
 
@@ -79,7 +81,8 @@ def test_the_walk_sees_every_plugins_tests() -> None:
     names = {
         p.relative_to(ROOT).parts[1] for p in plugin_tests() if p.is_relative_to(ROOT / "plugins")
     }
-    assert names == {p.parent.name for p in (ROOT / "plugins").glob("*/tests")}
+    dirs = [*(ROOT / "plugins").glob("*/tests"), *(ROOT / "plugins").glob("*/*/tests")]
+    assert names == {p.relative_to(ROOT).parts[1] for p in dirs}
     assert {"etcd", "nats", "oarbank"} <= names
     assert any(p.is_relative_to(SKELETON) for p in plugin_tests())
 

@@ -48,9 +48,6 @@ class Lock:
     #: The format the lock was read in (what :meth:`to_json` writes is always the current).
     format: int = LOCK_VERSION
 
-    def versions(self) -> dict[str, str]:
-        return {p.name: p.version for p in self.plugins}
-
     def to_json(self) -> str:
         doc: dict[str, Any] = {
             "srt_plugin_lock": LOCK_VERSION,
