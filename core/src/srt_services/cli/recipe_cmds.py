@@ -179,7 +179,12 @@ def dry_run(
         local=local,
         srun_lines=show_srun,
     )
-    _show_dry_run(dry_run(_setup(), request), units, as_json)
+    from srt_services.app import compose
+
+    # paused to the last byte written: a collection over the whole plan once the pause
+    # ended would cost more than writing it
+    with compose.collector_paused():
+        _show_dry_run(dry_run(_setup(), request), units, as_json)
 
 
 def _show_dry_run(result: Any, units: tuple[str, ...], as_json: bool) -> None:
