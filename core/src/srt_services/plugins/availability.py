@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from srt_services.plugins.discovery import normalize
 from srt_services.plugins.hints import pip_command
+from srt_services.plugins.versions import normalize
 
 if TYPE_CHECKING:
     from srt_services.plugins.discovery import PluginRecord

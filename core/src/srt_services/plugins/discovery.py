@@ -35,6 +35,8 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
+from srt_services.plugins.versions import normalize, same_version
+
 CORE_DIST = "srt-services"
 PLUGIN_GROUP = "srt.plugins"
 PROVIDES_GROUP = "srt.provides"
@@ -46,11 +48,6 @@ CAPABILITIES = ("kind", "probe", "placement", "expansion", "launcher", "command"
 STATUSES = ("discovered", "loaded", "blocked", "not allowed", "incompatible", "failed")
 
 _TRUE = {"1", "true", "yes", "on"}
-
-
-def normalize(name: str) -> str:
-    """PEP 503 normalisation: what makes ``SRT_PLUGINS=srt_etcd`` match ``srt-etcd``."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _split_env(value: str | None) -> set[str] | None:
@@ -505,16 +502,6 @@ def _lock(
     versions = {normalize(p.name): p.version for p in locked.plugins}
     hashes = {normalize(p.name): p.files_sha256 for p in locked.plugins}
     return versions, hashes, policy.lock
-
-
-def same_version(a: str, b: str) -> bool:
-    """Version equality as PEP 440 sees it (``1.0`` == ``1.0.0``), text equality otherwise."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
 
 
 def core_mismatch(record: PluginRecord, core_version: str) -> str | None:

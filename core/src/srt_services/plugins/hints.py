@@ -12,7 +12,7 @@ from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
 from srt_services.errors import PluginError
-from srt_services.plugins.discovery import normalize
+from srt_services.plugins.versions import normalize
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 import srt_services
 from srt_services import __version__ as CORE_VERSION
-from srt_services.plugins.discovery import PluginRecord, normalize
+from srt_services.plugins.discovery import PluginRecord
 from srt_services.plugins.loading import label_of
 from srt_services.plugins.registry import BUILTIN
+from srt_services.plugins.versions import normalize
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

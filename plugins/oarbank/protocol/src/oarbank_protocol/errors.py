@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from oarbank_protocol.documents import ErrorDocument
+
+class ReportedError(Protocol):
+    """The error document a failing op printed (:class:`~.documents.ErrorDocument`), as
+    much of it as an exception carries: its code, and whether trying again can help."""
+
+    @property
+    def code(self) -> int: ...
+
+    def is_retryable(self) -> bool: ...
 
 
 class OarbankError(Exception):
@@ -143,7 +150,7 @@ class OpFailed(ExecError):
         exit_code: int,
         reason: str,
         *,
-        error: ErrorDocument | None = None,
+        error: ReportedError | None = None,
         stderr_tail: str = "",
     ) -> None:
         super().__init__(op, reason, stderr_tail=stderr_tail)
