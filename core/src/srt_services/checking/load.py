@@ -18,6 +18,7 @@ from srt_services.recipe.reading import read_text, source_name
 from srt_services.recipe.source import Document, parse_text
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.engines import SettledBenchmark, SettledEngine
     from srt_services.plugins.manager import PluginSet
 
 
@@ -31,6 +32,10 @@ class LoadedRecipe:
     warnings: list[LocatedProblem] = field(default_factory=list)
     #: the bound readiness probes of the frontend and the roles (services carry their own)
     job_probes: JobProbes = field(default_factory=JobProbes)
+    #: the engine that builds the workers and frontend without a command, if any
+    engine: SettledEngine | None = None
+    #: the benchmark plugin behind ``benchmark.type``, if any
+    benchmark: SettledBenchmark | None = None
 
     @property
     def source(self) -> str:
@@ -149,4 +154,6 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
         document=doc,
         warnings=[p for p in located if p.warning],
         job_probes=result.job_probes,
+        engine=result.engine,
+        benchmark=result.benchmark,
     )

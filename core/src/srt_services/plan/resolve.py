@@ -221,11 +221,17 @@ def _units(
         unit = service_unit(ctx, settled, discovery)
         if unit is not None:
             add(unit)
+    # what an engine tells every process of the job, whoever wrote its command
+    engine = ctx.loaded.engine
+    told = engine.engine.job_env(recipe, engine.options) if engine is not None else {}
+    job_env = {**discovery, **told}
     for role, spec in recipe.roles.items():
-        add(worker_unit(ctx, role, spec, discovery))
+        add(worker_unit(ctx, role, spec, job_env))
     if recipe.frontend is not None and recipe.frontend.type != "none":
-        add(frontend_unit(ctx, discovery))
-    if recipe.benchmark.type == "command":
+        frontend = frontend_unit(ctx, job_env)
+        if frontend is not None:
+            add(frontend)
+    if recipe.benchmark.type != "manual":
         add(benchmark_unit(ctx, units, discovery))
     return units, phases
 

@@ -388,10 +388,35 @@ class ResourcesSpec(StrictModel):
     )
 
 
-class EngineSpec(StrictModel):
-    """The inference engine the workers run (decides implied services such as `gms`)."""
+#: The backends a role's workers may run (``engine.type``); ``mocker`` is Dynamo's engine
+#: simulator (scheduling and KV cache without a GPU).
+BACKENDS: tuple[str, ...] = ("sglang", "vllm", "trtllm", "mocker")
 
-    type: Literal["sglang", "vllm", "trtllm"] = Field("vllm", description="Inference engine.")
+
+class EngineSpec(StrictModel):
+    """The inference engine the workers run: which backend, which model, and the settings the
+    frontend's engine plugin turns into the workers' commands (decides implied services such
+    as `gms`)."""
+
+    type: Literal["sglang", "vllm", "trtllm", "mocker"] = Field(
+        "vllm",
+        description="Inference backend of the workers: sglang | vllm | trtllm | mocker (Dynamo's"
+        " simulator, no GPU).",
+    )
+    model: NonBlank | None = Field(
+        None,
+        description="The model the workers serve: a directory (on every node, or mounted into"
+        " the container) or a hub id. Given to the workers the engine plugin builds.",
+    )
+    served_model_name: NonBlank | None = Field(
+        None,
+        description="The name clients ask for (default: the last part of `model`).",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of the frontend's engine plugin (`frontend.type`), checked by it:"
+        " see the plugin's README (srt-dynamo: planes, ports, the mocker's knobs...).",
+    )
     failover: bool = Field(
         False,
         description="Shadow engine recovery: `true` implies one `gms` (GPU Memory Service) per"
@@ -455,6 +480,12 @@ class RoleSpec(ProcessSpec):
         " `{worker_port}`; probes without a port use it.",
     )
     readiness: ReadinessSpec | None = Field(None, description="Worker health probe.")
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The backend's own settings for this role's workers (`tensor-parallel-size:"
+        " 4`), which the frontend's engine plugin turns into the backend's flags (or its config"
+        " file). Only for roles whose command the engine builds.",
+    )
     connector: Connector | None = Field(
         None,
         description="This role's vLLM KV connector, over `engine.connector`; `none` uses no"
@@ -472,10 +503,12 @@ class RoleSpec(ProcessSpec):
 class FrontendSpec(ProcessSpec):
     """The job's public endpoint, started on the head node after the workers."""
 
-    type: Literal["dynamo", "sglang", "vllm", "none"] = Field(
+    type: NonBlank = Field(
         "dynamo",
-        description="`dynamo` implies etcd, which needs the srt-etcd plugin; `none` runs no"
-        " frontend.",
+        description="The serving stack: `dynamo` (implies etcd, which needs the srt-etcd plugin)"
+        " | `sglang` | `vllm` | `trtllm-serve` | an engine a plugin registers | `none` (no"
+        " frontend). Its engine plugin (srt-dynamo, srt-direct) builds the frontend and the"
+        " workers that write no `command`.",
     )
     port: Port = Field(8000, description="Public port, given to the benchmark.")
     readiness: ReadinessSpec | None = Field(None, description="Frontend health probe.")
@@ -501,10 +534,16 @@ class ObservabilitySpec(StrictModel):
 class BenchmarkSpec(ProcessSpec):
     """The client step that runs once the frontend is ready."""
 
-    type: Literal["manual", "command"] = Field(
+    type: NonBlank = Field(
         "manual",
         description="`command` runs `command` after the frontend and ends the job with its exit"
-        " status; `manual` serves until stopped (or until terminal services end).",
+        " status; `manual` serves until stopped (or until terminal services end); a benchmark"
+        " plugin's name (`sa-bench`, `gsm8k`... from srt-benchmarks) builds the command from"
+        " `options`.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of a benchmark plugin (`benchmark.type`), checked by it.",
     )
     timeout_seconds: Seconds | None = Field(None, description="Kill the benchmark after this.")
     dedicated_node: bool = Field(False, description="Run the client on a node of its own.")

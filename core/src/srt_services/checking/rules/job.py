@@ -46,8 +46,6 @@ def _frontend(ctx: RuleContext, probes: ProbeRules) -> ProbeBinding | None:
                 " `none` is only for jobs without roles",
             )
     elif r.frontend is not None:
-        if r.frontend.command is None:
-            ctx.add(("frontend", "command"), f"is required for frontend.type {ftype}")
         strings.process(ctx, ("frontend",), r.frontend, allowed=ph.COMMON)
         metrics.endpoints(ctx, ("frontend",), r.frontend.metrics, ph.COMMON)
         binding = probes.bind(
@@ -70,8 +68,6 @@ def _benchmark(ctx: RuleContext) -> None:
 
 def _role(ctx: RuleContext, probes: ProbeRules, role: str, spec: RoleSpec) -> ProbeBinding | None:
     where: Path = ("roles", role)
-    if spec.command is None:
-        ctx.add((*where, "command"), "is required")
     _role_width(ctx, where, spec)
     strings.process(ctx, where, spec, allowed=ph.ALL)
     metrics.endpoints(ctx, where, spec.metrics, ph.ALL)
