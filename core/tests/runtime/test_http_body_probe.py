@@ -44,7 +44,11 @@ def plain(status: int, body: bytes) -> bytes:
 def chunked(status: int, body: bytes, size: int = 7) -> bytes:
     parts = [body[i : i + size] for i in range(0, len(body), size)]
     chunks = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in parts)
-    return f"HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n".encode() + chunks + b"0\r\n\r\n"
+    return (
+        f"HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        + chunks
+        + b"0\r\n\r\n"
+    )
 
 
 def run(coro: Any) -> Any:
@@ -58,7 +62,9 @@ MODELS = json.dumps({"object": "list", "data": [{"id": "other"}, {"id": "tiny"}]
 def test_the_body_is_read_whole_when_small(shape: Callable[[int, bytes], bytes]) -> None:
     async def main() -> tuple[int | None, bytes | None, str]:
         async with server(lambda n: shape(200, MODELS)) as port:
-            return await http_answer("127.0.0.1", port, f"http://127.0.0.1:{port}/v1/models", 5, 4096)
+            return await http_answer(
+                "127.0.0.1", port, f"http://127.0.0.1:{port}/v1/models", 5, 4096
+            )
 
     status, body, detail = run(main())
     assert (status, detail) == (200, "")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from srt_services.checking.load import LoadedRecipe
     from srt_services.contracts.allocation import Allocation
     from srt_services.contracts.context import InstanceContext, Layout
+    from srt_services.contracts.engine import Engine
     from srt_services.contracts.kind import ServiceKind
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.plan import Plan
@@ -109,10 +110,12 @@ class ClassesPlugin:
         kinds: Iterable[type[ServiceKind]] = (),
         probes: Iterable[type[Probe]] = (),
         placements: Iterable[type[Placement]] = (),
+        engines: Iterable[type[Engine]] = (),
     ) -> None:
         self.kinds = list(kinds)
         self.probes = list(probes)
         self.placements = list(placements)
+        self.engines = list(engines)
 
     @hookimpl
     def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
@@ -125,6 +128,10 @@ class ClassesPlugin:
     @hookimpl
     def srt_register_placements(self) -> list[type[Placement]]:
         return list(self.placements)
+
+    @hookimpl
+    def srt_register_engines(self) -> list[type[Engine]]:
+        return list(self.engines)
 
 
 @contextlib.contextmanager
