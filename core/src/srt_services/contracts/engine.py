@@ -18,7 +18,8 @@ are rendered exactly like the recipe's own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -148,3 +149,43 @@ class Engine:
     def public_worker(self, layout: Layout) -> Worker | None:
         """For an engine without a frontend process: the worker serving the public port."""
         return layout.workers[0] if layout.workers else None
+
+
+def backend_flags(config: Mapping[str, Any] | None, drop: Iterable[str] = ()) -> list[str]:
+    """A role's ``config`` as the backend's command-line flags, the one rule every engine
+    uses (so a recipe reads the same whichever engine builds it):
+
+    * keys sorted, ``_`` written as ``-`` (``mem_fraction_static`` is ``--mem-fraction-static``);
+    * ``true`` is the bare flag, ``false`` and ``null`` leave it out;
+    * a list is the flag followed by each item as its own word (``--cuda-graph-bs 1 2 4``);
+    * a mapping (or a list inside a list) is one word of compact JSON, what engines parse
+      for their structured flags (``--kv-transfer-config {"kv_connector": ...}``);
+    * anything else is its text (``4``, ``0.8``).
+
+    ``drop`` names keys (either spelling) the engine sets itself and leaves out.
+    """
+    if not config:
+        return []
+    dropped = {d.replace("_", "-") for d in drop}
+    argv: list[str] = []
+    for key in sorted(config):
+        value = config[key]
+        name = key.replace("_", "-")
+        if name in dropped or value is None or value is False:
+            continue
+        if value is True:
+            argv.append("--" + name)
+        elif isinstance(value, list):
+            argv.append("--" + name)
+            argv.extend(_word(v) for v in value)
+        else:
+            argv.extend(["--" + name, _word(value)])
+    return argv
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -54,7 +54,13 @@ if TYPE_CHECKING:
         PathOutsideJob,
         Worker,
     )
-    from srt_services.contracts.engine import Engine, EngineProcess, WorkerProcess, worker_processes
+    from srt_services.contracts.engine import (
+        Engine,
+        EngineProcess,
+        WorkerProcess,
+        backend_flags,
+        worker_processes,
+    )
     from srt_services.contracts.expansion import Expansion, InstanceSeed
     from srt_services.contracts.formats import FormatProblems, RecipeFormat, Translated, Variant
     from srt_services.contracts.implied import ImpliedService
@@ -93,6 +99,7 @@ _WHERE: dict[str, str] = {
     "EngineProcess": "srt_services.contracts.engine",
     "WorkerProcess": "srt_services.contracts.engine",
     "worker_processes": "srt_services.contracts.engine",
+    "backend_flags": "srt_services.contracts.engine",
     "BenchmarkKind": "srt_services.contracts.benchmark",
     "RESULT_VAR": "srt_services.contracts.benchmark",
     "RecipeFormat": "srt_services.contracts.formats",
@@ -196,6 +203,7 @@ __all__ = [
     "Variant",
     "Worker",
     "WorkerProcess",
+    "backend_flags",
     "binary_option_problems",
     "dir_option_problems",
     "hookimpl",
