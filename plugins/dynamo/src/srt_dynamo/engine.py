@@ -47,7 +47,7 @@ class DynamoEngine(Engine):
         self._table: list[Slots] = []
 
     def validate(self, recipe: Recipe, options: Any) -> Iterable[Problem]:
-        return validate.problems(recipe)
+        return validate.problems(recipe, options)
 
     def job_env(self, recipe: Recipe, options: Any) -> dict[str, str]:
         """Every Dynamo process, a hand-written one too, uses the recipe's planes, and a

@@ -18,6 +18,9 @@ MODES: tuple[str, ...] = ("prefill", "decode", "aggregated")
 #: A role's mode: ``agg`` workers run the ``aggregated`` settings.
 MODE_OF_ROLE: dict[str, str] = {"prefill": "prefill", "decode": "decode", "agg": "aggregated"}
 
+#: Dynamo 1.6 parses DYN_SYSTEM_PORT as an i16 and exits on a larger port.
+MAX_SYSTEM_PORT = 32767
+
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
@@ -121,7 +124,11 @@ class PortBases(KindOptions):
     of the job, s: the leader's slot on its node). Move a base only to run two jobs on one
     machine (local mode) or around a port the site reserves."""
 
-    system: Port = Field(7500, description="`DYN_SYSTEM_PORT` = system + k (health, metrics).")
+    system: Annotated[int, Field(ge=1, le=MAX_SYSTEM_PORT)] = Field(
+        7500,
+        description="`DYN_SYSTEM_PORT` = system + k (health, metrics). Dynamo 1.6 reads it as"
+        " a signed 16-bit number: at most 32767.",
+    )
     http: Port = Field(6100, description="sglang `--port` = http + 32*s (leaders).")
     bootstrap: Port = Field(
         7200, description="Prefill bootstrap = bootstrap + (prefill leaders before it on its host)."

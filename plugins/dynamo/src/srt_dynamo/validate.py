@@ -14,6 +14,7 @@ from srt_services.extend import Problem, Recipe
 
 from srt_dynamo.backends import BACKENDS
 from srt_dynamo.build import served_model_name
+from srt_dynamo.options import MAX_SYSTEM_PORT, DynamoOptions
 
 PathT = tuple[str | int, ...]
 
@@ -130,8 +131,25 @@ def worker_problems(recipe: Recipe) -> Iterator[Problem]:
                 )
 
 
-def problems(recipe: Recipe) -> list[Problem]:
+def system_port_problems(recipe: Recipe, options: DynamoOptions) -> Iterator[Problem]:
+    """Dynamo exits at start when ``DYN_SYSTEM_PORT`` does not fit a signed 16-bit number."""
+    count = sum(
+        spec.workers * max(1, -(-(spec.gpus_per_worker or 0) // recipe.resources.gpus_per_node))
+        for spec in recipe.roles.values()
+        if spec.command is None
+    )
+    last = options.ports.system + count - 1
+    if count and last > MAX_SYSTEM_PORT:
+        yield Problem(
+            ("engine", "options", "ports", "system"),
+            f"the last worker's DYN_SYSTEM_PORT would be {last}, above {MAX_SYSTEM_PORT}, which"
+            " Dynamo refuses; lower the base",
+        )
+
+
+def problems(recipe: Recipe, options: DynamoOptions) -> list[Problem]:
     return [
+        *system_port_problems(recipe, options),
         *plane_problems(recipe),
         *frontend_port_problems(recipe),
         *worker_problems(recipe),
