@@ -482,7 +482,7 @@ def run_cli(
     manager.reset_default(lambda: chosen)
     os.environ.update(full_env)
     saved_stdin = sys.stdin
-    sys.stdin = io.StringIO(stdin or "")
+    sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -497,10 +497,17 @@ def run_cli(
             else:
                 os.environ[name] = value
         manager.reset_default((lambda: previous) if previous is not None else None)
-    stdout = out.buffer.getvalue().decode("utf-8", "replace")  # type: ignore[attr-defined]
-    stderr = err.buffer.getvalue().decode("utf-8", "replace")  # type: ignore[attr-defined]
+    stdout = _written(out)
+    stderr = _written(err)
     status = code if isinstance(code, int) else (0 if code is None else 1)
     return CliResult(status, stdout, stderr)
+
+
+def _written(stream: Any) -> str:
+    """What a command wrote to a text stream over bytes (text and bytes alike)."""
+    stream.flush()
+    raw = stream.buffer.getvalue()
+    return str(raw.decode("utf-8", "replace"))
 
 
 def problems(
