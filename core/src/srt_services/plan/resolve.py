@@ -116,6 +116,13 @@ def _resolve(
         readiness_floor=settings.readiness_floor,
     )
     ctx.warnings.extend(skipped)
+    if needs.packed:
+        idle = layout_mod.idle_gpus(lay.worker_nodes, lay.workers, lay.gpus_per_node)
+        if idle:
+            ctx.warnings.append(
+                "resources.layout packed leaves GPUs idle (the roles' nodes are kept as"
+                f" written): {'; '.join(idle)}"
+            )
     discovery = _discovery_env(ctx)
     units, phases = _units(ctx, discovery)
     ctx.problems.extend(ctx.ledger.problems())

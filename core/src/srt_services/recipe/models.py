@@ -386,6 +386,23 @@ class ResourcesSpec(StrictModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)] = Field(
         8, description="GPUs on every node of the allocation."
     )
+    layout: Literal["roles", "packed"] = Field(
+        "roles",
+        description="`roles`: each role's workers on nodes of its own (`roles.<role>.nodes`)."
+        " `packed` (srtctl's placement): the roles' nodes are pooled and the workers laid"
+        " over them in the order prefill, decode, agg, each packed at the next free GPU"
+        " (a worker of a node or more takes whole nodes), decode starting on a fresh node"
+        " when one is left; nodes or GPUs left over sit idle (a plan warning says which).",
+    )
+    spread_workers: bool = Field(
+        False, description="`packed`: every worker narrower than a node gets a node of its own."
+    )
+    colocate: bool = Field(
+        False,
+        description="`packed`: decode packs on straight after prefill (no fresh node), and the"
+        " worker nodes are as few as the GPUs of all workers need (vLLM prefill/decode"
+        " colocation).",
+    )
 
 
 #: The backends a role's workers may run (``engine.type``); ``mocker`` is Dynamo's engine

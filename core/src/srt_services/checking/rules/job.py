@@ -75,7 +75,10 @@ def _role(ctx: RuleContext, probes: ProbeRules, role: str, spec: RoleSpec) -> Pr
 
 
 def _role_width(ctx: RuleContext, where: Path, spec: RoleSpec) -> None:
-    """Workers, GPUs per worker and nodes must fit whole nodes without leaving one idle."""
+    """Workers, GPUs per worker and nodes must fit whole nodes without leaving one idle
+    (the packed layout pools the nodes and reports what stays idle when it plans)."""
+    if ctx.recipe.resources.layout == "packed":
+        return
     gpn = ctx.recipe.resources.gpus_per_node
     g = spec.gpus_per_worker or gpn
     if g > gpn:
