@@ -158,6 +158,7 @@ def _process_instance(
         gpus=list(worker.gpus) if worker else None,
         container=render(container, values) if container else None,
         srun_options=dict(built.srun_options) if built is not None else {},
+        mounts=ctx.mounts if container else [],
     )
     if built is not None:
         owner = ".".join(written)

@@ -36,6 +36,7 @@ from srt_services.plan.services import restart_record, service_nodes, service_un
 from srt_services.plan.settings import PlanSettings
 from srt_services.plan.values import job_values
 from srt_services.recipe.models import MAX_NODES, RestartSpec
+from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem, RecipeError, locate
 
 if TYPE_CHECKING:
@@ -102,18 +103,20 @@ def _resolve(
     )
     recipe_dir = settings.recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
     services, skipped = _runnable(loaded, settings)
+    common = job_values(loaded, lay, paths, recipe_dir)
     ctx = PlanContext(
         loaded,
         plugins,
         lay,
         paths,
-        job_values(loaded, lay, paths, recipe_dir),
+        common,
         PortLedger(),
         node_ids={n.name: i for i, n in enumerate(lay.compute)},
         default_restart=restart_record(RestartSpec()),
         services=services,
         binaries=settings.binaries,
         readiness_floor=settings.readiness_floor,
+        mounts=[render(m, common) for m in loaded.recipe.mounts],
     )
     ctx.warnings.extend(skipped)
     if needs.packed:

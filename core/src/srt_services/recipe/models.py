@@ -609,6 +609,12 @@ class Recipe(StrictModel):
         " kinds run on the bare node). Slurm/pyxis only: `srt run` warns that it does not"
         " apply it.",
     )
+    mounts: list[NonBlank] = Field(
+        default_factory=list,
+        description="`host:container[:options]` mounts of every process that runs in a"
+        " container (the model directory at `/model`, a dataset): beside the site's"
+        " `[containers] mounts`. Slurm/pyxis only.",
+    )
     engine: EngineSpec = Field(default_factory=EngineSpec, description="Inference engine.")
     dynamo: DynamoSpec = Field(default_factory=DynamoSpec, description="Dynamo planes.")
     frontend: FrontendSpec | None = Field(None, description="Absent means `type: none`.")

@@ -25,6 +25,14 @@ def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
     bound = JobProbes()
     if ctx.recipe.container:
         strings.text(ctx, ("container",), ctx.recipe.container, ph.COMMON)
+    for i, mount in enumerate(ctx.recipe.mounts):
+        strings.text(ctx, ("mounts", i), mount, ph.COMMON)
+        parts = mount.split(":")
+        if len(parts) not in (2, 3) or not all(parts[:2]) or not parts[1].startswith("/"):
+            ctx.add(
+                ("mounts", i),
+                f"must be host:container[:options] with an absolute container path, got {mount!r}",
+            )
     bound.frontend = _frontend(ctx, probes)
     _benchmark(ctx)
     for role, spec in ctx.recipe.roles.items():
