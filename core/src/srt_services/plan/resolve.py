@@ -31,7 +31,7 @@ from srt_services.plan import layout as layout_mod
 from srt_services.plan.context import PlanContext
 from srt_services.plan.layout import NodeNeeds
 from srt_services.plan.ports import PortLedger
-from srt_services.plan.processes import benchmark_unit, frontend_unit, worker_unit
+from srt_services.plan.processes import benchmark_unit, frontend_units, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
 from srt_services.plan.settings import PlanSettings
 from srt_services.plan.values import job_values
@@ -238,9 +238,8 @@ def _units(
     for role, spec in recipe.roles.items():
         add(worker_unit(ctx, role, spec, job_env))
     if recipe.frontend is not None and recipe.frontend.type != "none":
-        frontend = frontend_unit(ctx, job_env)
-        if frontend is not None:
-            add(frontend)
+        for unit in frontend_units(ctx, job_env):
+            add(unit)
     if recipe.benchmark.type != "manual":
         add(benchmark_unit(ctx, units, discovery))
     return units, phases

@@ -451,7 +451,7 @@ class EngineSpec(StrictModel):
 class DynamoSpec(StrictModel):
     """Dynamo transport planes (only with `frontend.type: dynamo`)."""
 
-    request_plane: Literal["tcp", "nats"] = Field(
+    request_plane: Literal["tcp", "nats", "http"] = Field(
         "tcp", description="`nats` implies NATS, which needs the srt-nats plugin."
     )
     event_plane: Literal["zmq", "nats"] = Field(
@@ -517,6 +517,19 @@ class RoleSpec(ProcessSpec):
     )
 
 
+class BalancerSpec(StrictModel):
+    """nginx in front of several frontend replicas (round robin, or sticky on a header)."""
+
+    image: Text = Field(
+        "nginx:1.27.4", description="Its image (Slurm/pyxis; locally: `nginx` on PATH)."
+    )
+    raise_ulimit: bool = Field(False, description="`ulimit -n 1048576` before it starts.")
+    session_affinity_header: NonBlank | None = Field(
+        None, description="Send requests that carry this header's value to one replica."
+    )
+    keepalive_timeout: NonBlank = Field("600s", description="nginx keepalive_timeout.")
+
+
 class FrontendSpec(ProcessSpec):
     """The job's public endpoint, started on the head node after the workers."""
 
@@ -532,6 +545,19 @@ class FrontendSpec(ProcessSpec):
     metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
         default_factory=list,
         description="Prometheus endpoints the frontend serves (one mapping or a list).",
+    )
+    replicas: Annotated[int, Field(ge=1, le=1024)] = Field(
+        1,
+        description="Frontends run: more than one puts them on the worker nodes other than"
+        " the head (one each, listening on `internal_port`) behind a balancer (nginx) on the"
+        " head node's `port`.",
+    )
+    internal_port: Port = Field(
+        8180, description="Where the replicas listen when there are several."
+    )
+    balancer: BalancerSpec = Field(
+        default_factory=BalancerSpec,
+        description="The nginx in front of several replicas.",
     )
 
 
