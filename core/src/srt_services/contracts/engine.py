@@ -141,9 +141,12 @@ class Engine:
         over the whole job."""
         raise NotImplementedError
 
-    def frontend(self, recipe: Recipe, options: Any, ctx: InstanceContext) -> EngineProcess:
-        """The frontend's command when the recipe writes none, listening on
-        ``frontend.port`` (``recipe.frontend.port``)."""
+    def frontend(
+        self, recipe: Recipe, options: Any, ctx: InstanceContext, port: int
+    ) -> EngineProcess:
+        """One frontend instance's command when the recipe writes none, listening on
+        ``port``: ``frontend.port``, or ``frontend.internal_port`` for one of several
+        replicas behind the balancer (``ctx.index`` is the replica)."""
         raise NotImplementedError
 
     def public_worker(self, layout: Layout) -> Worker | None:

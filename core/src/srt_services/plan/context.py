@@ -43,6 +43,8 @@ class PlanContext:
     warnings: list[str] = field(default_factory=list)
     #: the metrics endpoints of the instances planned so far (see :mod:`.targets`)
     targets: list[ScrapeTarget] = field(default_factory=list)
+    #: the recipe's ``mounts``, rendered once (every containerized instance shares the list)
+    mounts: list[str] = field(default_factory=list)
     #: every worker process of the job, once computed (see :meth:`worker_processes`)
     _processes: list[WorkerProcess] | None = None
 

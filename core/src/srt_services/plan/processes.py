@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, TypeAlias
 from srt_services.checking.settled import bound
 from srt_services.contracts.benchmark import RESULT_VAR
 from srt_services.contracts.context import InstanceContext
-from srt_services.contracts.kind import ServiceKind
+from srt_services.contracts.kind import DefaultProbe, ServiceKind
 from srt_services.contracts.plan import TIER_OF_PHASE, PlannedInstance, PlannedUnit
 from srt_services.contracts.servers import url_host
 from srt_services.names import env_key
+from srt_services.plan.balancer import nginx_argv, nginx_conf, nginx_preamble
 from srt_services.plan.probes import DEFAULT_INTERVAL, DEFAULT_TIMEOUT, planned_probe
 from srt_services.plan.services import service_nodes
 from srt_services.plan.targets import endpoint_targets, metric_record
@@ -158,6 +159,7 @@ def _process_instance(
         gpus=list(worker.gpus) if worker else None,
         container=render(container, values) if container else None,
         srun_options=dict(built.srun_options) if built is not None else {},
+        mounts=ctx.mounts if container else [],
     )
     if built is not None:
         owner = ".".join(written)
@@ -311,38 +313,52 @@ def worker_unit(
     )
 
 
-def frontend_unit(ctx: PlanContext, discovery: dict[str, str]) -> PlannedUnit | None:
-    """The frontend on the head node; ``None`` when the engine runs none (a worker serves
-    the public port itself)."""
+def frontend_units(ctx: PlanContext, discovery: dict[str, str]) -> list[PlannedUnit]:
+    """The frontend on the head node; with ``replicas``, one on each of that many worker
+    nodes other than the head, and the balancer on the head in front of them. None when
+    the engine runs no frontend (a worker serves the public port itself)."""
     recipe = ctx.loaded.recipe
     spec = recipe.frontend
     assert spec is not None
     settled = ctx.loaded.engine if spec.command is None else None
-    build: Build | None = None
-    if settled is not None:
-        if not settled.engine.runs_frontend:
-            return None
-        engine, options = settled.engine, settled.options
-
-        def build(ictx: InstanceContext) -> EngineProcess:
-            return engine.frontend(recipe, options, ictx)
-
+    if settled is not None and not settled.engine.runs_frontend:
+        return []
     head = ctx.layout.head
-    inst = _process_instance(
-        ctx,
-        spec,
-        _Placed("frontend", "frontend", head, 0, "head"),
-        dict(discovery),
-        readiness=bound(spec.readiness, ctx.loaded.job_probes.frontend, "frontend", "readiness"),
-        default_port=spec.port,
-        scraped=_Scraped(spec.metrics, "frontend", "frontend", True),
-        build=build,
-    )
-    ctx.ledger.claim(head.name, spec.port, "frontend", "frontend", ("frontend", "port"))
-    inst.ports.append(spec.port)
-    if spec.metrics:
-        _claim_metrics(ctx, inst, spec.metrics, "frontend", 0)
-    return PlannedUnit(
+    if spec.replicas == 1:
+        placed = [(head, spec.port)]
+    else:
+        others = [n for n in ctx.layout.worker_nodes if n.name != head.name]
+        if len(others) < spec.replicas:
+            ctx.problems.append(
+                Problem(
+                    ("frontend", "replicas"),
+                    f"{spec.replicas} replicas need as many worker nodes besides the head node;"
+                    f" the job has {len(others)}",
+                )
+            )
+        placed = [(n, spec.internal_port) for n in others[: spec.replicas]]
+    readiness = bound(spec.readiness, ctx.loaded.job_probes.frontend, "frontend", "readiness")
+    instances = []
+    for i, (node, port) in enumerate(placed):
+        step = "frontend" if spec.replicas == 1 else f"frontend_{i}"
+        build = _engine_frontend(ctx, settled, port) if settled is not None else None
+        inst = _process_instance(
+            ctx,
+            spec,
+            _Placed("frontend", step, node, i, "head" if node is head else "frontend"),
+            dict(discovery),
+            readiness=readiness,
+            default_port=port,
+            scraped=_Scraped(spec.metrics, "frontend", "frontend", i == 0),
+            build=build,
+        )
+        if port not in inst.ports:
+            ctx.ledger.claim(node.name, port, "frontend", step, ("frontend", "port"))
+            inst.ports.append(port)
+        if spec.metrics:
+            _claim_metrics(ctx, inst, spec.metrics, "frontend", 0)
+        instances.append(inst)
+    unit = PlannedUnit(
         name="frontend",
         category="frontend",
         metrics=[metric_record(m) for m in spec.metrics],
@@ -352,6 +368,80 @@ def frontend_unit(ctx: PlanContext, discovery: dict[str, str]) -> PlannedUnit | 
         critical=True,
         terminal=False,
         stop_grace=_grace(spec, "frontend", settled),
+        instances=instances,
+        placement="head" if spec.replicas == 1 else "workers",
+        nodes=list(dict.fromkeys(i.node for i in instances)),
+        container=instances[0].container if instances else None,
+    )
+    if spec.replicas == 1:
+        return [unit]
+    return [unit, _balancer_unit(ctx, instances)]
+
+
+def _engine_frontend(ctx: PlanContext, settled: SettledEngine, port: int) -> Build:
+    recipe = ctx.loaded.recipe
+
+    def build(ictx: InstanceContext) -> EngineProcess:
+        return settled.engine.frontend(recipe, settled.options, ictx, port)
+
+    return build
+
+
+def _balancer_unit(ctx: PlanContext, replicas: list[PlannedInstance]) -> PlannedUnit:
+    """nginx on the head node's public port, in front of the frontend replicas."""
+    spec = ctx.loaded.recipe.frontend
+    assert spec is not None
+    head = ctx.layout.head
+    step = "frontend_balancer"
+    values = instance_values(ctx, head, 0, "head", NO_OWN_NODES, step, None, 0)
+    work = values["work_dir"]
+    conf = nginx_conf(
+        spec.balancer, head.ip, spec.port, [(i.node_ip, i.ports[0]) for i in replicas]
+    )
+    ictx = InstanceContext(
+        service="frontend-balancer",
+        step=step,
+        node=head,
+        index=0,
+        role="head",
+        nodes=(head,),
+        layout=ctx.layout,
+        paths=ctx.paths,
+        values=values,
+        binaries=ctx.binaries,
+    )
+    probe = planned_probe(
+        ctx, None, DefaultProbe("tcp", {"port": spec.port}), ictx, spec.port,
+        DEFAULT_TIMEOUT, DEFAULT_INTERVAL,
+    )  # fmt: skip
+    image = spec.balancer.image
+    inst = PlannedInstance(
+        step=step,
+        unit="frontend-balancer",
+        node=head.name,
+        node_ip=head.ip,
+        index=0,
+        argv=nginx_argv(work),
+        env={},
+        log=f"logs/{step}.out",
+        work_dir=work,
+        preamble=nginx_preamble(spec.balancer),
+        readiness=probe,
+        files={"nginx.conf": conf},
+        container=render(image, values) if image else None,
+        mounts=ctx.mounts if image else [],
+    )
+    ctx.ledger.claim(head.name, spec.port, "frontend", step, ("frontend", "port"))
+    inst.ports.append(spec.port)
+    return PlannedUnit(
+        name="frontend-balancer",
+        category="frontend",
+        type="nginx",
+        phase="frontend",
+        tier=TIER_OF_PHASE["frontend"],
+        critical=True,
+        terminal=False,
+        stop_grace=GRACE["frontend"],
         instances=[inst],
         placement="head",
         nodes=[head.name],

@@ -229,9 +229,10 @@ class PluginSet:
         return found or self._get(self._registries.formats, name, "recipe format")
 
     def recipe_formats(self) -> dict[str, RecipeFormat]:
-        """Every recipe format (all plugins that declare one are loaded: a document without
-        ``schema`` is offered to each)."""
-        return self._all(self._registries.formats)
+        """Every recipe format: a document without ``schema`` is offered to each. Only the
+        plugins that declare a format (or declare nothing) are imported for it."""
+        self._loader.ensure_capability("format")
+        return self._registries.formats.usable()
 
     def has(self, capability: str, name: str) -> bool:
         registry = self._registries[capability]

@@ -386,6 +386,23 @@ class ResourcesSpec(StrictModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)] = Field(
         8, description="GPUs on every node of the allocation."
     )
+    layout: Literal["roles", "packed"] = Field(
+        "roles",
+        description="`roles`: each role's workers on nodes of its own (`roles.<role>.nodes`)."
+        " `packed` (srtctl's placement): the roles' nodes are pooled and the workers laid"
+        " over them in the order prefill, decode, agg, each packed at the next free GPU"
+        " (a worker of a node or more takes whole nodes), decode starting on a fresh node"
+        " when one is left; nodes or GPUs left over sit idle (a plan warning says which).",
+    )
+    spread_workers: bool = Field(
+        False, description="`packed`: every worker narrower than a node gets a node of its own."
+    )
+    colocate: bool = Field(
+        False,
+        description="`packed`: decode packs on straight after prefill (no fresh node), and the"
+        " worker nodes are as few as the GPUs of all workers need (vLLM prefill/decode"
+        " colocation).",
+    )
 
 
 #: The backends a role's workers may run (``engine.type``); ``mocker`` is Dynamo's engine
@@ -434,7 +451,7 @@ class EngineSpec(StrictModel):
 class DynamoSpec(StrictModel):
     """Dynamo transport planes (only with `frontend.type: dynamo`)."""
 
-    request_plane: Literal["tcp", "nats"] = Field(
+    request_plane: Literal["tcp", "nats", "http"] = Field(
         "tcp", description="`nats` implies NATS, which needs the srt-nats plugin."
     )
     event_plane: Literal["zmq", "nats"] = Field(
@@ -500,6 +517,19 @@ class RoleSpec(ProcessSpec):
     )
 
 
+class BalancerSpec(StrictModel):
+    """nginx in front of several frontend replicas (round robin, or sticky on a header)."""
+
+    image: Text = Field(
+        "nginx:1.27.4", description="Its image (Slurm/pyxis; locally: `nginx` on PATH)."
+    )
+    raise_ulimit: bool = Field(False, description="`ulimit -n 1048576` before it starts.")
+    session_affinity_header: NonBlank | None = Field(
+        None, description="Send requests that carry this header's value to one replica."
+    )
+    keepalive_timeout: NonBlank = Field("600s", description="nginx keepalive_timeout.")
+
+
 class FrontendSpec(ProcessSpec):
     """The job's public endpoint, started on the head node after the workers."""
 
@@ -515,6 +545,19 @@ class FrontendSpec(ProcessSpec):
     metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
         default_factory=list,
         description="Prometheus endpoints the frontend serves (one mapping or a list).",
+    )
+    replicas: Annotated[int, Field(ge=1, le=1024)] = Field(
+        1,
+        description="Frontends run: more than one puts them on the worker nodes other than"
+        " the head (one each, listening on `internal_port`) behind a balancer (nginx) on the"
+        " head node's `port`.",
+    )
+    internal_port: Port = Field(
+        8180, description="Where the replicas listen when there are several."
+    )
+    balancer: BalancerSpec = Field(
+        default_factory=BalancerSpec,
+        description="The nginx in front of several replicas.",
     )
 
 
@@ -591,6 +634,12 @@ class Recipe(StrictModel):
         " kind's fallback, such as the Mooncake stores' master image, comes first; host-native"
         " kinds run on the bare node). Slurm/pyxis only: `srt run` warns that it does not"
         " apply it.",
+    )
+    mounts: list[NonBlank] = Field(
+        default_factory=list,
+        description="`host:container[:options]` mounts of every process that runs in a"
+        " container (the model directory at `/model`, a dataset): beside the site's"
+        " `[containers] mounts`. Slurm/pyxis only.",
     )
     engine: EngineSpec = Field(default_factory=EngineSpec, description="Inference engine.")
     dynamo: DynamoSpec = Field(default_factory=DynamoSpec, description="Dynamo planes.")
