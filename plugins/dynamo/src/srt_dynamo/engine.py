@@ -51,13 +51,14 @@ class DynamoEngine(Engine):
 
     def job_env(self, recipe: Recipe, options: Any) -> dict[str, str]:
         """Every Dynamo process, a hand-written one too, uses the recipe's planes, and a
-        frontend listens on ``frontend.port`` (only the frontend reads DYN_HTTP_PORT)."""
+        frontend listens on ``frontend.port`` (or ``internal_port`` behind srt's balancer; only the
+        frontend reads DYN_HTTP_PORT)."""
         env: dict[str, str] = {
             "DYN_REQUEST_PLANE": recipe.dynamo.request_plane,
             "DYN_EVENT_PLANE": recipe.dynamo.event_plane,
         }
         if recipe.frontend is not None:
-            env["DYN_HTTP_PORT"] = str(recipe.frontend.port)
+            env["DYN_HTTP_PORT"] = str(validate.listen_port(recipe))
         return env
 
     def _slots(
@@ -113,8 +114,10 @@ class DynamoEngine(Engine):
             visible_devices=backend.visible_devices(build),
         )
 
-    def frontend(self, recipe: Recipe, options: Any, ctx: InstanceContext) -> EngineProcess:
-        return build_frontend(recipe, options)
+    def frontend(
+        self, recipe: Recipe, options: Any, ctx: InstanceContext, port: int
+    ) -> EngineProcess:
+        return build_frontend(recipe, options, port)
 
 
 def _profiles_dir(options: DynamoOptions, build: WorkerBuild) -> str | None:

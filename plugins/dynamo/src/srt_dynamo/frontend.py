@@ -16,11 +16,6 @@ from srt_dynamo.options import DynamoOptions
 MODULE = "dynamo.frontend"
 
 
-def frontend_port(recipe: Recipe) -> int:
-    assert recipe.frontend is not None
-    return recipe.frontend.port
-
-
 def models_probe(recipe: Recipe, options: DynamoOptions, port: int) -> DefaultProbe:
     """Ready when the served model is listed: a worker registered and can take requests."""
     return DefaultProbe(
@@ -35,8 +30,9 @@ def models_probe(recipe: Recipe, options: DynamoOptions, port: int) -> DefaultPr
     )
 
 
-def build_frontend(recipe: Recipe, options: DynamoOptions) -> EngineProcess:
-    port = frontend_port(recipe)
+def build_frontend(recipe: Recipe, options: DynamoOptions, port: int) -> EngineProcess:
+    """One frontend on ``port`` (``frontend.port``, or the internal port of one of several
+    replicas behind srt's balancer)."""
     python = interpreter(options, container_of(recipe, None))
     argv = [python, "-m", MODULE, "--http-host", "{node_ip}", f"--http-port={port}"]
     return EngineProcess(

@@ -73,16 +73,25 @@ def frontend_port_problems(recipe: Recipe) -> Iterator[Problem]:
     f = recipe.frontend
     if f is None or f.type == "none":
         return
-    port = str(f.port)
+    port = str(listen_port(recipe))
+    setting = "frontend.internal_port" if f.replicas > 1 else "frontend.port"
     yield from _contradictions(
-        ("frontend",), list(f.command or []), list(f.args), "--http-port", port, "frontend.port"
+        ("frontend",), list(f.command or []), list(f.args), "--http-port", port, setting
     )
     if "DYN_HTTP_PORT" in f.env and f.env["DYN_HTTP_PORT"] != port:
         yield Problem(
             ("frontend", "env", "DYN_HTTP_PORT"),
-            f"{f.env['DYN_HTTP_PORT']} contradicts frontend.port: {port}; set frontend.port"
+            f"{f.env['DYN_HTTP_PORT']} contradicts {setting}: {port}; set {setting}"
             " instead (srt probes it and tells the benchmark)",
         )
+
+
+def listen_port(recipe: Recipe) -> int:
+    """Where a Dynamo frontend listens: ``frontend.port``, or ``internal_port`` for each of
+    several replicas behind srt's balancer (which then owns the public port)."""
+    f = recipe.frontend
+    assert f is not None
+    return f.internal_port if f.replicas > 1 else f.port
 
 
 def built_roles(recipe: Recipe) -> list[str]:
