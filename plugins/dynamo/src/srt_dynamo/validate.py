@@ -20,12 +20,18 @@ PathT = tuple[str | int, ...]
 
 
 def flag_values(words: Sequence[str], flag: str) -> Iterator[tuple[int, str]]:
-    """(index, value) of each ``--flag value`` or ``--flag=value`` in ``words``."""
-    for i, word in enumerate(words):
+    """(index, value) of each ``--flag value`` or ``--flag=value`` in ``words`` (a word taken
+    as a value is not read as a flag again)."""
+    i = 0
+    while i < len(words):
+        word = words[i]
         if word == flag and i + 1 < len(words):
             yield i + 1, words[i + 1]
-        elif word.startswith(flag + "="):
+            i += 2
+            continue
+        if word.startswith(flag + "="):
             yield i, word[len(flag) + 1 :]
+        i += 1
 
 
 def _processes(recipe: Recipe) -> Iterator[tuple[PathT, list[str], list[str], dict[str, str]]]:
