@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ pytestmark = [pytest.mark.slurm, pytest.mark.component, pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE / "dynamo_chat_client.py"
-sys.path.insert(0, str(HERE.parents[1] / "plugins" / "dynamo" / "tests"))
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +33,7 @@ def _dynamo() -> None:
 def test_a_disaggregated_mocker_job_serves_across_three_nodes(
     slurm_cluster_3: Any, submit: Any, tmp_path: Path
 ) -> None:
-    from dynamo_tiny_model import build
+    from srt_dynamo.tiny_model import build
 
     model = tmp_path / "tiny"
     build(str(model), "tiny")
