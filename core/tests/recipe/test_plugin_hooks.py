@@ -16,7 +16,10 @@ import pytest
 import rich_click as click
 import srt_services
 from srt_services import docs_gen, hookspecs
+from srt_services.contracts.benchmark import BenchmarkKind
+from srt_services.contracts.engine import Engine
 from srt_services.contracts.expansion import Expansion, InstanceSeed
+from srt_services.contracts.formats import RecipeFormat
 from srt_services.contracts.implied import ImpliedService
 from srt_services.contracts.kind import ServiceKind
 from srt_services.contracts.launcher import Launcher
@@ -61,6 +64,19 @@ class RecLauncher(Launcher):
     name: ClassVar[str] = "rec-launcher"
 
 
+class RecEngine(Engine):
+    name: ClassVar[str] = "rec-engine"
+    backends: ClassVar[frozenset[str]] = frozenset({"mocker"})
+
+
+class RecBenchmark(BenchmarkKind):
+    name: ClassVar[str] = "rec-bench"
+
+
+class RecFormat(RecipeFormat):
+    name: ClassVar[str] = "rec-format"
+
+
 @click.command("rec-command")
 def rec_command() -> None:
     """A recorded command."""
@@ -96,6 +112,21 @@ class Recorder:
     def srt_register_launchers(self) -> list[type[Launcher]]:
         self.calls.append("srt_register_launchers")
         return [RecLauncher]
+
+    @srt_services.hookimpl
+    def srt_register_engines(self) -> list[type[Engine]]:
+        self.calls.append("srt_register_engines")
+        return [RecEngine]
+
+    @srt_services.hookimpl
+    def srt_register_benchmarks(self) -> list[type[BenchmarkKind]]:
+        self.calls.append("srt_register_benchmarks")
+        return [RecBenchmark]
+
+    @srt_services.hookimpl
+    def srt_register_recipe_formats(self) -> list[type[RecipeFormat]]:
+        self.calls.append("srt_register_recipe_formats")
+        return [RecFormat]
 
     @srt_services.hookimpl
     def srt_cli_commands(self) -> list[click.Command]:
@@ -141,6 +172,21 @@ def _launchers(p: PluginSet) -> Any:
     return RecLauncher
 
 
+def _engines(p: PluginSet) -> Any:
+    assert isinstance(p.engine("rec-engine"), RecEngine)
+    return p.engines()["rec-engine"]
+
+
+def _benchmarks(p: PluginSet) -> Any:
+    assert isinstance(p.benchmark("rec-bench"), RecBenchmark)
+    return p.benchmarks()["rec-bench"]
+
+
+def _formats(p: PluginSet) -> Any:
+    assert isinstance(p.recipe_format("rec-format"), RecFormat)
+    return p.recipe_formats()["rec-format"]
+
+
 def _cli(p: PluginSet) -> Any:
     owner, command = p.cli_commands()["rec-command"]
     assert owner == "recorder"
@@ -166,6 +212,9 @@ CALLS: dict[str, Callable[[PluginSet], Any]] = {
     "srt_register_expansions": _expansions,
     "srt_register_probes": _probes,
     "srt_register_launchers": _launchers,
+    "srt_register_engines": _engines,
+    "srt_register_benchmarks": _benchmarks,
+    "srt_register_recipe_formats": _formats,
     "srt_cli_commands": _cli,
     "srt_implied_services": _implied,
     "srt_validate_recipe": _validate,

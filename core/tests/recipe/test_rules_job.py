@@ -55,7 +55,10 @@ def test_more_nodes_than_workers(srt_problem) -> None:
 def test_role_without_command(srt_problem) -> None:
     p = srt_problem(ROLES_HEAD + "  agg: {workers: 1}\n")
     assert p.label == "roles.agg.command"
-    assert p.message == "is required"
+    assert p.message == (
+        "is required unless frontend.type vllm's engine builds it: that needs srt-direct,"
+        " which is not installed (pip install srt-direct)"
+    )
     assert (p.line, p.column) == (5, 3)
 
 
@@ -116,14 +119,19 @@ def test_absent_frontend_with_roles(srt_problem) -> None:
 def test_frontend_without_command(srt_problem) -> None:
     p = srt_problem("schema: 2\nname: t\nfrontend: {type: sglang}\n")
     assert p.label == "frontend.command"
-    assert p.message == "is required for frontend.type sglang"
+    assert p.message == (
+        "is required unless frontend.type sglang's engine builds it: that needs srt-direct,"
+        " which is not installed (pip install srt-direct)"
+    )
     assert (p.line, p.column) == (3, 1)
 
 
 def test_unknown_frontend_type(srt_problem) -> None:
     p = srt_problem("schema: 2\nname: t\nfrontend: {type: trtllm, command: [f]}\n")
     assert p.label == "frontend.type"
-    assert p.message == "must be one of dynamo, sglang, vllm, none; got 'trtllm'"
+    assert p.message == (
+        "'trtllm' is not a known frontend type (dynamo, none, sglang, trtllm-serve, vllm)"
+    )
 
 
 # the services a frontend type or a plane implies, without their plugin: test_rules_implied.py
@@ -321,7 +329,7 @@ def test_the_jobs_own_problems_come_with_the_shape_errors_of_entries(srt_problem
         """
     )
     assert [p.label for p in found] == ["frontend.command", "services[x].bogus"]
-    assert found[0].message == "is required for frontend.type sglang"
+    assert found[0].message.startswith("is required unless frontend.type sglang's engine")
 
 
 def test_an_entry_left_out_for_its_shape_makes_no_false_problem_in_others(srt_problems) -> None:

@@ -30,6 +30,7 @@ from srt_services.recipe.source import Document
 
 if TYPE_CHECKING:
     from srt_services.app.compose import Setup
+    from srt_services.checking.load import LoadedRecipe
 
 
 @dataclass(slots=True)
@@ -61,21 +62,42 @@ class ApplyRequest:
     pin: bool = True
     #: submit the rendered script (``srt apply``; not ``--dry-run`` or ``srt render``)
     submit: bool = True
+    #: another tool's sweep file: the variants to submit, one job each (default: the
+    #: tool's default set)
+    variant: str | None = None
 
 
-def apply(where: Setup, request: ApplyRequest) -> Submission:
-    """Stage, pin, render and (when asked) submit; a rev that cannot be pinned is refused
-    before anything is written."""
-    sub = stage(where, request.recipe, request.out_dir, request.pin)
+def apply(where: Setup, request: ApplyRequest) -> list[Submission]:
+    """Stage, pin, render and (when asked) submit each job of the recipe file (one for a
+    schema-2 recipe; one per selected variant of a sweep file, each in its own job
+    directory, under ``out_dir`` when given); a rev that cannot be pinned, or any invalid
+    variant, is refused before anything is written."""
+    jobs = compose.load_all(where, request.recipe, request.variant)
+    out_dirs: list[str | None] = [request.out_dir]
+    if len(jobs) > 1:
+        base = request.out_dir
+        out_dirs = [os.path.join(base, loaded.recipe.name) if base else None for loaded in jobs]
+    subs = [
+        stage(where, request.recipe, out_dir, request.pin, loaded)
+        for loaded, out_dir in zip(jobs, out_dirs, strict=True)
+    ]
     if request.submit:
-        submit(sub)
-    return sub
+        for sub in subs:
+            submit(sub)
+    return subs
 
 
-def stage(where: Setup, recipe_path: str, out_dir: str | None, pin: bool) -> Submission:
+def stage(
+    where: Setup,
+    recipe_path: str,
+    out_dir: str | None,
+    pin: bool,
+    loaded: LoadedRecipe | None = None,
+) -> Submission:
+    """Stage one job (``loaded``: one variant already loaded from ``recipe_path``)."""
     from srt_services.contracts.allocation import AllocationRequest
 
-    planned = compose.plan(where, recipe_path, AllocationRequest("symbolic"))
+    planned = compose.plan(where, loaded or recipe_path, AllocationRequest("symbolic"))
     loaded, plan, site = planned.loaded, planned.plan, where.site
     job = JobDir(os.path.abspath(out_dir or default_job_dir(loaded.recipe.name)))
     problem = slurm_path_problem(job.path)

@@ -74,12 +74,23 @@ def collector_paused() -> Iterator[None]:
         yield
 
 
-def load(where: Setup, recipe: str, text: str | None = None) -> LoadedRecipe:
+def load(
+    where: Setup, recipe: str, text: str | None = None, variant: str | None = None
+) -> LoadedRecipe:
     """Load and check the recipe at ``recipe`` (``-``: standard input), or ``text`` shown
-    under that name (a migrated recipe before it is written)."""
+    under that name (a migrated recipe before it is written); one job (``variant`` picks
+    it in another tool's sweep file)."""
     from srt_services.checking.load import load_recipe
 
-    return load_recipe(recipe, where.plugins, text=text)
+    return load_recipe(recipe, where.plugins, text=text, variant=variant)
+
+
+def load_all(where: Setup, recipe: str, variant: str | None = None) -> list[LoadedRecipe]:
+    """Every job of a recipe file: one for srt's own, the selected (default: the other
+    tool's default) variants of another tool's sweep file."""
+    from srt_services.checking.load import load_variants
+
+    return load_variants(recipe, where.plugins, variant=variant)
 
 
 def recipe_dir(recipe: str) -> str:

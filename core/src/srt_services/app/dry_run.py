@@ -22,6 +22,8 @@ class DryRunRequest:
     local: bool = False
     #: also the srun line of every instance, as the Slurm launcher would start it
     srun_lines: bool = False
+    #: another tool's sweep file: the variants to plan (default: the tool's default set)
+    variant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +35,14 @@ class SrunLine:
 
 @dataclass(frozen=True, slots=True)
 class DryRun:
+    #: the plan of the job, or of the first of several (``variants`` holds them all)
     planned: Planned
     #: the site's image aliases (``alias -> image``), for showing what a unit runs in
     container_aliases: dict[str, str] = field(default_factory=dict)
     #: the srun line of every instance, when asked for
     srun: list[SrunLine] = field(default_factory=list)
+    #: every variant planned, when the recipe file holds several jobs
+    variants: list[Planned] = field(default_factory=list)
 
 
 def dry_run(where: Setup, request: DryRunRequest) -> DryRun:
@@ -51,7 +56,9 @@ def dry_run(where: Setup, request: DryRunRequest) -> DryRun:
     # a local dry run warns as `srt run` will about what the local launcher does not apply
     launcher = where.plugins.launcher_class("local") if request.local else None
     with compose.collector_paused():
-        planned = compose.plan(where, request.recipe, nodes, launcher=launcher)
+        jobs = compose.load_all(where, request.recipe, request.variant)
+        plans = [compose.plan(where, loaded, nodes, launcher=launcher) for loaded in jobs]
+    planned = plans[0]
     srun: list[SrunLine] = []
     if request.srun_lines:
         from srt_services.launch.slurm.commands import srun_argv
@@ -69,4 +76,5 @@ def dry_run(where: Setup, request: DryRunRequest) -> DryRun:
                 site.slurm.srun_extra,
             )
             srun.append(SrunLine(inst.step, inst.unit, argv))
-    return DryRun(planned, dict(where.site.container_aliases), srun)
+    several = plans if len(plans) > 1 else []
+    return DryRun(planned, dict(where.site.container_aliases), srun, several)

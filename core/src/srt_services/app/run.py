@@ -51,6 +51,8 @@ class RunRequest:
     launcher: str = "local"
     #: replaces every SIGTERM-to-SIGKILL grace (``--grace``)
     grace: float | None = None
+    #: the job of another tool's sweep file to run (its selector)
+    variant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,7 @@ def run_job(
     :class:`~srt_services.errors.SrtError` (or a recipe error) before any process starts.
     """
     survive_hangups()
-    loaded = compose.load(where, request.recipe)
+    loaded = compose.load(where, request.recipe, variant=request.variant)
     launcher_cls = where.plugins.launcher_class(request.launcher)
     job, lock = prepare_job_dir(request.job_dir or default_job_dir(loaded.recipe.name), note)
     try:

@@ -15,6 +15,19 @@ if TYPE_CHECKING:
 class ValidateRequest:
     #: a recipe file, or ``-`` for standard input
     recipe: str
+    #: another tool's sweep file: the variants to check (default: the tool's default set)
+    variant: str | None = None
+
+
+def verdicts(where: Setup, request: ValidateRequest) -> list[Planned]:
+    """:func:`verdict` for every job of the file (each variant of a sweep)."""
+    from srt_services.contracts.allocation import AllocationRequest
+
+    with compose.collector_paused():
+        return [
+            compose.plan(where, loaded, AllocationRequest(kind="symbolic"))
+            for loaded in compose.load_all(where, request.recipe, request.variant)
+        ]
 
 
 def verdict(where: Setup, request: ValidateRequest) -> Planned:
@@ -30,4 +43,5 @@ def verdict(where: Setup, request: ValidateRequest) -> Planned:
     from srt_services.contracts.allocation import AllocationRequest
 
     with compose.collector_paused():
-        return compose.plan(where, request.recipe, AllocationRequest(kind="symbolic"))
+        loaded = compose.load(where, request.recipe, variant=request.variant)
+        return compose.plan(where, loaded, AllocationRequest(kind="symbolic"))

@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING
 
 from srt_services.checking.rules.context import RuleContext
 from srt_services.checking.rules.cross import check_cross
+from srt_services.checking.rules.engines import (
+    SettledBenchmark,
+    SettledEngine,
+    settle_benchmark,
+    settle_engine,
+)
 from srt_services.checking.rules.envnames import check_env_names
 from srt_services.checking.rules.implied_kinds import check_implied_kinds
 from srt_services.checking.rules.job import check_job
@@ -33,6 +39,10 @@ class CheckResult:
     services: list[Settled] = field(default_factory=list)
     problems: ProblemList = field(default_factory=ProblemList)
     job_probes: JobProbes = field(default_factory=JobProbes)
+    #: the engine that builds the job's workers and frontend (``None``: no plugin builds them)
+    engine: SettledEngine | None = None
+    #: the benchmark plugin behind ``benchmark.type`` (``None``: core's own type)
+    benchmark: SettledBenchmark | None = None
 
 
 def check(recipe: Recipe, plugins: PluginSet, origin: list[int] | None = None) -> CheckResult:
@@ -47,10 +57,18 @@ def check(recipe: Recipe, plugins: PluginSet, origin: list[int] | None = None) -
     ctx = RuleContext(recipe, plugins, origin)
     probes = ProbeRules(ctx)
     job_probes = check_job(ctx, probes)
+    engine = settle_engine(ctx)
+    benchmark = settle_benchmark(ctx)
     if origin is None:  # a left-out entry may be the one that switches a service off
         check_implied_kinds(ctx)
     services = settle_services(ctx, ServiceRules(ctx, probes, PlacementRules(ctx)))
     check_env_names(ctx, services)
     if origin is None:  # cross-service rules need every entry
         check_cross(ctx, services)
-    return CheckResult(services=services, problems=ctx.problems, job_probes=job_probes)
+    return CheckResult(
+        services=services,
+        problems=ctx.problems,
+        job_probes=job_probes,
+        engine=engine,
+        benchmark=benchmark,
+    )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from srt_services.checking import formats
 from srt_services.checking.checks import check
 from srt_services.checking.settled import JobProbes, Settled
 from srt_services.gcpause import gc_paused
@@ -18,6 +19,8 @@ from srt_services.recipe.reading import read_text, source_name
 from srt_services.recipe.source import Document, parse_text
 
 if TYPE_CHECKING:
+    from srt_services.checking.rules.engines import SettledBenchmark, SettledEngine
+    from srt_services.contracts.formats import Variant
     from srt_services.plugins.manager import PluginSet
 
 
@@ -31,17 +34,66 @@ class LoadedRecipe:
     warnings: list[LocatedProblem] = field(default_factory=list)
     #: the bound readiness probes of the frontend and the roles (services carry their own)
     job_probes: JobProbes = field(default_factory=JobProbes)
+    #: the engine that builds the workers and frontend without a command, if any
+    engine: SettledEngine | None = None
+    #: the benchmark plugin behind ``benchmark.type``, if any
+    benchmark: SettledBenchmark | None = None
+    #: another tool's recipe format the document was translated from, and which of its
+    #: jobs this is (``None`` for srt's own recipes)
+    format: str | None = None
+    variant: Variant | None = None
+    #: what srt does differently from that tool for this recipe, for the user
+    notes: list[str] = field(default_factory=list)
 
     @property
     def source(self) -> str:
         return self.document.source
 
 
-def load_recipe(path: str, plugins: PluginSet, text: str | None = None) -> LoadedRecipe:
-    """Load and check a recipe file (or ``text`` shown as ``path``; ``-`` is stdin)."""
+def load_recipe(
+    path: str, plugins: PluginSet, text: str | None = None, variant: str | None = None
+) -> LoadedRecipe:
+    """Load and check a recipe file (or ``text`` shown as ``path``; ``-`` is stdin): one
+    job. Another tool's recipe that holds several jobs (a sweep) needs ``variant``, a
+    selector that names one of them."""
+    found = load_variants(path, plugins, text, variant)
+    if len(found) != 1:
+        shown = ", ".join(v.variant.selector for v in found if v.variant is not None)
+        raise RecipeError(
+            found[0].source,
+            [
+                LocatedProblem(
+                    "",
+                    f"holds {len(found)} jobs ({shown}): pick one with --variant SELECTOR",
+                )
+            ],
+        )
+    return found[0]
+
+
+def load_variants(
+    path: str, plugins: PluginSet, text: str | None = None, variant: str | None = None
+) -> list[LoadedRecipe]:
+    """Every job of a recipe file, checked: one for srt's own recipes, the selected (or
+    default) variants of another tool's (:mod:`srt_services.checking.formats`)."""
     source = source_name(path) if text is None else path
     doc = parse_text(read_text(path) if text is None else text, source)
-    return check_document(doc, plugins)
+    fmt = formats.format_of(doc, plugins)
+    if fmt is None:
+        if variant is not None:
+            raise formats.fail(
+                doc,
+                [Problem((), "is a schema-2 recipe: it has one job, so --variant selects nothing")],
+            )
+        return [check_document(doc, plugins)]
+    out = []
+    for found in formats.variant_documents(doc, fmt, variant):
+        loaded = check_document(found.document, plugins)
+        loaded.format = found.format
+        loaded.variant = found.variant
+        loaded.notes = list(found.notes)
+        out.append(loaded)
+    return out
 
 
 def _fail(doc: Document, problems: list[Problem] | ProblemList) -> RecipeError:
@@ -113,16 +165,14 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
         shown = "empty" if data is None else f"a {type(data).__name__}"
         raise _fail(doc, [Problem((), f"a recipe is a mapping of settings; this file is {shown}")])
     if "schema" not in data:
-        raise _fail(
-            doc,
-            [
-                Problem(
-                    (),
-                    "this recipe has no `schema: 2`: it is the v1 layout. Run `srt migrate"
-                    f" {doc.source}` to rewrite it, then check the result",
-                )
-            ],
+        hint = formats.foreign_hint(data)
+        message = (
+            f"this recipe has no `schema: 2`{hint}"
+            if hint
+            else "this recipe has no `schema: 2`: it is the v1 layout. Run `srt migrate"
+            f" {doc.source}` to rewrite it, then check the result"
         )
+        raise _fail(doc, [Problem((), message)])
     if data.get("schema") != 2:
         raise _fail(
             doc, [Problem(("schema",), f"only schema 2 is supported, got {data.get('schema')!r}")]
@@ -149,4 +199,6 @@ def _check_document(doc: Document, plugins: PluginSet) -> LoadedRecipe:
         document=doc,
         warnings=[p for p in located if p.warning],
         job_probes=result.job_probes,
+        engine=result.engine,
+        benchmark=result.benchmark,
     )

@@ -45,6 +45,12 @@ class Seconds(click.FloatRange):
     hidden=True,
     help="Launcher plugin (the sbatch script passes slurm).",
 )
+@click.option(
+    "--variant",
+    metavar="SELECTOR",
+    help="The job of another tool's sweep file to run (srtctl's selectors, e.g."
+    " zip_override_tp[1]); required when the file holds several.",
+)
 def run(
     recipe: str,
     job_dir: str | None,
@@ -53,6 +59,7 @@ def run(
     plain: bool | None,
     grace: float | None,
     launcher: str,
+    variant: str | None,
 ) -> None:
     """Run a recipe on this machine and supervise it until it ends.
 
@@ -71,7 +78,12 @@ def run(
         progress({"event": "note", "detail": message})
 
     request = RunRequest(
-        recipe=recipe, job_dir=job_dir, nodes=nodes, launcher=launcher, grace=grace
+        recipe=recipe,
+        job_dir=job_dir,
+        nodes=nodes,
+        launcher=launcher,
+        grace=grace,
+        variant=variant,
     )
     try:
         result = run_job(compose.setup(), request, progress, note)

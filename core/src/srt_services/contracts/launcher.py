@@ -58,7 +58,13 @@ class Preflight:
 
 
 #: The instance settings that only some launchers can apply (all of them are srun's).
-LAUNCH_SETTINGS: tuple[str, ...] = ("container", "cpus_per_task", "cpu_bind", "srun_options")
+LAUNCH_SETTINGS: tuple[str, ...] = (
+    "container",
+    "cpus_per_task",
+    "cpu_bind",
+    "srun_options",
+    "mounts",
+)
 
 
 class Launcher:

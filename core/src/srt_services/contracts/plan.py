@@ -76,6 +76,8 @@ class PlannedInstance:
     cpu_bind: str | None = None
     srun_options: dict[str, str] = field(default_factory=dict)
     stop_signal: str = "TERM"
+    #: the recipe's ``mounts``, for an instance that runs in a container
+    mounts: list[str] = field(default_factory=list)
 
 
 @dataclass

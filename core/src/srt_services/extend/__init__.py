@@ -12,8 +12,12 @@ The names are resolved on first use (PEP 562): a plugin's entry module imports
 What lives where:
 
 * registration interfaces: :class:`ServiceKind` (and :class:`ServerKind` for a server
-  binary that owns its ports), :class:`Probe`, :class:`Placement`, :class:`Expansion`,
-  :class:`Launcher`, and :class:`ImpliedService` for ``srt_implied_services``;
+  binary that owns its ports), :class:`Engine` (a serving stack building the workers and
+  the frontend: :class:`EngineProcess`, :class:`WorkerProcess`, :func:`worker_processes`),
+  :class:`BenchmarkKind` (:data:`RESULT_VAR`), :class:`RecipeFormat` (another tool's
+  recipes: :class:`Variant`, :class:`Translated`, :class:`FormatProblems`),
+  :class:`Probe`, :class:`Placement`, :class:`Expansion`, :class:`Launcher`, and
+  :class:`ImpliedService` for ``srt_implied_services``;
 * what those see while a plan is built: :class:`InstanceContext`, :class:`Node`,
   :class:`Layout`, :class:`Worker`, :class:`JobPaths` (and :class:`PathOutsideJob`, what
   :meth:`InstanceContext.job_path` raises for a relative path leaving the job directory);
@@ -23,7 +27,7 @@ What lives where:
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
-* helpers: :mod:`~srt_services.contracts.servers` (binaries, URLs, directory options),
+* helpers: the server kinds' helpers (:func:`server_binary`, :func:`url_host`...),
   :func:`render`
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from srt_services.app.job_record import JobDirError, JobRecord, read_job
+    from srt_services.contracts.benchmark import RESULT_VAR, BenchmarkKind
     from srt_services.contracts.context import (
         InstanceContext,
         JobPaths,
@@ -49,7 +54,15 @@ if TYPE_CHECKING:
         PathOutsideJob,
         Worker,
     )
+    from srt_services.contracts.engine import (
+        Engine,
+        EngineProcess,
+        WorkerProcess,
+        backend_flags,
+        worker_processes,
+    )
     from srt_services.contracts.expansion import Expansion, InstanceSeed
+    from srt_services.contracts.formats import FormatProblems, RecipeFormat, Translated, Variant
     from srt_services.contracts.implied import ImpliedService
     from srt_services.contracts.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
     from srt_services.contracts.launcher import LAUNCH_SETTINGS, Launcher, Preflight
@@ -82,6 +95,17 @@ if TYPE_CHECKING:
 
 #: public name -> module that defines it
 _WHERE: dict[str, str] = {
+    "Engine": "srt_services.contracts.engine",
+    "EngineProcess": "srt_services.contracts.engine",
+    "WorkerProcess": "srt_services.contracts.engine",
+    "worker_processes": "srt_services.contracts.engine",
+    "backend_flags": "srt_services.contracts.engine",
+    "BenchmarkKind": "srt_services.contracts.benchmark",
+    "RESULT_VAR": "srt_services.contracts.benchmark",
+    "RecipeFormat": "srt_services.contracts.formats",
+    "Variant": "srt_services.contracts.formats",
+    "Translated": "srt_services.contracts.formats",
+    "FormatProblems": "srt_services.contracts.formats",
     "hookimpl": "srt_services.hookspecs",
     "InstanceContext": "srt_services.contracts.context",
     "JobPaths": "srt_services.contracts.context",
@@ -135,9 +159,14 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "LAST_TIER",
     "LAUNCH_SETTINGS",
+    "RESULT_VAR",
     "TIER_OF_PHASE",
+    "BenchmarkKind",
     "DefaultProbe",
+    "Engine",
+    "EngineProcess",
     "Expansion",
+    "FormatProblems",
     "ImpliedService",
     "InstanceContext",
     "InstanceSeed",
@@ -163,13 +192,18 @@ __all__ = [
     "ProbeTarget",
     "Problem",
     "Recipe",
+    "RecipeFormat",
     "ScrapeTarget",
     "ServerKind",
     "ServerOptions",
     "ServiceKind",
     "ServiceSpec",
     "StrictModel",
+    "Translated",
+    "Variant",
     "Worker",
+    "WorkerProcess",
+    "backend_flags",
     "binary_option_problems",
     "dir_option_problems",
     "hookimpl",
@@ -181,6 +215,7 @@ __all__ = [
     "unknown_placeholders",
     "url_host",
     "venv_bin",
+    "worker_processes",
 ]
 
 

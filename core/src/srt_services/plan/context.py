@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from srt_services.checking.load import LoadedRecipe
     from srt_services.checking.settled import Settled
     from srt_services.contracts.context import JobPaths, Layout
+    from srt_services.contracts.engine import WorkerProcess
     from srt_services.contracts.plan import PlannedRestart, ScrapeTarget
     from srt_services.plan.ports import PortLedger
     from srt_services.plugins.manager import PluginSet
@@ -42,3 +43,15 @@ class PlanContext:
     warnings: list[str] = field(default_factory=list)
     #: the metrics endpoints of the instances planned so far (see :mod:`.targets`)
     targets: list[ScrapeTarget] = field(default_factory=list)
+    #: the recipe's ``mounts``, rendered once (every containerized instance shares the list)
+    mounts: list[str] = field(default_factory=list)
+    #: every worker process of the job, once computed (see :meth:`worker_processes`)
+    _processes: list[WorkerProcess] | None = None
+
+    def worker_processes(self) -> list[WorkerProcess]:
+        """Every worker process in layout order, as the engine sees them (computed once)."""
+        if self._processes is None:
+            from srt_services.contracts.engine import worker_processes
+
+            self._processes = worker_processes(self.layout)
+        return self._processes

@@ -582,6 +582,7 @@ class Instances:
                 {k: render(v, values) for k, v in srun_options.items()} if srun_options else {}
             ),
             stop_signal=self.s.kind.stop_signal,
+            mounts=ctx.mounts if container else [],
         )
         if self.targets is not None:
             self.targets.add(planned, values)

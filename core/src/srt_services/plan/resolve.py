@@ -31,11 +31,12 @@ from srt_services.plan import layout as layout_mod
 from srt_services.plan.context import PlanContext
 from srt_services.plan.layout import NodeNeeds
 from srt_services.plan.ports import PortLedger
-from srt_services.plan.processes import benchmark_unit, frontend_unit, worker_unit
+from srt_services.plan.processes import benchmark_unit, frontend_units, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
 from srt_services.plan.settings import PlanSettings
 from srt_services.plan.values import job_values
 from srt_services.recipe.models import MAX_NODES, RestartSpec
+from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem, RecipeError, locate
 
 if TYPE_CHECKING:
@@ -102,20 +103,29 @@ def _resolve(
     )
     recipe_dir = settings.recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
     services, skipped = _runnable(loaded, settings)
+    common = job_values(loaded, lay, paths, recipe_dir)
     ctx = PlanContext(
         loaded,
         plugins,
         lay,
         paths,
-        job_values(loaded, lay, paths, recipe_dir),
+        common,
         PortLedger(),
         node_ids={n.name: i for i, n in enumerate(lay.compute)},
         default_restart=restart_record(RestartSpec()),
         services=services,
         binaries=settings.binaries,
         readiness_floor=settings.readiness_floor,
+        mounts=[render(m, common) for m in loaded.recipe.mounts],
     )
     ctx.warnings.extend(skipped)
+    if needs.packed:
+        idle = layout_mod.idle_gpus(lay.worker_nodes, lay.workers, lay.gpus_per_node)
+        if idle:
+            ctx.warnings.append(
+                "resources.layout packed leaves GPUs idle (the roles' nodes are kept as"
+                f" written): {'; '.join(idle)}"
+            )
     discovery = _discovery_env(ctx)
     units, phases = _units(ctx, discovery)
     ctx.problems.extend(ctx.ledger.problems())
@@ -221,11 +231,16 @@ def _units(
         unit = service_unit(ctx, settled, discovery)
         if unit is not None:
             add(unit)
+    # what an engine tells every process of the job, whoever wrote its command
+    engine = ctx.loaded.engine
+    told = engine.engine.job_env(recipe, engine.options) if engine is not None else {}
+    job_env = {**discovery, **told}
     for role, spec in recipe.roles.items():
-        add(worker_unit(ctx, role, spec, discovery))
+        add(worker_unit(ctx, role, spec, job_env))
     if recipe.frontend is not None and recipe.frontend.type != "none":
-        add(frontend_unit(ctx, discovery))
-    if recipe.benchmark.type == "command":
+        for unit in frontend_units(ctx, job_env):
+            add(unit)
+    if recipe.benchmark.type != "manual":
         add(benchmark_unit(ctx, units, discovery))
     return units, phases
 

@@ -42,7 +42,18 @@ PLUGIN_GROUP = "srt.plugins"
 PROVIDES_GROUP = "srt.provides"
 
 #: Capability prefixes a plugin may declare under ``srt.provides`` (``kind.etcd``...).
-CAPABILITIES = ("kind", "probe", "placement", "expansion", "launcher", "command", "hook")
+CAPABILITIES = (
+    "kind",
+    "probe",
+    "placement",
+    "expansion",
+    "launcher",
+    "engine",
+    "benchmark",
+    "format",
+    "command",
+    "hook",
+)
 
 #: Every status a record can have; ``discovered`` only until the plugin is needed.
 STATUSES = ("discovered", "loaded", "blocked", "not allowed", "incompatible", "failed")

@@ -131,6 +131,16 @@ class Loader:
             if record.status == "discovered" and not record.declares_anything:
                 self.load(record)
 
+    def ensure_capability(self, capability: str) -> None:
+        """Load every plugin that may register something of ``capability``: those that
+        declare a name of it, and those that declare nothing (a recipe format is asked of
+        every plugin that has one, not of every plugin installed)."""
+        for record in self.records:
+            if record.status == "discovered" and (
+                record.provides.get(capability) or not record.declares_anything
+            ):
+                self.load(record)
+
     def ensure_hook(self, hook_name: str) -> None:
         """Load every plugin that may implement ``hook_name``."""
         capability = HOOK_CAPABILITY.get(hook_name)

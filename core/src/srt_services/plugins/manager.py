@@ -42,7 +42,10 @@ from srt_services.plugins.registry import BUILTIN, REGISTRATION_HOOKS, Registrie
 if TYPE_CHECKING:
     import click
 
+    from srt_services.contracts.benchmark import BenchmarkKind
+    from srt_services.contracts.engine import Engine
     from srt_services.contracts.expansion import Expansion
+    from srt_services.contracts.formats import RecipeFormat
     from srt_services.contracts.implied import ImpliedService
     from srt_services.contracts.kind import ServiceKind
     from srt_services.contracts.launcher import Launcher
@@ -206,6 +209,30 @@ class PluginSet:
         if found is None:
             raise self._unknown(self._launchers, name, "launcher")
         return found
+
+    def engine(self, name: str) -> Engine:
+        engines = self._registries.engines
+        return engines.instances.get(name) or self._get(engines, name, "engine (frontend.type)")
+
+    def engines(self) -> dict[str, Engine]:
+        return self._all(self._registries.engines)
+
+    def benchmark(self, name: str) -> BenchmarkKind:
+        found = self._registries.benchmarks.instances.get(name)
+        return found or self._get(self._registries.benchmarks, name, "benchmark.type")
+
+    def benchmarks(self) -> dict[str, BenchmarkKind]:
+        return self._all(self._registries.benchmarks)
+
+    def recipe_format(self, name: str) -> RecipeFormat:
+        found = self._registries.formats.instances.get(name)
+        return found or self._get(self._registries.formats, name, "recipe format")
+
+    def recipe_formats(self) -> dict[str, RecipeFormat]:
+        """Every recipe format: a document without ``schema`` is offered to each. Only the
+        plugins that declare a format (or declare nothing) are imported for it."""
+        self._loader.ensure_capability("format")
+        return self._registries.formats.usable()
 
     def has(self, capability: str, name: str) -> bool:
         registry = self._registries[capability]

@@ -58,8 +58,8 @@ def bad_hooks_message(unknown: list[str], unmarked: list[str]) -> str:
     known = [h for h in dir(hookspecs) if h.startswith("srt_")]
     hints = []
     for hook in unknown:
-        close = get_close_matches(hook, known, n=1)
-        hints.append(f"{hook} (did you mean {close[0]}?)" if close else hook)
+        close = _closest_hook(hook, known)
+        hints.append(f"{hook} (did you mean {close}?)" if close else hook)
     parts = []
     if hints:
         parts.append(f"implements hooks this core does not know: {', '.join(hints)}")
@@ -157,3 +157,14 @@ class Registration:
                 problem = f"{capability} {name!r} is also registered by {peer}"
                 record.problems.append(problem)
                 record.clashes.append(problem)
+
+
+def _closest_hook(hook: str, known: list[str]) -> str | None:
+    """The hook a misspelt name most likely means: among the close spellings, one that ends
+    in the same word (``srt_register_kinds`` is ``srt_register_service_kinds``: the last
+    word names what is registered), else the closest."""
+    close = get_close_matches(hook, known, n=3)
+    last = hook.rsplit("_", 1)[-1]
+    same_word = [c for c in close if c.rsplit("_", 1)[-1] == last]
+    found = same_word or close
+    return found[0] if found else None

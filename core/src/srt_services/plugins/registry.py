@@ -16,7 +16,10 @@ from srt_services.errors import PluginError
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from srt_services.contracts.benchmark import BenchmarkKind
+    from srt_services.contracts.engine import Engine
     from srt_services.contracts.expansion import Expansion
+    from srt_services.contracts.formats import RecipeFormat
     from srt_services.contracts.kind import ServiceKind
     from srt_services.contracts.launcher import Launcher
     from srt_services.contracts.placement import Placement
@@ -34,6 +37,9 @@ REGISTRATION_HOOKS = {
     "expansion": "srt_register_expansions",
     "probe": "srt_register_probes",
     "launcher": "srt_register_launchers",
+    "engine": "srt_register_engines",
+    "benchmark": "srt_register_benchmarks",
+    "format": "srt_register_recipe_formats",
 }
 
 
@@ -140,7 +146,17 @@ class Registries:
     """One typed registry per capability, and what spans them: what an owner registered,
     every clash, refusing a built-in's name to anyone else."""
 
-    __slots__ = ("by_capability", "expansions", "kinds", "launchers", "placements", "probes")
+    __slots__ = (
+        "benchmarks",
+        "by_capability",
+        "engines",
+        "expansions",
+        "formats",
+        "kinds",
+        "launchers",
+        "placements",
+        "probes",
+    )
 
     def __init__(self) -> None:
         self.kinds: Registry[ServiceKind] = Registry("kind")
@@ -148,10 +164,22 @@ class Registries:
         self.placements: Registry[Placement] = Registry("placement")
         self.expansions: Registry[Expansion] = Registry("expansion")
         self.launchers: Registry[Launcher] = Registry("launcher")
+        self.engines: Registry[Engine] = Registry("engine")
+        self.benchmarks: Registry[BenchmarkKind] = Registry("benchmark")
+        self.formats: Registry[RecipeFormat] = Registry("format")
         #: the same objects, for code that walks every capability
         self.by_capability: dict[str, Registry[Any]] = {
             r.capability: r
-            for r in (self.kinds, self.probes, self.placements, self.expansions, self.launchers)
+            for r in (
+                self.kinds,
+                self.probes,
+                self.placements,
+                self.expansions,
+                self.launchers,
+                self.engines,
+                self.benchmarks,
+                self.formats,
+            )
         }
 
     def __getitem__(self, capability: str) -> Registry[Any]:

@@ -14,6 +14,7 @@ parsed by orjson; on error they are re-read as YAML (JSON is YAML) to find the p
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,29 @@ class Document:
             else:
                 break
         return best
+
+
+@dataclass(slots=True)
+class TranslatedDocument(Document):
+    """A document another tool's recipe was translated into (a recipe format): its data is
+    the translation, and every position is the original's, found through ``origin`` (a
+    path of the translation -> the path of the original it came from). So a problem with a
+    translated value is shown at the line the user wrote."""
+
+    original: Document | None = None
+    origin: Callable[[Path], Path] | None = None
+
+    def _back(self, path: Path) -> Path:
+        return self.origin(path) if self.origin is not None else path
+
+    def prefetch_marks(self, paths: list[Path]) -> None:
+        if self.original is not None:
+            self.original.prefetch_marks([self._back(p) for p in paths])
+
+    def mark_of(self, path: Path) -> Mark | None:
+        if self.original is None:
+            return None
+        return self.original.mark_of(self._back(path))
 
 
 def _variants(path: Path) -> list[tuple[str, ...]]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from srt_services.checking.load import LoadedRecipe
     from srt_services.contracts.allocation import Allocation
     from srt_services.contracts.context import InstanceContext, Layout
+    from srt_services.contracts.engine import Engine
     from srt_services.contracts.kind import ServiceKind
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.plan import Plan
@@ -109,10 +110,12 @@ class ClassesPlugin:
         kinds: Iterable[type[ServiceKind]] = (),
         probes: Iterable[type[Probe]] = (),
         placements: Iterable[type[Placement]] = (),
+        engines: Iterable[type[Engine]] = (),
     ) -> None:
         self.kinds = list(kinds)
         self.probes = list(probes)
         self.placements = list(placements)
+        self.engines = list(engines)
 
     @hookimpl
     def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
@@ -125,6 +128,10 @@ class ClassesPlugin:
     @hookimpl
     def srt_register_placements(self) -> list[type[Placement]]:
         return list(self.placements)
+
+    @hookimpl
+    def srt_register_engines(self) -> list[type[Engine]]:
+        return list(self.engines)
 
 
 @contextlib.contextmanager
@@ -468,12 +475,14 @@ def run_cli(
     full_env = {"SRT_SITE_CONFIG": os.devnull, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
     saved_env = {name: os.environ.get(name) for name in full_env}
     previous = manager._default
-    out, err = io.StringIO(), io.StringIO()
+    # text streams over bytes, as a terminal's are: commands write JSON to sys.stdout.buffer
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
     code: object = 0
     manager.reset_default(lambda: chosen)
     os.environ.update(full_env)
     saved_stdin = sys.stdin
-    sys.stdin = io.StringIO(stdin or "")
+    sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -488,9 +497,17 @@ def run_cli(
             else:
                 os.environ[name] = value
         manager.reset_default((lambda: previous) if previous is not None else None)
-    stdout, stderr = out.getvalue(), err.getvalue()
+    stdout = _written(out)
+    stderr = _written(err)
     status = code if isinstance(code, int) else (0 if code is None else 1)
     return CliResult(status, stdout, stderr)
+
+
+def _written(stream: Any) -> str:
+    """What a command wrote to a text stream over bytes (text and bytes alike)."""
+    stream.flush()
+    raw = stream.buffer.getvalue()
+    return str(raw.decode("utf-8", "replace"))
 
 
 def problems(

@@ -25,6 +25,14 @@ def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
     bound = JobProbes()
     if ctx.recipe.container:
         strings.text(ctx, ("container",), ctx.recipe.container, ph.COMMON)
+    for i, mount in enumerate(ctx.recipe.mounts):
+        strings.text(ctx, ("mounts", i), mount, ph.COMMON)
+        parts = mount.split(":")
+        if len(parts) not in (2, 3) or not all(parts[:2]) or not parts[1].startswith("/"):
+            ctx.add(
+                ("mounts", i),
+                f"must be host:container[:options] with an absolute container path, got {mount!r}",
+            )
     bound.frontend = _frontend(ctx, probes)
     _benchmark(ctx)
     for role, spec in ctx.recipe.roles.items():
@@ -46,8 +54,6 @@ def _frontend(ctx: RuleContext, probes: ProbeRules) -> ProbeBinding | None:
                 " `none` is only for jobs without roles",
             )
     elif r.frontend is not None:
-        if r.frontend.command is None:
-            ctx.add(("frontend", "command"), f"is required for frontend.type {ftype}")
         strings.process(ctx, ("frontend",), r.frontend, allowed=ph.COMMON)
         metrics.endpoints(ctx, ("frontend",), r.frontend.metrics, ph.COMMON)
         binding = probes.bind(
@@ -70,8 +76,6 @@ def _benchmark(ctx: RuleContext) -> None:
 
 def _role(ctx: RuleContext, probes: ProbeRules, role: str, spec: RoleSpec) -> ProbeBinding | None:
     where: Path = ("roles", role)
-    if spec.command is None:
-        ctx.add((*where, "command"), "is required")
     _role_width(ctx, where, spec)
     strings.process(ctx, where, spec, allowed=ph.ALL)
     metrics.endpoints(ctx, where, spec.metrics, ph.ALL)
@@ -79,7 +83,10 @@ def _role(ctx: RuleContext, probes: ProbeRules, role: str, spec: RoleSpec) -> Pr
 
 
 def _role_width(ctx: RuleContext, where: Path, spec: RoleSpec) -> None:
-    """Workers, GPUs per worker and nodes must fit whole nodes without leaving one idle."""
+    """Workers, GPUs per worker and nodes must fit whole nodes without leaving one idle
+    (the packed layout pools the nodes and reports what stays idle when it plans)."""
+    if ctx.recipe.resources.layout == "packed":
+        return
     gpn = ctx.recipe.resources.gpus_per_node
     g = spec.gpus_per_worker or gpn
     if g > gpn:

@@ -71,7 +71,8 @@ def srun_argv(
         argv.append(f"--cpus-per-task={instance.cpus_per_task}")
     if instance.cpu_bind:
         argv.append(f"--cpu-bind={instance.cpu_bind}")
-    argv += container_flags(instance.container, aliases or {}, site_mounts, job_dir)
+    mounts = [*site_mounts, *instance.mounts]
+    argv += container_flags(instance.container, aliases or {}, mounts, job_dir)
     argv += list(site_extra)
     argv += option_flags(instance.srun_options)
     argv += wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")
