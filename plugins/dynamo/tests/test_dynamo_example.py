@@ -26,6 +26,7 @@ def test_the_dynamo_example_runs_as_its_header_says(srt_jobs: Jobs, tmp_path: Pa
     tmp.mkdir()
     built = subprocess.run(
         [sys.executable, "-m", "srt_dynamo.tiny_model", str(srt_jobs.tmp / "models" / "tiny")],
+        check=False,
         capture_output=True,
         text=True,
         timeout=120,
