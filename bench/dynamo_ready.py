@@ -21,7 +21,8 @@ the time is the first 200. srt and raw samples alternate, so drift of this share
 hits both alike. Target (issue 25): median srt / median raw <= 1.1. The time is also split
 at the first process launched (srt's ``launched`` event; the script's own clock), so srt's
 start-up (importing, loading and checking the recipe, planning) shows apart from the
-supervision that follows.
+supervision that follows, and the CPU time the supervising process itself had used by the
+first 200 is printed: unlike wall time, it does not depend on what else the machine runs.
 
 Serving. Once a sample serves, a chat completion is sent every 100 ms for ``--window``
 seconds, and the CPU time of the supervising process (every thread, from ``schedstat``) is
@@ -221,11 +222,12 @@ def serving_cpu(pid: int, port: int, window: float) -> tuple[float, int]:
 # --------------------------------------------------------------------------- the two sides
 
 
-Sample = tuple[float, float, float]
+Sample = tuple[float, float, float, float]
 
 
 def srt_sample(root: Path, name: str, body: dict[str, Any], window: float) -> Sample:
-    """(seconds to the first chat, seconds of it before the first process launched, CPU %)."""
+    """(seconds to the first chat, seconds of it before the first process launched, CPU
+    seconds srt had used by the first chat, CPU % while serving)."""
     port = body["frontend"]["port"]
     job = Job(root, name, body)
     t0 = time.monotonic()
@@ -234,13 +236,14 @@ def srt_sample(root: Path, name: str, body: dict[str, Any], window: float) -> Sa
         assert job.proc is not None
         proc = job.proc
         took = first_chat(port, t0, lambda: proc.poll() is None)
+        used = ran_seconds(job.pid)
         first = min(float(e["mono"]) for e in job.events() if e["event"] == "launched")
         cpu, failed = serving_cpu(job.pid, port, window)
         if failed:
             print(f"  !! {name}: {failed} chat completion(s) failed while serving")
         if job.stop(90) is None:
             print(f"  !! {name}: srt did not exit after SIGTERM")
-        return took, first - t0, cpu
+        return took, first - t0, used, cpu
     finally:
         job.report_problems(job.cleanup())
 
@@ -317,6 +320,7 @@ def raw_sample(root: Path, name: str, body: dict[str, Any], window: float) -> Sa
     )
     try:
         took = first_chat(port, t0, lambda: proc.poll() is None)
+        used = ran_seconds(proc.pid)
         cpu, failed = serving_cpu(proc.pid, port, window)
         if failed:
             print(f"  !! {name}: {failed} chat completion(s) failed while serving")
@@ -325,7 +329,7 @@ def raw_sample(root: Path, name: str, body: dict[str, Any], window: float) -> Sa
         out.flush()
         said = (run_dir / "launcher.out").read_text().split()
         first = float(said[said.index("launch") + 1])
-        return took, first - t0, cpu
+        return took, first - t0, used, cpu
     finally:
         out.close()
         if proc.poll() is None:
@@ -352,7 +356,7 @@ def tiny_model(root: Path) -> Path:
 
 
 def summary(label: str, values: list[float], unit: str, scale: float = 1.0) -> str:
-    shown = ", ".join(f"{v * scale:.{1 if unit == '%' else 0}f}" for v in values)
+    shown = ", ".join(f"{v * scale:.{2 if unit == '%' else 0}f}" for v in values)
     return f"{label:5s} median {statistics.median(values) * scale:8.2f} {unit}   ({shown})"
 
 
@@ -368,22 +372,26 @@ def main() -> None:
     raw_t: list[float] = []
     srt_up: list[float] = []
     raw_up: list[float] = []
+    srt_used: list[float] = []
+    raw_used: list[float] = []
     srt_cpu: list[float] = []
     raw_cpu: list[float] = []
     try:
         model = tiny_model(root)
         for i in range(args.samples):
-            took, up, cpu = srt_sample(
+            took, up, used, cpu = srt_sample(
                 root, f"srt{i}", recipe(f"srt{i}", model, args.plane), args.window
             )
             srt_t.append(took)
             srt_up.append(up)
+            srt_used.append(used)
             srt_cpu.append(cpu)
-            took, up, cpu = raw_sample(
+            took, up, used, cpu = raw_sample(
                 root, f"raw{i}", recipe(f"raw{i}", model, args.plane), args.window
             )
             raw_t.append(took)
             raw_up.append(up)
+            raw_used.append(used)
             raw_cpu.append(cpu)
             print(
                 f"sample {i}: srt {srt_t[-1] * 1000:.0f} ms (first launch at"
@@ -409,6 +417,9 @@ def main() -> None:
     print(summary("srt", srt_after, "ms", 1000))
     print(summary("raw", raw_after, "ms", 1000))
     print(f"ratio {after:.3f}")
+    print("CPU time of the supervising process itself up to the first chat completion:")
+    print(summary("srt", srt_used, "ms", 1000))
+    print(summary("raw", raw_used, "ms", 1000))
     print(f"\nsupervisor CPU while serving ({args.window:.0f} s window, 10 chats/s), % of a core")
     print(summary("srt", srt_cpu, "%"))
     print(summary("raw", raw_cpu, "%"))
