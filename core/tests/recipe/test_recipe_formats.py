@@ -26,7 +26,7 @@ class ToyFormat(RecipeFormat):
     def recognises(self, data: Any) -> bool:
         return "toy" in data
 
-    def variants(self, data: Any, source: str) -> list[Variant]:
+    def variants(self, data: Any, source: str, settings: Any) -> list[Variant]:
         if not isinstance(data.get("job"), str):
             raise FormatProblems([Problem(("job",), "must be text")])
         sizes = data.get("sizes")
@@ -37,7 +37,7 @@ class ToyFormat(RecipeFormat):
     def select(self, variants: list[Variant], selector: str) -> list[Variant]:
         return [v for v in variants if v.selector == selector or selector == "all"]
 
-    def translate(self, data: Any, variant: Variant, source: str) -> Translated:
+    def translate(self, data: Any, variant: Variant, source: str, settings: Any) -> Translated:
         size = data.get("size", 1)
         origin_of_size: tuple[str | int, ...] = ("size",)
         if variant.selector.startswith("sizes["):
@@ -46,7 +46,7 @@ class ToyFormat(RecipeFormat):
             origin_of_size = ("sizes", i)
         doc = {
             "schema": 2,
-            "name": variant.name,
+            "name": variant.name + str(settings.get("suffix", "")),
             "observability": {"metrics": False},
             "frontend": {"type": "none"},
             "services": [{"name": "worker", "command": ["sleep", "1"], "args": [str(size)]}],
@@ -124,6 +124,23 @@ def test_a_sweep_dry_runs_as_variants_and_one_can_be_picked(
     none = kit.run_cli(["dry-run", str(recipe), "--variant", "sizes[7]"], toy_plugins)
     assert none.code == 2
     assert "--variant sizes[7] names none of this recipe's variants" in none.stderr
+
+
+def test_the_site_hands_its_format_table_to_the_format(toy_plugins: Any, tmp_path: Path) -> None:
+    recipe = tmp_path / "toy.yaml"
+    recipe.write_text(PLAIN)
+    site = tmp_path / "site.toml"
+    site.write_text('[formats.toy]\nsuffix = "_site"\n[formats.other]\nsuffix = "_no"\n')
+    r = kit.run_cli(
+        ["dry-run", str(recipe), "--json"], toy_plugins, env={"SRT_SITE_CONFIG": str(site)}
+    )
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["job_name"] == "small_site"
+    broken = tmp_path / "broken.toml"  # a path is read once per process
+    broken.write_text("[formats]\ntoy = 3\n")
+    bad = kit.run_cli(["dry-run", str(recipe)], toy_plugins, env={"SRT_SITE_CONFIG": str(broken)})
+    assert bad.code != 0
+    assert "[formats.toy] must be a table" in bad.stderr, bad.stderr
 
 
 def test_run_needs_a_variant_when_the_file_holds_several(toy_plugins: Any, tmp_path: Path) -> None:

@@ -192,7 +192,7 @@ def test_unknown_top_level_key(srt_problem) -> None:
 def test_unknown_key_without_a_close_name_lists_the_known_ones(srt_problem) -> None:
     p = srt_problem("schema: 2\nname: t\nresources: {cpus: 8}\n")
     assert p.label == "resources.cpus"
-    assert p.message == "unknown key (known: gpus_per_node)"
+    assert p.message == "unknown key (known: colocate, gpus_per_node, layout, spread_workers)"
 
 
 def test_unknown_service_key(srt_problem) -> None:

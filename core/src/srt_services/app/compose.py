@@ -82,7 +82,9 @@ def load(
     it in another tool's sweep file)."""
     from srt_services.checking.load import load_recipe
 
-    return load_recipe(recipe, where.plugins, text=text, variant=variant)
+    return load_recipe(
+        recipe, where.plugins, text=text, variant=variant, format_settings=where.site.formats
+    )
 
 
 def load_all(where: Setup, recipe: str, variant: str | None = None) -> list[LoadedRecipe]:
@@ -90,7 +92,7 @@ def load_all(where: Setup, recipe: str, variant: str | None = None) -> list[Load
     tool's default) variants of another tool's sweep file."""
     from srt_services.checking.load import load_variants
 
-    return load_variants(recipe, where.plugins, variant=variant)
+    return load_variants(recipe, where.plugins, variant=variant, format_settings=where.site.formats)
 
 
 def recipe_dir(recipe: str) -> str:

@@ -53,7 +53,9 @@ def translate(where: Setup, request: TranslateRequest) -> list[Translation]:
     if isinstance(doc.data, dict) and "schema" in doc.data:
         raise SrtError(f"{doc.source} is a schema-2 recipe already: nothing to translate")
     out = []
-    for found in formats.variant_documents(doc, fmt, request.variant):
+    for found in formats.variant_documents(
+        doc, fmt, request.variant, where.site.formats.get(fmt.name, {})
+    ):
         data = found.document.data
         origin = found.document.origin  # type: ignore[attr-defined]
         variant = found.variant

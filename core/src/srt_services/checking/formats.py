@@ -11,6 +11,7 @@ original line each translated value came from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -88,13 +89,16 @@ def foreign_hint(data: dict[str, Any]) -> str:
 
 
 def variant_documents(
-    doc: Document, fmt: RecipeFormat, selector: str | None
+    doc: Document,
+    fmt: RecipeFormat,
+    selector: str | None,
+    settings: Mapping[str, Any] | None = None,
 ) -> list[VariantDocument]:
     """The variants of ``doc`` that ``selector`` names (the format's default set without
     one), each translated; the original's problems raise located in the original."""
     data = {k: v for k, v in doc.data.items() if k != "format"}
     try:
-        variants = fmt.variants(data, doc.source)
+        variants = fmt.variants(data, doc.source, settings or {})
         chosen = fmt.select(variants, selector) if selector else fmt.default_variants(variants)
     except FormatProblems as exc:
         raise fail(doc, exc.problems) from None
@@ -113,7 +117,7 @@ def variant_documents(
     out = []
     for variant in chosen:
         try:
-            translated = fmt.translate(data, variant, doc.source)
+            translated = fmt.translate(data, variant, doc.source, settings or {})
         except FormatProblems as exc:
             raise fail(doc, exc.problems) from None
         translation = TranslatedDocument(
@@ -135,10 +139,12 @@ def variant_documents(
     return out
 
 
-def all_variants(doc: Document, fmt: RecipeFormat) -> list[Variant]:
+def all_variants(
+    doc: Document, fmt: RecipeFormat, settings: Mapping[str, Any] | None = None
+) -> list[Variant]:
     """Every variant of ``doc`` (for listing them), the original's problems located."""
     data = {k: v for k, v in doc.data.items() if k != "format"}
     try:
-        return fmt.variants(data, doc.source)
+        return fmt.variants(data, doc.source, settings or {})
     except FormatProblems as exc:
         raise fail(doc, exc.problems) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,12 +52,17 @@ class LoadedRecipe:
 
 
 def load_recipe(
-    path: str, plugins: PluginSet, text: str | None = None, variant: str | None = None
+    path: str,
+    plugins: PluginSet,
+    text: str | None = None,
+    variant: str | None = None,
+    format_settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> LoadedRecipe:
     """Load and check a recipe file (or ``text`` shown as ``path``; ``-`` is stdin): one
     job. Another tool's recipe that holds several jobs (a sweep) needs ``variant``, a
-    selector that names one of them."""
-    found = load_variants(path, plugins, text, variant)
+    selector that names one of them. ``format_settings`` is the site's ``[formats]``
+    table, by format name."""
+    found = load_variants(path, plugins, text, variant, format_settings)
     if len(found) != 1:
         shown = ", ".join(v.variant.selector for v in found if v.variant is not None)
         raise RecipeError(
@@ -72,7 +78,11 @@ def load_recipe(
 
 
 def load_variants(
-    path: str, plugins: PluginSet, text: str | None = None, variant: str | None = None
+    path: str,
+    plugins: PluginSet,
+    text: str | None = None,
+    variant: str | None = None,
+    format_settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[LoadedRecipe]:
     """Every job of a recipe file, checked: one for srt's own recipes, the selected (or
     default) variants of another tool's (:mod:`srt_services.checking.formats`)."""
@@ -87,7 +97,8 @@ def load_variants(
             )
         return [check_document(doc, plugins)]
     out = []
-    for found in formats.variant_documents(doc, fmt, variant):
+    settings = (format_settings or {}).get(fmt.name, {})
+    for found in formats.variant_documents(doc, fmt, variant, settings):
         loaded = check_document(found.document, plugins)
         loaded.format = found.format
         loaded.variant = found.variant

@@ -65,9 +65,12 @@ class RecipeFormat:
         """Whether a document without ``schema`` is one of this format (by its shape)."""
         return False
 
-    def variants(self, data: Mapping[str, Any], source: str) -> list[Variant]:
+    def variants(
+        self, data: Mapping[str, Any], source: str, settings: Mapping[str, Any]
+    ) -> list[Variant]:
         """The jobs of the document at ``source`` (a path, or ``<stdin>``), in order;
-        :class:`FormatProblems` when it cannot be expanded."""
+        :class:`FormatProblems` when it cannot be expanded. ``settings`` is the site's
+        ``[formats.<name>]`` table (empty when the site has none)."""
         raise NotImplementedError
 
     def default_variants(self, variants: list[Variant]) -> list[Variant]:
@@ -79,7 +82,13 @@ class RecipeFormat:
         empty when it names none."""
         return [v for v in variants if v.selector == selector]
 
-    def translate(self, data: Mapping[str, Any], variant: Variant, source: str) -> Translated:
+    def translate(
+        self,
+        data: Mapping[str, Any],
+        variant: Variant,
+        source: str,
+        settings: Mapping[str, Any],
+    ) -> Translated:
         """``variant`` of the document as a schema-2 document; :class:`FormatProblems`
         (paths of the original) when it is not a valid recipe of this format."""
         raise NotImplementedError
