@@ -8,9 +8,11 @@ model's tokenizer (srtctl's ``random`` dataset), lengths drawn from
 ``ignore_eos`` so the server produces exactly that many tokens.
 
 What is measured, per request, from the client's side of a streamed response: TTFT (send
-to first token event), ITL (gaps between token events), TPOT ((latency - TTFT) / (output
-tokens - 1)) and the end-to-end latency. Output tokens are the server's ``usage`` count
-when it sends one, else the token events seen.
+to the first event carrying token text), ITL (gaps between events carrying text), TPOT
+((latency - TTFT) / (output tokens - 1)) and the end-to-end latency. Output tokens are the
+server's ``usage`` count when it sends one, else the text events seen. A server that
+streams no text (Dynamo's mocker: its random ids decode to nothing) leaves ITL empty
+(``null`` percentiles, ``token_events: 0``) and TTFT at its first event; TPOT still holds.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Outcome:
     ttft: float = 0.0
     latency: float = 0.0
     output_tokens: int = 0
+    text_events: int = 0
     gaps: list[float] = field(default_factory=list)
 
 
@@ -96,11 +99,18 @@ def _payload(model: str, prompt: Prompt, chat: bool) -> dict[str, Any]:
     return body
 
 
+def _carries_text(choice: dict[str, Any]) -> bool:
+    delta = choice.get("delta")
+    text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+    return bool(text)
+
+
 async def one_request(
     client: httpx.AsyncClient, url: str, model: str, prompt: Prompt, chat: bool
 ) -> Outcome:
     start = time.perf_counter()
-    times: list[float] = []
+    first: float | None = None
+    texts: list[float] = []
     usage: int | None = None
     finished = False
     try:
@@ -109,18 +119,28 @@ async def one_request(
             if event.get("usage"):
                 usage = event["usage"].get("completion_tokens")
             for choice in event.get("choices") or ():
-                times.append(now)
+                first = now if first is None else first
+                if _carries_text(choice):
+                    texts.append(now)
                 if choice.get("finish_reason"):
                     finished = True
     except (RequestFailed, httpx.HTTPError, ValueError) as exc:
         return Outcome(False, f"{type(exc).__name__}: {exc}"[:300])
     end = time.perf_counter()
-    if not times or not finished:
+    if first is None or not finished:
         return Outcome(False, "the stream carried no finished choice")
-    tokens = usage if isinstance(usage, int) and usage > 0 else len(times)
-    gaps = [b - a for a, b in itertools.pairwise(times)]
+    tokens = usage if isinstance(usage, int) and usage > 0 else len(texts)
+    # TTFT: the first token's text; a server that streams no text (Dynamo's mocker, whose
+    # ids decode to nothing) has only its first event to show
+    ttft = (texts[0] if texts else first) - start
+    gaps = [b - a for a, b in itertools.pairwise(texts)]
     return Outcome(
-        True, ttft=times[0] - start, latency=end - start, output_tokens=tokens, gaps=gaps
+        True,
+        ttft=ttft,
+        latency=end - start,
+        output_tokens=tokens,
+        text_events=len(texts),
+        gaps=gaps,
     )
 
 
@@ -171,6 +191,8 @@ def _report(
         "request_throughput": len(good) / duration if duration > 0 else None,
         "output_throughput": out_tokens / duration if duration > 0 else None,
         "total_token_throughput": (in_tokens + out_tokens) / duration if duration > 0 else None,
+        # events that carried token text: ITL is measured between them (none: no ITL)
+        "token_events": sum(o.text_events for _, o in good),
         "ttft_ms": summary([o.ttft for _, o in good]),
         "itl_ms": summary([g for _, o in good for g in o.gaps]),
         "tpot_ms": summary(tpot),
