@@ -269,8 +269,7 @@ def test_fuzz_any_options_load_or_are_refused_with_a_located_error(
 ) -> None:
     """Whatever the options, srt either plans the benchmark or names a field at a line:
     never a traceback."""
-    from srt_services.recipe.problems import RecipeError
-    from srt_services.testing import kit
+    from srt_services.testing import RecipeError, kit
 
     doc = {
         "engine": {"model": "/models/tiny"},
