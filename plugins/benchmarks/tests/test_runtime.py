@@ -141,6 +141,8 @@ def test_sa_bench_reports_throughput_and_percentiles_per_concurrency(
         assert r["ttft_ms"]["p50"] <= r["e2e_latency_ms"]["p50"]
     log = Path(run.job_dir, "logs").glob("*benchmark*")
     assert any("sa-bench concurrency=4" in p.read_text() for p in log)
+    # the client leaves nothing in HOME or TMPDIR (no tokenizer cache, no hub files)
+    assert sorted(p for key in ("HOME", "TMPDIR") for p in Path(private[key]).rglob("*")) == []
 
 
 def test_a_failed_request_ratio_over_the_threshold_fails_the_job(
