@@ -41,7 +41,7 @@ def test_sa_bench_runs_the_runner_with_srtctls_settings(srt_plan: Callable[..., 
     )
     inst = client(plan)
     assert inst.argv[1:4] == ["-m", "srt_benchmarks", "sa-bench"]
-    assert inst.argv[0].endswith("python") or "python" in inst.argv[0]
+    assert "python" in inst.argv[0]  # {python}: the interpreter srt runs under
     words = inst.argv[4:]
     options = from_argv(SaBenchOptions, words)
     assert isinstance(options, SaBenchOptions)
@@ -62,6 +62,14 @@ def test_sa_bench_runs_the_runner_with_srtctls_settings(srt_plan: Callable[..., 
     assert inst.env["PYTHONUNBUFFERED"] == "1"
     unit = plan.unit("benchmark")
     assert unit.terminal and unit.category == "benchmark"
+
+
+def test_in_a_container_the_runner_is_the_images_python3(srt_plan: Callable[..., Plan]) -> None:
+    """The host interpreter's path (``{python}``) does not exist inside an image."""
+    block = "benchmark: {type: gpqa, container: bench:1}\n"
+    assert client(srt_plan(bench(block))).argv[:3] == ["python3", "-m", "srt_benchmarks"]
+    plain = client(srt_plan(bench("benchmark: {type: gpqa}\n"))).argv[0]
+    assert plain != "python3" and plain.endswith(("python", "python3"))
 
 
 def test_custom_tokenizer_is_srtctls_name_for_the_tokenizer(srt_plan: Callable[..., Plan]) -> None:

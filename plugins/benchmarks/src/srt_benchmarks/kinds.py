@@ -2,7 +2,9 @@
 
 Each runs ``{python} -m srt_benchmarks <type> --key value...`` on the client node: the
 interpreter srt runs under (``{python}``), so the runner needs nothing installed but this
-distribution next to srt. The frontend's address (``SRT_FRONTEND_URL``) and the result file
+distribution next to srt. In a container (the benchmark's own or the job's) the host's
+interpreter path means nothing, so it is ``python3`` there, and the image must hold
+srt-benchmarks. The frontend's address (``SRT_FRONTEND_URL``) and the result file
 (``SRT_BENCHMARK_RESULT``) come from the environment srt gives every benchmark.
 """
 
@@ -37,7 +39,8 @@ class _Kind(BenchmarkKind):
         # the model name when known at plan time; else the runner asks ``/v1/models``
         model = getattr(options, "model", None) or recipe.engine.served_model_name
         words = to_argv(options.model_copy(update={"model": model}))
-        return ["{python}", "-m", MODULE, self.name, *words]
+        python = "python3" if (recipe.benchmark.container or recipe.container) else "{python}"
+        return [python, "-m", MODULE, self.name, *words]
 
     def process(self, recipe: Recipe, options: Any, ctx: InstanceContext) -> EngineProcess:
         return EngineProcess(argv=self.argv(recipe, options), env={"PYTHONUNBUFFERED": "1"})
