@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from srt_services.extend import RESULT_VAR
 
 from srt_benchmarks import accuracy, serving
 from srt_benchmarks.flags import from_argv
@@ -23,7 +24,6 @@ MODELS: dict[str, type[Any]] = {
     "gsm8k": Gsm8kOptions,
     "gpqa": GpqaOptions,
 }
-RESULT_VAR = "SRT_BENCHMARK_RESULT"
 URL_VAR = "SRT_FRONTEND_URL"
 
 
