@@ -197,7 +197,26 @@ def test_result_round_trips(job: JobDir) -> None:
         "started",
         "ended",
         "unkillable",
+        "benchmark",
     ]
+
+
+def test_result_carries_the_benchmark_summary_or_says_why_not(job: JobDir) -> None:
+    """``SRT_BENCHMARK_RESULT``'s file, copied into result.json: absent is ``None``; one
+    that is not JSON (a benchmark killed mid-write) is named, never a lost result."""
+    from srt_services.jobdir.result import benchmark_summary
+
+    assert benchmark_summary(job) is None
+    Path(job.file("benchmark.json")).write_text('{"runs": [{"ttft_ms": {"p99": 1.5}}]}')
+    assert benchmark_summary(job) == {"runs": [{"ttft_ms": {"p99": 1.5}}]}
+    result = JobResult("demo", "job-1", 0, "succeeded", None, 1.0, 2.0, [], benchmark_summary(job))
+    write_result(job, result)
+    assert json.loads(Path(job.result_file).read_text())["benchmark"]["runs"][0]["ttft_ms"] == {
+        "p99": 1.5
+    }
+    assert read_result(job) == result
+    Path(job.file("benchmark.json")).write_text('{"runs": [')
+    assert "is not JSON" in benchmark_summary(job)["error"]
 
 
 def _corrupt(doc: dict[str, Any], path: list[str | int], value: Any) -> bytes:

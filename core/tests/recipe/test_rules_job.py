@@ -140,6 +140,16 @@ def test_unknown_frontend_type(srt_problem) -> None:
 # --------------------------------------------------------------------------- benchmark
 
 
+def test_a_first_party_benchmark_names_its_missing_plugin(srt_problem) -> None:
+    """srt-benchmarks is not registered here: the user is told which distribution to install,
+    in the words tests/test_examples.py recognises as a missing plugin."""
+    p = srt_problem("schema: 2\nname: t\nbenchmark:\n  type: sa-bench\n")
+    assert (p.label, p.line) == ("benchmark.type", 4)
+    assert p.message.endswith(
+        "it is provided by srt-benchmarks, which is not installed (pip install srt-benchmarks)"
+    )
+
+
 def test_benchmark_command_missing(srt_problem) -> None:
     p = srt_problem("schema: 2\nname: t\nbenchmark:\n  type: command\n")
     assert p.label == "benchmark.command"

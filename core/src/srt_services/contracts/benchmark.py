@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 #: The variable naming the file a benchmark writes its summary to (JSON).
 RESULT_VAR = "SRT_BENCHMARK_RESULT"
+#: Where that file is, relative to the job directory; ``result.json`` carries its content.
+RESULT_FILE = "benchmark.json"
 
 
 class BenchmarkKind:

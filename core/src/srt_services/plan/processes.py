@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from srt_services.checking.settled import bound
-from srt_services.contracts.benchmark import RESULT_VAR
+from srt_services.contracts.benchmark import RESULT_FILE, RESULT_VAR
 from srt_services.contracts.context import InstanceContext
 from srt_services.contracts.kind import DefaultProbe, ServiceKind
 from srt_services.contracts.plan import TIER_OF_PHASE, PlannedInstance, PlannedUnit
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 #: Default stop grace of each category, in seconds (a recipe's ``stop_grace_seconds`` wins).
 GRACE = {"workers": 30.0, "frontend": 20.0, "benchmark": 10.0}
 #: The benchmark's summary, relative to the job directory (``SRT_BENCHMARK_RESULT``).
-BENCHMARK_RESULT = "benchmark.json"
+BENCHMARK_RESULT = RESULT_FILE
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from srt_services.jobdir.events import EventLog
-from srt_services.jobdir.result import JobResult, write_result
+from srt_services.jobdir.result import JobResult, benchmark_summary, write_result
 from srt_services.jobdir.state import (
     VERSION,
     InstanceState,
@@ -180,6 +180,7 @@ class Journal:
             started=self.started_wall,
             ended=time.time(),
             unkillable=run.unkillable,
+            benchmark=benchmark_summary(self.job),
         )
         self._last_write("result.json", lambda: write_result(self.job, result))
         if "state.json" in self.write_errors and self.final_status is not None:

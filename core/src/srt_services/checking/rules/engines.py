@@ -104,7 +104,11 @@ def settle_benchmark(ctx: RuleContext) -> SettledBenchmark | None:
     if not ctx.plugins.has("benchmark", spec.type):
         dist = FIRST_PARTY_BENCHMARKS.get(spec.type)
         known = sorted({*CORE_BENCHMARKS, *ctx.plugins.names("benchmark")})
-        hint = f"; it is provided by {dist} (pip install {dist})" if dist else ""
+        hint = (
+            f"; it is provided by {dist}, which is not installed (pip install {dist})"
+            if dist
+            else ""
+        )
         ctx.add(
             ("benchmark", "type"),
             f"{spec.type!r} is not a known benchmark ({', '.join(known)}){hint}",

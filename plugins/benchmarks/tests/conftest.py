@@ -1,0 +1,20 @@
+"""The kit's fixtures set to srt-benchmarks' tests: only core and this plugin are
+registered, jobs planned on loopback nodes with ``{job_dir}`` = ``/jobs/j``."""
+
+from __future__ import annotations
+
+import pytest
+import srt_benchmarks.plugin
+from srt_services.testing.kit import KitSettings
+
+
+@pytest.fixture
+def srt_kit_settings() -> KitSettings:
+    return KitSettings(
+        srt_benchmarks.plugin,
+        "srt-benchmarks",
+        "recipe.yaml",
+        local=True,
+        job_dir="/jobs/j",
+        fill={"observability": {"metrics": False}},
+    )
