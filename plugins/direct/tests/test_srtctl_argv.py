@@ -205,3 +205,32 @@ def test_trtllm_serve_aggregated_worker_serves_the_public_port(
     worker = instance(plan, "agg_0")
     assert worker.argv[4:7] == ["0.0.0.0", "--port", "8123"]
     assert plan.unit("benchmark").instances[0].env["SRT_FRONTEND_URL"].endswith(":8123")
+
+
+def test_hand_written_commands_are_the_recipes_business(
+    srt_plan: Callable[..., Plan], srt_problems: Callable[..., Any]
+) -> None:
+    """A recipe written before srt-direct was installed (frontend.type vllm or trtllm-serve,
+    every role with its own command) keeps loading: the engines judge only what they build."""
+    for front, engine in (("vllm", "vllm"), ("trtllm-serve", "trtllm")):
+        plan = srt_plan(
+            {
+                "schema": 2,
+                "name": "t",
+                "engine": {"type": engine},
+                "frontend": {"type": front, "command": ["front"]},
+                "roles": {
+                    "prefill": {"command": ["p"]},
+                    "decode": {"command": ["d"]},
+                    "agg": {"command": ["a"], "workers": 3},
+                },
+            }
+        )
+        assert instance(plan, "agg_2").argv == ["a"], front
+        assert instance(plan, "prefill_0").argv == ["p"], front
+    # the same shape without commands is refused, role by role
+    found = srt_problems(
+        "schema: 2\nname: t\nengine: {type: vllm, model: /m}\nfrontend: {type: vllm}\n"
+        "roles: {decode: {}, agg: {workers: 2, command: [a]}}\n"
+    )
+    assert {p.label for p in found} == {"roles.decode"}

@@ -79,7 +79,7 @@ def _wide_workers(recipe: Recipe) -> Iterator[Problem]:
                 " srt cannot start yet; use at most gpus_per_node GPUs per worker",
             )
     agg = recipe.roles.get("agg")
-    if agg is not None and not disaggregated(recipe) and agg.workers != 1:
+    if agg is not None and agg.command is None and not disaggregated(recipe) and agg.workers != 1:
         yield Problem(
             ("roles", "agg", "workers"),
             "must be 1 with an aggregated trtllm-serve job: the worker serves the public port",

@@ -55,7 +55,9 @@ def served_name(recipe: Recipe) -> str:
 
 
 def _shape_problems(recipe: Recipe) -> Iterator[Problem]:
-    extra = [r for r in recipe.roles if r != "agg"]
+    """Only what the engine builds is its business: a role or frontend with a hand-written
+    command is the recipe's (an existing recipe must not break when srt-direct is installed)."""
+    extra = [r for r, spec in recipe.roles.items() if r != "agg" and spec.command is None]
     for role in extra:
         yield Problem(
             ("roles", role),
@@ -63,12 +65,13 @@ def _shape_problems(recipe: Recipe) -> Iterator[Problem]:
             " disaggregated router): use roles.agg, or frontend.type dynamo",
         )
     agg = recipe.roles.get("agg")
-    if agg is not None and agg.workers != 1:
+    if agg is not None and agg.command is None and agg.workers != 1:
         yield Problem(
             ("roles", "agg", "workers"),
             "must be 1 with frontend.type vllm: the worker serves the public port itself",
         )
-    if recipe.frontend is not None and recipe.frontend.replicas != 1:
+    front = recipe.frontend
+    if front is not None and front.command is None and front.replicas != 1:
         yield Problem(
             ("frontend", "replicas"),
             "must be 1 with frontend.type vllm: there is no frontend process to replicate",
