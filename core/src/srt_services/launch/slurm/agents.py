@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import re
 import signal
 import socket
 import time
@@ -47,6 +48,22 @@ HEARTBEAT = 1.0
 BYE_WAIT = 5.0
 #: A connection's handshake must be done within this.
 HANDSHAKE_TIMEOUT = 10.0
+#: How often the start looks at what srun said about the agents' tasks.
+START_POLL = 0.25
+#: srun's line for a task that ended (``srun: error: n3: task 2: Exited with exit code 1``).
+_TASK_ENDED = re.compile(r"error: (\S+): tasks? [\d,-]+: (?:Exited|Killed|Terminated)")
+
+
+def _ended_tasks(log: str, offset: int) -> list[str]:
+    """The nodes whose agent task srun reported ended (what it wrote to its output file
+    from ``offset``, where this run's srun began)."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read(1 << 16).decode(errors="replace")
+    except OSError:
+        return []
+    return list(_TASK_ENDED.findall(text))
 
 
 class AgentError(SlurmError):
@@ -142,6 +159,8 @@ class AgentFleet:
         self.children = children
         self.notices = notices
         self.links: dict[str, Link] = {}
+        #: nodes whose agent is ready and not lost
+        self._ready_nodes: set[str] = set()
         self.key_file = os.path.join(cfg.job_dir, KEY_FILE)
         self._key = b""
         self._server: asyncio.AbstractServer | None = None
@@ -189,43 +208,49 @@ class AgentFleet:
         self._srun_code = loop.create_future()
         code = self._srun_code
 
-        def ended(c: int) -> None:
+        def srun_ended(c: int) -> None:
             if not code.done():
                 code.set_result(c)
 
-        self.children.watch(self._srun.pid, ended, self._srun.popen)
+        self.children.watch(self._srun.pid, srun_ended, self._srun.popen)
         self._beats = asyncio.ensure_future(self._heartbeat())
         deadline = loop.time() + cfg.start_timeout
+        failed: list[str] = []
         while not self._all_ready() and loop.time() < deadline and not code.done():
             self._connected.clear()
             waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._connected.wait()), code}
-            await asyncio.wait(waits, timeout=deadline - loop.time(), return_when="FIRST_COMPLETED")
+            wait = min(deadline - loop.time(), START_POLL)
+            await asyncio.wait(waits, timeout=wait, return_when="FIRST_COMPLETED")
             for w in waits:
                 if w is not code and not w.done():
                     w.cancel()
+            # srun says at once when a node's task ended before its agent came
+            ended = _ended_tasks(log, self._srun.log_offset)
+            failed = [n for n in ended if n not in self._ready_nodes]
+            if failed:
+                break
         self._accepting = False  # every agent came, or the job fails: no one else may
         if not self._all_ready():
-            raise LaunchFailed(self._not_started(code), node=self._missing_one())
+            raise LaunchFailed(self._not_started(code, failed), node=self._missing_one(failed))
 
     def _all_ready(self) -> bool:
-        return all(
-            (link := self.links.get(n)) is not None and link.ready and link.lost is None
-            for n in self.cfg.nodes
-        )
+        return len(self._ready_nodes) == len(self.cfg.nodes)
 
     def _missing(self) -> list[str]:
         return [n for n in self.cfg.nodes if not ((k := self.links.get(n)) and k.ready)]
 
-    def _missing_one(self) -> str | None:
-        missing = self._missing()
+    def _missing_one(self, failed: list[str]) -> str | None:
+        missing = failed or self._missing()
         return missing[0] if len(missing) == 1 else None
 
-    def _not_started(self, code: asyncio.Future[int]) -> str:
-        missing = self._missing()
+    def _not_started(self, code: asyncio.Future[int], failed: list[str]) -> str:
+        missing = failed or self._missing()
         shown = ", ".join(missing[:8]) + (
             f" and {len(missing) - 8} more" if len(missing) > 8 else ""
         )
-        if code.done():
+        if failed:
+            why = "its task ended before the agent connected"
+        elif code.done():
             why = f"the agents' srun step ended (exit {code.result()})"
         else:
             why = f"not within {self.cfg.start_timeout:g}s"
@@ -236,7 +261,7 @@ class AgentFleet:
                 said.append(f"{node}: {' / '.join(lines)}")
         srun_said = process.tail(os.path.join(self.cfg.job_dir, "logs", "srt-agents.out"), 3)
         if srun_said:
-            said.append("srun: " + " / ".join(srun_said))
+            said.append(" / ".join(srun_said))
         detail = f" ({'; '.join(said)})" if said else ""
         return f"the srt agent did not start on {shown}: {why}{detail}"
 
@@ -337,6 +362,7 @@ class AgentFleet:
     def _ready(self, link: Link, m: dict[str, Any]) -> None:
         link.ready = True
         link.cgroup = m.get("cgroup")
+        self._ready_nodes.add(link.node)
         if self._connected is not None:
             self._connected.set()
 
@@ -366,6 +392,7 @@ class AgentFleet:
         if link.lost is not None:
             return
         link.lost = why
+        self._ready_nodes.discard(link.node)
         with contextlib.suppress(Exception):
             link.writer.close()
         for fut in link.calls.values():
