@@ -134,6 +134,20 @@ def test_agents_run_the_job_and_status_logs_restart_and_stop_work_as_on_steps(
     assert web.attempt == 2 and web.state == "ready" and web.pid != web_pid
     (first,) = job.events("exited", step="service_web", attempt=1)
     assert first["signal"] == 15, "the agent stopped the first attempt with SIGTERM"
+
+    down = srt("stop", str(job.job_dir), "web", env=env)
+    assert down.returncode == 0, down.stderr + job.sbatch_log()
+    assert "stays down" in down.stdout
+    assert not shell.alive(web.pid), "the agent stopped the service's own process"
+    time.sleep(1.0)  # longer than the restart backoff: the policy must not bring it back
+    status = json.loads(srt("status", str(job.job_dir), "--json", env=env).stdout)
+    row = {r["step"]: r for r in status["instances"]}["service_web"]
+    assert row["state"] == "stopped" and not row["running"], row
+    assert len(job.events("launched", step="service_web")) == 2
+    back = srt("restart", str(job.job_dir), "web", env=env)
+    assert back.returncode == 0, back.stderr + job.sbatch_log()
+    assert job.srt_state().instances["service_web"].state == "ready"
+
     refused = srt("stop", str(job.job_dir), "base", env=env)
     assert refused.returncode == 1 and "critical" in refused.stderr
 
