@@ -384,6 +384,12 @@ def report(args: Any, results: dict[str, list[Run]], kill_wait: float, up_s: flo
         pa, pb, pc = fit(runs, "pss_mib")
         la, lb, lc = fit(runs, "launch_s")
         ca, cb, cc = fit(runs, "cpu_s")
+        ta, tb, tc = fit(runs, "teardown_s")
+        print(
+            f"{launcher}: teardown = {ta:.2f} s + {tb * 1000:.1f} ms/node + {tc * 1000:.1f}"
+            f" ms/instance; at {big_nodes} x {per}: ~{ta + tb * big_nodes + tc * big_inst:,.1f} s"
+            f" (KillWait {kill_wait:g} s)"
+        )
         print(
             f"{launcher}: batch-host CPU to serving = {ca:.2f} s + {cb * 1000:.1f} ms/node"
             f" + {cc * 1000:.1f} ms/instance; at {big_nodes} x {per}:"
