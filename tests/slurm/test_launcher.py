@@ -841,3 +841,59 @@ def test_ps_logs_restart_and_stop_of_a_slurm_job(
         == "stopped"
     )
     job.assert_nothing_left()
+
+
+def test_node_addresses_come_from_the_site_interface(
+    submit: Any, cluster: Any, tmp_path: Path
+) -> None:
+    """``[slurm] network_interface``: every node is asked for that interface's address, all
+    of them in one step across the allocation, each answer read by the node name it
+    carries (not by task order)."""
+    site = tmp_path / "site.toml"
+    site.write_text('[slurm]\nnetwork_interface = "eth0"\n')
+    out = tmp_path / "ips"
+    job = submit(
+        f"""
+        schema: 2
+        name: iface
+        observability: {{metrics: false}}
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: probe
+            nodes: 3
+            terminal: true
+            command: [bash, -c, "echo $(hostname) {{node_ip}} >> {out}"]
+        """,
+        extra_env={"SRT_SITE_CONFIG": str(site)},
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert job.result()["exit_code"] == 0, job.sbatch_log()
+    said = dict(line.split() for line in out.read_text().splitlines())
+    assert said == dict(cluster.node_ips), "each node's own eth0 address, as {node_ip}"
+
+
+def test_an_interface_without_an_address_fails_the_job_naming_every_node(
+    submit: Any, tmp_path: Path
+) -> None:
+    """Every node answers in the same step; each one that has no address on the interface
+    is named, before anything starts."""
+    site = tmp_path / "site.toml"
+    site.write_text('[slurm]\nnetwork_interface = "lo"\n')  # loopback only: not an address
+    job = submit(
+        """
+        schema: 2
+        name: noiface
+        observability: {metrics: false}
+        slurm: {signal_before_end_seconds: 0}
+        services:
+          - name: probe
+            nodes: 3
+            command: [bash, -c, "sleep 1000"]
+        """,
+        extra_env={"SRT_SITE_CONFIG": str(site)},
+    )
+    job.wait_done()
+    log = job.sbatch_log()
+    for node in ("n1", "n2", "n3"):
+        assert f"{node}: no address in" in log, log
+    assert not job.events("launched"), log
