@@ -746,7 +746,9 @@ def test_slurm_tmpdir_is_the_node_local_root_when_the_job_has_one(
 # --------------------------------------------------------------------------- day-2 operations
 
 
-def test_ps_logs_restart_and_stop_of_a_slurm_job(submit: Any, cluster: Any, tmp_path: Path) -> None:
+def test_ps_logs_restart_and_stop_of_a_slurm_job(
+    submit: Any, cluster: Any, shell: Any, tmp_path: Path
+) -> None:
     """What a user does with a running Slurm job, from the submitting host: list it, read
     and follow its logs (written by the nodes into the shared job directory), restart one
     service (the orchestrator runs on the batch node; on this test cluster that is a
@@ -804,6 +806,20 @@ def test_ps_logs_restart_and_stop_of_a_slurm_job(submit: Any, cluster: Any, tmp_
     assert len(job.events("launched", step="service_web")) == 2
     (first,) = job.events("exited", step="service_web", attempt=1)
     assert first["signal"] == 15, "the old step was stopped with scancel --signal=TERM"
+
+    down = srt("stop", str(job.job_dir), "web", env=env)
+    assert down.returncode == 0, down.stderr + job.sbatch_log()
+    assert "stays down" in down.stdout
+    assert "service_web" not in {name for name, _ in shell.steps(job.job_id).values()}
+    time.sleep(1.0)  # longer than the restart backoff: the policy must not bring it back
+    status = json.loads(srt("status", str(job.job_dir), "--json", env=env).stdout)
+    row = {r["step"]: r for r in status["instances"]}["service_web"]
+    assert row["state"] == "stopped" and not row["running"], row
+    assert len(job.events("launched", step="service_web")) == 2
+    back = srt("restart", str(job.job_dir), "web", env=env)
+    assert back.returncode == 0, back.stderr + job.sbatch_log()
+    assert job.srt_state().instances["service_web"].state == "ready"
+
     refused = srt("stop", str(job.job_dir), "base", env=env)
     assert refused.returncode == 1 and "critical" in refused.stderr
 
@@ -819,9 +835,65 @@ def test_ps_logs_restart_and_stop_of_a_slurm_job(submit: Any, cluster: Any, tmp_
     followed = [line.split(" | ", 1)[1] for line in out.splitlines()]
     assert any(re.fullmatch(r"=== attempt 2 \(pid \d+\) started .+: restarted by srt restart .+", f)
                for f in followed), followed  # fmt: skip
-    assert followed.count("tick 0") == 1, "the new attempt's lines, followed"
+    assert followed.count("tick 0") == 2, "attempts 2 and 3 (after stop web), each followed once"
     assert (
         json.loads(srt("ps", "--root", str(tmp_path), "--json", env=env).stdout)["jobs"][0]["state"]
         == "stopped"
     )
     job.assert_nothing_left()
+
+
+def test_node_addresses_come_from_the_site_interface(
+    submit: Any, cluster: Any, tmp_path: Path
+) -> None:
+    """``[slurm] network_interface``: every node is asked for that interface's address, all
+    of them in one step across the allocation, each answer read by the node name it
+    carries (not by task order)."""
+    site = tmp_path / "site.toml"
+    site.write_text('[slurm]\nnetwork_interface = "eth0"\n')
+    out = tmp_path / "ips"
+    job = submit(
+        f"""
+        schema: 2
+        name: iface
+        observability: {{metrics: false}}
+        slurm: {{signal_before_end_seconds: 0}}
+        services:
+          - name: probe
+            nodes: 3
+            terminal: true
+            command: [bash, -c, "echo $(hostname) {{node_ip}} >> {out}"]
+        """,
+        extra_env={"SRT_SITE_CONFIG": str(site)},
+    )
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    assert job.result()["exit_code"] == 0, job.sbatch_log()
+    said = dict(line.split() for line in out.read_text().splitlines())
+    assert said == dict(cluster.node_ips), "each node's own eth0 address, as {node_ip}"
+
+
+def test_an_interface_without_an_address_fails_the_job_naming_every_node(
+    submit: Any, tmp_path: Path
+) -> None:
+    """Every node answers in the same step; each one that has no address on the interface
+    is named, before anything starts."""
+    site = tmp_path / "site.toml"
+    site.write_text('[slurm]\nnetwork_interface = "lo"\n')  # loopback only: not an address
+    job = submit(
+        """
+        schema: 2
+        name: noiface
+        observability: {metrics: false}
+        slurm: {signal_before_end_seconds: 0}
+        services:
+          - name: probe
+            nodes: 3
+            command: [bash, -c, "sleep 1000"]
+        """,
+        extra_env={"SRT_SITE_CONFIG": str(site)},
+    )
+    job.wait_done()
+    log = job.sbatch_log()
+    for node in ("n1", "n2", "n3"):
+        assert f"{node}: no address in" in log, log
+    assert not job.events("launched"), log

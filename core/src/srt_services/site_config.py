@@ -48,6 +48,14 @@ class SlurmDefaults:
     gpus_per_node: int | None = None
     #: Interface whose IPv4 address is a node's ``{node_ip}`` (default: ``hostname -I``'s first).
     network_interface: str | None = None
+    #: How a Slurm job starts its instances when its recipe does not say (``steps`` or
+    #: ``agents``); ``None``: agents above ``agents_above_nodes`` nodes, steps up to it.
+    launcher: str | None = None
+    agents_above_nodes: int = 8
+    #: How long every node's agent may take to start; how long one may stay silent before
+    #: its node counts as lost (and, on the node, before the orchestrator does).
+    agent_start_timeout: float = 60.0
+    agent_lost_after: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +90,10 @@ _TABLES: dict[str, set[str]] = {
         "srun_extra",
         "gpus_per_node",
         "network_interface",
+        "launcher",
+        "agents_above_nodes",
+        "agent_start_timeout_seconds",
+        "agent_lost_after_seconds",
     },
     "containers": {"aliases", "mounts"},
     "binaries": None,  # type: ignore[dict-item]  # free-form name -> path
@@ -193,10 +205,22 @@ def _plugin_policy(p: dict[str, Any], where: str, path: str | None) -> PluginPol
     )
 
 
+#: ``[slurm] launcher``'s values.
+SLURM_LAUNCHERS = ("steps", "agents")
+
+
 def _slurm_defaults(s: dict[str, Any], where: str) -> SlurmDefaults:
     gpn = s.get("gpus_per_node")
-    if gpn is not None and (not isinstance(gpn, int) or gpn < 1):
+    if gpn is not None and (isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1):
         raise SiteConfigError(f"{where}: slurm.gpus_per_node must be a positive integer")
+    launcher = _opt_str(f"{where}: slurm.launcher", s.get("launcher"))
+    if launcher is not None and launcher not in SLURM_LAUNCHERS:
+        raise SiteConfigError(
+            f"{where}: slurm.launcher must be one of {', '.join(SLURM_LAUNCHERS)}"
+        )
+    above = s.get("agents_above_nodes", 8)
+    if isinstance(above, bool) or not isinstance(above, int) or above < 0:
+        raise SiteConfigError(f"{where}: slurm.agents_above_nodes must be a whole number >= 0")
     return SlurmDefaults(
         partition=_opt_str(f"{where}: slurm.partition", s.get("partition")),
         account=_opt_str(f"{where}: slurm.account", s.get("account")),
@@ -205,7 +229,18 @@ def _slurm_defaults(s: dict[str, Any], where: str) -> SlurmDefaults:
         srun_extra=_str_list(f"{where}: slurm.srun_extra", s.get("srun_extra", [])),
         gpus_per_node=gpn,
         network_interface=_opt_str(f"{where}: slurm.network_interface", s.get("network_interface")),
+        launcher=launcher,
+        agents_above_nodes=above,
+        agent_start_timeout=_seconds(s, "agent_start_timeout_seconds", 60.0, where),
+        agent_lost_after=_seconds(s, "agent_lost_after_seconds", 10.0, where),
     )
+
+
+def _seconds(table: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e6:
+        raise SiteConfigError(f"{where}: slurm.{key} must be a positive number of seconds")
+    return float(value)
 
 
 def _readiness_timeout(timeout: Any, where: str) -> float | None:

@@ -6,8 +6,9 @@ binaries, as :class:`~srt_services.plan.settings.PlanSettings`) and the launcher
 aliases, mounts, srun options, as
 :class:`~srt_services.contracts.launcher.LaunchSettings`) as plain data. The recipe
 directory has its one default here. The launcher is asked for the allocation here, before
-planning, with the node count the recipe needs, so the plan is final when planning
-returns. Nothing here starts a process.
+planning, with the node count the recipe needs, and how a Slurm job starts its instances
+(an ``srun`` step each, or one agent per node) is chosen here from the recipe, the site and
+that allocation, so the plan is final when planning returns. Nothing here starts a process.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def plan_settings(
     launcher: type[Launcher] | None = None,
     runs_here: bool = False,
     local_root: str | None = None,
+    slurm_launcher: str | None = None,
 ) -> PlanSettings:
     """Planning's inputs from the site config and the caller.
 
@@ -130,7 +132,21 @@ def plan_settings(
         binaries=dict(site.binaries),
         launcher=launcher,
         runs_here=runs_here,
+        slurm_launcher=slurm_launcher,
     )
+
+
+def slurm_launcher(where: Setup, loaded: LoadedRecipe, allocation: Allocation) -> str | None:
+    """How a plan for Slurm (a real or a symbolic allocation) starts its instances: the
+    recipe's ``slurm.launcher``, else the site's, else ``agents`` above the site's node
+    count; ``None`` for a plan that runs on this machine."""
+    from srt_services.plan.launch_paths import choose
+
+    if allocation.kind not in ("slurm", "symbolic"):
+        return None
+    site = where.site.slurm
+    nodes = len(allocation.nodes)
+    return choose(loaded.recipe.slurm.launcher, site.launcher, site.agents_above_nodes, nodes)
 
 
 def launch_settings(where: Setup, cookie: str = "") -> LaunchSettings:
@@ -145,6 +161,8 @@ def launch_settings(where: Setup, cookie: str = "") -> LaunchSettings:
         container_mounts=tuple(site.container_mounts),
         srun_extra=tuple(site.slurm.srun_extra),
         network_interface=site.slurm.network_interface,
+        agent_start_timeout=site.slurm.agent_start_timeout,
+        agent_lost_after=site.slurm.agent_lost_after,
     )
 
 
@@ -179,5 +197,6 @@ def plan(
         launcher=launcher,
         runs_here=runs_here,
         local_root=local_root,
+        slurm_launcher=slurm_launcher(where, loaded, allocation),
     )
     return Planned(loaded, resolve(loaded, where.plugins, allocation, settings, needs))

@@ -9,6 +9,7 @@ from srt_services.app import compose
 
 if TYPE_CHECKING:
     from srt_services.app.compose import Planned, Setup
+    from srt_services.contracts.plan import Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,8 @@ class SrunLine:
     step: str
     unit: str
     argv: list[str]
+    #: what starts it instead of an srun of its own (its node's agent)
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +64,19 @@ def dry_run(where: Setup, request: DryRunRequest) -> DryRun:
     planned = plans[0]
     srun: list[SrunLine] = []
     if request.srun_lines:
+        from srt_services.launch.slurm.agents import AGENTS_STEP
         from srt_services.launch.slurm.commands import srun_argv
 
         plan = planned.plan
         site = where.site
+        agents = [i for i in plan.instances() if i.via == "agent"]
+        if agents:
+            srun.append(SrunLine(AGENTS_STEP, "", _agents_argv(where, plan)))
         for inst in plan.instances():
+            if inst.via == "agent":
+                # no srun of its own: the agent on its node starts it
+                srun.append(SrunLine(inst.step, inst.unit, [], via=f"the srt agent on {inst.node}"))
+                continue
             argv = srun_argv(
                 inst,
                 "<job_id>",
@@ -78,3 +89,26 @@ def dry_run(where: Setup, request: DryRunRequest) -> DryRun:
             srun.append(SrunLine(inst.step, inst.unit, argv))
     several = plans if len(plans) > 1 else []
     return DryRun(planned, dict(where.site.container_aliases), srun, several)
+
+
+def _agents_argv(where: Setup, plan: Plan) -> list[str]:
+    """The agents' step as the Slurm launcher starts it (addresses as placeholders)."""
+    import sys
+
+    from srt_services.launch.slurm.agents import FleetConfig, agents_argv
+
+    cfg = FleetConfig(
+        job_id="<job_id>",
+        job_name=plan.job_name,
+        job_dir=plan.job_dir,
+        cookie="",
+        nodes=[n.name for n in plan.nodes],
+        advertise="<batch-host-ip>",
+        bind="",
+        local_dir=plan.local_dir,
+        start_timeout=0.0,
+        lost_after=0.0,
+        srun_extra=where.site.slurm.srun_extra,
+        python=sys.executable,
+    )
+    return agents_argv(cfg, 0, f"{plan.job_dir}/.srt-agents.key")

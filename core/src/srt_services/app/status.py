@@ -28,7 +28,7 @@ def status_rows(path: str) -> dict[str, Any]:
     rows = [_row(view, step, inst, alive_orch, now) for step, inst in instances.items()]
     slurm: dict[str, Any] | None = None
     if view.slurm_job_id is not None:
-        slurm = _slurm_status(view.slurm_job_id, rows)
+        slurm = _slurm_status(view.slurm_job_id, rows, instances)
         alive_orch = slurm["state"] == "RUNNING"
     cause = result.cause if result is not None and result.cause is not None else None
     if cause is None and state is not None:
@@ -86,12 +86,22 @@ def _row(
     }
 
 
-def _slurm_status(job_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The Slurm job's state and live steps; a row runs while its step is listed."""
+def _slurm_status(
+    job_id: str, rows: list[dict[str, Any]], instances: dict[str, InstanceState]
+) -> dict[str, Any]:
+    """The Slurm job's state and live steps. A row that is a step of its own runs while its
+    step is listed; one its node's agent runs, while the agents' step is listed and the
+    orchestrator last recorded it as running (its PID is on the node, not here)."""
     from srt_services.launch.slurm import control
 
     live = control.steps(job_id)
     for row in rows:
-        row["slurm_step"] = live.get(row["step"])
-        row["running"] = row["slurm_step"] is not None
+        inst = instances.get(row["step"])
+        step_name = inst.extra.get("step_name") if inst is not None else None
+        if inst is not None and inst.extra.get("via") == "agent":
+            row["slurm_step"] = live.get(str(step_name))
+            row["running"] = row["slurm_step"] is not None and inst.state in LIVE_STATES
+        else:
+            row["slurm_step"] = live.get(row["step"])
+            row["running"] = row["slurm_step"] is not None
     return {"job_id": job_id, "state": control.job_state(job_id), "steps": live}

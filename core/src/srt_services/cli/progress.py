@@ -15,7 +15,7 @@ from typing import Any, TextIO
 SHOWN = {
     "job_started": "job {job} started (pid {pid}, launcher {launcher})",
     "phase_started": "phase {phase}: {units_text}",
-    "launched": "{step} launched on {node} (pid {pid}, attempt {attempt})",
+    "launched": "{step} launched on {node} ({pid_text}, attempt {attempt})",
     "launch_failed": "{step} could not be started on {node}: {error}",
     "waiting": "{step} waiting for {probe}",
     "ready": "{step} ready on {node} after {waited:.3f}s",
@@ -30,7 +30,7 @@ SHOWN = {
     "signal": "received {signal}{detail_text}",
     "stopping_tier": "stopping tier {tier}: {steps_text}",
     "escalated": "{who}{detail}",
-    "unkillable": "pid {pid} could not be killed (state {state})",
+    "unkillable": "{unkillable_text}",
     "build_started": "building {unit} on {node}",
     "build_done": "built {unit} on {node} in {seconds}s",
     "rev_resolved": "{unit}: source.rev {rev} is commit {commit}",
@@ -62,6 +62,15 @@ def _text(record: dict[str, Any]) -> str | None:
     values["steps_text"] = ", ".join(values.get("steps") or []) or "(escaped processes only)"
     values["detail_text"] = f" ({values['detail']})" if values.get("detail") else ""
     values["who"] = f"{values['step']}: " if values.get("step") else ""
+    # an instance its node's agent started reports its PID a moment after the launch
+    values["pid_text"] = f"pid {values['pid']}" if values.get("pid") else "by its node's agent"
+    values["unkillable_text"] = (
+        f"pid {values.get('pid', '?')} could not be killed (state {values.get('state', '?')})"
+        if values.get("pid") or not values.get("detail")
+        else f"could not be killed: {values['detail']}"
+    )
+    if values.get("reason") and record["event"] == "exited":
+        values["code_text"] = f"{values.get('code_text', '?')} ({values['reason']})"
     values.setdefault("detail", "")
     try:
         return template.format_map(_Default(values))

@@ -264,8 +264,10 @@ def _show_plan(planned: Any, result: Any, units: tuple[str, ...]) -> None:
 
         sys.stdout.write("srun lines (job <job_id>):\n")
         for line in result.srun:
-            if only is None or line.unit in only:
-                sys.stdout.write(f"  {line.step}: {shlex.join(line.argv)}\n")
+            if only is not None and line.unit not in only and line.unit:
+                continue
+            shown = f"(via {line.via})" if line.via else shlex.join(line.argv)
+            sys.stdout.write(f"  {line.step}: {shown}\n")
 
 
 def _known_units(plan: Any, names: tuple[str, ...]) -> frozenset[str]:

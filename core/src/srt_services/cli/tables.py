@@ -152,8 +152,9 @@ def _widths(headers: list[str], cells: list[list[str]], active: list[int]) -> di
 
 
 def _total(headers: list[str], cells: list[list[str]], active: list[int]) -> int:
-    widths = _widths(headers, cells, active)
-    return sum(widths.values()) + GAP * max(0, len(active) - 1)
+    """The widest line as printed: blanks that end a line are stripped there, so a last
+    cell's trailing blanks must not count, or a table that fits would be narrowed."""
+    return max(len(line) for line in _lines(headers, cells, active))
 
 
 def _cut(

@@ -10,7 +10,8 @@ from typing import Any
 @dataclass(slots=True)
 class Handle:
     """A running attempt. ``pid`` is the local process whose exit is the attempt's exit:
-    the service itself (local launcher) or the ``srun`` client of its step (Slurm)."""
+    the service itself (local launcher) or the ``srun`` client of its step (Slurm); for an
+    attempt a node agent runs, the process on that node (0 until the agent reported it)."""
 
     step: str
     unit: str
@@ -25,6 +26,8 @@ class Handle:
     started_mono: float
     popen: subprocess.Popen[bytes] | None = None
     returncode: int | None = None
+    #: why the attempt ended, when its launcher knows better than the code (a lost node)
+    exit_reason: str | None = None
     #: Launcher-specific data (Slurm: the step id), persisted in state.json.
     extra: dict[str, Any] = field(default_factory=dict)
 

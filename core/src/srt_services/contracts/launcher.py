@@ -34,14 +34,35 @@ class ChildWatch(Protocol):
     def watched_pids(self) -> set[int]: ...
 
 
+class LaunchNotices(Protocol):
+    """What a launcher that hears from its nodes (agents) tells the runtime between the
+    calls the runtime makes: an attempt's remote PID became known, a log it follows was
+    written on a node, or a callback the launcher called on the runtime's behalf raised."""
+
+    def state_changed(self) -> None: ...
+
+    def file_changed(self, path: str) -> None: ...
+
+    def callback_failed(self, what: str, error: BaseException) -> None: ...
+
+
+class LaunchFailed(Exception):
+    """The launcher cannot run the job at all (a node whose agent never started): the job
+    fails before its first launch, with ``node`` named when one node is to blame."""
+
+    def __init__(self, message: str, node: str | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchSettings:
     """What a launcher is told besides the plan, settled once by the application layer.
 
     ``cookie`` marks every process of this run (``SRT_JOB_COOKIE``) so a launcher can find
     what escaped its process group. The rest comes from the site config, read once at the
-    top: container image aliases, mounts every container gets, extra ``srun`` options, and
-    the network interface whose address a Slurm node advertises.
+    top: container image aliases, mounts every container gets, extra ``srun`` options, the
+    network interface whose address a Slurm node advertises, and the node agents' bounds.
     """
 
     cookie: str = ""
@@ -49,6 +70,10 @@ class LaunchSettings:
     container_mounts: Sequence[str] = ()
     srun_extra: Sequence[str] = ()
     network_interface: str | None = None
+    #: Slurm node agents: how long every node's agent may take to start, and how long one
+    #: may stay silent before its node counts as lost (and the orchestrator, for it)
+    agent_start_timeout: float = 60.0
+    agent_lost_after: float = 10.0
 
 
 @dataclass(slots=True)
@@ -84,11 +109,14 @@ class Launcher:
         self.job_dir = job_dir
         self.settings = settings or LaunchSettings()
         self.watcher: ChildWatch | None = None
+        self.notices: LaunchNotices | None = None
 
-    def attach(self, watcher: ChildWatch) -> None:
+    def attach(self, watcher: ChildWatch, notices: LaunchNotices | None = None) -> None:
         """Hand over the runtime's child reaper once its event loop runs (the launcher is
-        built before the loop by the application layer), before the first launch."""
+        built before the loop by the application layer), before the first launch; and
+        where the runtime listens for what the launcher hears from its nodes."""
         self.watcher = watcher
+        self.notices = notices
 
     @property
     def children(self) -> ChildWatch:
@@ -114,9 +142,23 @@ class Launcher:
         """Called once after every process of the job stopped: remove what the job made on
         the nodes outside the job directory (the node-local ``{local_dir}`` tree)."""
 
+    def unkillable(self) -> list[str]:
+        """After :meth:`finish`: processes of the job on nodes only the launcher reaches
+        that outlived its last sweep there, one sentence each (empty: none)."""
+        return []
+
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
-        """Start ``instance`` without waiting. Register its exit with the watcher."""
+        """Start ``instance`` without waiting; :meth:`watch_exit` is called right after."""
         raise NotImplementedError
+
+    def watch_exit(self, handle: Handle, callback: Callable[[int], None]) -> None:
+        """Have ``callback(code)`` called once, when the attempt ``handle`` ends.
+
+        By default that is the exit of the local process ``handle.pid`` (the service, or
+        the client of its remote task), heard through the watcher. A launcher whose
+        attempts have no local process (a node agent runs them) calls it itself when the
+        node reports the exit, or when it loses the node (setting ``handle.exit_reason``)."""
+        self.children.watch(handle.pid, callback, handle.popen)
 
     async def terminate(self, handles: list[Handle]) -> None:
         """Ask every handle's process to stop (SIGTERM semantics), all at once."""

@@ -78,6 +78,9 @@ class PlannedInstance:
     stop_signal: str = "TERM"
     #: the recipe's ``mounts``, for an instance that runs in a container
     mounts: list[str] = field(default_factory=list)
+    #: how a Slurm job starts it: ``agent`` (its node's srt agent) or ``step`` (an ``srun``
+    #: step of its own); ``None`` outside Slurm (see ``Plan.slurm_launcher``)
+    via: str | None = None
 
 
 @dataclass
@@ -197,6 +200,10 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     #: the job's node-local directory on every node (``{local_dir}`` lives under it)
     local_dir: str | None = None
+    #: how a Slurm job launches its instances: ``steps`` (an ``srun`` step each) or
+    #: ``agents`` (one srt agent per node runs them; each instance's ``via`` says which it
+    #: takes); ``None`` for a plan that does not run in a Slurm allocation
+    slurm_launcher: str | None = None
 
     def local_dir_nodes(self) -> list[str]:
         """The nodes where the job makes something under :attr:`local_dir` (an instance that

@@ -42,6 +42,9 @@ class StopKind(StrEnum):
     #: SIGTERM or SIGINT reached the orchestrator (Ctrl-C, kill, scancel, a time limit);
     #: SIGHUP (a hung-up terminal) does not stop a job
     SIGNAL = "signal"
+    #: the launcher could not start the job on its nodes (a node whose srt agent never
+    #: started: ``node`` names it)
+    LAUNCHER_FAILED = "launcher_failed"
     #: a bug in srt: the orchestrator itself raised
     INTERNAL_ERROR = "internal_error"
 

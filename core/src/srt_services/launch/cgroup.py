@@ -122,6 +122,12 @@ def _populated(cgroup: str) -> bool:
     return b"populated 0" not in data
 
 
+def cgroup_name(cookie: str, tag: str = "") -> str:
+    """The name of the job's cgroup: ``srt-<cookie>``, ``srt-<cookie>-<tag>`` with a tag."""
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in tag)
+    return PREFIX + cookie[:16] + (f"-{safe}" if safe else "")
+
+
 def disabled() -> bool:
     return os.environ.get(ENV_SWITCH, "").strip().lower() in {"0", "off", "no", "false"}
 
@@ -140,15 +146,18 @@ class JobCgroup:
     # ------------------------------------------------------------------ lifetime
 
     @classmethod
-    def create(cls, cookie: str) -> JobCgroup | None:
-        """A new cgroup for the job with the orchestrator inside; ``None`` where impossible."""
+    def create(cls, cookie: str, tag: str = "") -> JobCgroup | None:
+        """A new cgroup for the job with the orchestrator inside; ``None`` where impossible.
+
+        ``tag`` tells apart the cgroups of one job that share a kernel (the node agents of
+        a test cluster whose nodes are network namespaces of one machine)."""
         if disabled():
             return None
         mount = _cgroup2_mount()
         home = _own_cgroup(mount) if mount else None
         if home is None or not os.path.isdir(home) or _systemd_owned(home):
             return None
-        path = os.path.join(home, PREFIX + cookie[:16])
+        path = os.path.join(home, cgroup_name(cookie, tag))
         try:
             os.mkdir(path)
         except OSError:
@@ -163,13 +172,15 @@ class JobCgroup:
         return group
 
     @classmethod
-    def existing(cls, path: str | None, cookie: str | None = None) -> JobCgroup | None:
+    def existing(
+        cls, path: str | None, cookie: str | None = None, tag: str = ""
+    ) -> JobCgroup | None:
         """The cgroup a job recorded, if it still exists and looks like one srt made (for
         the job whose ``cookie`` is given: its name carries it, so a state file naming
         another job's cgroup never makes ``srt stop`` kill that job)."""
         if not path or not os.path.basename(path).startswith(PREFIX):
             return None
-        if cookie is not None and os.path.basename(path) != PREFIX + cookie[:16]:
+        if cookie is not None and os.path.basename(path) != cgroup_name(cookie, tag):
             return None
         mount = _cgroup2_mount()
         if mount is None or not os.path.realpath(path).startswith(mount.rstrip("/") + "/"):

@@ -23,7 +23,6 @@ from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.launch import jobprocs, portcheck, process
 from srt_services.launch.cgroup import JobCgroup
 from srt_services.launch.children import run_command
-from srt_services.launch.leftovers import is_stale_local, settle_ports
 
 #: Sessions remembered for ``srt stop`` besides the instances' current ones (older attempts,
 #: builds); the oldest are forgotten first.
@@ -35,6 +34,9 @@ class LocalLauncher(Launcher):
     summary: ClassVar[str] = "Processes on this machine; virtual nodes on 127.0.0.x."
     #: images, CPU binding and srun options are srun's; here a process is just a process
     applies: ClassVar[frozenset[str]] = frozenset()
+
+    #: what the job's cgroup name carries besides the cookie (a node agent: its node)
+    cgroup_tag: str = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -49,7 +51,7 @@ class LocalLauncher(Launcher):
     async def prepare(self) -> None:
         cookie = self.settings.cookie
         if cookie and self.cgroup is None:
-            self.cgroup = JobCgroup.create(cookie)
+            self.cgroup = JobCgroup.create(cookie, self.cgroup_tag)
 
     def _started(self, pid: int, step: str) -> None:
         """A process of ``step`` started: put it in its cgroup leaf, remember its session."""
@@ -105,6 +107,10 @@ class LocalLauncher(Launcher):
         return process.tree_listens(handle.pid, port, escaped)
 
     async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
+        # here, not at the top: a node agent runs this launcher and never needs it, and
+        # it reads job directories (pydantic) that the agent's start should not pay for
+        from srt_services.launch.leftovers import is_stale_local, settle_ports
+
         names = {
             (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})"
             for i in instances

@@ -27,6 +27,7 @@ from srt_services.contracts.plan import (
     ScrapeTarget,
 )
 from srt_services.gcpause import gc_paused
+from srt_services.plan import launch_paths
 from srt_services.plan import layout as layout_mod
 from srt_services.plan.context import PlanContext
 from srt_services.plan.layout import NodeNeeds
@@ -133,6 +134,8 @@ def _resolve(
         raise _recipe_error(loaded, ctx.problems)
     if settings.launcher is not None:
         ctx.warnings.extend(unapplied_settings(settings.launcher, units))
+    if settings.slurm_launcher is not None:
+        launch_paths.assign(units, settings.slurm_launcher)
     return Plan(
         version=PLAN_VERSION,
         job_name=loaded.recipe.name,
@@ -150,6 +153,7 @@ def _resolve(
         scrape_targets=_scrape_targets(ctx),
         warnings=ctx.warnings,
         local_dir=paths.local_job_dir,
+        slurm_launcher=settings.slurm_launcher,
     )
 
 

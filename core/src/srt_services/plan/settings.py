@@ -36,3 +36,7 @@ class PlanSettings:
     #: the plan runs on this machine now (``srt run``): each kind is asked whether it can
     #: (``ServiceKind.skip_reason``), and a service that cannot is left out, with a warning
     runs_here: bool = False
+    #: how a Slurm job starts its instances (``steps`` or ``agents``, chosen by the
+    #: application layer from the recipe, the site and the node count; see
+    #: :mod:`srt_services.plan.launch_paths`); ``None``: the plan does not run on Slurm
+    slurm_launcher: str | None = None

@@ -19,6 +19,7 @@ from srt_services.contracts.plan import (
     PlannedProbe,
     PlannedUnit,
 )
+from srt_services.plan.launch_paths import own_step_reason
 
 PHASE_TITLES = {
     "infra": "infra",
@@ -45,11 +46,15 @@ def _env_lines(env: dict[str, str], indent: str) -> Iterator[str]:
         yield f"{indent}  {key}={env[key]}"
 
 
-def _instance_lines(inst: PlannedInstance, first: PlannedInstance, indent: str) -> Iterator[str]:
+def _instance_lines(
+    inst: PlannedInstance, first: PlannedInstance, indent: str, agents: bool = False
+) -> Iterator[str]:
     """An instance: the first one in full, the others by what differs from the first."""
     where = f"{inst.step} on {inst.node} ({inst.node_ip})"
     if inst.worker:
         where += f" for worker {inst.worker} gpus {','.join(map(str, inst.gpus or []))}"
+    if agents and inst.via == "step":
+        where += f" [own srun step: {own_step_reason(inst) or 'asked for'}]"
     yield f"{indent}- {where}"
     sub = indent + "  "
     if inst is first:
@@ -115,7 +120,9 @@ def _container(image: str | None, aliases: Mapping[str, str]) -> str:
     return f"{image} (site alias of {resolved})" if resolved and resolved != image else image
 
 
-def _unit_lines(unit: PlannedUnit, aliases: Mapping[str, str]) -> Iterator[str]:
+def _unit_lines(
+    unit: PlannedUnit, aliases: Mapping[str, str], agents: bool = False
+) -> Iterator[str]:
     yield _unit_head(unit)
     yield from _origin_lines(unit)
     if unit.external:
@@ -132,7 +139,7 @@ def _unit_lines(unit: PlannedUnit, aliases: Mapping[str, str]) -> Iterator[str]:
     if unit.category == "service" and unit.instances:
         yield f"    inherit_discovery_env: {'true' if unit.inherit_discovery_env else 'false'}"
     for inst in unit.instances:
-        yield from _instance_lines(inst, unit.instances[0], "    ")
+        yield from _instance_lines(inst, unit.instances[0], "    ", agents)
 
 
 def _origin_lines(unit: PlannedUnit) -> Iterator[str]:
@@ -197,16 +204,19 @@ def render_plan(
         f"Job {plan.job_name}: {len(plan.nodes)} node(s), {plan.allocation} allocation;"
         f" head {plan.head}, infra {plan.infra}, client {plan.client}",
     ]
+    if plan.slurm_launcher is not None:
+        lines.append(_launcher_line(plan))
     if only is None:
         lines.extend(_overview_lines(plan))
     by_name = {u.name: u for u in plan.units}
+    agents = plan.slurm_launcher == "agents"
     for phase in PHASE_ORDER:
         names = [n for n in plan.phases.get(phase, []) if only is None or n in only]
         if not names:
             continue
         lines.append(f"Phase {phase}:")
         for name in names:
-            lines.extend(_unit_lines(by_name[name], aliases or {}))
+            lines.extend(_unit_lines(by_name[name], aliases or {}, agents))
     targets = [t for t in plan.scrape_targets if only is None or t.service in only]
     if targets:
         lines.append("Metrics targets:")
@@ -214,6 +224,24 @@ def render_plan(
     if only is None:
         lines.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(lines) + "\n"
+
+
+def _launcher_line(plan: Plan) -> str:
+    """How the instances start on Slurm (each instance's way, when it is not the job's,
+    is on its own line: ``[own srun step: container]``)."""
+    if plan.slurm_launcher != "agents":
+        return (
+            f"Launcher (Slurm): {plan.slurm_launcher} - every instance is an srun step of its own"
+        )
+    instances = plan.instances()
+    own = sum(1 for i in instances if i.via == "step")
+    line = (
+        "Launcher (Slurm): agents - one srt agent per node starts"
+        f" {len(instances) - own} instance(s)"
+    )
+    if own:
+        line += f"; {own} need an srun step of their own (marked below)"
+    return line
 
 
 def _overview_lines(plan: Plan) -> Iterator[str]:

@@ -613,6 +613,14 @@ class SlurmSpec(StrictModel):
         description="Keep the job when a node fails (`--no-kill`), so srt can report the failure"
         " and stop the other nodes in order.",
     )
+    launcher: Literal["steps", "agents"] | None = Field(
+        None,
+        description="How the instances start inside the allocation: `steps` (an `srun` step"
+        " each) or `agents` (one srt agent per node starts its node's instances; an instance"
+        " with a `container`, `cpus_per_task`, `cpu_bind` or `srun_options` still gets its own"
+        " step). Default: the site's `[slurm] launcher`, else `agents` above the site's"
+        " `agents_above_nodes` (8) nodes. See docs/slurm.md.",
+    )
 
 
 RoleName = Literal["prefill", "decode", "agg"]

@@ -79,6 +79,7 @@ class Exits:
             code=code,
             signal=death_signal(code),
             attempt=inst.attempt,
+            reason=inst.handle.exit_reason if inst.handle is not None else None,
         )
         self.journal.mark_dirty()
 
@@ -103,12 +104,13 @@ class Exits:
     def _critical_exited(self, inst: InstanceRun, code: int) -> None:
         """A critical unit exited after it was ready: the job fails."""
         p = inst.planned
-        why = f" ({inst.killed_for})" if inst.killed_for else ""
+        reason = inst.killed_for or (inst.handle.exit_reason if inst.handle else None)
+        why = f" ({reason})" if reason else ""
         message = (
             f"critical {inst.label} exited on {p.node} after it was ready"
             f" ({describe_code(code)}){why}"
         )
-        self.request_stop(critical_exit(inst, code, message, inst.killed_for), 1)
+        self.request_stop(critical_exit(inst, code, message, reason), 1)
 
     def _check_terminal_done(self) -> None:
         terminal = [i for u in self.run.units.values() if u.planned.terminal for i in u.instances]

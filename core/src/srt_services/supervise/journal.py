@@ -230,8 +230,9 @@ class Journal:
 def _instance_state(inst: InstanceRun) -> InstanceState:
     p = inst.planned
     h = inst.handle
-    if h is not None and h.start_ticks is None and h.returncode is None:
-        # read once, in the first write after the launch (see ``process.spawn``)
+    if h is not None and h.start_ticks is None and h.returncode is None and h.pid:
+        # read once, in the first write after the launch (see ``process.spawn``); an
+        # agent's attempt has PID 0 until the agent tells its PID and start time
         h.start_ticks = process.start_ticks(h.pid)
     # Positional, in InstanceState's field order: this runs for every instance on every
     # state write, and a keyword call costs about twice as much.
@@ -239,8 +240,8 @@ def _instance_state(inst: InstanceRun) -> InstanceState:
         p.unit,
         p.node,
         inst.state,
-        h.pid if h else None,
-        h.pgid if h else None,
+        h.pid or None if h else None,
+        h.pgid or None if h else None,
         h.start_ticks if h else None,
         h.started_wall if h else None,
         inst.ready_at,

@@ -71,14 +71,15 @@ class Launching:
         inst.handle = handle
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
-        self.watcher.watch(handle.pid, functools.partial(self.on_exit, inst), handle.popen)
+        self.launcher.watch_exit(handle, functools.partial(self.on_exit, inst))
         self.journal.scrape_targets.started(p.step)
         self.journal.emit(
             "launched",
             step=p.step,
             unit=p.unit,
             node=p.node,
-            pid=handle.pid,
+            pid=handle.pid or None,  # an agent reports the PID on its node a moment later
+            via=p.via,
             attempt=inst.attempt,
             log=p.log,
             offset=handle.log_offset,  # where this attempt's output starts (srt logs)

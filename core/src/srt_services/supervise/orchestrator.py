@@ -28,6 +28,7 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from srt_services.contracts.launcher import LaunchFailed
 from srt_services.contracts.plan import PHASE_ORDER, Plan, PlannedUnit
 from srt_services.gcpause import gc_paused
 from srt_services.jobdir.cause import StopCause, StopKind
@@ -156,7 +157,7 @@ class Orchestrator:
             self.hub = InotifyHub(loop)
         except OSError:
             self.hub = None
-        self.launcher.attach(self.watcher)
+        self.launcher.attach(self.watcher, _Notices(self))
         # the inherited part of every instance's environment, computed once per job
         base_env = process.service_env(
             {},
@@ -247,6 +248,9 @@ class Orchestrator:
             await self.launcher.finish()
         except Exception as exc:  # leftover scratch must not turn a finished job into a crash
             self.journal.emit("cleanup_failed", detail=f"{type(exc).__name__}: {exc}")
+        for what in self.launcher.unkillable():
+            self.run_state.unkillable.append(what)
+            self.journal.emit("unkillable", detail=what)
         # no state write here: _close writes the final one right after, and then lets the
         # launcher release what it holds (the job's empty cgroups)
 
@@ -288,6 +292,8 @@ class Orchestrator:
             await self._serve()
         except PhaseFailed as exc:
             self.request_stop(exc.cause, 1)
+        except LaunchFailed as exc:
+            self.request_stop(StopCause(StopKind.LAUNCHER_FAILED, str(exc), node=exc.node), 1)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -473,3 +479,23 @@ class Orchestrator:
             ),
             1,
         )
+
+
+class _Notices:
+    """What the launcher tells the runtime between calls (see
+    :class:`~srt_services.contracts.launcher.LaunchNotices`): a remote PID became known
+    (the state is rewritten), a log grew on a node (its probes wake up), a callback raised
+    (the job fails loudly, as for an exit heard through SIGCHLD)."""
+
+    def __init__(self, orch: Orchestrator) -> None:
+        self._orch = orch
+
+    def state_changed(self) -> None:
+        self._orch.journal.mark_dirty()
+
+    def file_changed(self, path: str) -> None:
+        if self._orch.hub is not None:
+            self._orch.hub.poke(path)
+
+    def callback_failed(self, what: str, error: BaseException) -> None:
+        self._orch._fail_internally(error, what)

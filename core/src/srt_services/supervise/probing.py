@@ -95,6 +95,13 @@ class InotifyHub:
                 if not fut.done():
                     fut.set_result(None)
 
+    def poke(self, path: str) -> None:
+        """``path`` changed where this machine's inotify cannot see it (a node agent saw a
+        log grow on its node): wake whoever waits for it, as a local event would."""
+        for fut in self._waiters.pop(path, ()):
+            if not fut.done():
+                fut.set_result(None)
+
     async def wait(self, path: str, timeout: float) -> None:
         """Return when ``path`` may have changed, or after ``timeout`` seconds.
 

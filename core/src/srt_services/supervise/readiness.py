@@ -220,13 +220,21 @@ class Probing:
         log = self.job.inside(p.log)
         lines = process.tail(log, LOG_TAIL_LINES)
         shown = "\n".join(f"    {line}" for line in lines) if lines else "    (the log is empty)"
+        reason = inst.handle.exit_reason if inst.handle is not None else None
+        why = f"; {reason}" if reason else ""
         message = (
             f"{inst.label} on {p.node} exited before it was ready ({describe_code(code)};"
-            f" probe {spec.describe}). Last {len(lines)} log lines of {log}:\n{shown}"
+            f" probe {spec.describe}{why}). Last {len(lines)} log lines of {log}:\n{shown}"
         )
         return PhaseFailed(
             StopCause.process_exit(
-                StopKind.EXITED_BEFORE_READY, code, message, unit=p.unit, step=p.step, node=p.node
+                StopKind.EXITED_BEFORE_READY,
+                code,
+                message,
+                unit=p.unit,
+                step=p.step,
+                node=p.node,
+                reason=reason,
             )
         )
 

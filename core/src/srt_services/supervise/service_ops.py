@@ -199,7 +199,7 @@ class ServiceOps:
         )
         if states:
             return Reply(False, f"restarted but not ready: {states} (see `srt logs`)")
-        pids = ", ".join(f"{i.step} pid {i.handle.pid}" for i in op.members if i.handle is not None)
+        pids = ", ".join(f"{i.step} {_pid(i)}" for i in op.members if i.handle is not None)
         return Reply(True, f"restarted in {took:g}s: {pids}")
 
     async def stop(self, members: list[InstanceRun], reason: str, note: Note) -> list[str]:
@@ -217,7 +217,7 @@ class ServiceOps:
         if running:
             note(
                 "stopping "
-                + ", ".join(f"{i.step} (pid {i.handle.pid})" for i in running if i.handle)
+                + ", ".join(f"{i.step} ({_pid(i)})" for i in running if i.handle)
                 + f": stop signal, SIGKILL after {grace:g}s"
             )
             await stop_instances(running, self.launcher, grace, self.kill_now, self.emit, reason)
@@ -227,7 +227,7 @@ class ServiceOps:
         steps = [i.step for i in members]
         await self._stop_strays(set(steps), grace)
         self.launcher.sweep(steps)  # whatever the kernel still counts in these steps
-        return [f"{i.step} (pid {i.handle.pid})" for i in running if i.running and i.handle]
+        return [f"{i.step} ({_pid(i)})" for i in running if i.running and i.handle]
 
     def _grace(self, members: list[InstanceRun]) -> float:
         wanted = self.grace_override
@@ -254,3 +254,11 @@ class ServiceOps:
         for pid in strays:
             if process.alive(pid):
                 process.signal_pid(pid, signal.SIGKILL)
+
+
+def _pid(inst: InstanceRun) -> str:
+    """``pid N``, or where it runs while its node's agent has not told its PID yet."""
+    h = inst.handle
+    if h is not None and h.pid:
+        return f"pid {h.pid}"
+    return f"on {inst.planned.node}, pid not reported yet"

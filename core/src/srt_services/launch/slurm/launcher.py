@@ -1,6 +1,12 @@
 """The ``slurm`` launcher (used by the orchestrator inside the allocation ``srt apply`` made).
 
-Each instance is a named step: ``srun --overlap --nodes=1 --ntasks=1 --nodelist=<node>
+The plan says how each instance starts (``PlannedInstance.via``): as a step of its own
+(below), or through its node's srt agent (:mod:`.agents`: one step for the whole
+allocation runs an agent on every node). One launcher does both, so a job whose plan
+chose agents still runs an instance that needs what only ``srun`` applies (an image, a CPU
+binding, srun options) as its own step.
+
+Each instance that is its own step is a named step: ``srun --overlap --nodes=1 --ntasks=1 --nodelist=<node>
 --job-name=<step> --output=<log>``. The srun client is the local process the runtime
 watches; its exit is the task's exit (a task killed by signal N makes srun exit 128+N, a
 failed node makes it exit 0, which a critical service's supervision treats as a failure).
@@ -16,26 +22,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from srt_services.contracts.allocation import Allocation, AllocationRequest
 from srt_services.contracts.handle import CommandResult, Handle
 from srt_services.contracts.launcher import Launcher, LaunchSettings, Preflight
-from srt_services.contracts.plan import PlannedInstance
+from srt_services.contracts.plan import PlannedInstance, PlannedProbe
 from srt_services.launch import portcheck, process
 from srt_services.launch.children import run_command
 from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
+from srt_services.launch.slurm.agents import AgentError, AgentFleet, FleetConfig
 from srt_services.launch.slurm.allocation import (
     SlurmError,
     current_allocation,
     kill_wait,
+    pick_ipv4,
     slurm_env,
 )
+from srt_services.launch.slurm.nodelocal import own_tree
 
 #: Seconds kept free below KillWait for the final sweep and writing the result.
 KILLWAIT_MARGIN = 1.5
@@ -44,19 +55,20 @@ TIERS = 3
 STEP_LOOKUP_TRIES = 10
 #: Seconds the removal of the node-local tree may take on one node (all nodes at once).
 CLEANUP_TIMEOUT = 15.0
+#: How long an agent's last sweep may wait for SIGKILLed processes to disappear.
+KILL_WAIT = 5.0
 PORTCHECK = "srt_services.launch.portcheck"
-
-
-def own_tree(root: str, job_id: str) -> bool:
-    """Whether ``root`` is job ``job_id``'s node-local tree, ``<root>/srt-<job id>`` as
-    ``JobPaths.local_job_dir`` names it for a Slurm job: the clean-up step removes nothing
-    whose name does not say it belongs to this job."""
-    return "/" in root and os.path.basename(root) == f"srt-{job_id}"
+#: What the agents' srun passes on to them from the orchestrator's environment (besides
+#: ``slurm_env``): what the interpreter needs to start, and the cgroup switch.
+AGENT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TMPDIR", "SRT_CGROUP")
 
 
 class SlurmLauncher(Launcher):
     name: ClassVar[str] = "slurm"
-    summary: ClassVar[str] = "One named `srun --overlap` step per instance inside the allocation."
+    summary: ClassVar[str] = (
+        "Inside the allocation: an `srun --overlap` step per instance, or one srt agent per"
+        " node (slurm.launcher)."
+    )
     local_processes: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -67,6 +79,11 @@ class SlurmLauncher(Launcher):
         self.extra: list[str] = []
         self._ip_node: dict[str, str] = {}
         self._shared: dict[str, bool] = {}
+        #: the node agents, when the plan starts any instance through one
+        self.agents: AgentFleet | None = None
+        self._step_node = {i.step: i.node for i in self.plan.instances()}
+        self._unkillable: list[str] = []
+        self._grace = {u.name: u.stop_grace for u in self.plan.units}
 
     @classmethod
     def allocation(
@@ -92,6 +109,41 @@ class SlurmLauncher(Launcher):
             self.kill_wait_s = kill_wait()
         except SlurmError:
             self.kill_wait_s = 30.0
+        if any(i.via == "agent" for i in self.plan.instances()):
+            self.agents = AgentFleet(self._fleet_config(), self.children, self.notices)
+            await self.agents.start()
+
+    def _fleet_config(self) -> FleetConfig:
+        here = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
+        address = next((n.ip for n in self.plan.nodes if n.name == here), None)
+        if address is None:
+            # the batch host is not one of the plan's nodes: listen everywhere, and give
+            # the agents the address the node reports for itself
+            probe = subprocess_text(["hostname", "-I"])
+            address = pick_ipv4(probe) or "127.0.0.1"
+            bind = "0.0.0.0"  # noqa: S104 - agents on other nodes connect here
+        else:
+            bind = address
+        src = os.environ
+        env = {**slurm_env(), **{k: src[k] for k in AGENT_ENV if k in src}}
+        return FleetConfig(
+            job_id=self.job_id,
+            job_name=self.plan.job_name,
+            job_dir=self.job_dir,
+            cookie=self.settings.cookie,
+            nodes=[n.name for n in self.plan.nodes],
+            advertise=address,
+            bind=bind,
+            local_dir=self.plan.local_dir,
+            start_timeout=self.settings.agent_start_timeout,
+            lost_after=self.settings.agent_lost_after,
+            srun_extra=list(self.settings.srun_extra),
+            python=sys.executable,
+            env=env,
+        )
+
+    def _agent(self, h: Handle) -> bool:
+        return self.agents is not None and h.extra.get("via") == "agent"
 
     def _env(self, env: dict[str, str]) -> dict[str, str]:
         out = dict(env)
@@ -99,6 +151,10 @@ class SlurmLauncher(Launcher):
         return out
 
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
+        if instance.via == "agent" and self.agents is not None:
+            grace = self.stop_budget(self._grace.get(instance.unit, 10.0))
+            follow = _followed(instance, log_path)
+            return self.agents.launch(instance, env, log_path, grace, follow)
         argv = commands.srun_argv(
             instance, self.job_id, log_path, self.job_dir, self.aliases, self.mounts, self.extra
         )
@@ -122,6 +178,17 @@ class SlurmLauncher(Launcher):
                 "stop_signal": instance.stop_signal,
             },
         )
+
+    def watch_exit(self, handle: Handle, callback: Callable[[int], None]) -> None:
+        if self.agents is not None and self._agent(handle):
+            self.agents.watch_exit(handle, callback)
+        else:
+            super().watch_exit(handle, callback)
+
+    def owns_listener(self, handle: Handle, port: int) -> bool | None:
+        if self.agents is not None and self._agent(handle):
+            return self.agents.owns_listener(handle, port)
+        return None
 
     async def _step_ids(self, names: set[str]) -> dict[str, str]:
         """``<job>.<step>`` of each named step still known to Slurm."""
@@ -180,15 +247,35 @@ class SlurmLauncher(Launcher):
                 if h.step not in ids and h.returncode is None:
                     process.signal_pid(h.pid, signal.SIGKILL)
 
+    def _split(self, handles: list[Handle]) -> tuple[list[Handle], list[Handle]]:
+        """(attempts an agent runs, attempts that are steps of their own)."""
+        mine = [h for h in handles if self._agent(h) and h.returncode is None]
+        return mine, [h for h in handles if not self._agent(h)]
+
     async def terminate(self, handles: list[Handle]) -> None:
-        await self._signal(handles, "TERM")
+        by_agent, steps = self._split(handles)
+        if self.agents is not None and by_agent:
+            self.agents.signal(by_agent, "TERM")
+        if steps:
+            await self._signal(steps, "TERM")
 
     async def kill(self, handles: list[Handle]) -> None:
-        await self._signal(handles, "KILL")
+        by_agent, steps = self._split(handles)
+        if self.agents is not None and by_agent:
+            self.agents.signal(by_agent, "KILL")
+        if not steps:
+            return
+        await self._signal(steps, "KILL")
         await asyncio.sleep(0.5)
-        for h in handles:
+        for h in steps:
             if h.returncode is None:
                 process.signal_pid(h.pid, signal.SIGKILL)
+
+    def sweep(self, steps: list[str] | None = None) -> None:
+        """On the agents' nodes, through their cgroups and scans (a step of its own is
+        Slurm's to sweep: its processes end with it)."""
+        if self.agents is not None:
+            self.agents.sweep(steps, self._step_node)
 
     async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
         names = {
@@ -202,6 +289,20 @@ class SlurmLauncher(Launcher):
         return await settle_ports(list(names), self._check_ports, self._reap, self._stale, names)
 
     async def _portcheck(self, node: str, args: list[str]) -> list[portcheck.PortReport]:
+        if self.agents is not None and self.agents.available(node):
+            targets = [a.rpartition(":")[::2] for a in args if not a.startswith("-")]
+            reap = [
+                [int(x) for x in args[i + 1].split(":")]
+                for i, a in enumerate(args)
+                if a == "--reap"
+            ]
+            try:
+                doc = await self.agents.call(
+                    node, "ports", {"targets": targets, "reap": reap}, 60.0
+                )
+            except AgentError as exc:
+                raise SlurmError(f"port check on {node} failed: {exc}") from None
+            return portcheck.reports_from_json(json.dumps(doc))
         argv = self._helper(node, "srt-preflight", sys.executable, "-m", PORTCHECK, *args)
         result = await run_command(
             self.children, argv, 60.0, env=self._env(process.service_env({}, {}))
@@ -244,14 +345,21 @@ class SlurmLauncher(Launcher):
         with open(marker, "w", encoding="utf-8") as fh:
             fh.write(node)
         try:
-            argv = self._helper(node, "srt-shared-fs", "test", "-f", marker)
-            result = await run_command(
-                self.children, argv, 60.0, env=self._env(process.service_env({}, {}))
-            )
+            if self.agents is not None and self.agents.available(node):
+                try:
+                    seen = bool(await self.agents.call(node, "exists", {"path": marker}, 60.0))
+                except AgentError:
+                    seen = False
+            else:
+                argv = self._helper(node, "srt-shared-fs", "test", "-f", marker)
+                result = await run_command(
+                    self.children, argv, 60.0, env=self._env(process.service_env({}, {}))
+                )
+                seen = result.code == 0
         finally:
             os.unlink(marker)
-        self._shared[node] = result.code == 0
-        return self._shared[node]
+        self._shared[node] = seen
+        return seen
 
     async def finish(self) -> None:
         """Remove the job's node-local tree on every node that holds one (one bounded
@@ -260,6 +368,12 @@ class SlurmLauncher(Launcher):
         fails at once, and a ``$SLURM_TMPDIR`` root is removed by Slurm anyway."""
         root = self.plan.local_dir
         nodes = self.plan.local_dir_nodes()
+        if self.agents is not None:
+            # each agent's last sweep: nothing of the job left on its node, its node-local
+            # tree removed; a node whose agent is gone gets the usual rm step
+            self._unkillable = await self.agents.finish(KILL_WAIT)
+            served = {n for n in self.agents.links if n not in self.agents.lost_nodes()}
+            nodes = [n for n in nodes if n not in served]
         if not root or not nodes:
             return
         if not own_tree(root, self.job_id):  # never rm -rf anything but our own tree
@@ -268,6 +382,13 @@ class SlurmLauncher(Launcher):
         failed = [f"{node}: {why}" for node, why in zip(nodes, results, strict=True) if why]
         if failed:
             raise SlurmError(f"could not remove {root} on " + "; ".join(failed))
+
+    def unkillable(self) -> list[str]:
+        return list(self._unkillable)
+
+    def close(self) -> None:
+        if self.agents is not None:
+            self.agents.close()
 
     def _helper(self, node: str, name: str, *argv: str) -> list[str]:
         """A short step of srt's own on ``node`` (a port check, a marker test, a cleanup)."""
@@ -297,6 +418,8 @@ class SlurmLauncher(Launcher):
         cwd: str | None = None,
         container: str | None = None,
     ) -> CommandResult:
+        if container is None and self.agents is not None and self.agents.available(node):
+            return await self.agents.oneshot(node, argv, log_path, env, timeout, cwd)
         name = f"srt-oneshot-{os.path.basename(log_path).removesuffix('.out')}"
         flags = commands.container_flags(container, self.aliases, self.mounts, self.job_dir)
         full = commands.oneshot_argv(argv, self.job_id, node, name, log_path, cwd, flags)
@@ -314,3 +437,34 @@ class SlurmLauncher(Launcher):
                         env=slurm_env(),
                     )
         return result
+
+
+def _followed(instance: PlannedInstance, log_path: str) -> list[tuple[str, float | None]]:
+    """The files the instance's probes follow (a log probe without a ``path`` follows the
+    instance's own log), each with how long it matters: a readiness probe's until its
+    timeout, a liveness probe's while the instance runs."""
+    out: list[tuple[str, float | None]] = []
+    for probe, seconds in ((instance.readiness, True), (instance.liveness, False)):
+        path = _probe_path(probe, log_path)
+        if probe is not None and path is not None:
+            out.append((path, probe.timeout if seconds else None))
+    return out
+
+
+def _probe_path(probe: PlannedProbe | None, log_path: str) -> str | None:
+    if probe is None:
+        return None
+    path = probe.config.get("path")
+    if isinstance(path, str) and path:
+        return path
+    return log_path if probe.probe == "log" else None
+
+
+def subprocess_text(argv: list[str]) -> str:
+    """A short command's standard output ('' when it cannot run)."""
+    import subprocess
+
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""

@@ -1,0 +1,218 @@
+"""``python -m srt_services.launch.agent``: the srt node agent of one Slurm node.
+
+One ``srun`` step across the allocation starts one agent per node. Each connects to the
+orchestrator (the address is on its command line), proves it holds the job's agent key
+and is told the job's cookie; from then on it launches, signals and sweeps its node's
+instances as it is asked, and reports their exits, their PIDs and what its node sees of
+their readiness (:mod:`.wire` is the channel, :mod:`.node` the work).
+
+Its own life is bounded by the orchestrator's. When the connection ends (the orchestrator
+died: the kernel closed its socket), breaks (a frame fails its check) or falls silent for
+``lost_after`` seconds (the batch node hangs or vanished: a heartbeat flows both ways every
+``heartbeat`` seconds), the agent stops every instance of its node itself, the stop signal
+first and SIGKILL after the grace, removes the node-local tree, and exits. SIGTERM from
+Slurm (the job is cancelled) reaches the orchestrator too, which stops the job in order
+through the agents: an agent only notes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+from srt_services.launch import process
+from srt_services.launch.agent import wire
+from srt_services.launch.children import ChildWatcher
+
+#: How long the agent tries to reach the orchestrator before it gives up.
+CONNECT_FOR = 20.0
+#: Defaults until the orchestrator's setup says otherwise.
+HEARTBEAT = 1.0
+LOST_AFTER = 10.0
+
+
+def note(text: str) -> None:
+    """A line in the agent's log (``logs/srt-agent-<node>.out``)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    sys.stdout.write(f"{stamp} srt-agent[{os.getpid()}]: {text}\n")
+    sys.stdout.flush()
+
+
+class Lost(Exception):
+    """The orchestrator is gone, or can no longer be trusted: stop everything."""
+
+
+class Channel:
+    """The agent's end of an authenticated connection."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: wire.Session
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.session = session
+        self.closed = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        if not self.closed and not self.writer.is_closing():
+            self.writer.write(self.session.seal(message))
+
+    async def receive(self, timeout: float) -> dict[str, Any]:
+        try:
+            async with asyncio.timeout(timeout):
+                line = await self.reader.readline()
+        except TimeoutError:
+            raise Lost(f"no word from the orchestrator for {timeout:g}s") from None
+        except (ValueError, asyncio.LimitOverrunError):
+            raise Lost("a frame longer than the channel allows") from None
+        except OSError as exc:
+            raise Lost(f"connection error: {exc}") from None
+        if not line:
+            raise Lost("connection closed")
+        try:
+            return self.session.open(line)
+        except wire.ChannelError as exc:
+            raise Lost(str(exc)) from None
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+async def connect(host: str, port: int, key: bytes, node: str) -> Channel:
+    deadline = time.monotonic() + CONNECT_FOR
+    delay = 0.05
+    while True:
+        try:
+            reader, writer = await asyncio.open_connection(host, port, limit=wire.MAX_LINE)
+            break
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                why = f"cannot reach the orchestrator at {host}:{port}: {exc}"
+                raise wire.ChannelError(why) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+    with contextlib.suppress(OSError):
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    session = await wire.agent_handshake(reader, writer, key, node)
+    return Channel(reader, writer, session)
+
+
+async def serve(host: str, port: int, key_file: str, node: str, job_dir: str) -> int:
+    """Connect, serve the orchestrator until it says goodbye or is lost; the exit code."""
+    loop = asyncio.get_running_loop()
+    process.become_subreaper()
+    watcher = ChildWatcher(loop)
+    main = asyncio.current_task()
+    serving = False
+
+    def on_signal(sig: signal.Signals) -> None:
+        if serving:
+            note(f"{sig.name}: the orchestrator stops the job's instances in order")
+        elif main is not None:
+            main.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, on_signal, sig)
+    channel: Channel | None = None
+    try:
+        channel = await connect(host, port, wire.read_key(key_file), node)
+        setup = await channel.receive(LOST_AFTER)
+        if setup.get("op") != "setup" or not isinstance(setup.get("cookie"), str):
+            raise wire.ChannelError("the orchestrator's first message is not the setup")
+        serving = True
+        return await _run(channel, setup, node, job_dir, watcher)
+    except wire.ChannelError as exc:
+        note(f"cannot serve: {exc}")
+        return 2
+    except Lost as exc:
+        note(f"orchestrator lost before the job started ({exc})")
+        return 3
+    finally:
+        if channel is not None:
+            channel.close()
+        watcher.close()
+
+
+async def _run(
+    channel: Channel, setup: dict[str, Any], node: str, job_dir: str, watcher: ChildWatcher
+) -> int:
+    from srt_services.launch.agent.node import NodeAgent
+
+    agent = NodeAgent(node, job_dir, setup, watcher, channel.send, note)
+    try:
+        channel.send({"ev": "ready", **(await agent.prepare())})
+        note(f"serving {node} for job {setup.get('job_id', '?')}")
+        beats = asyncio.ensure_future(_beat(channel, float(setup.get("heartbeat", HEARTBEAT))))
+        try:
+            why = await _serve(channel, agent, float(setup.get("lost_after", LOST_AFTER)))
+        finally:
+            beats.cancel()
+        if why is None:
+            note("the orchestrator is done; exiting")
+            return 0
+        await agent.stop_all(why)
+        return 3
+    finally:
+        agent.close()
+
+
+async def _beat(channel: Channel, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        channel.send({"ev": "beat"})
+
+
+async def _serve(channel: Channel, agent: Any, lost_after: float) -> str | None:
+    """Do what the orchestrator asks until it says goodbye (``None``) or is lost (why)."""
+    while True:
+        try:
+            m = await channel.receive(lost_after)
+        except Lost as exc:
+            return str(exc)
+        op = m.get("op")
+        try:
+            if op == "launch":
+                agent.launch(m)
+            elif op == "signal":
+                await agent.signal(m)
+            elif op == "sweep":
+                agent.sweep(m)
+            elif op == "call":
+                agent.call(m)
+            elif op == "cancel":
+                agent.cancel(m)
+            elif op == "bye":
+                return None
+        except (KeyError, TypeError, ValueError) as exc:
+            # an authentic request this agent cannot read: a bug, said out loud
+            note(f"cannot do {op!r}: {type(exc).__name__}: {exc}")
+            channel.send({"ev": "error", "op": op, "error": f"{type(exc).__name__}: {exc}"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m srt_services.launch.agent")
+    parser.add_argument("--connect", required=True, help="HOST:PORT of the orchestrator")
+    parser.add_argument("--key-file", required=True, help="the job's agent key")
+    parser.add_argument("--job-dir", required=True)
+    parser.add_argument("--node", help="this node's name (default: $SLURMD_NODENAME)")
+    args = parser.parse_args(argv)
+    host, _, port = args.connect.rpartition(":")
+    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    try:
+        return asyncio.run(serve(host.strip("[]"), int(port), args.key_file, node, args.job_dir))
+    except asyncio.CancelledError:
+        note("stopped before it could serve")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

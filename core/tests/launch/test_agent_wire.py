@@ -1,0 +1,187 @@
+"""The agents' channel: both ends prove the job's key, and every frame is authentic.
+
+Over real TCP connections on loopback: a peer without the key (an impostor agent, an
+impostor orchestrator) is refused by the handshake; after it, a frame that was changed,
+replayed, reordered or sent back to its sender fails its check; and whatever bytes arrive,
+opening a frame either yields an object or raises :class:`ChannelError` (fuzzed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from srt_services.launch.agent import wire
+
+
+def test_the_key_file_is_private_and_read_back(tmp_path: Path) -> None:
+    path = str(tmp_path / "k")
+    key = wire.write_key(path)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert wire.read_key(path) == key
+    assert wire.write_key(path) != key, "every run gets a new key"
+    Path(path).write_text("not hex")
+    with pytest.raises(wire.ChannelError, match="does not hold an agent key"):
+        wire.read_key(path)
+    with pytest.raises(wire.ChannelError, match="cannot read"):
+        wire.read_key(str(tmp_path / "missing"))
+
+
+Side = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[Any]]
+
+
+async def _pair(orchestrator: Side, agent: Side) -> tuple[Any, Any]:
+    """Run both sides over a real loopback connection; each side's result or exception."""
+    done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            done.set_result(await orchestrator(reader, writer))
+        except Exception as exc:
+            done.set_result(exc)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            mine = await agent(reader, writer)
+        except Exception as exc:
+            mine = exc
+        finally:
+            writer.close()
+        return await asyncio.wait_for(done, 10), mine
+    finally:
+        server.close()
+
+
+def _orch(key: bytes) -> Side:
+    return lambda r, w: wire.orchestrator_handshake(r, w, key, 5.0)
+
+
+def _agent(key: bytes, node: str = "n1") -> Side:
+    return lambda r, w: wire.agent_handshake(r, w, key, node, 5.0)
+
+
+def test_both_ends_that_hold_the_key_agree_on_a_session() -> None:
+    key = os.urandom(wire.KEY_BYTES)
+    hello, session = asyncio.run(_pair(_orch(key), _agent(key, "n7")))
+    assert isinstance(hello, wire.Hello) and isinstance(session, wire.Session)
+    assert hello.node == "n7" and hello.pid == os.getpid()
+    # what one side seals the other opens, in order, both ways
+    for n in range(3):
+        assert hello.session.open(session.seal({"ev": "beat", "n": n})) == {"ev": "beat", "n": n}
+        assert session.open(hello.session.seal({"op": "beat", "n": n})) == {"op": "beat", "n": n}
+
+
+def test_an_agent_without_the_key_is_refused() -> None:
+    key = os.urandom(wire.KEY_BYTES)
+    orch, agent = asyncio.run(_pair(_orch(key), _agent(os.urandom(wire.KEY_BYTES))))
+    # the agent checks the orchestrator's proof first: a wrong key stops it there
+    assert isinstance(agent, wire.ChannelError)
+    assert isinstance(orch, wire.ChannelError)
+
+
+def test_an_orchestrator_without_the_key_drives_no_agent() -> None:
+    key = os.urandom(wire.KEY_BYTES)
+    _, agent = asyncio.run(_pair(_orch(os.urandom(wire.KEY_BYTES)), _agent(key)))
+    assert isinstance(agent, wire.ChannelError)
+    assert "did not prove" in str(agent)
+
+
+def test_a_peer_that_replays_an_old_proof_is_refused() -> None:
+    """An agent's proof is bound to both nonces: one recorded from an earlier connection
+    does not open a new one."""
+    key = os.urandom(wire.KEY_BYTES)
+    recorded: list[bytes] = []
+
+    async def recorder(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
+        session = await wire.agent_handshake(reader, writer, key, "n1", 5.0)
+        return session
+
+    async def orch_recording(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> Any:
+        hello_line = await r.readline()
+        recorded.append(hello_line)
+        # answer like an orchestrator would, then keep the agent's proof
+        import orjson
+
+        a = orjson.loads(hello_line)["nonce"]
+        b = "00" * 16
+        proof = wire._mac(key, "orchestrator", a, b, "n1").hex()
+        w.write(orjson.dumps({"nonce": b, "proof": proof}) + b"\n")
+        await w.drain()
+        recorded.append(await r.readline())
+        return None
+
+    asyncio.run(_pair(orch_recording, recorder))
+
+    async def replay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
+        writer.write(recorded[0])
+        await reader.readline()  # a fresh nonce and proof: cannot be answered without the key
+        writer.write(recorded[1])
+        await writer.drain()
+        return await reader.read()
+
+    orch, _ = asyncio.run(_pair(_orch(key), replay))
+    assert isinstance(orch, wire.ChannelError)
+
+
+def _sessions() -> tuple[wire.Session, wire.Session]:
+    key = os.urandom(wire.KEY_BYTES)
+    return (
+        wire._session(key, "a", "b", "n1", b"o", b"a"),
+        wire._session(key, "a", "b", "n1", b"a", b"o"),
+    )
+
+
+def test_changed_replayed_reordered_and_reflected_frames_fail() -> None:
+    orch, agent = _sessions()
+    first = orch.seal({"op": "launch", "lid": 1})
+    changed = first.replace(b'"lid":1', b'"lid":2')
+    with pytest.raises(wire.ChannelError):
+        agent.open(changed)
+    orch2, agent2 = _sessions()
+    orch2.seal({"op": "launch", "lid": 1})
+    second = orch2.seal({"op": "signal", "sig": "KILL"})
+    with pytest.raises(wire.ChannelError):  # the second frame before the first
+        agent2.open(second)
+    orch3, agent3 = _sessions()
+    one = orch3.seal({"op": "x"})
+    assert agent3.open(one) == {"op": "x"}
+    with pytest.raises(wire.ChannelError):  # the same frame again
+        agent3.open(one)
+    orch4, _ = _sessions()
+    with pytest.raises(wire.ChannelError):  # its own frame sent back to the orchestrator
+        orch4.open(orch4.seal({"ev": "exited", "lid": 1, "code": 0}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_open_to_an_object_or_a_channel_error(line: bytes) -> None:
+    _, agent = _sessions()
+    try:
+        message = agent.open(line)
+    except wire.ChannelError:
+        return
+    assert isinstance(message, dict)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(max_size=8),
+        st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(max_size=8),
+        max_size=5,
+    )
+)
+def test_what_is_sealed_opens_unchanged(message: dict[str, Any]) -> None:
+    orch, agent = _sessions()
+    assert agent.open(orch.seal(message)) == message

@@ -1,0 +1,317 @@
+"""The node agent as a real process on this machine, driven over its real channel.
+
+The test plays the orchestrator with the same channel code (:mod:`.wire`): it listens on
+loopback, starts ``python -m srt_services.launch.agent`` pointed at it, and asks it to
+launch, signal and sweep. What Slurm adds (one step across the nodes) is tested on the
+Slurm test cluster (tests/slurm/test_agents.py); here is what the agent itself must do:
+report exits and PIDs, stop what escaped a process group, and stop everything of the job
+on its own, within a bound, when its orchestrator is gone (the connection closed, a frame
+forged, or silence past the heartbeat).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from srt_services import procfs
+from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
+from srt_services.launch.agent import wire
+from srt_services.launch.agent.node import KILL_WAIT, LOST_GRACE_MAX
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process model")
+
+
+def _holders(cookie: str) -> list[int]:
+    """Live processes carrying the job's cookie."""
+    needle = f"{COOKIE_VAR}={cookie}".encode()
+    out = []
+    for pid in procfs.all_pids():
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if needle in env and procfs.alive(pid):
+            out.append(pid)
+    return out
+
+
+class Orchestrator:
+    """The orchestrator's end of one agent's channel, run by the test."""
+
+    def __init__(self, tmp: Path, lost_after: float = 10.0) -> None:
+        self.tmp = tmp
+        self.cookie = secrets.token_hex(16)
+        self.key_file = str(tmp / "agents.key")
+        self.key = wire.write_key(self.key_file)
+        self.lost_after = lost_after
+        self.local_dir = str(tmp / "local" / "srt-77")
+        self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.session: wire.Session | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.agent: subprocess.Popen[bytes] | None = None
+        self.connected = asyncio.Event()
+        self.log = tmp / "agent.out"
+
+    async def start(self, beats: bool = True) -> None:
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        self.beats = beats
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+        with open(self.log, "ab") as out:
+            self.agent = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "srt_services.launch.agent",
+                    "--connect",
+                    f"127.0.0.1:{port}",
+                    "--key-file",
+                    self.key_file,
+                    "--job-dir",
+                    str(self.tmp),
+                    "--node",
+                    "n1",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        await asyncio.wait_for(self.connected.wait(), 30)
+        ready = await self.expect("ready")
+        assert ready["pid"] == self.agent.pid
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hello = await wire.orchestrator_handshake(reader, writer, self.key, 10.0)
+        self.session, self.writer = hello.session, writer
+        self.send(
+            {
+                "op": "setup",
+                "cookie": self.cookie,
+                "job_id": "77",
+                "local_dir": self.local_dir,
+                "heartbeat": 0.2,
+                "lost_after": self.lost_after,
+            }
+        )
+        self.connected.set()
+        beat = asyncio.ensure_future(self._beat()) if self.beats else None
+        try:
+            while line := await reader.readline():
+                await self.messages.put(self.session.open(line))
+        finally:
+            if beat is not None:
+                beat.cancel()
+            await self.messages.put({"ev": "<closed>"})
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            self.send({"op": "beat"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.session is not None and self.writer is not None
+        self.writer.write(self.session.seal(message))
+
+    async def expect(self, ev: str, timeout: float = 15.0, **match: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            m = await asyncio.wait_for(self.messages.get(), max(left, 0.01))
+            if m.get("ev") == ev and all(m.get(k) == v for k, v in match.items()):
+                return m
+
+    def launch(self, lid: int, step: str, script: str, **extra: Any) -> None:
+        env = {
+            "PATH": os.environ["PATH"],
+            COOKIE_VAR: self.cookie,
+            INSTANCE_VAR: step,
+            "SRT_NODE": "n1",
+        }
+        self.send(
+            {
+                "op": "launch",
+                "lid": lid,
+                "step": step,
+                "argv": ["bash", "-c", script],
+                "env": env,
+                "log": str(self.tmp / f"{step}.out"),
+                "grace": 5.0,
+                **extra,
+            }
+        )
+
+    async def call(self, cid: int, fn: str, args: dict[str, Any]) -> dict[str, Any]:
+        self.send({"op": "call", "id": cid, "fn": fn, "args": args})
+        return await self.expect("reply", id=cid)
+
+    async def agent_exit(self, timeout: float = 20.0) -> int:
+        assert self.agent is not None
+        deadline = time.monotonic() + timeout
+        while self.agent.poll() is None:
+            assert time.monotonic() < deadline, "the agent did not exit"
+            await asyncio.sleep(0.02)
+        return self.agent.returncode
+
+    def close(self) -> None:
+        if self.agent is not None and self.agent.poll() is None:
+            self.agent.kill()
+            self.agent.wait()
+        for pid in _holders(self.cookie):
+            os.kill(pid, 9)
+        self.server.close()
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_launch_exit_stop_escaped_daemons_and_the_last_sweep(tmp_path: Path) -> None:
+    async def body() -> None:
+        o = Orchestrator(tmp_path)
+        try:
+            await o.start()
+            os.makedirs(o.local_dir)
+            marker = tmp_path / "term"
+            o.launch(1, "service_quick", "echo hi; exit 3")
+            started = await o.expect("started", lid=1)
+            assert procfs.start_ticks(started["pid"]) in (started["ticks"], None)
+            assert (await o.expect("exited", lid=1))["code"] == 3
+            assert (tmp_path / "service_quick.out").read_text() == "hi\n"
+            # a service whose TERM trap writes a marker, and a daemon that left its group
+            o.launch(
+                2,
+                "service_svc",
+                f"trap 'echo term >> {marker}; exit 0' TERM; setsid sleep 300 & echo up;"
+                " while true; do sleep 0.05; done",
+            )
+            await o.expect("started", lid=2)
+            deadline = time.monotonic() + 10
+            while len(_holders(o.cookie)) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            o.send({"op": "signal", "sig": "TERM", "lids": [2], "steps": ["service_svc"]})
+            assert (await o.expect("exited", lid=2))["code"] == 0
+            assert marker.read_text() == "term\n"
+            # the escaped sleep got TERM too (it is of the step): nothing is left of the job
+            deadline = time.monotonic() + 10
+            while _holders(o.cookie) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert not _holders(o.cookie)
+            # a daemon that ignores TERM is left for the last sweep, which kills it
+            o.launch(3, "service_deaf", "(trap '' TERM; setsid sleep 300) & exit 0")
+            assert (await o.expect("exited", lid=3))["code"] == 0
+            while not _holders(o.cookie):
+                await asyncio.sleep(0.02)
+            final = await o.call(1, "final", {})
+            assert final["ok"] and final["value"] == {"survivors": [], "local_dir_left": False}
+            assert not _holders(o.cookie)
+            assert not os.path.exists(o.local_dir), "the node-local tree is removed"
+            o.send({"op": "bye"})
+            assert await o.agent_exit() == 0
+        finally:
+            o.close()
+
+    run(body())
+
+
+def test_requests_oneshot_ports_and_files(tmp_path: Path) -> None:
+    async def body() -> None:
+        o = Orchestrator(tmp_path)
+        try:
+            await o.start()
+            log = tmp_path / "build.out"
+            env = {"PATH": os.environ["PATH"], COOKIE_VAR: o.cookie}
+            args = {"argv": ["bash", "-c", "echo built; exit 4"], "log": str(log), "env": env}
+            got = await o.call(1, "oneshot", {**args, "timeout": 10.0, "cwd": str(tmp_path)})
+            assert got["value"]["code"] == 4 and not got["value"]["timed_out"]
+            assert log.read_text() == "built\n"
+            slow = {**args, "argv": ["sleep", "30"], "timeout": 0.3, "cwd": None}
+            got = await o.call(2, "oneshot", slow)
+            assert got["value"]["timed_out"], "a one-shot is bounded on the node"
+            import socket
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                s.listen()
+                port = s.getsockname()[1]
+                got = await o.call(3, "ports", {"targets": [["127.0.0.1", port]], "reap": []})
+            (report,) = got["value"]["ports"]
+            assert report["free"] is False and report["holders"][0]["pid"] == os.getpid()
+            assert (await o.call(4, "exists", {"path": str(log)}))["value"] is True
+            bad = await o.call(5, "nosuch", {})
+            assert not bad["ok"] and "unknown request" in bad["error"]
+            o.send({"op": "bye"})
+            assert await o.agent_exit() == 0
+        finally:
+            o.close()
+
+    run(body())
+
+
+def _stopping_job(o: Orchestrator, marker: Path) -> None:
+    o.launch(
+        1,
+        "service_a",
+        f"trap 'echo term >> {marker}; exit 0' TERM; setsid sleep 300 & echo up;"
+        " while true; do sleep 0.05; done",
+    )
+
+
+@pytest.mark.parametrize("how", ["closed", "forged", "silent"])
+def test_a_lost_orchestrator_makes_the_agent_stop_everything(tmp_path: Path, how: str) -> None:
+    """The orchestrator is killed (its connection closes), someone forges a frame, or the
+    orchestrator falls silent (a frozen batch node): the agent stops the instance with its
+    stop signal, kills what escaped, and exits, all within a bound."""
+
+    async def body() -> None:
+        o = Orchestrator(tmp_path, lost_after=1.5)
+        try:
+            await o.start(beats=how != "silent")
+            marker = tmp_path / "term"
+            _stopping_job(o, marker)
+            await o.expect("started", lid=1)
+            while len(_holders(o.cookie)) < 3:
+                await asyncio.sleep(0.02)
+            assert o.writer is not None
+            if how == "closed":
+                o.writer.transport.abort()  # what the kernel does for a SIGKILLed process
+            elif how == "forged":
+                o.writer.write(b"0" * 32 + b' {"op":"signal","sig":"KILL","lids":[1]}\n')
+            # the bound the agent promises: silence noticed, the grace, the last sweep
+            bound = o.lost_after + LOST_GRACE_MAX + KILL_WAIT
+            assert await o.agent_exit(timeout=bound) == 3
+            assert marker.read_text() == "term\n", "the stop signal came first"
+            assert not _holders(o.cookie)
+            said = o.log.read_text()
+            assert "orchestrator lost" in said
+            if how == "silent":
+                assert "no word from the orchestrator" in said
+            if how == "forged":
+                assert "failed its MAC check" in said
+        finally:
+            o.close()
+
+    run(body())
+
+
+def test_an_impostor_orchestrator_gets_nothing_done(tmp_path: Path) -> None:
+    """An agent pointed at a listener that cannot prove the key gives up and exits."""
+
+    async def body() -> None:
+        o = Orchestrator(tmp_path)
+        o.key = os.urandom(wire.KEY_BYTES)  # the file on disk holds another key
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(o.start(), 5)
+        assert await o.agent_exit() == 2
+        assert "did not prove it holds the job's agent key" in o.log.read_text()
+        o.close()
+
+    run(body())
