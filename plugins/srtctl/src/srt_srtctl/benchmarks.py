@@ -11,6 +11,7 @@ from srt_srtctl.environment import EnvBuilder
 from srt_srtctl.process import ProcessSpec, SrunSpec
 from srt_srtctl.profiling import profiling_benchmark_env
 from srt_srtctl.topology import FRONTEND_PUBLIC_PORT
+from srt_srtctl.workers import dynamo_wheel_env
 
 SCRIPTS = "/srtctl-benchmarks"
 LOCAL_URL = f"http://localhost:{FRONTEND_PUBLIC_PORT}"
@@ -165,6 +166,8 @@ def benchmark_env(ctx: BuildContext) -> EnvBuilder:
     env.set("SRT_FRONTEND_HOST", ip(ctx.topology.frontend.public_node))
     env.set("SRT_FRONTEND_PORT", str(ctx.topology.frontend.public_port))
     env.update(cfg.environment, "recipe:environment")
+    for key, value in dynamo_wheel_env(ctx).items():
+        env.set(key, value, "dynamo.wheel")
     if b.type in AIPERF_TYPES:
         urls = ",".join(f"http://{ip(p.node)}:{p.sys_port}/metrics" for p in serving)
         env.set("AIPERF_SERVER_METRICS_URLS", urls)

@@ -6,10 +6,26 @@ field by field with what srtctl builds.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
 from srt_srtctl.topology import WorkerProcess
+
+
+_PLACEHOLDER = re.compile(r"<[^<>\s]*(?: [^<>]*)?>")
+
+
+def shell_quote(text: str) -> str:
+    """shlex.quote, except that run-time placeholders (`<ip:node0>`) count as safe text.
+
+    The oracle quotes the real values and renders placeholders afterwards, so `<LOG_DIR>/x`
+    stays unquoted in its command lines; real values are plain paths and IPs.
+    """
+    bare = _PLACEHOLDER.sub("x", text)
+    if bare and shlex.quote(bare) == bare:
+        return text
+    return shlex.quote(text)
 
 
 @dataclass
@@ -83,13 +99,15 @@ class ProcessSpec:
     srun: SrunSpec = field(default_factory=SrunSpec)
     worker: WorkerRecord | None = None
     shell_argv: bool = False
-    """argv is a shell command line already (custom benchmark, nginx), not to be quoted."""
+    """argv is `bash -c <line>` run as is, without srtctl's bash wrapper (nginx)."""
 
     def command_line(self) -> str:
         """The text srtctl runs under `bash -c`."""
-        parts = [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
+        if self.shell_argv:
+            return self.argv[-1]
+        parts = [f"export {k}={shell_quote(v)}" for k, v in self.env.items()]
         parts.extend(f"unset -- {k}" for k in self.env_unset)
         if self.bash_preamble:
             parts.append(self.bash_preamble)
-        parts.append(" ".join(self.argv) if self.shell_argv else shlex.join(self.argv))
+        parts.append(" ".join(map(shell_quote, self.argv)))
         return " && ".join(parts)

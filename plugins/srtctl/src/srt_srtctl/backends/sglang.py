@@ -54,7 +54,7 @@ def worker_argv(ctx: BuildContext, endpoint: Endpoint, proc: WorkerProcess) -> l
         argv += ["--dump-config-to", dump_config_path(ctx, proc)]
     kv_events = kv_events_config(ctx, proc)
     if kv_events is not None:
-        argv += ["--kv-events-config", json.dumps(kv_events, separators=(",", ":"))]
+        argv += ["--kv-events-config", json.dumps(kv_events)]
     if dynamo:
         argv += ["--request-plane", ctx.config.dynamo.request_plane]
     dropped: tuple[str, ...] = ALWAYS_DROPPED

@@ -40,7 +40,7 @@ def engine_yaml(ctx: BuildContext, mode: str) -> str:
 
 
 def config_file(mode: str) -> str:
-    return f"trtllm_config_{mode}.yaml"
+    return f"trtllm_config_{SHORT_MODE[mode]}.yaml"
 
 
 def uses_numactl(ctx: BuildContext, proc: WorkerProcess) -> bool:
