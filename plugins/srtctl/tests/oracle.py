@@ -99,7 +99,12 @@ def compare(plan: JobPlan, exp: dict[str, Any]) -> dict[str, list[str]]:
     check("node_roles", "node_roles", plan.node_roles(), exp["node_roles"])
     want_procs = {p["name"]: p for p in exp["processes"]}
     got_procs = {p.name: p for p in plan.processes}
-    check("process_list", "processes", [p.name for p in plan.processes], [p["name"] for p in exp["processes"]])
+    check(
+        "process_list",
+        "processes",
+        [p.name for p in plan.processes],
+        [p["name"] for p in exp["processes"]],
+    )
     for name, want in want_procs.items():
         got = got_procs.get(name)
         if got is None:
@@ -125,20 +130,34 @@ def compare(plan: JobPlan, exp: dict[str, Any]) -> dict[str, list[str]]:
         check("srun", name, srun, want_srun)
         if want.get("worker") or got.worker:
             w = want.get("worker") or {}
-            check("workers", name, _worker(got.worker) if got.worker else None, {k: w.get(k) for k in _worker(got.worker)} if got.worker else w)
+            check(
+                "workers",
+                name,
+                _worker(got.worker) if got.worker else None,
+                {k: w.get(k) for k in _worker(got.worker)} if got.worker else w,
+            )
     ft = exp["frontend_topology"]
     topo = plan.topology.frontend
     check(
         "frontend_topology",
         "frontend_topology",
-        {"frontend_nodes": topo.frontend_nodes, "frontend_port": topo.frontend_port, "nginx_node": topo.nginx_node, "public_port": topo.public_port},
+        {
+            "frontend_nodes": topo.frontend_nodes,
+            "frontend_port": topo.frontend_port,
+            "nginx_node": topo.nginx_node,
+            "public_port": topo.public_port,
+        },
         ft,
     )
     b = exp["benchmark"]
     if plan.benchmark is None:
         out["benchmark"].append(f"no benchmark built; want {b['type']} ({plan.errors})")
     else:
-        got_b = {"type": plan.benchmark.type, "client_node": plan.benchmark.client_node, "public_api_node": plan.benchmark.public_api_node}
+        got_b = {
+            "type": plan.benchmark.type,
+            "client_node": plan.benchmark.client_node,
+            "public_api_node": plan.benchmark.public_api_node,
+        }
         check("benchmark", "benchmark", got_b, {k: b[k] for k in got_b})
         if "script_path" in b:
             check("benchmark", "script_path", plan.benchmark.script_path, b["script_path"])
@@ -148,8 +167,30 @@ def compare(plan: JobPlan, exp: dict[str, Any]) -> dict[str, list[str]]:
     check(
         "health_check",
         "health_check",
-        {"url": h.url, "host": h.host, "port": h.port, "n_prefill": h.n_prefill, "n_decode": h.n_decode, "timeout": h.timeout, "ready_rule": h.ready_rule, "max_attempts": h.max_attempts, "interval_seconds": h.interval_seconds, "frontend_type": h.frontend_type},
-        {"url": w["url"], "host": w["host"], "port": w["port"], "n_prefill": w["n_prefill"], "n_decode": w["n_decode"], "timeout": w["timeout"], "ready_rule": w["ready_rule"], "max_attempts": hc["max_attempts"], "interval_seconds": hc["interval_seconds"], "frontend_type": w["frontend_type"]},
+        {
+            "url": h.url,
+            "host": h.host,
+            "port": h.port,
+            "n_prefill": h.n_prefill,
+            "n_decode": h.n_decode,
+            "timeout": h.timeout,
+            "ready_rule": h.ready_rule,
+            "max_attempts": h.max_attempts,
+            "interval_seconds": h.interval_seconds,
+            "frontend_type": h.frontend_type,
+        },
+        {
+            "url": w["url"],
+            "host": w["host"],
+            "port": w["port"],
+            "n_prefill": w["n_prefill"],
+            "n_decode": w["n_decode"],
+            "timeout": w["timeout"],
+            "ready_rule": w["ready_rule"],
+            "max_attempts": hc["max_attempts"],
+            "interval_seconds": hc["interval_seconds"],
+            "frontend_type": w["frontend_type"],
+        },
     )
     infra = exp.get("infra_services")
     got_infra = plan.infra_services

@@ -173,15 +173,15 @@ def benchmark_env(ctx: BuildContext) -> EnvBuilder:
         env.set("AIPERF_SERVER_METRICS_URLS", urls)
         if b.aiperf_package:
             env.set("AIPERF_PACKAGE", b.aiperf_package)
-    if b.type == "sa-bench" and ctx.frontend_type == "sglang":
-        if b.slow_down_sleep_time is not None or b.slow_down_wait_time is not None:
-            leaders = [p for p in ctx.topology.processes if p.is_leader]
-            env.set(
-                "SA_BENCH_SLOW_DOWN_URLS",
-                ",".join(f"http://{ip(p.node)}:{p.http_port}" for p in leaders),
-            )
-            env.set("SA_BENCH_SLOW_DOWN_SLEEP_TIME", _opt(b.slow_down_sleep_time))
-            env.set("SA_BENCH_SLOW_DOWN_WAIT_TIME", _opt(b.slow_down_wait_time))
+    slow_down = b.slow_down_sleep_time is not None or b.slow_down_wait_time is not None
+    if b.type == "sa-bench" and ctx.frontend_type == "sglang" and slow_down:
+        leaders = [p for p in ctx.topology.processes if p.is_leader]
+        env.set(
+            "SA_BENCH_SLOW_DOWN_URLS",
+            ",".join(f"http://{ip(p.node)}:{p.http_port}" for p in leaders),
+        )
+        env.set("SA_BENCH_SLOW_DOWN_SLEEP_TIME", _opt(b.slow_down_sleep_time))
+        env.set("SA_BENCH_SLOW_DOWN_WAIT_TIME", _opt(b.slow_down_wait_time))
     if b.type == "custom":
         env.update(b.env, "recipe:benchmark.env")
     return env

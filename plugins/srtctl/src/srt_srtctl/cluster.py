@@ -107,37 +107,15 @@ def load_cluster_config(path: Path | None) -> ClusterConfig:
 def apply_cluster_defaults(recipe: Mapping[str, Any], cluster: ClusterConfig) -> dict[str, Any]:
     """Fill the recipe from the cluster file the way srtctl does before validation (doc §14)."""
     out: dict[str, Any] = dict(recipe)
-    model = dict(out.get("model") or {})
-    if isinstance(model.get("path"), str):
-        model["path"] = cluster.resolve_model_path(model["path"])
-    if isinstance(model.get("container"), str):
-        model["container"] = cluster.resolve_container(model["container"])
-    if model:
-        out["model"] = model
-    slurm = dict(out.get("slurm") or {})
-    for key, default in (
-        ("account", cluster.default_account),
-        ("partition", cluster.default_partition),
-        ("time_limit", cluster.default_time_limit),
-    ):
-        if slurm.get(key) is None and default is not None:
-            slurm[key] = default
-    if slurm:
-        out["slurm"] = slurm
+    _resolve_model(out, cluster)
+    _fill_slurm(out, cluster)
     if cluster.default_sbatch_directives:
         directives = dict(cluster.default_sbatch_directives)
         directives.update(out.get("sbatch_directives") or {})
         out["sbatch_directives"] = directives
     if "health_check" not in out and cluster.default_health_check is not None:
         out["health_check"] = cluster.default_health_check.model_dump()
-    frontend = out.get("frontend")
-    if isinstance(frontend, Mapping):
-        frontend = dict(frontend)
-        if isinstance(frontend.get("nginx_container"), str):
-            frontend["nginx_container"] = cluster.resolve_container(frontend["nginx_container"])
-        if frontend.get("nginx_raise_ulimit") is None and cluster.nginx_raise_ulimit:
-            frontend["nginx_raise_ulimit"] = True
-        out["frontend"] = frontend
+    _resolve_frontend(out, cluster)
     bench = out.get("benchmark")
     if isinstance(bench, Mapping) and isinstance(bench.get("container_image"), str):
         out["benchmark"] = {
@@ -145,3 +123,41 @@ def apply_cluster_defaults(recipe: Mapping[str, Any], cluster: ClusterConfig) ->
             "container_image": cluster.resolve_container(bench["container_image"]),
         }
     return out
+
+
+def _resolve_model(out: dict[str, Any], cluster: ClusterConfig) -> None:
+    model = out.get("model")
+    if not isinstance(model, Mapping):
+        return
+    model = dict(model)
+    if isinstance(model.get("path"), str):
+        model["path"] = cluster.resolve_model_path(model["path"])
+    if isinstance(model.get("container"), str):
+        model["container"] = cluster.resolve_container(model["container"])
+    out["model"] = model
+
+
+def _fill_slurm(out: dict[str, Any], cluster: ClusterConfig) -> None:
+    slurm = dict(out.get("slurm") or {})
+    defaults = {
+        "account": cluster.default_account,
+        "partition": cluster.default_partition,
+        "time_limit": cluster.default_time_limit,
+    }
+    for key, default in defaults.items():
+        if slurm.get(key) is None and default is not None:
+            slurm[key] = default
+    if slurm:
+        out["slurm"] = slurm
+
+
+def _resolve_frontend(out: dict[str, Any], cluster: ClusterConfig) -> None:
+    frontend = out.get("frontend")
+    if not isinstance(frontend, Mapping):
+        return
+    frontend = dict(frontend)
+    if isinstance(frontend.get("nginx_container"), str):
+        frontend["nginx_container"] = cluster.resolve_container(frontend["nginx_container"])
+    if frontend.get("nginx_raise_ulimit") is None and cluster.nginx_raise_ulimit:
+        frontend["nginx_raise_ulimit"] = True
+    out["frontend"] = frontend

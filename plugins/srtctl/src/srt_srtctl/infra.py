@@ -23,13 +23,13 @@ def build_infra(ctx: BuildContext) -> ProcessSpec | None:
     node = ctx.topology.roles.infra
     log_dir = "/logs" if ctx.fidelity.fixed("setup-head-host-log-dir") else ctx.values.log_dir
     mounts = ctx.base_mounts()
-    mounts["/tmp/setup_head.py"] = f"{ctx.values.srtctl_pkg}/cli/setup_head.py"  # noqa: S108
-    mounts["/host-tmp"] = "/tmp"  # noqa: S108
+    mounts["/tmp/setup_head.py"] = f"{ctx.values.srtctl_pkg}/cli/setup_head.py"
+    mounts["/host-tmp"] = "/tmp"
     return ProcessSpec(
         stage="infra",
         name="infra",
         nodes=[node],
-        argv=["python3", "/tmp/setup_head.py", "--name", ctx.config.name, "--log-dir", log_dir],  # noqa: S108
+        argv=["python3", "/tmp/setup_head.py", "--name", ctx.config.name, "--log-dir", log_dir],
         container_image=ctx.container,
         container_mounts=mounts,
         srun=SrunSpec(nodelist=[node], output=f"{ctx.values.log_dir}/infra.out"),
@@ -41,12 +41,12 @@ def infra_services(ctx: BuildContext) -> dict[str, Any] | None:
     if not ctx.starts_infra:
         return None
     node = ctx.topology.roles.infra
-    nats = ["/configs/nats-server", "-js", "-sd", "/tmp/nats"]  # noqa: S108
+    nats = ["/configs/nats-server", "-js", "-sd", "/tmp/nats"]
     files: dict[str, str] = {}
     mb = ctx.config.infra.nats_max_payload_mb
     if mb is not None:
-        nats = ["/configs/nats-server", "-c", "/tmp/nats.conf"]  # noqa: S108
-        files["/tmp/nats.conf"] = (  # noqa: S108
+        nats = ["/configs/nats-server", "-c", "/tmp/nats.conf"]
+        files["/tmp/nats.conf"] = (
             f"max_payload: {mb * 1024 * 1024}\njetstream {{\n  store_dir: /tmp/nats\n}}\n"
         )
     return {
@@ -55,7 +55,7 @@ def infra_services(ctx: BuildContext) -> dict[str, Any] | None:
         "etcd_argv": [
             "/configs/etcd",
             "--data-dir",
-            "/tmp/etcd",  # noqa: S108
+            "/tmp/etcd",
             "--listen-client-urls",
             f"http://0.0.0.0:{ETCD_PORT}",
             "--advertise-client-urls",
@@ -109,5 +109,7 @@ def mooncake_store_json(ctx: BuildContext) -> str | None:
     if not isinstance(backend, VLLMBackend) or backend.mooncake_kv_store is None:
         return None
     store = dict(backend.mooncake_kv_store.store_config or {})
-    store["master_server_address"] = f"{ctx.values.ip(ctx.topology.roles.infra)}:{MOONCAKE_RPC_PORT}"
+    store["master_server_address"] = (
+        f"{ctx.values.ip(ctx.topology.roles.infra)}:{MOONCAKE_RPC_PORT}"
+    )
     return json.dumps(store, indent=2)

@@ -42,7 +42,11 @@ class JobPlan:
         """Per node, what runs there, as the oracle lists it."""
         roles = self.topology.roles
         out: dict[str, list[str]] = {n: [] for n in roles.all_nodes}
-        for marker, node in (("[head]", roles.head), ("[infra]", roles.infra), ("[bench]", roles.bench)):
+        for marker, node in (
+            ("[head]", roles.head),
+            ("[infra]", roles.infra),
+            ("[bench]", roles.bench),
+        ):
             out[node].append(marker)
         for proc in self.processes:
             if proc.worker is None:
@@ -78,15 +82,7 @@ def build_job(
         )
     topology = build_topology(config, nodes)
     ctx = BuildContext(config, topology, values, fidelity, cluster)
-    processes: list[ProcessSpec] = []
-    infra_proc = infra.build_infra(ctx)
-    if infra_proc is not None:
-        processes.append(infra_proc)
-    else:
-        ctx.notes.append(f"etcd/nats not started (frontend.type={ctx.frontend_type})")
-    mooncake = infra.build_mooncake(ctx)
-    if mooncake is not None:
-        processes.append(mooncake)
+    processes = _infra_processes(ctx)
     if ctx.is_hf_model:
         _hf_model_notes(ctx)
     processes += backends.build_workers(ctx)
@@ -99,12 +95,6 @@ def build_job(
         errors.append(str(exc))
     if bench is not None and bench.process is not None:
         processes.append(bench.process)
-    files = frontends.generated_files(ctx)
-    if config.backend_type == "trtllm":
-        files.update(trtllm.generated_files(ctx))
-    store = infra.mooncake_store_json(ctx)
-    if store is not None:
-        files["mooncake_store_config.json"] = store
     if fidelity.fixed("idle-gpus"):
         ctx.warnings.extend(_idle_gpu_warnings(ctx))
     return JobPlan(
@@ -115,11 +105,35 @@ def build_job(
         health_check=build_health_check(ctx),
         benchmark=bench,
         infra_services=infra.infra_services(ctx),
-        generated_files=files,
+        generated_files=generated_files(ctx),
         warnings=ctx.warnings,
         notes=ctx.notes,
         errors=errors,
     )
+
+
+def _infra_processes(ctx: BuildContext) -> list[ProcessSpec]:
+    processes: list[ProcessSpec] = []
+    infra_proc = infra.build_infra(ctx)
+    if infra_proc is not None:
+        processes.append(infra_proc)
+    else:
+        ctx.notes.append(f"etcd/nats not started (frontend.type={ctx.frontend_type})")
+    mooncake = infra.build_mooncake(ctx)
+    if mooncake is not None:
+        processes.append(mooncake)
+    return processes
+
+
+def generated_files(ctx: BuildContext) -> dict[str, str]:
+    """Files srtctl writes into the log dir (mounted at /logs): engine YAML, nginx.conf ..."""
+    files = frontends.generated_files(ctx)
+    if ctx.config.backend_type == "trtllm":
+        files.update(trtllm.generated_files(ctx))
+    store = infra.mooncake_store_json(ctx)
+    if store is not None:
+        files["mooncake_store_config.json"] = store
+    return files
 
 
 def _hf_model_notes(ctx: BuildContext) -> None:

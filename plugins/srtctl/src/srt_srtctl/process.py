@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from srt_srtctl.topology import WorkerProcess
 
-
 _PLACEHOLDER = re.compile(r"<[^<>\s]*(?: [^<>]*)?>")
 
 

@@ -377,44 +377,62 @@ def validate_config(data: Mapping[str, Any]) -> SrtConfig:
 
 def _semantic_problems(body: Mapping[str, Any], backend: _BackendCommon | None) -> list[Problem]:
     """Cross-field rules srtctl enforces at load time (doc §6-§8)."""
-    problems: list[Problem] = []
+    return [
+        *_frontend_problems(body),
+        *_dynamo_problems(body),
+        *_mooncake_problems(body, backend),
+        *_profiling_problems(body, backend),
+    ]
+
+
+def _frontend_problems(body: Mapping[str, Any]) -> list[Problem]:
     frontend = body.get("frontend") or {}
+    if not isinstance(frontend, Mapping):
+        return []
+    ftype = frontend.get("type", "dynamo")
+    if ftype in ("trtllm_serve", "vllm") and frontend.get("enable_multiple_frontends", True):
+        return [
+            Problem(
+                ("frontend", "enable_multiple_frontends"),
+                f"frontend.type {ftype} cannot be combined with enable_multiple_frontends: true",
+            )
+        ]
+    return []
+
+
+def _dynamo_problems(body: Mapping[str, Any]) -> list[Problem]:
     dynamo = body.get("dynamo") or {}
-    if isinstance(frontend, Mapping):
-        ftype = frontend.get("type", "dynamo")
-        multi = frontend.get("enable_multiple_frontends", True)
-        if ftype in ("trtllm_serve", "vllm") and multi:
-            problems.append(
-                Problem(
-                    ("frontend", "enable_multiple_frontends"),
-                    f"frontend.type {ftype} cannot be combined with enable_multiple_frontends: true",
-                )
+    if not isinstance(dynamo, Mapping):
+        return []
+    sources = [k for k in ("hash", "top_of_tree", "wheel") if dynamo.get(k)]
+    if len(sources) > 1:
+        return [Problem(("dynamo",), f"only one of hash, top_of_tree, wheel may be set: {sources}")]
+    return []
+
+
+def _mooncake_problems(body: Mapping[str, Any], backend: _BackendCommon | None) -> list[Problem]:
+    if not isinstance(backend, SGLangBackend) or backend.mooncake_kv_store is None:
+        return []
+    resources = body.get("resources") or {}
+    disagg = isinstance(resources, Mapping) and (
+        resources.get("prefill_nodes") is not None or resources.get("decode_nodes") is not None
+    )
+    modes = (backend.sglang_config.prefill or {}, backend.sglang_config.decode or {})
+    if disagg and not any(m.get("disaggregation-transfer-backend") == "mooncake" for m in modes):
+        return [
+            Problem(
+                ("backend", "mooncake_kv_store"),
+                "mooncake_kv_store is set but neither prefill nor decode uses "
+                "disaggregation-transfer-backend: mooncake",
             )
-    if isinstance(dynamo, Mapping):
-        sources = [k for k in ("hash", "wheel") if dynamo.get(k)]
-        if dynamo.get("top_of_tree"):
-            sources.append("top_of_tree")
-        if len(sources) > 1:
-            problems.append(
-                Problem(("dynamo",), f"only one of hash, top_of_tree, wheel may be set: {sources}")
-            )
-    if isinstance(backend, SGLangBackend | VLLMBackend) and backend.mooncake_kv_store is not None:
-        resources = body.get("resources") or {}
-        disagg = isinstance(resources, Mapping) and (
-            resources.get("prefill_nodes") is not None or resources.get("decode_nodes") is not None
-        )
-        if disagg and isinstance(backend, SGLangBackend):
-            modes = (backend.sglang_config.prefill or {}, backend.sglang_config.decode or {})
-            if not all(m.get("disaggregation-transfer-backend") == "mooncake" for m in modes):
-                problems.append(
-                    Problem(
-                        ("backend", "mooncake_kv_store"),
-                        "mooncake_kv_store is set but neither prefill nor decode uses "
-                        "disaggregation-transfer-backend: mooncake",
-                    )
-                )
+        ]
+    return []
+
+
+def _profiling_problems(body: Mapping[str, Any], backend: _BackendCommon | None) -> list[Problem]:
     profiling = body.get("profiling") or {}
-    if isinstance(profiling, Mapping) and profiling.get("type", "none") != "none":
-        if isinstance(backend, TRTLLMBackend) and profiling.get("type") == "torch":
-            problems.append(Problem(("profiling", "type"), "torch profiling is not supported for trtllm"))
-    return problems
+    if not isinstance(profiling, Mapping):
+        return []
+    if isinstance(backend, TRTLLMBackend) and profiling.get("type") == "torch":
+        return [Problem(("profiling", "type"), "torch profiling is not supported for trtllm")]
+    return []

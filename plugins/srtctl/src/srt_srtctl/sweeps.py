@@ -54,7 +54,7 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 def is_override_file(data: Mapping[str, Any]) -> bool:
     return "base" in data or any(
-        isinstance(k, str) and (k.startswith(OVERRIDE) or k.startswith(ZIP_OVERRIDE)) for k in data
+        isinstance(k, str) and k.startswith((OVERRIDE, ZIP_OVERRIDE)) for k in data
     )
 
 
@@ -83,7 +83,9 @@ def zip_length(group: str, section: Mapping[str, Any]) -> int:
     lengths: dict[int, list[str]] = {}
     for path, values in _zip_leaves(section):
         if not values:
-            problems.append(Problem((f"{ZIP_OVERRIDE}{group}", *path), "empty list in zip override"))
+            problems.append(
+                Problem((f"{ZIP_OVERRIDE}{group}", *path), "empty list in zip override")
+            )
             continue
         if len(values) != 1:
             lengths.setdefault(len(values), []).append(".".join(path))
@@ -108,35 +110,36 @@ def expand_variants(data: Mapping[str, Any]) -> list[Variant]:
     if not isinstance(base, Mapping):
         raise RecipeError([Problem(("base",), "an override file needs a `base:` mapping")])
     for key in data:
-        if key != "base" and not (str(key).startswith((OVERRIDE, ZIP_OVERRIDE))):
+        if key not in ("base", "lock") and not str(key).startswith((OVERRIDE, ZIP_OVERRIDE)):
             problems.append(Problem((key,), "Unknown field. (override files hold base/override_*)"))
     if problems:
         raise RecipeError(problems)
-    base_name = base.get("name")
     variants = [Variant("base", None, dict(base))]
     for key, section in data.items():
-        key = str(key)
-        if key == "base":
-            continue
-        section = section or {}
-        if not isinstance(section, Mapping):
-            raise RecipeError([Problem((key,), "an override section must be a mapping")])
-        if key.startswith(ZIP_OVERRIDE):
-            group = key[len(ZIP_OVERRIDE) :]
-            count = zip_length(group, section)
-            for i in range(count):
-                picked = _pick(section, i)
-                merged = deep_merge(base, picked)
-                if "name" not in picked:
-                    merged["name"] = f"{base_name}_{group}_{i}"
-                variants.append(Variant(f"{key}[{i}]", f"{group}_{i}", merged))
-        else:
-            suffix = key[len(OVERRIDE) :]
-            merged = deep_merge(base, section)
-            if "name" not in section:
-                merged["name"] = f"{base_name}_{suffix}"
-            variants.append(Variant(key, suffix, merged))
+        if key not in ("base", "lock"):
+            variants.extend(_section_variants(str(key), section or {}, base))
     return variants
+
+
+def _section_variants(key: str, section: Any, base: Mapping[str, Any]) -> list[Variant]:
+    if not isinstance(section, Mapping):
+        raise RecipeError([Problem((key,), "an override section must be a mapping")])
+    base_name = base.get("name")
+    if key.startswith(ZIP_OVERRIDE):
+        group = key[len(ZIP_OVERRIDE) :]
+        variants = []
+        for i in range(zip_length(group, section)):
+            picked = _pick(section, i)
+            merged = deep_merge(base, picked)
+            if "name" not in picked:
+                merged["name"] = f"{base_name}_{group}_{i}"
+            variants.append(Variant(f"{key}[{i}]", f"{group}_{i}", merged))
+        return variants
+    suffix = key[len(OVERRIDE) :]
+    merged = deep_merge(base, section)
+    if "name" not in section:
+        merged["name"] = f"{base_name}_{suffix}"
+    return [Variant(key, suffix, merged)]
 
 
 def _selector_sort_key(variant: Variant) -> tuple[str, int]:
@@ -163,9 +166,11 @@ def select_variants(variants: list[Variant], selector: str | None = None) -> lis
         for v in variants:
             sel = v.selector or ""
             group = sel.split("[", 1)[0]
-            if selector in (sel, group) or fnmatch.fnmatchcase(sel, selector):
-                chosen.append(v)
-            elif fnmatch.fnmatchcase(group, selector) and group != "base":
+            if (
+                selector in (sel, group)
+                or fnmatch.fnmatchcase(sel, selector)
+                or (fnmatch.fnmatchcase(group, selector) and group != "base")
+            ):
                 chosen.append(v)
         if not chosen:
             known = ", ".join(v.selector or "" for v in variants)

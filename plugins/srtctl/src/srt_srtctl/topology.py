@@ -215,45 +215,65 @@ def node_roles(config: SrtConfig, nodes: list[str]) -> NodeRoles:
 # --- placement ---------------------------------------------------------------------------------
 
 
+class _Placer:
+    """A cursor over the worker nodes: current node and the next free GPU on it."""
+
+    def __init__(self, workers: list[str], gpn: int) -> None:
+        self.workers, self.gpn = workers, gpn
+        self.node_idx, self.offset = 0, 0
+
+    def node_at(self, i: int) -> str:
+        if i >= len(self.workers):
+            raise TopologyError(
+                f"Not enough nodes: worker placement needs node #{i + 1}, "
+                f"the allocation has {len(self.workers)} worker node(s)"
+            )
+        return self.workers[i]
+
+    def next_node(self) -> None:
+        self.node_idx, self.offset = self.node_idx + 1, 0
+
+    def whole_nodes(self, gpus: int) -> tuple[list[str], list[int]]:
+        """A wide worker takes ceil(gpus / gpn) whole nodes and all their GPUs."""
+        if self.offset > 0:
+            self.next_node()
+        span = math.ceil(gpus / self.gpn)
+        placed = [self.node_at(self.node_idx + k) for k in range(span)]
+        self.node_idx += span
+        return placed, list(range(self.gpn))
+
+    def packed(self, gpus: int, spread: bool) -> tuple[list[str], list[int]]:
+        """A narrow worker packs at the next free GPU offset, or moves to the next node."""
+        if self.offset + gpus > self.gpn or (spread and self.offset > 0):
+            self.next_node()
+        placed = [self.node_at(self.node_idx)], list(range(self.offset, self.offset + gpus))
+        self.offset += gpus
+        if self.offset >= self.gpn:
+            self.next_node()
+        return placed
+
+
 def allocate_endpoints(config: SrtConfig, workers: list[str]) -> list[Endpoint]:
     """Place prefill, then decode, then agg workers over the worker nodes (doc §4)."""
     gpn = config.resources.gpus_per_node
     counts, gpus = worker_counts(config), gpus_per_worker(config)
     spread = config.resources.spread_workers
-    colocate = _colocates_pd(config)
+    placer = _Placer(workers, gpn)
     endpoints: list[Endpoint] = []
-    node_idx, offset = 0, 0
-
-    def node_at(i: int) -> str:
-        if i >= len(workers):
-            raise TopologyError(
-                f"Not enough nodes: worker placement needs node #{i + 1}, "
-                f"the allocation has {len(workers)} worker node(s)"
-            )
-        return workers[i]
-
     for role in ROLES:
         if counts[role] == 0:
             continue
-        if role == "decode" and offset > 0 and node_idx + 1 < len(workers) and not colocate:
-            node_idx, offset = node_idx + 1, 0
+        fresh_decode = placer.offset > 0 and placer.node_idx + 1 < len(workers)
+        if role == "decode" and fresh_decode and not _colocates_pd(config):
+            placer.next_node()
         g = gpus[role]
         for index in range(counts[role]):
             if g >= gpn:
-                if offset > 0:
-                    node_idx, offset = node_idx + 1, 0
-                span = math.ceil(g / gpn)
-                placed = [node_at(node_idx + k) for k in range(span)]
-                endpoints.append(Endpoint(role, index, placed, list(range(gpn)), gpn))
-                node_idx += span
-                continue
-            if offset + g > gpn or (spread and offset > 0):
-                node_idx, offset = node_idx + 1, 0
-            node = node_at(node_idx)
-            endpoints.append(Endpoint(role, index, [node], list(range(offset, offset + g)), g))
-            offset += g
-            if offset >= gpn:
-                node_idx, offset = node_idx + 1, 0
+                nodes, gpu_ids = placer.whole_nodes(g)
+                endpoints.append(Endpoint(role, index, nodes, gpu_ids, gpn))
+            else:
+                nodes, gpu_ids = placer.packed(g, spread)
+                endpoints.append(Endpoint(role, index, nodes, gpu_ids, g))
     return endpoints
 
 

@@ -48,9 +48,15 @@ def add_recipe_env(
     """Layer 4 (mode env, with {node}/{node_id}) and layer 5 (top-level `environment`)."""
     mode_env = ctx.config.backend.environment_for(proc.mode)
     source = f"recipe:backend.{proc.mode}_environment"
-    node_id = ctx.topology.roles.workers.index(proc.node) if proc.node in ctx.topology.roles.workers else 0
+    node_id = (
+        ctx.topology.roles.workers.index(proc.node)
+        if proc.node in ctx.topology.roles.workers
+        else 0
+    )
     for key, value in mode_env.items():
-        env.set(key, expand_node_templates(value, proc.node, node_id) if templated else value, source)
+        env.set(
+            key, expand_node_templates(value, proc.node, node_id) if templated else value, source
+        )
 
 
 def add_top_level_env(ctx: BuildContext, env: EnvBuilder) -> None:

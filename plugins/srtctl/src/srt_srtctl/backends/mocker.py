@@ -29,26 +29,30 @@ def worker_argv(ctx: BuildContext, endpoint: Endpoint, proc: WorkerProcess) -> l
     argv += ["--num-gpu-blocks-override", str(b.num_gpu_blocks_override)]
     argv += ["--max-num-seqs", str(b.max_num_seqs)]
     argv += ["--max-num-batched-tokens", str(b.max_num_batched_tokens)]
-    if b.block_size is not None:
-        argv += ["--block-size", str(b.block_size)]
-    if b.num_workers > 1:
-        argv += ["--num-workers", str(b.num_workers)]
-    if b.startup_time is not None:
-        argv += ["--startup-time", str(b.startup_time)]
-    if b.kv_transfer_bandwidth is not None:
-        argv += ["--kv-transfer-bandwidth", str(b.kv_transfer_bandwidth)]
-    if b.kv_cache_dtype is not None:
-        argv += ["--kv-cache-dtype", b.kv_cache_dtype]
+    argv += _non_default_flags(b)
+    drop: list[str] = []
+    if ctx.fidelity.fixed("duplicate-flags"):
+        drop = [a[2:] for a in argv if a.startswith("--")]
+    argv += config_to_flags(ctx.mode_config(proc.mode), drop=drop)
+    return argv
+
+
+def _non_default_flags(b: MockerBackend) -> list[str]:
+    """Flags the mocker gets only when the recipe moves them off their defaults."""
+    optional: list[tuple[str, object]] = [
+        ("--block-size", b.block_size),
+        ("--num-workers", b.num_workers if b.num_workers > 1 else None),
+        ("--startup-time", b.startup_time),
+        ("--kv-transfer-bandwidth", b.kv_transfer_bandwidth),
+        ("--kv-cache-dtype", b.kv_cache_dtype),
+    ]
+    argv = [item for flag, value in optional if value is not None for item in (flag, str(value))]
     if not b.enable_prefix_caching:
         argv.append("--no-enable-prefix-caching")
     if not b.enable_chunked_prefill:
         argv.append("--no-enable-chunked-prefill")
     if b.preemption_mode is not None:
         argv += ["--preemption-mode", b.preemption_mode]
-    drop: list[str] = []
-    if ctx.fidelity.fixed("duplicate-flags"):
-        drop = [a[2:] for a in argv if a.startswith("--")]
-    argv += config_to_flags(ctx.mode_config(proc.mode), drop=drop)
     return argv
 
 

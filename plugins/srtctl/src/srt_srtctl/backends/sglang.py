@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from srt_srtctl.backends.common import dump_config_path, dist_init_addr, disaggregation_mode
+from srt_srtctl.backends.common import disaggregation_mode, dist_init_addr, dump_config_path
 from srt_srtctl.context import BuildContext
 from srt_srtctl.flags import config_to_flags
 from srt_srtctl.process import ProcessSpec

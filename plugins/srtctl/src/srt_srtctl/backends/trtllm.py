@@ -8,8 +8,8 @@ import yaml
 
 from srt_srtctl.backends.common import disaggregation_mode
 from srt_srtctl.context import BuildContext
-from srt_srtctl.process import ProcessSpec, SrunSpec, WorkerRecord
 from srt_srtctl.preamble import worker_preamble
+from srt_srtctl.process import ProcessSpec, SrunSpec, WorkerRecord
 from srt_srtctl.profiling import nsys_prefix, profiling_worker_env
 from srt_srtctl.schema import TRTLLMBackend
 from srt_srtctl.topology import FRONTEND_PUBLIC_PORT, Endpoint, WorkerProcess
@@ -118,4 +118,8 @@ def build_workers(ctx: BuildContext) -> list[ProcessSpec]:
 
 def generated_files(ctx: BuildContext) -> dict[str, str]:
     modes = {p.mode for p in ctx.topology.processes}
-    return {config_file(m): engine_yaml(ctx, m) for m in ("prefill", "decode", "aggregated") if m in modes}
+    return {
+        config_file(m): engine_yaml(ctx, m)
+        for m in ("prefill", "decode", "aggregated")
+        if m in modes
+    }

@@ -135,9 +135,9 @@ def dp_warnings(ctx: BuildContext) -> list[str]:
         if not any(p.dp_local is not None for p in ctx.topology.processes_of(endpoint)):
             continue
         key = f"vllm_config.{endpoint.mode}.data-parallel-hybrid-lb"
-        if lookup(ctx.mode_config(endpoint.mode), "data-parallel-hybrid-lb") is not None:
-            if key not in found:
-                found.append(key)
+        configured = lookup(ctx.mode_config(endpoint.mode), "data-parallel-hybrid-lb")
+        if configured is not None and key not in found:
+            found.append(key)
     if not found:
         return []
     return [
