@@ -57,7 +57,8 @@ def recipes() -> list[str]:
 
 def load_expected(recipe: str) -> dict[str, Any]:
     path = data_dir() / "expected" / recipe
-    return json.loads(path.with_suffix(".json").read_text())
+    data: dict[str, Any] = json.loads(path.with_suffix(".json").read_text())
+    return data
 
 
 def build_variants(recipe: str) -> Iterator[tuple[str | None, JobPlan | Exception]]:

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from oracle import FIELDS, build_variants, compare, load_expected, recipes, summary
+from oracle import (  # type: ignore[import-not-found]
+    FIELDS,
+    build_variants,
+    compare,
+    load_expected,
+    recipes,
+    summary,
+)
 
 RECIPES = recipes()
 

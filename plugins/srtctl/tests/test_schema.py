@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from srt_srtctl.cluster import ClusterConfig, find_cluster_config, parse_cluster_config
+from srt_srtctl.cluster import (
+    ClusterConfig,
+    ClusterHealthCheck,
+    find_cluster_config,
+    parse_cluster_config,
+)
 from srt_srtctl.errors import ClusterConfigError, RecipeError
 from srt_srtctl.loader import load_config_dict, load_variants
 
@@ -78,7 +84,7 @@ def test_cluster_aliases_and_defaults() -> None:
         containers={"img": "nvcr.io/x:1"},
         default_account="acct",
         default_sbatch_directives={"mem": "0", "cpus-per-task": "8"},
-        default_health_check={"max_attempts": 360, "interval_seconds": 10},  # type: ignore[arg-type]
+        default_health_check=ClusterHealthCheck(max_attempts=360, interval_seconds=10),
     )
     cfg = load_config_dict(_recipe(sbatch_directives={"mem": "10G"}), cluster)
     assert cfg.model.path == "/models/DeepSeek-R1"
@@ -94,18 +100,12 @@ def test_invalid_cluster_config_is_an_error() -> None:
     assert err.value.problems[0].path == ("default_container",)
 
 
-def test_find_cluster_config(tmp_path: Any) -> None:
+def test_find_cluster_config(tmp_path: Path) -> None:
     deep = tmp_path / "a" / "b"
-    deep.mkdir(parents=True)
+    deeper = deep / "c"
+    deeper.mkdir(parents=True)
     (tmp_path / "srtslurm.yaml").write_text("default_account: x\n")
     assert find_cluster_config(deep, environ={}) == tmp_path / "srtslurm.yaml"
-    assert (
-        find_cluster_config(deep, environ={"SRTSLURM_CONFIG": "/etc/c.yaml"}).as_posix()
-        == "/etc/c.yaml"
-    )  # type: ignore[union-attr]
-    assert (
-        find_cluster_config(
-            tmp_path / "a" / "b" / "c" if (deep / "c").mkdir() is None else deep, environ={}
-        )
-        is None
-    )
+    assert find_cluster_config(deeper, environ={}) is None  # only ./, ../ and ../../
+    explicit = find_cluster_config(deep, environ={"SRTSLURM_CONFIG": "/etc/c.yaml"})
+    assert explicit == Path("/etc/c.yaml")
