@@ -28,6 +28,7 @@ FIELDS = (
     "bash_preamble",
     "command_line",
     "container_image",
+    "container_mounts",
     "srun",
     "frontend_topology",
     "benchmark",
@@ -117,6 +118,7 @@ def compare(plan: JobPlan, exp: dict[str, Any]) -> dict[str, list[str]]:
         check("bash_preamble", name, got.bash_preamble, want["bash_preamble"])
         check("command_line", name, got.command_line(), want["srun_argv"][-1])
         check("container_image", name, got.container_image, want["container_image"])
+        check("container_mounts", name, got.container_mounts, want["container_mounts"])
         srun = {
             "mpi": got.srun.mpi,
             "ntasks": got.srun.ntasks,
@@ -126,8 +128,11 @@ def compare(plan: JobPlan, exp: dict[str, Any]) -> dict[str, list[str]]:
             "cpu_bind": got.srun.cpu_bind,
             "oversubscribe": got.srun.oversubscribe,
             "output": got.srun.output,
+            "nodelist": ",".join(got.srun.nodelist),
         }
-        want_srun = {k: want["srun"][k] for k in srun}
+        argv = want["srun_argv"]
+        want_srun = {k: want["srun"][k] for k in srun if k != "nodelist"}
+        want_srun["nodelist"] = argv[argv.index("--nodelist") + 1]
         check("srun", name, srun, want_srun)
         if want.get("worker") or got.worker:
             w = want.get("worker") or {}

@@ -96,17 +96,22 @@ class BuildContext:
     def base_mounts(self) -> dict[str, str]:
         """Container path -> host path, for every container srun (doc §12)."""
         v = self.values
-        mounts = {"/logs": v.log_dir}
+        pairs = [("/logs", v.log_dir)]
         if not self.is_hf_model:
-            mounts["/model"] = v.model_host_path
-        mounts["/configs"] = f"{v.srtctl_source}/configs"
-        mounts["/srtctl-runtime"] = f"{v.srtctl_pkg}/runtime_scripts"
-        mounts["/srtctl-benchmarks"] = f"{v.srtctl_pkg}/benchmarks/scripts"
-        for host, container in self.cluster.default_mounts.items():
-            mounts[container] = host
+            pairs.append(("/model", v.model_host_path))
+        pairs.append(("/configs", f"{v.srtctl_source}/configs"))
+        pairs.append(("/srtctl-runtime", f"{v.srtctl_pkg}/runtime_scripts"))
+        pairs.append(("/srtctl-benchmarks", f"{v.srtctl_pkg}/benchmarks/scripts"))
+        pairs += [(c, h) for h, c in self.cluster.default_mounts.items()]
         for entry in self.config.extra_mount or []:
             host, _, container = entry.partition(":")
-            mounts[container or host] = host
-        for container, host in (self.config.container_mounts or {}).items():
-            mounts[container] = host
-        return mounts
+            pairs.append((container or host, host))
+        pairs += list((self.config.container_mounts or {}).items())
+        if self.fidelity.fixed("mounts-keyed-by-host"):
+            return dict(pairs)
+        # srtctl keys its mount table by host path: a second mount of one host dir replaces the
+        # first (deviation mounts-keyed-by-host)
+        by_host: dict[str, str] = {}
+        for container, host in pairs:
+            by_host[host] = container
+        return {container: host for host, container in by_host.items()}

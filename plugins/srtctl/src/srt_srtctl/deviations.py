@@ -44,6 +44,11 @@ DEVIATIONS: dict[str, tuple[str, str]] = {
         "an invalid srtslurm.yaml is ignored with one warning (aliases then stay unresolved); "
         "srt refuses it (this one is fixed by default)",
     ),
+    "mounts-keyed-by-host": (
+        "§12",
+        "srtctl keys container mounts by host path, so two `extra_mount` entries of one host "
+        "directory keep only the last; fixed: every mount is kept",
+    ),
     "hf-model-without-hf-home": (
         "§3",
         "an hf: model without HF_HOME in any *_environment downloads into each node's own "

@@ -63,7 +63,7 @@ def build_nginx(ctx: BuildContext) -> ProcessSpec:
         nodes=[node],
         argv=["bash", "-c", nginx_command(ctx)],
         container_image=ctx.cluster.resolve_container(ctx.config.frontend.nginx_container),
-        container_mounts={"/logs": ctx.values.log_dir},
+        container_mounts=ctx.base_mounts(),
         srun=SrunSpec(
             nodelist=[node],
             output=f"{ctx.values.log_dir}/{name}.out",
