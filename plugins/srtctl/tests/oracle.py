@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from srt_srtctl.dynamo_install import dynamo_install_command
 from srt_srtctl.loader import load_recipe_file
 from srt_srtctl.plan import JobPlan, build_job
 
@@ -35,6 +36,7 @@ FIELDS = (
     "health_check",
     "infra_services",
     "warnings",
+    "dynamo_install",
 )
 
 
@@ -205,6 +207,9 @@ def compare(plan: JobPlan, exp: dict[str, Any]) -> dict[str, list[str]]:
     else:
         check("infra_services", "infra", got_infra, {k: infra[k] for k in got_infra})
     check("warnings", "warnings", plan.warnings, exp["warnings"])
+    installs = plan.config.frontend.type == "dynamo" and plan.config.dynamo.install
+    got_install = dynamo_install_command(plan.config.dynamo) if installs else None
+    check("dynamo_install", "dynamo_install", got_install, exp["dynamo_install"]["command"])
     return out
 
 

@@ -22,7 +22,7 @@ class RuntimeValues:
     model_host_path: str = "<MODEL_HOST_PATH>"
     dynamo_install: str = "<DYNAMO_INSTALL>"
     """srtctl's install script text is long and fixed; the builders refer to it by this token
-    and `builders.dynamo_install_command` gives the real text."""
+    and `dynamo_install.dynamo_install_command` gives the real text."""
     eplb_shm_name: str = "moe_shared_<UUID>"
     """TRTLLM_EPLB_SHM_NAME; srtctl draws a fresh uuid4 per launch."""
     node_ips: Mapping[str, str] = field(default_factory=dict)

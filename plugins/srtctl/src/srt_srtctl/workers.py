@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from srt_srtctl.context import BuildContext
+from srt_srtctl.dynamo_install import wheel_name
 from srt_srtctl.environment import DEFAULT_DYN_LOG, EnvBuilder, expand_node_templates
 from srt_srtctl.preamble import worker_preamble
 from srt_srtctl.process import ProcessSpec, SrunSpec, WorkerRecord
@@ -69,7 +70,7 @@ def dynamo_wheel_env(ctx: BuildContext) -> dict[str, str]:
     wheel = ctx.config.dynamo.wheel
     if not wheel:
         return {}
-    return {"DYNAMO_WHEEL_NAME": f"ai_dynamo-{wheel}-py3-none-any.whl", "DYNAMO_VERSION": wheel}
+    return {"DYNAMO_WHEEL_NAME": wheel_name(wheel), "DYNAMO_VERSION": wheel}
 
 
 def worker_mounts(ctx: BuildContext) -> dict[str, str]:
