@@ -221,10 +221,10 @@ def main() -> None:
     # implied services (exporters) to what is measured.
     os.environ["SRT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     os.environ["SRT_PLUGINS"] = ""
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.checking.load import check_document
+    from srt_services.contracts.allocation import AllocationRequest
     from srt_services.plan.resolve import resolve
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import check_document
     from srt_services.recipe.source import parse_text
 
     data = generate(args.services, args.nodes)
@@ -253,12 +253,12 @@ def main() -> None:
     t_parse, doc = _timed(lambda: parse_text(text, str(yaml_path)), args.runs)
     plugins = PluginSet(autoload=False)
     t_check, loaded = _timed(lambda: check_document(doc, plugins), args.runs)
-    request = AllocationRequest(count=args.nodes)
-    t_resolve, plan = _timed(lambda: resolve(loaded, plugins, request), args.runs)
+    allocation = AllocationRequest(count=args.nodes).build(args.nodes)
+    t_resolve, plan = _timed(lambda: resolve(loaded, plugins, allocation), args.runs)
     t_dump, blob = _timed(plan.to_json, args.runs)
 
     def after_parse() -> None:
-        resolve(check_document(doc, plugins), plugins, request).to_json()
+        resolve(check_document(doc, plugins), plugins, allocation).to_json()
 
     # the same steps again, best of --runs: what the code itself costs once the heap has
     # settled, next to what a real `srt dry-run` (one fresh pass) sees above
@@ -311,7 +311,7 @@ def main() -> None:
         prof = cProfile.Profile()
         prof.enable()
         loaded = check_document(doc, plugins)
-        plan = resolve(loaded, plugins, request)
+        plan = resolve(loaded, plugins, allocation)
         plan.to_json()
         prof.disable()
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)

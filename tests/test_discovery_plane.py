@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -140,28 +139,23 @@ def plugin_set() -> Any:
     """Core plus the two plugins under test and nothing else that happens to be installed."""
     import srt_etcd.plugin
     import srt_nats.plugin
-    from srt_services.plugins.manager import PluginSet
+    from srt_services.testing import kit
 
-    ps = PluginSet(autoload=False)
-    ps.register(srt_etcd.plugin, name="srt-etcd")
+    ps = kit.isolated_plugins(srt_etcd.plugin, "srt-etcd")
     ps.register(srt_nats.plugin, name="srt-nats")
     return ps
 
 
 def load(text: str) -> Any:
-    from srt_services.recipe.load import load_recipe
+    from srt_services.testing import kit
 
-    return load_recipe("recipe.yaml", plugin_set(), text=textwrap.dedent(text))
+    return kit.load(plugin_set(), text, "recipe.yaml")
 
 
 def plan(text: str, local: bool = False) -> Any:
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
-    from srt_services.recipe.load import load_recipe
+    from srt_services.testing import kit
 
-    ps = plugin_set()
-    loaded = load_recipe("recipe.yaml", ps, text=textwrap.dedent(text))
-    return resolve(loaded, ps, AllocationRequest(kind="local" if local else "symbolic"))
+    return kit.plan(plugin_set(), text, local=local, source="recipe.yaml")
 
 
 def unit(p: Any, name: str) -> Any:
@@ -395,18 +389,14 @@ def test_implied_etcd_starts_before_implied_nats_whatever_loaded_first(first: st
     depend on which plugin pluggy happens to call first (ImpliedService.order)."""
     import srt_etcd.plugin
     import srt_nats.plugin
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
     from srt_services.plan.text import render_plan
-    from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import load_recipe
+    from srt_services.testing import kit
 
-    ps = PluginSet(autoload=False)
+    ps = kit.isolated_plugins()
     modules = {"etcd": srt_etcd.plugin, "nats": srt_nats.plugin}
     for name in (first, "nats" if first == "etcd" else "etcd"):
         ps.register(modules[name], name=f"srt-{name}")
-    loaded = load_recipe("recipe.yaml", ps, text=DYNAMO)
-    p = resolve(loaded, ps, AllocationRequest())
+    p = kit.plan(ps, DYNAMO, source="recipe.yaml")
     assert p.phases["infra"] == ["etcd", "nats"]
     assert [u.name for u in p.units][:2] == ["etcd", "nats"]
     assert "  infra: etcd, nats\n" in render_plan(p)

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 import pytest
-from srt_services import app
-from srt_services.recipe.problems import RecipeError
+from srt_services.app import compose, validate
+from srt_services.testing import RecipeError
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
 #: How a load error names a plugin that is not installed.
@@ -27,8 +27,8 @@ MISSING = re.compile(r"(srt-[a-z0-9-]+)(?:, which)? is not installed")
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_the_example_is_valid_with_the_installed_plugins(example: Path) -> None:
     try:
-        with app.collector_paused():
-            planned = app.verdict(str(example), app.plugin_set())
+        # srt validate's composition: the site config and every installed plugin
+        planned = validate.verdict(compose.setup(), validate.ValidateRequest(str(example)))
     except RecipeError as exc:
         missing = {m for p in exc.errors for m in MISSING.findall(p.message)}
         required = {

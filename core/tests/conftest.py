@@ -1,8 +1,11 @@
-"""Shared fixtures of the core tests: an isolated plugin set and load/plan helpers.
+"""Shared fixtures of the core tests.
 
-Every helper works on recipe *text* shown as ``recipe.yaml``, so a test reads as the recipe
-it checks and asserts the ``line:col`` a user would see. The plugin set has only the
-built-ins (``PluginSet(autoload=False)``): installed plugins never change a core test.
+Core's tests load and plan through the plugin-author kit (:mod:`srt_services.testing`),
+which plans through the application layer with an explicit, empty site config: the same
+path ``srt validate`` and ``srt dry-run`` take. Recipes are *text* shown as
+``recipe.yaml``, so a test reads as the recipe it checks and asserts the ``line:col`` a user
+would see. The plugin set has only the built-ins: installed plugins never change a core
+test.
 """
 
 from __future__ import annotations
@@ -14,94 +17,22 @@ import struct
 import subprocess
 import sys
 import termios
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from srt_services.errors import RecipeInvalid
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.model import Plan
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import LoadedRecipe, load_recipe
-from srt_services.recipe.problems import LocatedProblem, RecipeError
+from srt_services.testing.kit import KitSettings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 SOURCE = "recipe.yaml"
 
-LoadFn = Callable[..., LoadedRecipe]
-PlanFn = Callable[..., Plan]
-ProblemsFn = Callable[..., list[LocatedProblem]]
-OneFn = Callable[..., LocatedProblem]
-
-
-def _text(text: str) -> str:
-    return textwrap.dedent(text).lstrip("\n")
-
 
 @pytest.fixture
-def plugins() -> PluginSet:
-    """Only the built-ins: kind ``generic``, the core placements, expansions and probes."""
-    return PluginSet(autoload=False)
-
-
-@pytest.fixture
-def load(plugins: PluginSet) -> LoadFn:
-    """``load(text)``: the dedented text loaded as ``recipe.yaml`` (raises RecipeError)."""
-
-    def _load(text: str, source: str = SOURCE) -> LoadedRecipe:
-        return load_recipe(source, plugins, text=_text(text))
-
-    return _load
-
-
-@pytest.fixture
-def plan(plugins: PluginSet) -> PlanFn:
-    """``plan(text, nodes=None, nodelist=None)``: load and resolve on symbolic nodes."""
-
-    def _plan(text: str, nodes: int | None = None, nodelist: tuple[str, ...] | None = None) -> Plan:
-        loaded = load_recipe(SOURCE, plugins, text=_text(text))
-        return resolve(loaded, plugins, AllocationRequest(count=nodes, nodelist=nodelist))
-
-    return _plan
-
-
-@pytest.fixture
-def problems(plugins: PluginSet) -> ProblemsFn:
-    """``problems(text, nodes=None)``: every error of a recipe that must fail (load or plan)."""
-
-    def _problems(text: str, nodes: int | None = None) -> list[LocatedProblem]:
-        try:
-            loaded = load_recipe(SOURCE, plugins, text=_text(text))
-            resolve(loaded, plugins, AllocationRequest(count=nodes))
-        except RecipeError as exc:
-            errors = exc.errors
-            rendered = str(exc)
-        except RecipeInvalid as exc:  # pragma: no cover - every recipe error is a RecipeError
-            pytest.fail(f"RecipeInvalid without positions: {exc}")
-        else:
-            pytest.fail("the recipe was accepted")
-        assert errors, "a RecipeError must carry at least one error"
-        assert "Traceback" not in rendered
-        for p in errors:
-            assert p.render(SOURCE) in rendered
-        return errors
-
-    return _problems
-
-
-@pytest.fixture
-def one(problems: ProblemsFn) -> OneFn:
-    """``one(text)``: the single error of a recipe that must fail with exactly one."""
-
-    def _one(text: str, nodes: int | None = None) -> LocatedProblem:
-        found = problems(text, nodes)
-        assert len(found) == 1, "\n".join(p.render(SOURCE) for p in found)
-        return found[0]
-
-    return _one
+def srt_kit_settings() -> KitSettings:
+    """The kit's fixtures (``srt_plugins``, ``srt_load``, ``srt_plan``, ``srt_problems``,
+    ``srt_problem``) with only the built-ins, on recipe text shown as ``recipe.yaml``."""
+    return KitSettings(source=SOURCE)
 
 
 @pytest.fixture

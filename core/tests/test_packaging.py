@@ -31,7 +31,9 @@ PACKAGES = {
     "plugins/ray": "srt_ray",
     "plugins/lmcache": "srt_lmcache",
     "plugins/gms": "srt_gms",
-    "plugins/oarbank": "srt_oarbank",
+    # one directory, two distributions: the protocol library and srt's adapter for it
+    "plugins/oarbank/protocol": "oarbank_protocol",
+    "plugins/oarbank/adapter": "srt_oarbank",
 }
 
 

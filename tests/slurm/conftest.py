@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any, NoReturn, TypeVar
 
 import pytest
-from srt_services.extend.context import JobPaths
+from srt_services.contracts.context import JobPaths
 from srt_services.jobdir.events import read_events
 from srt_services.jobdir.layout import JobDir
 from srt_services.jobdir.state import JobState, read_state

@@ -42,6 +42,9 @@ FACADE = {
     "srt_register_expansions": "`PluginSet.expansion(name)`, `PluginSet.expansions()`",
     "srt_register_probes": "`PluginSet.probe(name)`, `PluginSet.probes()`",
     "srt_register_launchers": "`PluginSet.launcher_class(name)`",
+    "srt_register_engines": "`PluginSet.engine(name)`, `PluginSet.engines()`",
+    "srt_register_benchmarks": "`PluginSet.benchmark(name)`, `PluginSet.benchmarks()`",
+    "srt_register_recipe_formats": "`PluginSet.recipe_format(name)`, `PluginSet.recipe_formats()`",
     "srt_cli_commands": "`PluginSet.cli_commands()`",
     "srt_implied_services": "`PluginSet.implied_services(recipe)`",
     "srt_validate_recipe": "`PluginSet.validate_recipe(recipe)`",
@@ -53,7 +56,7 @@ PLUGINS_INTRO = """\
 Everything `srt` can be extended with goes through the hooks below (pluggy project `srt`,
 every hook prefixed `srt_`). The core registers its own built-ins (the `generic` kind, the
 placements, the `node`/`worker` expansions, the `tcp`/`http`/`log`/`file` probes, the local
-launcher) through these same hooks, in `srt_services.plugins.builtin`, which is also the
+launcher) through these same hooks, in `srt_services.builtin`, which is also the
 smallest complete example of a plugin.
 
 A plugin is a module (or object) holding `@hookimpl` functions (`from srt_services.extend
@@ -301,9 +304,9 @@ def _field_table(model: type[BaseModel], skip: frozenset[str] = frozenset()) -> 
 
 
 def _implying_settings() -> list[str]:
+    from srt_services.checking.rules.implied_kinds import IMPLYING_SETTINGS
     from srt_services.plugins.availability import pip_command
     from srt_services.plugins.manager import FIRST_PARTY_KINDS
-    from srt_services.recipe.rules.implied_kinds import IMPLYING_SETTINGS
 
     out = [
         "## Settings that imply services",

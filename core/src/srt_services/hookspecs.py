@@ -17,7 +17,7 @@ pluggy, so pluggy's rules hold for every hook:
   only by adding arguments, so a plugin written against an older core keeps working.
 
 The core's own behaviour (the ``generic`` kind, the placements, the probes, the launchers)
-is registered through these same hooks by :mod:`srt_services.plugins.builtin`, so a
+is registered through these same hooks by :mod:`srt_services.builtin`, so a
 third-party kind takes exactly the path a built-in one does.
 
 Argument types are imported for type checking only, which keeps this module (and
@@ -33,12 +33,15 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from srt_services.extend.expansion import Expansion
-    from srt_services.extend.implied import ImpliedService
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.launcher import Launcher
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
+    from srt_services.contracts.benchmark import BenchmarkKind
+    from srt_services.contracts.engine import Engine
+    from srt_services.contracts.expansion import Expansion
+    from srt_services.contracts.formats import RecipeFormat
+    from srt_services.contracts.implied import ImpliedService
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.probe import Probe
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Problem
 
@@ -126,6 +129,54 @@ def srt_register_launchers() -> list[type[Launcher]]:
         ``name``.
 
     .. versionadded:: 1.0
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def srt_register_engines() -> list[type[Engine]]:
+    """Engines: serving stacks that build the job's workers and frontend.
+
+    Called once, when the plugin is registered. ``frontend.type`` selects an engine by its
+    ``name``; it then builds every role that writes no ``command`` (for the ``engine.type``
+    backends it lists) and the frontend, from ``engine.options`` and each role's
+    ``config``.
+
+    :return: subclasses of :class:`~srt_services.extend.Engine`, each with a unique
+        ``name``.
+
+    .. versionadded:: 1.1
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def srt_register_benchmarks() -> list[type[BenchmarkKind]]:
+    """Benchmark kinds: the job's last step built from declarative settings.
+
+    Called once, when the plugin is registered. ``benchmark.type`` selects one by its
+    ``name`` (``manual`` and ``command`` are core's own).
+
+    :return: subclasses of :class:`~srt_services.extend.BenchmarkKind`, each with a unique
+        ``name``.
+
+    .. versionadded:: 1.1
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def srt_register_recipe_formats() -> list[type[RecipeFormat]]:
+    """Recipe formats: recipes of other tools, read as they are written.
+
+    Called once, when the plugin is registered. A document without ``schema`` is offered
+    to each format (:meth:`~srt_services.extend.RecipeFormat.recognises`); one that says
+    ``format: <name>`` goes to that format alone.
+
+    :return: subclasses of :class:`~srt_services.extend.RecipeFormat`, each with a unique
+        ``name``.
+
+    .. versionadded:: 1.1
     """
     raise NotImplementedError
 

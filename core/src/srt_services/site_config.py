@@ -67,6 +67,9 @@ class SiteConfig:
     #: state the discovery plane fsyncs must not sit on NFS or Lustre. ``None`` (not set):
     #: ``$SLURM_TMPDIR`` where the job has one, else ``/tmp`` (see :func:`node_local_root`).
     node_local: str | None = None
+    #: ``[formats.<name>]``: settings handed to a recipe-format plugin (srt-srtctl's
+    #: ``cluster_config``, the srtslurm.yaml to read), checked by the plugin
+    formats: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 _TABLES: dict[str, set[str]] = {
@@ -82,6 +85,7 @@ _TABLES: dict[str, set[str]] = {
     },
     "containers": {"aliases", "mounts"},
     "binaries": None,  # type: ignore[dict-item]  # free-form name -> path
+    "formats": None,  # type: ignore[dict-item]  # a recipe format's settings, by format name
     "env": {"passthrough"},
     "readiness": {"timeout_seconds"},
     "storage": {"node_local"},
@@ -128,6 +132,10 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
     binaries = data.get("binaries", {})
     if not all(isinstance(v, str) for v in binaries.values()):
         raise SiteConfigError(f"{where}: [binaries] values must be paths")
+    formats = data.get("formats", {})
+    for name, table in formats.items():
+        if not isinstance(table, dict):
+            raise SiteConfigError(f"{where}: [formats.{name}] must be a table")
     env = data.get("env", {})
     timeout = _readiness_timeout(data.get("readiness", {}).get("timeout_seconds"), where)
     node_local = _opt_str(f"{where}: storage.node_local", data.get("storage", {}).get("node_local"))
@@ -143,6 +151,7 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         env_passthrough=_str_list(f"{where}: env.passthrough", env.get("passthrough", [])),
         readiness_timeout=timeout,
         node_local=(node_local.rstrip("/") or "/") if node_local else None,
+        formats={name: dict(table) for name, table in formats.items()},
     )
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from srt_services import docs_gen
-from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.models import Recipe
 from srt_services.recipe.pydantic_errors import field_names
+from srt_services.testing import kit
 
 
 @pytest.mark.parametrize("name", ["recipe-reference.md", "plugins.md"])
@@ -67,7 +67,7 @@ def test_every_recipe_field_is_documented() -> None:
 
 def test_builtin_probes_kinds_and_placements_are_documented() -> None:
     text = docs_gen.recipe_reference()
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     for name, probe in plugins.probes().items():
         assert f"### Probe `{name}`" in text
         for key in probe.Config.model_fields:
@@ -96,4 +96,4 @@ def test_types_and_defaults_are_readable(key: str, row: str) -> None:
 
 
 def test_installed_plugins_do_not_change_the_docs() -> None:
-    assert docs_gen.recipe_reference(PluginSet(autoload=False)) == docs_gen.recipe_reference()
+    assert docs_gen.recipe_reference(kit.isolated_plugins()) == docs_gen.recipe_reference()

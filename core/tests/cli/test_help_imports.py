@@ -33,6 +33,7 @@ FORBIDDEN_PREFIXES = (
     "srt_etcd",
     "srt_nats",
     "srt_oarbank",
+    "oarbank_protocol",
 )
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from srt_services.cli import main as cli_main
 from srt_services.plugins import manager
-from srt_services.plugins.manager import PluginSet
+from srt_services.testing import kit
 
 
 @pytest.fixture(autouse=True)
 def builtin_plugins() -> Iterator[None]:
-    manager.reset_default(lambda: PluginSet(autoload=False))
+    manager.reset_default(kit.isolated_plugins)
     yield
     manager.reset_default(None)
 

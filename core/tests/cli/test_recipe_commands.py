@@ -19,10 +19,11 @@ import pytest
 import srt_services
 import yaml
 from srt_services.cli.main import main
+from srt_services.contracts.plan import Plan
 from srt_services.extend import KindOptions, ServiceKind, hookimpl
-from srt_services.plan.model import plan_from_dict
 from srt_services.plugins import manager
 from srt_services.plugins.manager import PluginSet
+from srt_services.testing import kit
 
 EXAMPLES = ["minimal", "disagg-services", "pools", "per-worker"]
 
@@ -36,7 +37,7 @@ class Result:
 
 @pytest.fixture(autouse=True)
 def builtin_plugins() -> Iterator[None]:
-    manager.reset_default(lambda: PluginSet(autoload=False))
+    manager.reset_default(kit.isolated_plugins)
     yield
     manager.reset_default(None)
 
@@ -224,7 +225,7 @@ def test_dry_run_reads_a_generated_json_recipe_from_stdin(srt, monkeypatch, tmp_
 
 
 def test_stdin_is_held_to_the_recipe_size_limit(srt, monkeypatch) -> None:
-    monkeypatch.setattr("srt_services.recipe.load.MAX_RECIPE_BYTES", 10)
+    monkeypatch.setattr("srt_services.recipe.reading.MAX_RECIPE_BYTES", 10)
     stdin(monkeypatch, GOOD)
     r = srt("validate", "-")
     assert r.code == 2
@@ -271,7 +272,7 @@ def test_dry_run_json_round_trip(srt, repo: Path, example: str) -> None:
     golden = json.loads((repo / "core" / "tests" / "golden" / f"{example}.json").read_text())
     if example != "per-worker":  # the golden per-worker plan is for --nodes 2 (the same here)
         assert data == golden
-    plan = plan_from_dict(data)
+    plan = Plan.from_json(r.out)
     assert json.loads(plan.to_json()) == data
     assert plan.job_name == golden["job_name"]
 
@@ -514,7 +515,7 @@ def test_kinds_name_lists_options_with_types_defaults_and_descriptions() -> None
         summary = "A demo kind."
         Options = DemoOptions
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
 
     class Plugin:
         @srt_services.hookimpl
@@ -588,7 +589,7 @@ class V1Kinds:
 @pytest.fixture
 def v1_kinds() -> Iterator[None]:
     def make() -> PluginSet:
-        plugins = PluginSet(autoload=False)
+        plugins = kit.isolated_plugins()
         plugins.register(V1Kinds(), "v1-kinds")
         return plugins
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from srt_services.cli.main import main
 from srt_services.plugins import manager
-from srt_services.plugins.manager import PluginSet
+from srt_services.testing import kit
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Result:
 
 @pytest.fixture(autouse=True)
 def builtin_plugins(srt_isolated_env: Path) -> Iterator[None]:
-    manager.reset_default(lambda: PluginSet(autoload=False))
+    manager.reset_default(kit.isolated_plugins)
     yield
     manager.reset_default(None)
 

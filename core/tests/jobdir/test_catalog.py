@@ -3,7 +3,6 @@ file says when its orchestrator cannot be seen from here."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -13,6 +12,7 @@ from srt_services.jobdir.catalog import job_dirs, latest_job, read_entry
 from srt_services.jobdir.layout import JobDir
 from srt_services.jobdir.lock import JobLock
 from srt_services.jobdir.state import VERSION, JobState, OrchestratorInfo, write_state
+from srt_services.testing import kit
 
 
 def _job(root: Path, name: str, host: str, started_ago: float) -> Path:
@@ -24,8 +24,13 @@ def _job(root: Path, name: str, host: str, started_ago: float) -> Path:
         VERSION, name, name, "c" * 32, "local", "running", "serving", orch, {}, None, []
     )
     write_state(JobDir(str(path)), state)
-    plan = {"job_name": name, "nodes": [{"name": "a"}, {"name": "b"}]}
-    (path / "plan.json").write_text(json.dumps(plan))
+    # a real plan (the one plan schema): job ``name`` on two nodes
+    recipe = {
+        "name": name,
+        "observability": {"metrics": False},
+        "services": [{"name": "a", "command": ["x"], "nodes": 2}],
+    }
+    (path / "plan.json").write_bytes(kit.plan(kit.isolated_plugins(), recipe).to_json())
     t = time.time() - started_ago
     os.utime(path / "plan.json", (t, t))
     return path

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from srt_services import procfs
+from srt_services.app.stop import mark_stopped
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.layout import JobDir, JobDirError, atomic_write
 from srt_services.jobdir.reading import JobFileError
@@ -26,7 +27,6 @@ from srt_services.jobdir.state import (
     write_state,
 )
 from srt_services.jobdir.view import JobView
-from srt_services.supervise.recovery import mark_stopped
 
 STATE_KEYS = [
     "version",

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from srt_services import procfs
+from srt_services.app.status import status_rows
+from srt_services.app.stop import StopRequest, stop_job
 from srt_services.errors import SrtError
 from srt_services.jobdir.layout import JobDir
 from srt_services.jobdir.state import encode_state
-from srt_services.supervise.recovery import stop_job
-from srt_services.supervise.status import status_rows
 
 from .test_job_files import _state
 
@@ -100,7 +100,10 @@ def _base_plan() -> dict[str, Any]:
 
 
 def _check(job: JobDir, decoy: tuple[int, int]) -> None:
-    for call in (lambda: status_rows(job.path), lambda: stop_job(job.path, log=lambda m: None)):
+    for call in (
+        lambda: status_rows(job.path),
+        lambda: stop_job(StopRequest(job.path), log=lambda m: None),
+    ):
         message = None
         try:
             call()
@@ -209,7 +212,7 @@ def test_H18_a_recycled_id_in_the_state_is_never_signalled(
     doc["orchestrator"]["host"] = socket.gethostname()
     Path(job.state_file).write_text(json.dumps(doc))
     said: list[str] = []
-    code = stop_job(job.path, log=said.append)
+    code = stop_job(StopRequest(job.path), log=said.append)
     assert code == 0, said
     assert procfs.same_process(pid, ticks)
 

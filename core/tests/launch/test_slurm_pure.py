@@ -46,7 +46,7 @@ def test_sbatch_script_takes_recipe_values_over_site_defaults() -> None:
 
 
 def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:
-    from srt_services.extend.context import JobPaths
+    from srt_services.contracts.context import JobPaths
     from srt_services.launch.slurm.launcher import own_tree
 
     planned = JobPaths("/shared/jobs/run1", "4711", "/tmp").local_job_dir
@@ -61,15 +61,16 @@ def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:
 def test_a_job_directory_slurm_cannot_carry_is_refused_before_anything_is_written(
     tmp_path: Path, name: str
 ) -> None:
+    from srt_services.app.apply import stage
     from srt_services.launch.slurm.allocation import SlurmError
-    from srt_services.launch.slurm.submit import stage
+    from srt_services.testing import kit
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "schema: 2\nname: r\nobservability: {metrics: false}\nservices: [{name: s, command: [x]}]\n"
     )
     with pytest.raises(SlurmError, match="choose a job directory without"):
-        stage(str(recipe), str(tmp_path / name), pin=False)
+        stage(kit.setup(), str(recipe), str(tmp_path / name), pin=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.yaml"]
 
 

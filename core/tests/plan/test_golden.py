@@ -13,11 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
 from srt_services.plan.text import render_plan
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
+from srt_services.testing import kit
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -32,11 +29,10 @@ CASES: dict[str, int | None] = {
 
 
 def _outputs(example: str, nodes: int | None) -> dict[str, str]:
-    plugins = PluginSet(autoload=False)
     path = EXAMPLES / f"{example}.yaml"
     # shown as examples/<name>.yaml, so the output does not depend on the checkout's path
-    loaded = load_recipe(f"examples/{example}.yaml", plugins, text=path.read_text())
-    plan = resolve(loaded, plugins, AllocationRequest(count=nodes))
+    source = f"examples/{example}.yaml"
+    plan = kit.plan(kit.isolated_plugins(), path.read_text(), nodes, source=source)
     return {
         f"{example}.txt": render_plan(plan),
         f"{example}.json": plan.to_json(indent=True).decode(),

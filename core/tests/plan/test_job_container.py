@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from srt_services.contracts.plan import Plan
 from srt_services.extend import Recipe, ServiceKind, ServiceSpec, hookimpl
-from srt_services.extend.launcher import Launcher
-from srt_services.plan.model import Plan
 from srt_services.plan.text import render_plan
 
 JOB = {
@@ -130,8 +129,10 @@ def test_the_job_container_may_use_placeholders(plan: Callable[..., Plan]) -> No
     assert {i.container for i in p.unit("s").instances} == {f"img-{p.job_name}"}
 
 
-def test_an_unknown_placeholder_in_it_is_refused_with_its_line(one: Callable[..., Any]) -> None:
-    p = one(
+def test_an_unknown_placeholder_in_it_is_refused_with_its_line(
+    srt_problem: Callable[..., Any],
+) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -164,16 +165,17 @@ def test_dry_run_shows_the_effective_image_per_unit_with_its_site_alias(
 
 
 def test_the_local_launcher_warns_for_every_unit_the_job_container_reaches(
-    plan: Callable[..., Plan],
+    srt_register: Callable[..., str], srt_plan: Callable[..., Plan]
 ) -> None:
-    class Local(Launcher):
-        name: ClassVar[str] = "local-test"
-        applies: ClassVar[frozenset[str]] = frozenset()
-
-    p = plan([{"name": "plain", "command": ["x"]}, {"name": "exporter", "type": "x-host",
-              "command": ["x"]}])  # fmt: skip
-    warned = {w.split(":")[0] for w in Local.unapplied(p)}
+    """Planned to run here, as `srt run` plans: the local launcher applies no image, and the
+    plan says so for every unit that has one (the host binary has none)."""
+    srt_register(Kinds(), "kinds")
+    services = [{"name": "plain", "command": ["x"]}, {"name": "exporter", "type": "x-host",
+                "command": ["x"]}]  # fmt: skip
+    p = srt_plan({**JOB, "services": services}, runs_here=True)
+    warned = {w.split(":")[0] for w in p.warnings}
     assert warned == {"services[plain]", "agg", "frontend", "benchmark"}
+    assert all("the local launcher does not apply container" in w for w in p.warnings)
 
 
 def test_srun_lines_carry_the_job_container_resolved_through_the_site_alias(

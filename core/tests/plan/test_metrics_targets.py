@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from srt_services.plan.model import Plan
+from srt_services.contracts.plan import Plan
 
 POOL = """
 schema: 2
@@ -24,8 +24,8 @@ services:
 """
 
 
-def test_a_metrics_path_is_rendered_for_each_scraped_node(plan: Callable[..., Plan]) -> None:
-    p = plan(POOL % "{}")
+def test_a_metrics_path_is_rendered_for_each_scraped_node(srt_plan: Callable[..., Plan]) -> None:
+    p = srt_plan(POOL % "{}")
     train = [t for t in p.scrape_targets if t.service == "train"]
     nodes = p.unit("train").nodes
     ips = {i.node: i.node_ip for i in p.unit("train").instances}
@@ -36,15 +36,15 @@ def test_a_metrics_path_is_rendered_for_each_scraped_node(plan: Callable[..., Pl
 
 
 def test_an_unknown_placeholder_in_a_metrics_path_is_refused_with_its_line(
-    one: Callable[..., Any],
+    srt_problem: Callable[..., Any],
 ) -> None:
-    p = one(POOL.replace("{job_name}", "{job_nme}") % "{}")
+    p = srt_problem(POOL.replace("{job_name}", "{job_nme}") % "{}")
     assert p.label == "services[train].metrics.path"
     assert p.message.startswith("unknown placeholder {job_nme} (did you mean {job_name}?)")
     assert (p.line, p.column) == (9, 27)
 
 
-def test_metrics_off_means_no_scrape_target_at_all(plan: Callable[..., Plan]) -> None:
-    p = plan(POOL % "{metrics: false}")
+def test_metrics_off_means_no_scrape_target_at_all(srt_plan: Callable[..., Plan]) -> None:
+    p = srt_plan(POOL % "{metrics: false}")
     assert p.scrape_targets == []
     assert p.unit("train").metrics, "the service still says what it serves (dry-run shows it)"

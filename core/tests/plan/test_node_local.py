@@ -11,9 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from srt_services import app
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.model import Plan
+from srt_services.contracts.plan import Plan
 from srt_services.site_config import SiteConfig, node_local_root, parse
 
 
@@ -30,7 +28,7 @@ def test_an_unusable_slurm_tmpdir_is_ignored(value: str) -> None:
 
 
 def test_the_plan_records_the_root_the_job_sees(
-    srt_isolated_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    srt_plan: Callable[..., Plan], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
@@ -38,9 +36,9 @@ def test_the_plan_records_the_root_the_job_sees(
         "  - {name: wal, command: [db, --data, '{local_dir}/data']}\n"
     )
     monkeypatch.setenv("SLURM_TMPDIR", "/scratch/job.7")
-    planned = app.plan(str(recipe), AllocationRequest(job_id="7"))
-    assert planned.plan.local_dir == "/scratch/job.7/srt-7"
-    (inst,) = planned.plan.unit("wal").instances
+    plan = srt_plan(recipe, job_id="7")
+    assert plan.local_dir == "/scratch/job.7/srt-7"
+    (inst,) = plan.unit("wal").instances
     assert inst.argv == ["db", "--data", "/scratch/job.7/srt-7/service_wal/data"]
     assert inst.preamble == "mkdir -p -- /scratch/job.7/srt-7/service_wal"
 

@@ -8,12 +8,11 @@ from typing import Any, ClassVar
 
 import pytest
 import srt_services
-from srt_services.extend.kind import KindOptions, ServiceKind
-from srt_services.plan.allocation import Allocation, AllocationRequest, local
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.app import compose
+from srt_services.contracts.allocation import Allocation, AllocationRequest, local
+from srt_services.contracts.kind import KindOptions, ServiceKind
+from srt_services.launch.local import LocalLauncher
+from srt_services.testing import PluginSet, RecipeError, kit
 
 NO_FRONTEND = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
 
@@ -22,8 +21,8 @@ def services(body: str) -> str:
     return NO_FRONTEND + textwrap.dedent(body).lstrip("\n")
 
 
-def test_two_services_on_one_port_of_one_node(one) -> None:
-    p = one(
+def test_two_services_on_one_port_of_one_node(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -41,8 +40,8 @@ def test_two_services_on_one_port_of_one_node(one) -> None:
     assert (p.line, p.column) == (10, 3)
 
 
-def test_same_port_on_disjoint_nodes_is_fine(plan) -> None:
-    planned = plan(
+def test_same_port_on_disjoint_nodes_is_fine(srt_plan) -> None:
+    planned = srt_plan(
         """
         schema: 2
         name: t
@@ -67,8 +66,8 @@ def test_same_port_on_disjoint_nodes_is_fine(plan) -> None:
     }
 
 
-def test_per_worker_instances_of_one_service_collide(one) -> None:
-    p = one(
+def test_per_worker_instances_of_one_service_collide(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -91,8 +90,8 @@ def test_per_worker_instances_of_one_service_collide(one) -> None:
     assert (p.line, p.column) == (10, 5)
 
 
-def test_metrics_port_against_a_readiness_port(one) -> None:
-    p = one(
+def test_metrics_port_against_a_readiness_port(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -109,8 +108,8 @@ def test_metrics_port_against_a_readiness_port(one) -> None:
     assert (p.line, p.column) == (12, 7)
 
 
-def test_metrics_on_the_first_node_only_claims_that_node(plan) -> None:
-    planned = plan(
+def test_metrics_on_the_first_node_only_claims_that_node(srt_plan) -> None:
+    planned = srt_plan(
         services("""
         - name: train
           command: [t]
@@ -122,8 +121,8 @@ def test_metrics_on_the_first_node_only_claims_that_node(plan) -> None:
     assert [t.name for t in planned.scrape_targets] == ["train_node0"]
 
 
-def test_metrics_first_nodes_clash_on_the_shared_first_node(one) -> None:
-    p = one(
+def test_metrics_first_nodes_clash_on_the_shared_first_node(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: train
           command: [t]
@@ -139,8 +138,8 @@ def test_metrics_first_nodes_clash_on_the_shared_first_node(one) -> None:
     assert "both listen on port 9090 on node node0" in p.message
 
 
-def test_frontend_port_against_a_service(one) -> None:
-    p = one(
+def test_frontend_port_against_a_service(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -159,8 +158,8 @@ def test_frontend_port_against_a_service(one) -> None:
     assert (p.line, p.column) == (3, 40)
 
 
-def test_default_frontend_port_points_at_the_frontend(one) -> None:
-    p = one(
+def test_default_frontend_port_points_at_the_frontend(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -176,8 +175,8 @@ def test_default_frontend_port_points_at_the_frontend(one) -> None:
     assert (p.line, p.column) == (3, 1)
 
 
-def test_worker_port_against_a_service(one) -> None:
-    p = one(
+def test_worker_port_against_a_service(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -199,8 +198,8 @@ def test_worker_port_against_a_service(one) -> None:
     assert (p.line, p.column) == (5, 41)
 
 
-def test_several_collisions_are_reported_together(problems) -> None:
-    found = problems(
+def test_several_collisions_are_reported_together(srt_problems) -> None:
+    found = srt_problems(
         services("""
         - name: a
           command: [a]
@@ -242,9 +241,9 @@ class _ListenerPlugin:
         return [_Listener]
 
 
-def test_kind_ports_are_in_the_ledger(plugins: PluginSet, one) -> None:
-    plugins.register(_ListenerPlugin(), "listener-kind")
-    p = one(
+def test_kind_ports_are_in_the_ledger(srt_plugins: PluginSet, srt_problem) -> None:
+    srt_plugins.register(_ListenerPlugin(), "listener-kind")
+    p = srt_problem(
         services("""
         - name: l
           type: listener
@@ -257,9 +256,9 @@ def test_kind_ports_are_in_the_ledger(plugins: PluginSet, one) -> None:
     assert "services[l] and services[a] both listen on port 7777 on node node0" in p.message
 
 
-def test_kind_ports_follow_options(plugins: PluginSet, plan) -> None:
-    plugins.register(_ListenerPlugin(), "listener-kind")
-    planned = plan(
+def test_kind_ports_follow_options(srt_plugins: PluginSet, srt_plan) -> None:
+    srt_plugins.register(_ListenerPlugin(), "listener-kind")
+    planned = srt_plan(
         services("""
         - name: l
           type: listener
@@ -272,7 +271,7 @@ def test_kind_ports_follow_options(plugins: PluginSet, plan) -> None:
     assert planned.unit("l").instances[0].argv == ["listen", "7000"]
 
 
-def test_external_services_claim_no_port(plugins: PluginSet, plan) -> None:
+def test_external_services_claim_no_port(srt_plugins: PluginSet, srt_plan) -> None:
     class Remote(_Listener):
         name: ClassVar[str] = "remote"
         supports_external: ClassVar[bool] = True
@@ -282,8 +281,8 @@ def test_external_services_claim_no_port(plugins: PluginSet, plan) -> None:
         def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
             return [Remote]
 
-    plugins.register(RemotePlugin(), "remote-kind")
-    planned = plan(
+    srt_plugins.register(RemotePlugin(), "remote-kind")
+    planned = srt_plan(
         services("""
         - name: r
           type: remote
@@ -314,8 +313,8 @@ services:
 """
 
 
-def test_allocation_too_small_for_nodes(one) -> None:
-    p = one(ROLES, nodes=3)
+def test_allocation_too_small_for_nodes(srt_problem) -> None:
+    p = srt_problem(ROLES, nodes=3)
     assert p.label == ""
     assert p.message == (
         "the allocation has 3 node(s) but the recipe needs 6: 2 for prefill, 2 for decode,"
@@ -324,8 +323,8 @@ def test_allocation_too_small_for_nodes(one) -> None:
     assert (p.line, p.column) == (1, 1)
 
 
-def test_allocation_by_default_is_what_the_recipe_needs(plan) -> None:
-    planned = plan(ROLES)
+def test_allocation_by_default_is_what_the_recipe_needs(srt_plan) -> None:
+    planned = srt_plan(ROLES)
     assert [n.name for n in planned.nodes] == [f"node{i}" for i in range(6)]
     assert [n.roles for n in planned.nodes] == [
         ["head", "infra", "client", "prefill"],
@@ -337,26 +336,25 @@ def test_allocation_by_default_is_what_the_recipe_needs(plan) -> None:
     ]
 
 
-def test_larger_allocation_leaves_extra_nodes_unused(plan) -> None:
-    planned = plan(ROLES, nodes=8)
+def test_larger_allocation_leaves_extra_nodes_unused(srt_plan) -> None:
+    planned = srt_plan(ROLES, nodes=8)
     assert len(planned.nodes) == 6
 
 
-def test_nodelist_too_short(plugins: PluginSet) -> None:
-    loaded = load_recipe("recipe.yaml", plugins, text=textwrap.dedent(ROLES))
+def test_nodelist_too_short(srt_plan) -> None:
     with pytest.raises(RecipeError) as info:
-        resolve(loaded, plugins, AllocationRequest(nodelist=("a", "b")))
+        srt_plan(ROLES, nodelist=("a", "b"))
     assert "the allocation has 2 node(s) but the recipe needs 6" in str(info.value)
 
 
-def test_nodelist_names_the_nodes(plan) -> None:
-    planned = plan(ROLES, nodelist=tuple(f"gpu-{i:02d}" for i in range(6)))
+def test_nodelist_names_the_nodes(srt_plan) -> None:
+    planned = srt_plan(ROLES, nodelist=tuple(f"gpu-{i:02d}" for i in range(6)))
     assert planned.head == "gpu-00"
     assert planned.unit("pool").nodes == ["gpu-04", "gpu-05"]
 
 
-def test_recipe_needing_more_than_the_cap(one) -> None:
-    p = one(
+def test_recipe_needing_more_than_the_cap(srt_problem) -> None:
+    p = srt_problem(
         "schema: 2\nname: t\nfrontend: {type: vllm, command: [f]}\n"
         "roles:\n  decode: {workers: 100000, gpus_per_worker: 16, command: [w]}\n"
     )
@@ -365,29 +363,35 @@ def test_recipe_needing_more_than_the_cap(one) -> None:
     )
 
 
-def test_explicit_allocation_object(plugins: PluginSet) -> None:
-    loaded = load_recipe("recipe.yaml", plugins, text=textwrap.dedent(ROLES))
-    planned = resolve(loaded, plugins, local(6, "j1"))
+def test_explicit_allocation_object(srt_plan) -> None:
+    planned = srt_plan(ROLES, allocation=local(6, "j1"))
     assert planned.allocation == "local"
     assert planned.nodes[1].ip == "127.0.0.2"
     with pytest.raises(RecipeError):
-        resolve(loaded, plugins, Allocation("local", local(2).nodes))
+        srt_plan(ROLES, allocation=Allocation("local", local(2).nodes))
 
 
-def test_allocation_factory_gets_the_needed_count(plugins: PluginSet) -> None:
-    loaded = load_recipe("recipe.yaml", plugins, text=textwrap.dedent(ROLES))
+def test_the_launcher_is_asked_for_the_needed_count(srt_plugins: PluginSet, srt_load) -> None:
+    """The composition root asks the launcher for as many nodes as the recipe needs, before
+    planning: the planner receives a finished allocation."""
     seen: list[int] = []
 
-    def factory(needed: int) -> Allocation:
-        seen.append(needed)
-        return local(needed)
+    class Counting(LocalLauncher):
+        @classmethod
+        def allocation(
+            cls, request: AllocationRequest, needed: int, settings: Any = None
+        ) -> Allocation:
+            seen.append(needed)
+            return local(needed)
 
-    resolve(loaded, plugins, factory)
+    where = kit.setup(srt_plugins)
+    planned = compose.plan(where, srt_load(ROLES), AllocationRequest("local"), launcher=Counting)
     assert seen == [6]
+    assert len(planned.plan.nodes) == 6
 
 
-def test_placement_selecting_no_nodes(one) -> None:
-    p = one(
+def test_placement_selecting_no_nodes(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -399,8 +403,8 @@ def test_placement_selecting_no_nodes(one) -> None:
     assert (p.line, p.column) == (7, 3)
 
 
-def test_per_worker_selecting_no_workers(one) -> None:
-    p = one(
+def test_per_worker_selecting_no_workers(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import LoadedRecipe
-from srt_services.recipe.settled import UnboundProbe
+from srt_services.app import compose
+from srt_services.checking.settled import UnboundProbe
+from srt_services.contracts.allocation import AllocationRequest
+from srt_services.contracts.plan import Plan
+from srt_services.testing import LoadedRecipe, PluginSet, kit
 
 RECIPE = """
 schema: 2
@@ -46,8 +46,8 @@ services:
 """
 
 
-def test_the_checks_bind_every_block_to_its_probe(load: Callable[..., LoadedRecipe]) -> None:
-    loaded = load(RECIPE)
+def test_the_checks_bind_every_block_to_its_probe(srt_load: Callable[..., LoadedRecipe]) -> None:
+    loaded = srt_load(RECIPE)
     a, b, c, quiet = loaded.services
     assert a.readiness is not None and a.readiness.probe.name == "tcp"
     assert a.readiness.block is a.spec.readiness
@@ -64,10 +64,8 @@ def test_the_checks_bind_every_block_to_its_probe(load: Callable[..., LoadedReci
     assert loaded.job_probes.roles["agg"].probe.name == "log"
 
 
-def test_the_plan_takes_each_probe_from_its_binding(
-    load: Callable[..., LoadedRecipe], plugins: PluginSet
-) -> None:
-    planned = resolve(load(RECIPE), plugins, AllocationRequest())
+def test_the_plan_takes_each_probe_from_its_binding(srt_plan: Callable[..., Plan]) -> None:
+    planned = srt_plan(RECIPE)
     (a,) = planned.unit("a").instances
     assert a.readiness is not None and a.readiness.probe == "tcp"
     assert a.readiness.config["port"] == 7000
@@ -108,13 +106,13 @@ def _drop_frontend_readiness(loaded: LoadedRecipe) -> None:
     ],
 )
 def test_a_block_without_its_binding_stops_the_plan(
-    load: Callable[..., LoadedRecipe],
-    plugins: PluginSet,
+    srt_load: Callable[..., LoadedRecipe],
+    srt_plugins: PluginSet,
     drop: Callable[[LoadedRecipe], None],
     where: str,
 ) -> None:
-    loaded = load(RECIPE)
+    loaded = srt_load(RECIPE)
     drop(loaded)
     with pytest.raises(UnboundProbe) as raised:
-        resolve(loaded, plugins, AllocationRequest())
+        compose.plan(kit.setup(srt_plugins), loaded, AllocationRequest())
     assert str(raised.value).startswith(f"{where}: ")

@@ -10,14 +10,12 @@ from typing import Any, ClassVar
 import orjson
 import pytest
 import srt_services
-from srt_services.extend.implied import ImpliedService
-from srt_services.extend.kind import KindOptions, ServiceKind
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.model import Plan, plan_from_dict
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
+from srt_services.contracts.implied import ImpliedService
+from srt_services.contracts.kind import KindOptions, ServiceKind
+from srt_services.contracts.plan import Plan
 from srt_services.recipe.models import Recipe
+from srt_services.site_config import SiteConfig
+from srt_services.testing import PluginSet, kit
 
 
 class Registry(ServiceKind):
@@ -65,9 +63,9 @@ class RegistryPlugin:
 
 
 @pytest.fixture
-def with_registry(plugins: PluginSet) -> PluginSet:
-    plugins.register(RegistryPlugin(), "registry-plugin")
-    return plugins
+def with_registry(srt_plugins: PluginSet) -> PluginSet:
+    srt_plugins.register(RegistryPlugin(), "registry-plugin")
+    return srt_plugins
 
 
 JOB = """
@@ -85,8 +83,8 @@ def job(services: str = "") -> str:
     )
 
 
-def test_implied_service_with_its_reason(with_registry: PluginSet, plan) -> None:
-    planned = plan(job())
+def test_implied_service_with_its_reason(with_registry: PluginSet, srt_plan) -> None:
+    planned = srt_plan(job())
     unit = planned.unit("registry")
     assert unit.implied_by == "frontend.type vllm"
     assert unit.phase == "infra"
@@ -95,8 +93,8 @@ def test_implied_service_with_its_reason(with_registry: PluginSet, plan) -> None
     assert unit.instances[0].argv == ["registry", "--listen", "<node0-ip>:2500"]
 
 
-def test_declared_entry_takes_over_the_implied_one(with_registry: PluginSet, plan) -> None:
-    planned = plan(
+def test_declared_entry_takes_over_the_implied_one(with_registry: PluginSet, srt_plan) -> None:
+    planned = srt_plan(
         job("""
         - name: side
           command: [s]
@@ -113,19 +111,19 @@ def test_declared_entry_takes_over_the_implied_one(with_registry: PluginSet, pla
     assert [u.name for u in planned.units if u.category == "service"] == ["registry", "side"]
 
 
-def test_enabled_false_switches_an_implied_service_off(with_registry: PluginSet, plan) -> None:
-    planned = plan(job("- {name: registry, enabled: false}\n"))
+def test_enabled_false_switches_an_implied_service_off(with_registry: PluginSet, srt_plan) -> None:
+    planned = srt_plan(job("- {name: registry, enabled: false}\n"))
     assert all(u.name != "registry" for u in planned.units)
     assert planned.discovery_env == {}
 
 
-def test_disabled_declared_service_is_dropped(plan) -> None:
-    planned = plan(job("- {name: offline, command: [x], enabled: false}\n"))
+def test_disabled_declared_service_is_dropped(srt_plan) -> None:
+    planned = srt_plan(job("- {name: offline, command: [x], enabled: false}\n"))
     assert all(u.name != "offline" for u in planned.units)
 
 
-def test_discovery_env_only_for_planes_that_run(with_registry: PluginSet, plan) -> None:
-    planned = plan(
+def test_discovery_env_only_for_planes_that_run(with_registry: PluginSet, srt_plan) -> None:
+    planned = srt_plan(
         job(
             "- {name: side, command: [s]}\n"
             "- {name: quiet, command: [q], inherit_discovery_env: false}\n"
@@ -137,18 +135,20 @@ def test_discovery_env_only_for_planes_that_run(with_registry: PluginSet, plan) 
     assert "REGISTRY_URL" not in planned.unit("registry").instances[0].env  # a plane itself
     assert planned.unit("agg").instances[0].env["REGISTRY_URL"] == "http://<node0-ip>:2500"
     # no plane, no address: a static frontend job gets none
-    static = plan(job().replace("type: vllm", "type: sglang"))
+    static = srt_plan(job().replace("type: vllm", "type: sglang"))
     assert static.discovery_env == {}
 
 
-def test_external_plane_hands_out_its_address(with_registry: PluginSet, plan) -> None:
-    planned = plan(job("- {name: registry, type: registry, external: 'http://reg.invalid:2500'}\n"))
+def test_external_plane_hands_out_its_address(with_registry: PluginSet, srt_plan) -> None:
+    planned = srt_plan(
+        job("- {name: registry, type: registry, external: 'http://reg.invalid:2500'}\n")
+    )
     assert planned.discovery_env == {"REGISTRY_URL": "http://reg.invalid:2500"}
     assert planned.unit("registry").instances == []
 
 
-def test_environment_layers(with_registry: PluginSet, plan) -> None:
-    planned = plan(
+def test_environment_layers(with_registry: PluginSet, srt_plan) -> None:
+    planned = srt_plan(
         job("""
         - name: registry
           type: registry
@@ -168,16 +168,16 @@ def test_environment_layers(with_registry: PluginSet, plan) -> None:
     ]
 
 
-def test_dedicated_placement_reserves_a_node(with_registry: PluginSet, plan) -> None:
-    planned = plan(job("- {name: registry, type: registry, placement: {node: dedicated}}\n"))
+def test_dedicated_placement_reserves_a_node(with_registry: PluginSet, srt_plan) -> None:
+    planned = srt_plan(job("- {name: registry, type: registry, placement: {node: dedicated}}\n"))
     assert planned.infra == "node0"
     assert planned.head == "node1"
     assert planned.nodes[0].roles == ["dedicated-infra"]
     assert planned.unit("registry").nodes == ["node0"]
 
 
-def test_phases_and_tiers(plan) -> None:
-    planned = plan(
+def test_phases_and_tiers(srt_plan) -> None:
+    planned = srt_plan(
         job("""
         - {name: late, command: [a]}
         - {name: early, command: [b], start: before_workers}
@@ -197,11 +197,11 @@ def test_phases_and_tiers(plan) -> None:
     assert tiers == {"first": 2, "early": 1, "agg": 0, "frontend": 0, "late": 0, "benchmark": 0}
 
 
-def test_after_is_planned_shown_and_turned_into_waits(plan) -> None:
+def test_after_is_planned_shown_and_turned_into_waits(srt_plan) -> None:
     from srt_services.plan.text import render_plan
     from srt_services.plan.waits import is_chain, phase_waits
 
-    planned = plan(
+    planned = srt_plan(
         job("""
         - {name: store, command: [a], start: infra}
         - {name: slow, command: [b]}
@@ -226,11 +226,11 @@ def test_after_is_planned_shown_and_turned_into_waits(plan) -> None:
     assert "after: - (starts with its phase, not after the service declared before it)" in text
     assert "after: tail, store (not the service declared before it)" in text
     assert text.count("    after:") == 2
-    again = plan_from_dict(json.loads(planned.to_json()))
+    again = Plan.from_json(planned.to_json())
     assert again.unit("late").after == ["tail", "store"] and again.unit("slow").after is None
 
 
-def test_site_readiness_timeout_raises_the_defaults_only(plugins: PluginSet) -> None:
+def test_site_readiness_timeout_raises_the_defaults_only(srt_plan) -> None:
     text = job("""
     - {name: quiet, command: [a], readiness: {port: 7001}}
     - {name: stated, command: [b], readiness: {port: 7002, timeout_seconds: 30}}
@@ -239,10 +239,9 @@ def test_site_readiness_timeout_raises_the_defaults_only(plugins: PluginSet) -> 
       readiness: {port: 7003}
       liveness: {port: 7003}
     """).replace("command: [w]}", "command: [w], readiness: {port: 9000}}")
-    loaded = load_recipe("recipe.yaml", plugins, text=textwrap.dedent(text))
 
     def timeouts(floor: float | None) -> dict[str, float]:
-        planned = resolve(loaded, plugins, AllocationRequest(), readiness_timeout=floor)
+        planned = srt_plan(text, site=SiteConfig(readiness_timeout=floor))
         out = {}
         for inst in planned.instances():
             if inst.readiness is not None:
@@ -269,8 +268,8 @@ def test_site_readiness_timeout_raises_the_defaults_only(plugins: PluginSet) -> 
     assert timeouts(60)["quiet"] == 120.0
 
 
-def test_step_and_log_names(plan) -> None:
-    planned = plan(
+def test_step_and_log_names(srt_plan) -> None:
+    planned = srt_plan(
         job("""
         - {name: one, command: [a]}
         - {name: many, command: [b], placement: {node: all}}
@@ -283,7 +282,7 @@ def test_step_and_log_names(plan) -> None:
     assert steps["many"] == ["service_many"]  # one node in this job: no suffix
     assert steps["each"] == ["service_each_agg_0_node0", "service_each_agg_1_node0"]
     assert planned.unit("each").instances[0].log == "logs/service_each_agg_0_node0.out"
-    wide = plan(
+    wide = srt_plan(
         job("- {name: many, command: [b], placement: {node: all}}\n").replace(
             "workers: 2", "workers: 4"
         )
@@ -294,8 +293,8 @@ def test_step_and_log_names(plan) -> None:
     ]
 
 
-def test_restart_defaults(plan) -> None:
-    planned = plan(
+def test_restart_defaults(srt_plan) -> None:
+    planned = srt_plan(
         job(
             "- {name: a, command: [a]}\n- {name: b, command: [b], critical: true}\n"
             "- {name: c, command: [c], restart: {policy: 'no'}}\n"
@@ -312,8 +311,8 @@ def test_restart_defaults(plan) -> None:
     assert planned.unit("c").restart is None
 
 
-def test_liveness_is_planned_with_its_settings_and_defaults(plan) -> None:
-    planned = plan(
+def test_liveness_is_planned_with_its_settings_and_defaults(srt_plan) -> None:
+    planned = srt_plan(
         job(
             "- name: a\n  command: [a]\n  readiness: {port: 7000}\n"
             "  liveness: {http: {port: 7000, path: /alive}, period_seconds: 5,"
@@ -336,8 +335,8 @@ def test_liveness_is_planned_with_its_settings_and_defaults(plan) -> None:
     assert a.ports == [7000]
 
 
-def test_benchmark_learns_where_services_run(plan) -> None:
-    planned = plan(
+def test_benchmark_learns_where_services_run(srt_plan) -> None:
+    planned = srt_plan(
         job("- {name: my-side, command: [a], placement: {node: agg}}\n")
         + "benchmark: {type: command, command: [bench]}\n"
     )
@@ -349,7 +348,7 @@ def test_benchmark_learns_where_services_run(plan) -> None:
     assert env["SRT_GPUS_PER_NODE"] == "8"
 
 
-def test_validate_recipe_hook_problems_are_located(plugins: PluginSet, one) -> None:
+def test_validate_recipe_hook_problems_are_located(srt_plugins: PluginSet, srt_problem) -> None:
     from srt_services.recipe.problems import Problem
 
     class Rules:
@@ -359,58 +358,52 @@ def test_validate_recipe_hook_problems_are_located(plugins: PluginSet, one) -> N
                 return [Problem(("services", 1, "name"), "only one service, please")]
             return []
 
-    plugins.register(Rules(), "rules")
-    p = one(job("- {name: a, command: [a]}\n- {name: b, command: [b]}\n"))
+    srt_plugins.register(Rules(), "rules")
+    p = srt_problem(job("- {name: a, command: [a]}\n- {name: b, command: [b]}\n"))
     assert p.label == "services[b].name"
     assert p.message == "only one service, please"
     assert p.line == 8
 
 
-def test_broken_implied_services_hook_is_reported(plugins: PluginSet, one) -> None:
+def test_broken_implied_services_hook_is_reported(srt_plugins: PluginSet, srt_problem) -> None:
     class Broken:
         @srt_services.hookimpl
         def srt_implied_services(self, recipe: Recipe) -> list[ImpliedService]:
             raise RuntimeError("boom")
 
-    plugins.register(Broken(), "broken")
-    p = one(job())
+    srt_plugins.register(Broken(), "broken")
+    p = srt_problem(job())
     assert p.label == "services"
     assert p.message == "plugin broken failed in srt_implied_services: RuntimeError: boom"
 
 
-def test_invalid_implied_entry_is_reported(plugins: PluginSet, one) -> None:
+def test_invalid_implied_entry_is_reported(srt_plugins: PluginSet, srt_problem) -> None:
     class Bad:
         @srt_services.hookimpl
         def srt_implied_services(self, recipe: Recipe) -> list[ImpliedService]:
             return [ImpliedService({"name": "../x", "command": ["a"]}, "because")]
 
-    plugins.register(Bad(), "bad")
-    p = one(job())
+    srt_plugins.register(Bad(), "bad")
+    p = srt_problem(job())
     assert p.message.startswith("an implied service '../x' (implied by: because) is invalid: ")
 
 
 # --------------------------------------------------------------------------- determinism and JSON
 
 
-def test_plan_is_deterministic(plugins: PluginSet, repo) -> None:
+def test_plan_is_deterministic(srt_plugins: PluginSet, repo) -> None:
     text = (repo / "examples" / "disagg-services.yaml").read_text()
-    first = resolve(
-        load_recipe("r.yaml", plugins, text=text), plugins, AllocationRequest()
-    ).to_json()
-    again = resolve(
-        load_recipe("r.yaml", PluginSet(autoload=False), text=text),
-        PluginSet(autoload=False),
-        AllocationRequest(),
-    ).to_json()
+    first = kit.plan(srt_plugins, text, source="r.yaml").to_json()
+    again = kit.plan(kit.isolated_plugins(), text, source="r.yaml").to_json()
     assert first == again
 
 
 @pytest.mark.parametrize("example", ["minimal", "disagg-services", "pools", "per-worker"])
-def test_json_round_trip(plugins: PluginSet, repo, example: str) -> None:
+def test_json_round_trip(srt_plugins: PluginSet, repo, example: str) -> None:
     text = (repo / "examples" / f"{example}.yaml").read_text()
-    planned = resolve(load_recipe("r.yaml", plugins, text=text), plugins, AllocationRequest())
+    planned = kit.plan(srt_plugins, text, source="r.yaml")
     data = json.loads(planned.to_json())
-    back = plan_from_dict(data)
+    back = Plan.from_json(json.dumps(data))
     assert isinstance(back, Plan)
     assert back == planned
     assert back.to_json() == planned.to_json()

@@ -22,8 +22,8 @@ def read(path: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
-def test_lists_exactly_the_running_instances_with_their_labels(plan, tmp_path: Path) -> None:
-    planned = plan(textwrap.dedent(RECIPE), nodes=2)
+def test_lists_exactly_the_running_instances_with_their_labels(srt_plan, tmp_path: Path) -> None:
+    planned = srt_plan(textwrap.dedent(RECIPE), nodes=2)
     writes: list[str] = []
 
     def guarded(what: str, write) -> bool:
@@ -61,8 +61,8 @@ def test_lists_exactly_the_running_instances_with_their_labels(plan, tmp_path: P
     assert not list((tmp_path / "metrics").glob("*.tmp*")), "written by rename"
 
 
-def test_nothing_without_targets(plan, tmp_path: Path) -> None:
-    planned = plan(
+def test_nothing_without_targets(srt_plan, tmp_path: Path) -> None:
+    planned = srt_plan(
         textwrap.dedent(RECIPE.replace("name: sd", "name: sd\nobservability: {metrics: false}"))
     )
     sd = ScrapeTargets(planned, str(tmp_path), lambda what, write: write() or True)

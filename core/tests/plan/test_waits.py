@@ -10,9 +10,9 @@ from graphlib import CycleError, TopologicalSorter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from srt_services.plan.model import PlannedUnit
+from srt_services.checking.rules.after import find_cycles
+from srt_services.contracts.plan import PlannedUnit
 from srt_services.plan.waits import phase_waits
-from srt_services.recipe.rules.after import find_cycles
 
 
 def unit(name: str, after: list[str] | None) -> PlannedUnit:

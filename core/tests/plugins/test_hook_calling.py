@@ -10,6 +10,7 @@ import pytest
 from srt_services.errors import PluginError
 from srt_services.extend import ImpliedService, Problem, hookimpl
 from srt_services.plugins.manager import HookCall, PluginSet
+from srt_services.testing import kit
 
 RECIPE: Any = object()  # the hooks below never look at it
 
@@ -37,14 +38,14 @@ def messages(plugins: PluginSet) -> list[str]:
 
 
 def test_results_come_in_pluggys_order_most_recent_registration_first() -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(problems("first"), "first")
     plugins.register(problems("second"), "second")
     assert messages(plugins) == ["second", "first"]
 
 
 def test_tryfirst_and_trylast_are_honoured() -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(problems("early", tryfirst=True), "early")
     plugins.register(problems("plain"), "plain")
     plugins.register(problems("late", trylast=True), "late")
@@ -58,7 +59,7 @@ def test_a_wrapper_wraps_the_whole_call() -> None:
             results = yield
             return [[p for p in items if p.message != "drop me"] for items in results]
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(problems("keep"), "keep")
     plugins.register(problems("drop me"), "drop")
     plugins.register(Filter(), "filter")
@@ -66,7 +67,7 @@ def test_a_wrapper_wraps_the_whole_call() -> None:
 
 
 def test_implied_services_follow_their_order_whatever_the_registration_order() -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(implier("exporter", order=60), "exporters")
     plugins.register(implier("nats", order=20), "nats")
     plugins.register(implier("etcd", order=10), "etcd")
@@ -80,7 +81,7 @@ def test_implied_services_follow_their_order_whatever_the_registration_order() -
 
 
 def test_equal_order_keeps_pluggys_call_order() -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(implier("a"), "a")
     plugins.register(implier("b"), "b")
     assert [i.name for i in plugins.implied_services(RECIPE)] == ["b", "a"]
@@ -92,7 +93,7 @@ def test_a_failing_implementation_is_named() -> None:
         def srt_validate_recipe(self, recipe: Any) -> list[Problem]:
             raise ValueError("boom")
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(problems("fine"), "fine")
     plugins.register(Broken(), "broken")
     with pytest.raises(

@@ -12,9 +12,7 @@ from collections.abc import Callable
 import pytest
 from distgen import plugin
 from plugin_site import Site
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.testing import PluginSet, RecipeError, kit
 
 MakeSet = Callable[..., PluginSet]
 
@@ -27,7 +25,7 @@ FAILOVER = (
 
 def failover_error(plugins: PluginSet) -> str:
     with pytest.raises(RecipeError) as info:
-        load_recipe("r.yaml", plugins, text=FAILOVER)
+        kit.load(plugins, FAILOVER, "r.yaml")
     (problem,) = info.value.errors
     assert (problem.label, problem.line) == ("engine.failover", 3)
     return problem.message
@@ -60,7 +58,7 @@ def test_metrics_default_names_a_blocked_exporters_plugin(site: Site, plugin_set
     kinds = ["node-exporter", "dcgm-exporter", "process-exporter", "prometheus"]
     site.install_dist(plugin("srt-exporters", "1.0.0", kinds=kinds))
     site.write_config('[plugins]\nblock = ["srt-exporters"]\n')
-    loaded = load_recipe("r.yaml", plugin_set(), text="schema: 2\nname: t\n")
+    loaded = kit.load(plugin_set(), "schema: 2\nname: t\n", "r.yaml")
     (warning,) = loaded.warnings
     assert warning.message.startswith(
         "observability.metrics is on by default but srt-exporters 1.0.0 is blocked"

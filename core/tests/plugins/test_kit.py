@@ -3,6 +3,7 @@ and as a plugin author runs them, in a separate pytest process)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -201,7 +202,8 @@ class TestKitSettingsOverride:
         with pytest.raises(RecipeError) as info:
             srt_load(text)
         (line,) = [p.render(info.value.source) for p in info.value.errors]
-        assert line.startswith("recipe.yaml:5:41: services[e].bogus: unknown key"), line
+        # line 4: the text starts on the line after the quotes (its leading newline is dropped)
+        assert line.startswith("recipe.yaml:4:41: services[e].bogus: unknown key"), line
         loaded = srt_load(text.replace(", bogus: 1", ""))
         assert loaded.warnings == [], "the filled-in metrics: false keeps the exporters warning out"
         assert loaded.recipe.observability.metrics is False
@@ -234,6 +236,92 @@ def test_recipe_text_fill() -> None:
         "observability:\n  metrics: true\n"
     )
     assert "observability: {metrics: false}" in kit.recipe_text("a:\n  observability: 1\n", fill)
+
+
+def test_a_recipe_file_is_loaded_and_planned_from_disk(
+    tmp_path: Path,
+    srt_load: Callable[..., Any],
+    srt_plan: Callable[..., Any],
+    srt_problems: Callable[..., Any],
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "schema: 2\nname: f\nobservability: {metrics: false}\nservices:\n"
+        "  - {name: a, command: [x, '{recipe_dir}']}\n"
+    )
+    assert srt_load(path).source == str(path)
+    (inst,) = srt_plan(path).unit("a").instances
+    assert inst.argv == ["x", str(tmp_path)], "{recipe_dir} is the file's directory"
+    path.write_text(path.read_text().replace("command:", "comand:"))
+    found = srt_problems(path)
+    assert found and all(p.render(str(path)).startswith(f"{path}:5:") for p in found)
+
+
+def test_run_cli_runs_srt_here_with_the_given_plugins_and_no_site_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        "schema: 2\nname: t\nobservability: {metrics: false}\nservices:\n"
+        "  - {name: e, type: echo, command: [x]}\n"
+    )
+    missing = str(tmp_path / "missing.toml")  # an error if srt read it
+    monkeypatch.setenv("SRT_SITE_CONFIG", missing)
+    from srt_services.plugins import manager
+
+    before = manager._default
+    refused = kit.run_cli(["validate", str(path)])
+    assert refused.code == 2, refused
+    assert f"{path}:5:" in refused.stderr and "echo" in refused.stderr
+    ok = kit.run_cli(["validate", str(path)], kit.isolated_plugins(RecipeHooks(), "hooks"))
+    assert ok.code == 0, ok.stderr
+    assert kit.run_cli(["dry-run", str(path)], kit.isolated_plugins(RecipeHooks())).stdout
+    assert os.environ["SRT_SITE_CONFIG"] == missing
+    assert manager._default is before, "the process-wide plugin set is put back"
+
+
+def test_site_config_is_read_from_its_file_and_reaches_the_plan(
+    tmp_path: Path, srt_plan: Callable[..., Any]
+) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text("[readiness]\ntimeout_seconds = 600\n")
+    recipe = {
+        "observability": {"metrics": False},
+        "services": [{"name": "a", "command": ["x"], "readiness": {"port": 9000}}],
+    }
+    (default,) = srt_plan(recipe).unit("a").instances
+    (raised,) = srt_plan(recipe, site=kit.site_config(site)).unit("a").instances
+    assert default.readiness is not None and default.readiness.timeout == 120.0
+    assert raised.readiness is not None and raised.readiness.timeout == 600.0
+
+
+def test_supervise_runs_a_plan_made_to_run_here(
+    tmp_path: Path, srt_plugins: PluginSet, srt_plan: Callable[..., Any]
+) -> None:
+    job_dir = str(tmp_path / "job")
+    recipe = {
+        "observability": {"metrics": False},
+        "services": [{"name": "a", "terminal": True, "command": ["bash", "-c", "echo hi"]}],
+    }
+    plan = srt_plan(recipe, local=True, job_dir=job_dir, runs_here=True)
+    events: list[str] = []
+    result = kit.supervise(srt_plugins, plan, job_dir, on_event=lambda e: events.append(e["event"]))
+    assert result.code == 0 and result.job_dir == job_dir
+    assert events[0] == "job_started" and events[-1] == "job_finished"
+    assert Path(job_dir, "logs", "service_a.out").read_text().strip().endswith("hi")
+
+
+def test_the_testing_package_exports_what_plugin_tests_need() -> None:
+    import srt_services.testing as testing
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.plugins.manager import PluginSet as Manager
+
+    assert sorted(testing._WHERE) == sorted(testing.__all__)
+    assert testing.RecipeError is RecipeError
+    assert testing.PluginSet is Manager and testing.LoadedRecipe is LoadedRecipe
+    assert testing.KitSettings is kit.KitSettings and testing.CliResult is kit.CliResult
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        testing.Nope  # noqa: B018
 
 
 def test_free_ports_are_distinct_and_free_on_every_address(
@@ -288,7 +376,7 @@ import pytest
 from pydantic import BaseModel
 
 from srt_services import hookimpl
-from srt_services.extend.kind import KindOptions, ServiceKind
+from srt_services.contracts.kind import KindOptions, ServiceKind
 from srt_services.testing.contracts import KindCase, ServiceKindContract
 
 

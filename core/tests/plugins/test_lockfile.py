@@ -25,7 +25,7 @@ def test_write_then_read_is_identity(tmp_path: Path) -> None:
     path = tmp_path / "x.lock"
     write_lock(str(path), original)
     again = read_lock(str(path))
-    assert again.versions() == {"srt-a": "1.0", "srt-b": "2.0"}
+    assert {p.name: p.version for p in again.plugins} == {"srt-a": "1.0", "srt-b": "2.0"}
     assert again.core_version == "1.0.0"
     assert [p["name"] for p in json.loads(path.read_text())["plugins"]] == ["srt-a", "srt-b"]
     assert not list(tmp_path.glob(".srt-lock-*")), "temporary file left behind"

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 from srt_services.errors import RecipeInvalid
-from srt_services.plugins.manager import PluginSet
 from srt_services.recipe import bounds
-from srt_services.recipe.load import load_recipe
+from srt_services.testing import kit
 
 
 def _load(path: Path) -> None:
-    load_recipe(str(path), PluginSet(autoload=False))
+    kit.load(kit.isolated_plugins(), path)
 
 
 def test_H11_duplicate_keys_in_json_are_refused_with_their_line(tmp_path: Path) -> None:
@@ -94,14 +93,15 @@ HEAD = "schema: 2\nname: m\nservices:\n  - name: a\n    command: [sleep]\n"
 
 #: Peak memory of loading a recipe, measured in a fresh interpreter (ru_maxrss grows only).
 MEASURE = """
-import resource, sys
+import pathlib, resource, sys
+from srt_services.app import compose
 from srt_services.errors import SrtError
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-plugins = PluginSet(autoload=False)
+from srt_services.checking import load  # imported before the measure starts
+from srt_services.testing import kit
+plugins = kit.isolated_plugins()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
-    load_recipe(sys.argv[1], plugins)
+    kit.load(plugins, pathlib.Path(sys.argv[1]))
     outcome = "loaded"
 except SrtError as exc:
     outcome = str(exc).splitlines()[0]

@@ -11,11 +11,8 @@ import weakref
 from pathlib import Path
 
 import pytest
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.source import gc_paused
+from srt_services.testing import PluginSet, kit
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -33,14 +30,13 @@ def _cycle() -> tuple[_Cell, weakref.ref[_Cell]]:
 
 
 def _load_and_plan(plugins: PluginSet) -> object:
-    path = str(EXAMPLES / "disagg-services.yaml")
-    return resolve(load_recipe(path, plugins), plugins, AllocationRequest())
+    return kit.plan(plugins, EXAMPLES / "disagg-services.yaml")
 
 
-def test_load_and_plan_leave_everything_collectable(plugins: PluginSet) -> None:
+def test_load_and_plan_leave_everything_collectable(srt_plugins: PluginSet) -> None:
     frozen = gc.get_freeze_count()
     before, before_ref = _cycle()  # alive while the recipe is loaded and planned
-    planned = _load_and_plan(plugins)
+    planned = _load_and_plan(srt_plugins)
     after, after_ref = _cycle()
     after.me = (after, planned)  # the plan, now held only by a cycle
     planned_ref = weakref.ref(planned)

@@ -1,4 +1,5 @@
-"""Fuzzing ``load_recipe`` + ``resolve``: only our validation error may ever escape.
+"""Fuzzing loading + planning (the composition root's ``load`` and ``plan``): only our
+validation error may ever escape.
 
 Three sources of input: the example recipes mutated (values, keys and types changed,
 entries dropped or added), random YAML-ish text, and random bytes. Whatever comes in, the
@@ -19,19 +20,20 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from srt_services.app import compose
+from srt_services.checking.rules.external import external_url_problems
+from srt_services.contracts.allocation import AllocationRequest
 from srt_services.errors import RecipeInvalid
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.problems import RecipeError
-from srt_services.recipe.rules.external import external_url_problems
+from srt_services.testing import kit
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SEEDS = ["minimal", "disagg-services", "pools", "per-worker"]
 SEED_DATA = {name: yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text()) for name in SEEDS}
 
-PLUGINS = PluginSet(autoload=False)
+#: The built-ins and an empty site config. Text goes to the composition root as it is (not
+#: through ``kit.load``, which dedents): the fuzzed bytes are what the loader sees.
+WHERE = kit.setup()
 
 #: ``SRT_FUZZ_RANDOM=1 SRT_FUZZ_SCALE=50`` fuzzes longer with fresh randomness (CI runs the
 #: fixed, derandomized set so that a failure is reproducible).
@@ -196,8 +198,8 @@ def _mutate(data: st.DataObject, root: Any) -> Any:
 
 def _check(text: str, source: str, nodes: int | None) -> None:
     try:
-        loaded = load_recipe(source, PLUGINS, text=text)
-        plan = resolve(loaded, PLUGINS, AllocationRequest(count=nodes))
+        loaded = compose.load(WHERE, source, text=text)
+        plan = compose.plan(WHERE, loaded, AllocationRequest(count=nodes)).plan
     except RecipeInvalid as exc:
         _check_error(exc)
         return
@@ -335,8 +337,7 @@ def test_random_bytes(raw: bytes) -> None:
         name = fh.name
     try:
         try:
-            loaded = load_recipe(name, PLUGINS)
-            resolve(loaded, PLUGINS, AllocationRequest())
+            kit.plan(WHERE.plugins, Path(name))
         except RecipeInvalid as exc:
             _check_error(exc)
     finally:

@@ -44,9 +44,9 @@ def entry(body: str) -> str:
     ],
 )
 def test_unknown_placeholder_with_a_suggestion(
-    one, body: str, label: str, where: tuple[int, int]
+    srt_problem, body: str, label: str, where: tuple[int, int]
 ) -> None:
-    p = one(entry(body))
+    p = srt_problem(entry(body))
     assert p.label == label
     assert (
         p.message
@@ -55,16 +55,16 @@ def test_unknown_placeholder_with_a_suggestion(
     assert (p.line, p.column) == where
 
 
-def test_unknown_placeholder_without_a_close_name(one) -> None:
-    p = one(entry('command: [echo, "{model_path}"]'))
+def test_unknown_placeholder_without_a_close_name(srt_problem) -> None:
+    p = srt_problem(entry('command: [echo, "{model_path}"]'))
     assert (
         p.message
         == "unknown placeholder {model_path}; write {{model_path}} for a literal {model_path}"
     )
 
 
-def test_escape_renders_literally(plan) -> None:
-    planned = plan(
+def test_escape_renders_literally(srt_plan) -> None:
+    planned = srt_plan(
         entry('command: [echo, "{{node}}", "{node}", "{{{{node}}}}"]\nenv: {X: "{{head_ip}}"}')
     )
     inst = planned.unit("a").instances[0]
@@ -73,27 +73,27 @@ def test_escape_renders_literally(plan) -> None:
     assert inst.env["X"] == "{head_ip}"
 
 
-def test_json_braces_are_left_alone(plan) -> None:
+def test_json_braces_are_left_alone(srt_plan) -> None:
     body = """
     command: [a]
     env:
       CONFIG: '{"a": {"b": [1, 2]}, "node": "{node}", "x": {}}'
       BRACES: "{ node } {} {1} {-x}"
     """
-    inst = plan(entry(body)).unit("a").instances[0]
+    inst = srt_plan(entry(body)).unit("a").instances[0]
     assert inst.env["CONFIG"] == '{"a": {"b": [1, 2]}, "node": "node0", "x": {}}'
     assert inst.env["BRACES"] == "{ node } {} {1} {-x}"
 
 
-def test_substitution_is_a_single_pass(plan) -> None:
+def test_substitution_is_a_single_pass(srt_plan) -> None:
     # a value that itself looks like a placeholder is never substituted again
-    planned = plan(entry('command: [echo, "{node}"]'), nodelist=("{head_ip}",))
+    planned = srt_plan(entry('command: [echo, "{node}"]'), nodelist=("{head_ip}",))
     assert planned.unit("a").instances[0].argv == ["echo", "{head_ip}"]
 
 
 @pytest.mark.parametrize("name", sorted(ph.WORKER))
-def test_worker_placeholders_need_per_worker(one, name: str) -> None:
-    p = one(entry(f'command: [echo, "{{{name}}}"]'))
+def test_worker_placeholders_need_per_worker(srt_problem, name: str) -> None:
+    p = srt_problem(entry(f'command: [echo, "{{{name}}}"]'))
     assert p.label == "services[a].command[1]"
     assert p.message == (
         f"{{{name}}} is only known to instances attached to a worker"
@@ -101,8 +101,8 @@ def test_worker_placeholders_need_per_worker(one, name: str) -> None:
     )
 
 
-def test_worker_placeholders_render_per_worker(plan) -> None:
-    planned = plan(
+def test_worker_placeholders_render_per_worker(srt_plan) -> None:
+    planned = srt_plan(
         """
         schema: 2
         name: t
@@ -126,10 +126,10 @@ def test_worker_placeholders_render_per_worker(plan) -> None:
     assert envs == ["0,1,2,3", "4,5,6,7"]
 
 
-def test_every_common_placeholder_renders(plan) -> None:
+def test_every_common_placeholder_renders(srt_plan) -> None:
     names = sorted(ph.COMMON)
     command = ", ".join(f'"{{{n}}}"' for n in names)
-    planned = plan(entry(f"command: [x, {command}]"), nodes=2)
+    planned = srt_plan(entry(f"command: [x, {command}]"), nodes=2)
     argv = planned.unit("a").instances[0].argv[1:]
     assert len(argv) == len(names)
     values = dict(zip(names, argv, strict=True))
@@ -145,8 +145,8 @@ def test_every_common_placeholder_renders(plan) -> None:
     assert not any("{" in v for v in argv)
 
 
-def test_pool_placeholders(plan) -> None:
-    planned = plan(
+def test_pool_placeholders(srt_plan) -> None:
+    planned = srt_plan(
         """
         schema: 2
         name: t

@@ -16,15 +16,19 @@ import pytest
 import rich_click as click
 import srt_services
 from srt_services import docs_gen, hookspecs
-from srt_services.extend.expansion import Expansion, InstanceSeed
-from srt_services.extend.implied import ImpliedService
-from srt_services.extend.kind import ServiceKind
-from srt_services.extend.launcher import Launcher
-from srt_services.extend.placement import Placement
-from srt_services.extend.probe import Probe
+from srt_services.contracts.benchmark import BenchmarkKind
+from srt_services.contracts.engine import Engine
+from srt_services.contracts.expansion import Expansion, InstanceSeed
+from srt_services.contracts.formats import RecipeFormat
+from srt_services.contracts.implied import ImpliedService
+from srt_services.contracts.kind import ServiceKind
+from srt_services.contracts.launcher import Launcher
+from srt_services.contracts.placement import Placement
+from srt_services.contracts.probe import Probe
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.models import Recipe, StrictModel
 from srt_services.recipe.problems import Problem
+from srt_services.testing import kit
 
 
 class RecKind(ServiceKind):
@@ -58,6 +62,19 @@ class RecProbe(Probe):
 
 class RecLauncher(Launcher):
     name: ClassVar[str] = "rec-launcher"
+
+
+class RecEngine(Engine):
+    name: ClassVar[str] = "rec-engine"
+    backends: ClassVar[frozenset[str]] = frozenset({"mocker"})
+
+
+class RecBenchmark(BenchmarkKind):
+    name: ClassVar[str] = "rec-bench"
+
+
+class RecFormat(RecipeFormat):
+    name: ClassVar[str] = "rec-format"
 
 
 @click.command("rec-command")
@@ -95,6 +112,21 @@ class Recorder:
     def srt_register_launchers(self) -> list[type[Launcher]]:
         self.calls.append("srt_register_launchers")
         return [RecLauncher]
+
+    @srt_services.hookimpl
+    def srt_register_engines(self) -> list[type[Engine]]:
+        self.calls.append("srt_register_engines")
+        return [RecEngine]
+
+    @srt_services.hookimpl
+    def srt_register_benchmarks(self) -> list[type[BenchmarkKind]]:
+        self.calls.append("srt_register_benchmarks")
+        return [RecBenchmark]
+
+    @srt_services.hookimpl
+    def srt_register_recipe_formats(self) -> list[type[RecipeFormat]]:
+        self.calls.append("srt_register_recipe_formats")
+        return [RecFormat]
 
     @srt_services.hookimpl
     def srt_cli_commands(self) -> list[click.Command]:
@@ -140,6 +172,21 @@ def _launchers(p: PluginSet) -> Any:
     return RecLauncher
 
 
+def _engines(p: PluginSet) -> Any:
+    assert isinstance(p.engine("rec-engine"), RecEngine)
+    return p.engines()["rec-engine"]
+
+
+def _benchmarks(p: PluginSet) -> Any:
+    assert isinstance(p.benchmark("rec-bench"), RecBenchmark)
+    return p.benchmarks()["rec-bench"]
+
+
+def _formats(p: PluginSet) -> Any:
+    assert isinstance(p.recipe_format("rec-format"), RecFormat)
+    return p.recipe_formats()["rec-format"]
+
+
 def _cli(p: PluginSet) -> Any:
     owner, command = p.cli_commands()["rec-command"]
     assert owner == "recorder"
@@ -165,6 +212,9 @@ CALLS: dict[str, Callable[[PluginSet], Any]] = {
     "srt_register_expansions": _expansions,
     "srt_register_probes": _probes,
     "srt_register_launchers": _launchers,
+    "srt_register_engines": _engines,
+    "srt_register_benchmarks": _benchmarks,
+    "srt_register_recipe_formats": _formats,
     "srt_cli_commands": _cli,
     "srt_implied_services": _implied,
     "srt_validate_recipe": _validate,
@@ -173,7 +223,7 @@ CALLS: dict[str, Callable[[PluginSet], Any]] = {
 
 @pytest.mark.parametrize("hook", sorted(CALLS))
 def test_hook_called_through_the_facade(hook: str) -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     recorder = Recorder()
     plugins.register(recorder, "recorder")  # the registration hooks run here, via the facade
     assert CALLS[hook](plugins) is not None
@@ -181,7 +231,7 @@ def test_hook_called_through_the_facade(hook: str) -> None:
 
 
 def test_unregister_drops_what_the_plugin_registered() -> None:
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(Recorder(), "recorder")
     assert plugins.has("kind", "rec-kind")
     plugins.unregister("recorder")
@@ -190,20 +240,16 @@ def test_unregister_drops_what_the_plugin_registered() -> None:
 
 
 def test_recorded_kind_reaches_a_plan() -> None:
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
-    from srt_services.recipe.load import load_recipe
-
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(Recorder(), "recorder")
     text = (
         "schema: 2\nname: job\nobservability: {metrics: false}\nservices:\n"
         "  - {name: a, command: [a], placement: {node: rec-placement, per: node},"
         " readiness: {rec-probe: {token: y}}}\n"
     )
-    loaded = load_recipe("r.yaml", plugins, text=text)
+    loaded = kit.load(plugins, text, "r.yaml")
     assert [w.message for w in loaded.warnings] == ["recorded"]
-    plan = resolve(loaded, plugins, AllocationRequest())
+    plan = kit.plan(plugins, text, source="r.yaml")
     assert plan.unit("rec").implied_by == "recipe job"
     assert plan.unit("a").instances[0].readiness is not None
     assert plan.unit("a").instances[0].readiness.config == {"token": "y"}
@@ -218,7 +264,7 @@ def test_two_plugins_with_one_name_are_refused_naming_both() -> None:
         def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
             return [OtherKind]
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     plugins.register(Recorder(), "first")
     plugins.register(Other(), "second")
     with pytest.raises(srt_services.errors.PluginError) as info:
@@ -232,7 +278,7 @@ def test_unknown_hook_is_refused_with_a_suggestion() -> None:
         def srt_register_kinds(self) -> list[Any]:
             return []
 
-    plugins = PluginSet(autoload=False)
+    plugins = kit.isolated_plugins()
     with pytest.raises(srt_services.errors.PluginError) as info:
         plugins.register(Typo(), "typo")
     assert "did you mean srt_register_service_kinds?" in str(info.value)

@@ -12,7 +12,7 @@ def test_the_first_errors_and_warnings_are_kept_apart_and_the_rest_counted() -> 
         found.append(Problem(("env", str(i)), "looks odd", warning=True))
     assert len(found) == 2 * MAX_SHOWN
     assert (found.more_errors, found.more_warnings) == (7, 7)
-    assert found.has_errors
+    assert found.more_errors > 0
 
 
 def test_a_problem_found_again_counts_once_even_after_the_list_is_full() -> None:
@@ -27,7 +27,7 @@ def test_a_problem_found_again_counts_once_even_after_the_list_is_full() -> None
 
 def test_only_warnings_is_not_an_error_and_counts_carry_into_the_located_list() -> None:
     found = ProblemList([Problem((), "a warning", warning=True)])
-    assert found and not found.has_errors
+    assert found and not [p for p in found if not p.warning]
     more = ProblemList(Problem(("x", i), "wrong") for i in range(MAX_SHOWN))
     more.count_more(1_000)
     found.extend(more)

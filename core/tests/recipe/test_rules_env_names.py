@@ -8,14 +8,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
-from srt_services import app
 from srt_services.extend import ImpliedService, Recipe, ServiceKind, ServiceSpec, hookimpl
-from srt_services.launch.local import LocalLauncher
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.testing import PluginSet, RecipeError, kit
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
 
@@ -26,9 +20,9 @@ def services(body: str) -> str:
 
 @pytest.mark.parametrize("second", ["a_b", "A_B", "a.b", "A-b"])
 def test_names_that_share_their_variables_are_refused_on_both_lines(
-    problems: Callable[..., Any], second: str
+    srt_problems: Callable[..., Any], second: str
 ) -> None:
-    found = problems(
+    found = srt_problems(
         services(f"""
         - name: a-b
           command: [x]
@@ -49,8 +43,8 @@ def test_names_that_share_their_variables_are_refused_on_both_lines(
     assert found[1].message.endswith("as services[a-b]; rename one of them")
 
 
-def test_three_way_collision_names_the_other_two(problems: Callable[..., Any]) -> None:
-    found = problems(
+def test_three_way_collision_names_the_other_two(srt_problems: Callable[..., Any]) -> None:
+    found = srt_problems(
         services("""
         - {name: a-b, command: [x]}
         - {name: a_b, command: [x]}
@@ -62,9 +56,9 @@ def test_three_way_collision_names_the_other_two(problems: Callable[..., Any]) -
 
 
 def test_a_switched_off_or_external_service_has_no_variables_to_share(
-    load: Callable[..., Any],
+    srt_load: Callable[..., Any],
 ) -> None:
-    load(
+    srt_load(
         services("""
         - {name: a-b, command: [x]}
         - {name: a_b, command: [x], enabled: false}
@@ -102,21 +96,19 @@ class Implies:
 
 @pytest.fixture
 def implying() -> PluginSet:
-    plugins = PluginSet(autoload=False)
-    plugins.register(Implies(), "implies")
-    return plugins
+    return kit.isolated_plugins(Implies(), "implies")
 
 
 def test_an_entry_that_collides_with_an_implied_service_is_told_which(
     implying: PluginSet,
 ) -> None:
     with pytest.raises(RecipeError) as info:
-        load_recipe(
-            "recipe.yaml",
+        kit.load(
             implying,
-            text=services("""
+            services("""
             - {name: node_exporter, command: [x]}
             """),
+            "recipe.yaml",
         )
     (problem,) = [p for p in info.value.errors if p.line == 5]
     assert problem.label == "services[node_exporter].name"
@@ -136,20 +128,19 @@ services:
 def test_a_service_skipped_at_run_time_leaves_the_benchmark_env_and_the_targets(
     implying: PluginSet,
 ) -> None:
-    loaded = load_recipe("recipe.yaml", implying, text=BENCH)
-    plan = resolve(loaded, implying, AllocationRequest(kind="local", count=2))
+    plan = kit.plan(implying, BENCH, 2, local=True, source="recipe.yaml")
     (bench,) = plan.unit("benchmark").instances
     assert bench.env["SRT_SERVICE_NODE_EXPORTER_NODES"] == "node0"
     assert bench.env["SRT_SERVICE_ROUTER_NODES"] == "node0"
     assert {t.service for t in plan.scrape_targets} == {"node-exporter"}
 
+    # planned to run here, as `srt run` plans: the kind says it cannot run on this machine
     Sidecar.skip = "no sidecar binary on this machine"
     try:
-        from srt_services.site_config import SiteConfig
-
-        notes = app.for_launcher(app.Planned(loaded, plan, SiteConfig()), LocalLauncher)
+        plan = kit.plan(implying, BENCH, 2, runs_here=True, source="recipe.yaml")
     finally:
         Sidecar.skip = None
+    notes = plan.warnings
     assert notes == ["services[node-exporter] skipped: no sidecar binary on this machine"]
     (bench,) = plan.unit("benchmark").instances
     assert not [k for k in bench.env if k.startswith("SRT_SERVICE_NODE_EXPORTER_")]

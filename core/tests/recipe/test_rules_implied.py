@@ -14,9 +14,7 @@ from typing import ClassVar
 
 import pytest
 from srt_services.extend import ServiceKind
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import LoadedRecipe, load_recipe
-from srt_services.recipe.problems import LocatedProblem, RecipeError
+from srt_services.testing import LoadedRecipe, LocatedProblem, PluginSet, RecipeError, kit
 from srt_services.testing.kit import ClassesPlugin, isolated_plugins
 
 SOURCE = "recipe.yaml"
@@ -42,7 +40,7 @@ def with_kinds(*names: str) -> PluginSet:
 
 
 def load(plugins: PluginSet, text: str) -> LoadedRecipe:
-    return load_recipe(SOURCE, plugins, text=textwrap.dedent(text).lstrip("\n"))
+    return kit.load(plugins, text, SOURCE)
 
 
 def errors(plugins: PluginSet, text: str) -> list[LocatedProblem]:
@@ -360,7 +358,7 @@ def test_every_implying_setting_at_once_reports_each_at_its_line() -> None:
 
 
 def test_the_reference_table_lists_what_the_rule_checks() -> None:
-    from srt_services.recipe.rules.implied_kinds import IMPLYING_SETTINGS, implications
+    from srt_services.checking.rules.implied_kinds import IMPLYING_SETTINGS, implications
 
     text = """
     schema: 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.problems import RecipeError
 
 #: A job with a vllm frontend, up to the ``roles:`` key (roles start on line 5).
@@ -25,8 +24,8 @@ def role(spec: str, gpus_per_node: int = 8) -> str:
 # --------------------------------------------------------------------------- roles
 
 
-def test_wide_worker_must_use_whole_nodes(one) -> None:
-    p = one(role("gpus_per_worker: 12"))
+def test_wide_worker_must_use_whole_nodes(srt_problem) -> None:
+    p = srt_problem(role("gpus_per_worker: 12"))
     assert p.label == "roles.decode.gpus_per_worker"
     assert p.message == (
         "a worker wider than a node must use whole nodes: 12 is not a multiple of"
@@ -35,40 +34,43 @@ def test_wide_worker_must_use_whole_nodes(one) -> None:
     assert (p.line, p.column) == (6, 26)
 
 
-def test_wide_workers_need_exactly_their_nodes(one) -> None:
-    p = one(role("workers: 2, gpus_per_worker: 16, nodes: 3"))
+def test_wide_workers_need_exactly_their_nodes(srt_problem) -> None:
+    p = srt_problem(role("workers: 2, gpus_per_worker: 16, nodes: 3"))
     assert p.label == "roles.decode.nodes"
     assert p.message == "2 worker(s) of 16 GPUs need exactly 4 node(s) of 8 GPUs; got 3"
     assert (p.line, p.column) == (6, 59)
 
 
-def test_too_few_nodes_for_the_workers(one) -> None:
-    p = one(role("workers: 5, gpus_per_worker: 4, nodes: 2"))
+def test_too_few_nodes_for_the_workers(srt_problem) -> None:
+    p = srt_problem(role("workers: 5, gpus_per_worker: 4, nodes: 2"))
     assert p.label == "roles.decode.nodes"
     assert p.message == "5 worker(s) of 4 GPUs need at least 3 node(s) of 8 GPUs; got 2"
 
 
-def test_more_nodes_than_workers(one) -> None:
-    p = one(role("workers: 2, gpus_per_worker: 4, nodes: 3"))
+def test_more_nodes_than_workers(srt_problem) -> None:
+    p = srt_problem(role("workers: 2, gpus_per_worker: 4, nodes: 3"))
     assert p.message == "3 nodes for 2 worker(s) would leave nodes idle"
 
 
-def test_role_without_command(one) -> None:
-    p = one(ROLES_HEAD + "  agg: {workers: 1}\n")
+def test_role_without_command(srt_problem) -> None:
+    p = srt_problem(ROLES_HEAD + "  agg: {workers: 1}\n")
     assert p.label == "roles.agg.command"
-    assert p.message == "is required"
+    assert p.message == (
+        "is required unless frontend.type vllm's engine builds it: that needs srt-direct,"
+        " which is not installed (pip install srt-direct)"
+    )
     assert (p.line, p.column) == (5, 3)
 
 
-def test_role_with_an_empty_command(one) -> None:
-    p = one(ROLES_HEAD + "  agg: {workers: 1, command: []}\n")
+def test_role_with_an_empty_command(srt_problem) -> None:
+    p = srt_problem(ROLES_HEAD + "  agg: {workers: 1, command: []}\n")
     assert p.label == "roles.agg.command"
     assert p.message == "if set, must not be empty"
     assert (p.line, p.column) == (5, 21)
 
 
-def test_unknown_role(one) -> None:
-    p = one(ROLES_HEAD + "  prefil: {command: [w]}\n")
+def test_unknown_role(srt_problem) -> None:
+    p = srt_problem(ROLES_HEAD + "  prefil: {command: [w]}\n")
     assert p.label == "roles.prefil"
     assert p.message == "must be one of prefill, decode, agg; got 'prefil' as a key"
     assert (p.line, p.column) == (5, 3)
@@ -83,13 +85,13 @@ def test_unknown_role(one) -> None:
         ("port: 0", "roles.decode.port", "must be at least 1, got 0"),
     ],
 )
-def test_role_number_bounds(one, spec: str, label: str, message: str) -> None:
-    p = one(role(spec))
+def test_role_number_bounds(srt_problem, spec: str, label: str, message: str) -> None:
+    p = srt_problem(role(spec))
     assert (p.label, p.message) == (label, message)
 
 
-def test_gpus_per_node_bound(one) -> None:
-    p = one("schema: 2\nname: t\nresources: {gpus_per_node: 4096}\n")
+def test_gpus_per_node_bound(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nresources: {gpus_per_node: 4096}\n")
     assert p.label == "resources.gpus_per_node"
     assert p.message == "must be at most 1024, got 4096"
 
@@ -97,8 +99,8 @@ def test_gpus_per_node_bound(one) -> None:
 # --------------------------------------------------------------------------- frontend
 
 
-def test_frontend_none_with_roles(one) -> None:
-    p = one("schema: 2\nname: t\nfrontend: {type: none}\nroles:\n  agg: {command: [w]}\n")
+def test_frontend_none_with_roles(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nfrontend: {type: none}\nroles:\n  agg: {command: [w]}\n")
     assert p.label == "frontend.type"
     assert p.message == (
         "engine workers need a frontend (frontend.type dynamo, sglang or vllm); `none` is only"
@@ -107,24 +109,29 @@ def test_frontend_none_with_roles(one) -> None:
     assert (p.line, p.column) == (3, 12)
 
 
-def test_absent_frontend_with_roles(one) -> None:
-    p = one("schema: 2\nname: t\nroles:\n  agg: {command: [w]}\n")
+def test_absent_frontend_with_roles(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nroles:\n  agg: {command: [w]}\n")
     assert p.label == "roles"
     assert "engine workers need a frontend" in p.message
     assert (p.line, p.column) == (3, 1)
 
 
-def test_frontend_without_command(one) -> None:
-    p = one("schema: 2\nname: t\nfrontend: {type: sglang}\n")
+def test_frontend_without_command(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nfrontend: {type: sglang}\n")
     assert p.label == "frontend.command"
-    assert p.message == "is required for frontend.type sglang"
+    assert p.message == (
+        "is required unless frontend.type sglang's engine builds it: that needs srt-direct,"
+        " which is not installed (pip install srt-direct)"
+    )
     assert (p.line, p.column) == (3, 1)
 
 
-def test_unknown_frontend_type(one) -> None:
-    p = one("schema: 2\nname: t\nfrontend: {type: trtllm, command: [f]}\n")
+def test_unknown_frontend_type(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nfrontend: {type: trtllm, command: [f]}\n")
     assert p.label == "frontend.type"
-    assert p.message == "must be one of dynamo, sglang, vllm, none; got 'trtllm'"
+    assert p.message == (
+        "'trtllm' is not a known frontend type (dynamo, none, sglang, trtllm-serve, vllm)"
+    )
 
 
 # the services a frontend type or a plane implies, without their plugin: test_rules_implied.py
@@ -133,21 +140,23 @@ def test_unknown_frontend_type(one) -> None:
 # --------------------------------------------------------------------------- benchmark
 
 
-def test_benchmark_command_missing(one) -> None:
-    p = one("schema: 2\nname: t\nbenchmark:\n  type: command\n")
+def test_benchmark_command_missing(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nbenchmark:\n  type: command\n")
     assert p.label == "benchmark.command"
     assert p.message == "is required for benchmark.type command"
     assert (p.line, p.column) == (3, 1)
 
 
-def test_manual_benchmark_with_a_command(one) -> None:
-    p = one("schema: 2\nname: t\nbenchmark:\n  command: [bench]\n")
+def test_manual_benchmark_with_a_command(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nbenchmark:\n  command: [bench]\n")
     assert p.label == "benchmark.type"
     assert p.message == "is manual, so benchmark.command would never run; set type: command"
 
 
-def test_benchmark_timeout_positive(one) -> None:
-    p = one("schema: 2\nname: t\nbenchmark: {type: command, command: [b], timeout_seconds: 0}\n")
+def test_benchmark_timeout_positive(srt_problem) -> None:
+    p = srt_problem(
+        "schema: 2\nname: t\nbenchmark: {type: command, command: [b], timeout_seconds: 0}\n"
+    )
     assert p.label == "benchmark.timeout_seconds"
     assert p.message == "must be greater than 0, got 0"
 
@@ -155,8 +164,8 @@ def test_benchmark_timeout_positive(one) -> None:
 # --------------------------------------------------------------------------- schema
 
 
-def test_schema_missing_points_to_migrate(one) -> None:
-    p = one("name: t\ninfra:\n  etcd_nats_dedicated_node: true\n")
+def test_schema_missing_points_to_migrate(srt_problem) -> None:
+    p = srt_problem("name: t\ninfra:\n  etcd_nats_dedicated_node: true\n")
     assert p.label == ""
     assert "no `schema: 2`" in p.message
     assert "srt migrate recipe.yaml" in p.message
@@ -166,28 +175,28 @@ def test_schema_missing_points_to_migrate(one) -> None:
 @pytest.mark.parametrize(
     ("value", "shown"), [("1", "1"), ("3", "3"), ('"2"', "'2'"), ("null", "None")]
 )
-def test_schema_other_than_2(one, value: str, shown: str) -> None:
-    p = one(f"name: t\nschema: {value}\n")
+def test_schema_other_than_2(srt_problem, value: str, shown: str) -> None:
+    p = srt_problem(f"name: t\nschema: {value}\n")
     assert p.label == "schema"
     assert p.message == f"only schema 2 is supported, got {shown}"
     assert (p.line, p.column) == (2, 1)
 
 
-def test_unknown_top_level_key(one) -> None:
-    p = one("schema: 2\nname: t\nfrontnd: {type: none}\n")
+def test_unknown_top_level_key(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nfrontnd: {type: none}\n")
     assert p.label == "frontnd"
     assert p.message == "unknown key; did you mean 'frontend'?"
     assert (p.line, p.column) == (3, 1)
 
 
-def test_unknown_key_without_a_close_name_lists_the_known_ones(one) -> None:
-    p = one("schema: 2\nname: t\nresources: {cpus: 8}\n")
+def test_unknown_key_without_a_close_name_lists_the_known_ones(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nresources: {cpus: 8}\n")
     assert p.label == "resources.cpus"
-    assert p.message == "unknown key (known: gpus_per_node)"
+    assert p.message == "unknown key (known: colocate, gpus_per_node, layout, spread_workers)"
 
 
-def test_unknown_service_key(one) -> None:
-    p = one(
+def test_unknown_service_key(srt_problem) -> None:
+    p = srt_problem(
         "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    readines: {port: 1}\n"
     )
     assert p.label == "services[a].readines"
@@ -213,21 +222,21 @@ def test_unknown_service_key(one) -> None:
         ("placement: workers", "services[a].placement", "must be a mapping, got 'workers'"),
     ],
 )
-def test_wrong_types(one, line: str, label: str, message: str) -> None:
+def test_wrong_types(srt_problem, line: str, label: str, message: str) -> None:
     text = "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    " + line + "\n"
     if line.startswith("command"):
         text = text.replace("    command: [a]\n", "")
-    p = one(text)
+    p = srt_problem(text)
     assert (p.label, p.message) == (label, message)
 
 
-def test_services_must_be_a_list(one) -> None:
-    p = one("schema: 2\nname: t\nservices: {a: {command: [a]}}\n")
+def test_services_must_be_a_list(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nservices: {a: {command: [a]}}\n")
     assert (p.label, p.message) == ("services", "must be a list, got a mapping")
 
 
-def test_service_entry_must_be_a_mapping(problems) -> None:
-    found = problems("schema: 2\nname: t\nservices:\n  - router\n  - null\n")
+def test_service_entry_must_be_a_mapping(srt_problems) -> None:
+    found = srt_problems("schema: 2\nname: t\nservices:\n  - router\n  - null\n")
     assert [(p.label, p.message, p.line) for p in found] == [
         ("services[0]", "must be a mapping, got 'router'", 4),
         ("services[1]", "must be a mapping, got null", 5),
@@ -237,7 +246,7 @@ def test_service_entry_must_be_a_mapping(problems) -> None:
 # --------------------------------------------------------------------------- several at once
 
 
-def test_several_errors_are_reported_together(load) -> None:
+def test_several_errors_are_reported_together(srt_load) -> None:
     text = """\
 schema: 2
 name: t
@@ -256,7 +265,7 @@ services:
     critical: true
 """
     with pytest.raises(RecipeError) as info:
-        load(text)
+        srt_load(text)
     err = info.value
     assert len(err.errors) == 8
     lines = str(err).splitlines()
@@ -276,15 +285,15 @@ services:
     ]
 
 
-def test_several_shape_errors_are_reported_together(problems) -> None:
-    found = problems(
+def test_several_shape_errors_are_reported_together(srt_problems) -> None:
+    found = srt_problems(
         "schema: 2\nname: ../t\nresources: {gpus_per_node: 0}\nfrontnd: {}\n"
         "services:\n  - name: a\n    command: []\n    readiness: {port: 0}\n"
     )
     assert [p.line for p in found] == [2, 3, 4, 7, 8]
 
 
-def test_checks_of_sound_entries_come_with_the_shape_errors_of_others(load) -> None:
+def test_checks_of_sound_entries_come_with_the_shape_errors_of_others(srt_load) -> None:
     text = """\
 schema: 2
 name: t
@@ -299,7 +308,7 @@ services:
     env: {SRT_X: "1"}
 """
     with pytest.raises(RecipeError) as info:
-        load(text)
+        srt_load(text)
     assert [p.render("recipe.yaml") for p in info.value.errors] == [
         "recipe.yaml:6:18: services[a].command[1]: unknown placeholder {nod} (did you mean"
         " {node}?); write {{nod}} for a literal {nod}",
@@ -308,8 +317,8 @@ services:
     ]
 
 
-def test_the_jobs_own_problems_come_with_the_shape_errors_of_entries(problems) -> None:
-    found = problems(
+def test_the_jobs_own_problems_come_with_the_shape_errors_of_entries(srt_problems) -> None:
+    found = srt_problems(
         """
         schema: 2
         name: t
@@ -320,12 +329,12 @@ def test_the_jobs_own_problems_come_with_the_shape_errors_of_entries(problems) -
         """
     )
     assert [p.label for p in found] == ["frontend.command", "services[x].bogus"]
-    assert found[0].message == "is required for frontend.type sglang"
+    assert found[0].message.startswith("is required unless frontend.type sglang's engine")
 
 
-def test_an_entry_left_out_for_its_shape_makes_no_false_problem_in_others(problems) -> None:
+def test_an_entry_left_out_for_its_shape_makes_no_false_problem_in_others(srt_problems) -> None:
     # the pool owner fails its shape; the rider's pool rule waits instead of calling it unknown
-    found = problems(
+    found = srt_problems(
         """
         schema: 2
         name: t
@@ -344,8 +353,8 @@ def test_an_entry_left_out_for_its_shape_makes_no_false_problem_in_others(proble
     assert found[0].message.startswith("unknown key")
 
 
-def test_beside_shape_errors_a_duplicate_name_gives_the_document_position(problems) -> None:
-    found = problems(
+def test_beside_shape_errors_a_duplicate_name_gives_the_document_position(srt_problems) -> None:
+    found = srt_problems(
         """
         schema: 2
         name: t
@@ -363,8 +372,8 @@ def test_beside_shape_errors_a_duplicate_name_gives_the_document_position(proble
     assert found[1].message == "duplicate service name 'a' (also services[1])"
 
 
-def test_a_shape_error_outside_the_services_holds_back_the_checks(problems) -> None:
-    found = problems(
+def test_a_shape_error_outside_the_services_holds_back_the_checks(srt_problems) -> None:
+    found = srt_problems(
         """
         schema: 2
         name: t
@@ -381,20 +390,20 @@ def test_a_shape_error_outside_the_services_holds_back_the_checks(problems) -> N
 # --------------------------------------------------------------------------- the file itself
 
 
-def test_yaml_syntax_error_has_the_line(one) -> None:
-    p = one("schema: 2\nname: t\nservices: [\n  {name: a, command: [a]}\n")
+def test_yaml_syntax_error_has_the_line(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nservices: [\n  {name: a, command: [a]}\n")
     assert p.label == ""
     assert p.message.startswith("YAML syntax error: ")
     assert p.line == 5
 
 
-def test_unclosed_quote(one) -> None:
-    p = one('schema: 2\nname: "t\nfrontend: {type: none}\n')
+def test_unclosed_quote(srt_problem) -> None:
+    p = srt_problem('schema: 2\nname: "t\nfrontend: {type: none}\n')
     assert p.message.startswith("YAML syntax error: found unexpected end of stream")
 
 
-def test_bad_indentation(one) -> None:
-    p = one("schema: 2\nname: t\nservices:\n  - name: a\n   command: [a]\n")
+def test_bad_indentation(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nservices:\n  - name: a\n   command: [a]\n")
     assert p.message.startswith("YAML syntax error:")
     assert p.line == 5
 
@@ -407,26 +416,30 @@ def test_bad_indentation(one) -> None:
         ("schema: 2\nname: t\nservices:\n  - name: a\n    command:\n\t- a\n", 6),
     ],
 )
-def test_tab_indentation(one, text: str, line: int) -> None:
-    p = one(text)
+def test_tab_indentation(srt_problem, text: str, line: int) -> None:
+    p = srt_problem(text)
     assert p.message.startswith("YAML syntax error:")
     assert p.message.endswith("YAML does not allow tabs for indentation, use spaces")
     assert (p.line, p.column) == (line, 1)
 
 
-def test_tabs_inside_values_are_fine(load) -> None:
-    loaded = load('schema: 2\nname: t\nservices:\n  - name: a\n    command: [printf, "a\\tb"]\n')
+def test_tabs_inside_values_are_fine(srt_load) -> None:
+    loaded = srt_load(
+        'schema: 2\nname: t\nservices:\n  - name: a\n    command: [printf, "a\\tb"]\n'
+    )
     assert loaded.services[0].spec.command == ["printf", "a\tb"]
 
 
-def test_duplicate_keys(one) -> None:
-    p = one("schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    command: [b]\n")
+def test_duplicate_keys(srt_problem) -> None:
+    p = srt_problem(
+        "schema: 2\nname: t\nservices:\n  - name: a\n    command: [a]\n    command: [b]\n"
+    )
     assert p.message == "duplicate key 'command' in mapping"
     assert (p.line, p.column) == (6, 5)
 
 
-def test_duplicate_top_level_keys(one) -> None:
-    p = one("schema: 2\nname: t\nname: u\n")
+def test_duplicate_top_level_keys(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nname: u\n")
     assert p.message == "duplicate key 'name' in mapping"
     assert (p.line, p.column) == (3, 1)
 
@@ -443,29 +456,29 @@ def test_duplicate_top_level_keys(one) -> None:
     ],
 )
 def test_document_that_is_not_a_mapping(
-    one, text: str, shown: str, where: tuple[int | None, int | None]
+    srt_problem, text: str, shown: str, where: tuple[int | None, int | None]
 ) -> None:
-    p = one(text)
+    p = srt_problem(text)
     assert p.message == f"a recipe is a mapping of settings; this file is {shown}"
     assert (p.line, p.column) == where
 
 
-def test_alias_cycle(one) -> None:
-    p = one("schema: 2\nname: t\nx: &a [*a]\n")
+def test_alias_cycle(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: t\nx: &a [*a]\n")
     assert p.message == "an alias refers to a node that contains it (a cycle)"
     assert p.line == 3
 
 
-def test_alias_bomb(one) -> None:
+def test_alias_bomb(srt_problem) -> None:
     text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
     for i in range(1, 9):
         text += f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n"
-    p = one(text)
+    p = srt_problem(text)
     assert "alias expansion" in p.message
 
 
-def test_merge_keys_work(load) -> None:
-    loaded = load(
+def test_merge_keys_work(srt_load) -> None:
+    loaded = srt_load(
         "schema: 2\nname: t\nservices:\n  - &base {name: a, command: [a], critical: true}\n"
         "  - <<: *base\n    name: b\n"
     )
@@ -488,79 +501,79 @@ def test_merge_keys_work(load) -> None:
         ),
     ],
 )
-def test_explicit_tags(one, value: str, message: str) -> None:
-    p = one(f"schema: 2\nname: {value}\n")
+def test_explicit_tags(srt_problem, value: str, message: str) -> None:
+    p = srt_problem(f"schema: 2\nname: {value}\n")
     assert p.message == message
     assert (p.line, p.column) == (2, 7)
 
 
-def test_yaml_11_numbers(load) -> None:
-    loaded = load("schema: 2\nname: t\nresources: {gpus_per_node: 0x8}\n")
+def test_yaml_11_numbers(srt_load) -> None:
+    loaded = srt_load("schema: 2\nname: t\nresources: {gpus_per_node: 0x8}\n")
     assert loaded.recipe.resources.gpus_per_node == 8
 
 
-def test_no_such_file(plugins, tmp_path: Path) -> None:
+def test_no_such_file(srt_load, tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(tmp_path / "missing.yaml"), plugins)
+        srt_load(tmp_path / "missing.yaml")
     assert str(info.value) == f"{tmp_path / 'missing.yaml'}: no such file"
 
 
-def test_a_directory(plugins, tmp_path: Path) -> None:
+def test_a_directory(srt_load, tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(tmp_path), plugins)
+        srt_load(tmp_path)
     assert "is a directory" in str(info.value)
 
 
-def test_not_utf8(plugins, tmp_path: Path) -> None:
+def test_not_utf8(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.yaml"
     path.write_bytes(b"schema: 2\nname: \xff\xfe\n")
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(path), plugins)
+        srt_load(path)
     assert str(info.value) == f"{path}: is not UTF-8 text (byte 16)"
 
 
-def test_control_characters(one) -> None:
-    p = one("schema: 2\nname: a\x07b\n")
+def test_control_characters(srt_problem) -> None:
+    p = srt_problem("schema: 2\nname: a\x07b\n")
     assert p.message.startswith("cannot read recipe:")
 
 
 # --------------------------------------------------------------------------- JSON recipes
 
 
-def test_json_recipe_loads(plugins, tmp_path: Path) -> None:
+def test_json_recipe_loads(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text('{"schema": 2, "name": "t", "services": [{"name": "a", "command": ["a"]}]}')
-    loaded = load_recipe(str(path), plugins)
+    loaded = srt_load(path)
     assert loaded.services[0].name == "a"
 
 
-def test_json_recipe_errors_have_positions(plugins, tmp_path: Path) -> None:
+def test_json_recipe_errors_have_positions(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text(
         '{\n  "schema": 2,\n  "name": "t",\n  "services": [\n'
         '    {"name": "a", "comand": ["a"]}\n  ]\n}\n'
     )
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(path), plugins)
+        srt_load(path)
     labels = [(p.label, p.line, p.column) for p in info.value.errors]
     assert ("services[a].comand", 5, 19) in labels
 
 
-def test_broken_json_is_reported_by_the_yaml_parser(plugins, tmp_path: Path) -> None:
+def test_broken_json_is_reported_by_the_yaml_parser(srt_load, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text('{"schema": 2,\n "name": "t",,\n}')
     with pytest.raises(RecipeError) as info:
-        load_recipe(str(path), plugins)
+        srt_load(path)
     (p,) = info.value.errors
     assert p.message.startswith("YAML syntax error")
     assert p.line == 2
 
 
 @pytest.mark.parametrize("where", ["command: [x, {n}]", "nodes: {n}"])
-def test_a_number_too_long_for_python_is_a_located_error(one, where: str) -> None:
+def test_a_number_too_long_for_python_is_a_located_error(srt_problem, where: str) -> None:
     # int() raises a bare ValueError past 4,300 digits; the parser must report it instead
     digits = "9" * 5000
     text = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n  - name: a\n    "
-    p = one(text + where.format(n=digits) + "\n")
+    p = srt_problem(text + where.format(n=digits) + "\n")
     assert p.message == "a number of 5000 digits is too long (at most 4300)"
     assert p.line == 6

@@ -13,8 +13,10 @@ def recipe(body: str) -> str:
     return textwrap.dedent(body).lstrip("\n")
 
 
-def test_unknown_placeholder_in_a_service_metrics_path_is_refused_with_its_line(one) -> None:
-    p: LocatedProblem = one(
+def test_unknown_placeholder_in_a_service_metrics_path_is_refused_with_its_line(
+    srt_problem,
+) -> None:
+    p: LocatedProblem = srt_problem(
         recipe("""
         schema: 2
         name: t
@@ -29,8 +31,8 @@ def test_unknown_placeholder_in_a_service_metrics_path_is_refused_with_its_line(
     assert p.line == 6
 
 
-def test_known_placeholders_render_per_node(plan) -> None:
-    planned = plan(
+def test_known_placeholders_render_per_node(srt_plan) -> None:
+    planned = srt_plan(
         recipe("""
         schema: 2
         name: t
@@ -45,8 +47,8 @@ def test_known_placeholders_render_per_node(plan) -> None:
     assert [t.step for t in planned.scrape_targets] == ["service_side_node0", "service_side_node1"]
 
 
-def test_worker_placeholders_only_for_roles(one, plan) -> None:
-    p = one(
+def test_worker_placeholders_only_for_roles(srt_problem, srt_plan) -> None:
+    p = srt_problem(
         recipe("""
         schema: 2
         name: t
@@ -56,7 +58,7 @@ def test_worker_placeholders_only_for_roles(one, plan) -> None:
     )
     assert p.label == "frontend.metrics.path"
     assert "only known to instances attached to a worker" in p.message
-    planned = plan(
+    planned = srt_plan(
         recipe("""
         schema: 2
         name: t
@@ -74,8 +76,8 @@ def test_worker_placeholders_only_for_roles(one, plan) -> None:
     assert {(9000, "agg_0"), (9001, "agg_1"), (7000, "agg_0"), (7001, "agg_1")} <= ports
 
 
-def test_a_worker_metrics_port_is_in_the_ledger(one) -> None:
-    p = one(
+def test_a_worker_metrics_port_is_in_the_ledger(srt_problem) -> None:
+    p = srt_problem(
         recipe("""
         schema: 2
         name: t
@@ -91,8 +93,8 @@ def test_a_worker_metrics_port_is_in_the_ledger(one) -> None:
     assert "both listen on port 9500" in p.message
 
 
-def test_metrics_while_metrics_are_off_is_a_warning(load) -> None:
-    loaded = load(
+def test_metrics_while_metrics_are_off_is_a_warning(srt_load) -> None:
+    loaded = srt_load(
         recipe("""
         schema: 2
         name: t
@@ -107,7 +109,7 @@ def test_metrics_while_metrics_are_off_is_a_warning(load) -> None:
     assert "observability.metrics is false" in loaded.warnings[0].message
 
 
-def test_metrics_off_plans_no_targets(plan) -> None:
+def test_metrics_off_plans_no_targets(srt_plan) -> None:
     text = """
         schema: 2
         name: t
@@ -117,14 +119,14 @@ def test_metrics_off_plans_no_targets(plan) -> None:
         services:
           - {name: side, command: [a], metrics: {port: 9200}}
         """
-    on = plan(recipe(text % "{}"))  # on by default: srt-exporters need not be installed
+    on = srt_plan(recipe(text % "{}"))  # on by default: srt-exporters need not be installed
     assert {t.service for t in on.scrape_targets} == {"frontend", "agg", "side"}
     assert {t.role for t in on.scrape_targets} == {"frontend", "agg", "service"}
-    assert plan(recipe(text % "{metrics: false}")).scrape_targets == []
+    assert srt_plan(recipe(text % "{metrics: false}")).scrape_targets == []
 
 
-def test_several_endpoints_need_distinct_names(one) -> None:
-    p = one(
+def test_several_endpoints_need_distinct_names(srt_problem) -> None:
+    p = srt_problem(
         recipe("""
         schema: 2
         name: t

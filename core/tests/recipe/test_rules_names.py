@@ -14,10 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from srt_services.errors import RecipeInvalid
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
+from srt_services.testing import kit
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
 
@@ -44,8 +41,8 @@ def entry_recipe(name: str) -> str:
 
 
 @pytest.mark.parametrize(("name", "message"), BAD_NAMES)
-def test_service_name_rule(one, name: str, message: str) -> None:
-    p = one(entry_recipe(name))
+def test_service_name_rule(srt_problem, name: str, message: str) -> None:
+    p = srt_problem(entry_recipe(name))
     # an unsafe name is never echoed into the label (it could hold NUL or a newline)
     assert p.label == "services[0].name"
     assert message in p.message
@@ -53,16 +50,16 @@ def test_service_name_rule(one, name: str, message: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "message"), BAD_NAMES)
-def test_job_name_has_the_same_rule(one, name: str, message: str) -> None:
-    p = one(f"schema: 2\nname: {json.dumps(name)}\nfrontend: {{type: none}}\n")
+def test_job_name_has_the_same_rule(srt_problem, name: str, message: str) -> None:
+    p = srt_problem(f"schema: 2\nname: {json.dumps(name)}\nfrontend: {{type: none}}\n")
     assert p.label == "name"
     assert message in p.message
     assert (p.line, p.column) == (2, 1)
 
 
 @pytest.mark.parametrize(("name", "message"), BAD_NAMES[:6])
-def test_pool_and_metrics_names_have_the_same_rule(problems, name: str, message: str) -> None:
-    found = problems(
+def test_pool_and_metrics_names_have_the_same_rule(srt_problems, name: str, message: str) -> None:
+    found = srt_problems(
         HEAD
         + "  - name: a\n    command: [a]\n"
         + f"    placement: {{pool: {json.dumps(name)}}}\n"
@@ -74,8 +71,8 @@ def test_pool_and_metrics_names_have_the_same_rule(problems, name: str, message:
 
 
 @pytest.mark.parametrize("name", ["a", "etcd", "my-sidecar", "a.b_c-9", "9", "x" * 63, "A1"])
-def test_good_names(load, name: str) -> None:
-    loaded = load(entry_recipe(name))
+def test_good_names(srt_load, name: str) -> None:
+    loaded = srt_load(entry_recipe(name))
     assert loaded.services[0].name == name
 
 
@@ -106,43 +103,43 @@ def env_recipe(env: str) -> str:
     "key",
     ["1A", "A=B", "A-B", "A B", "", "É", "A\n"],
 )
-def test_env_name_regex(one, key: str) -> None:
-    p = one(env_recipe(f"{json.dumps(key)}: x\n"))
+def test_env_name_regex(srt_problem, key: str) -> None:
+    p = srt_problem(env_recipe(f"{json.dumps(key)}: x\n"))
     assert p.message == (
         f"environment variable names must match [A-Za-z_][A-Za-z0-9_]*; got {key!r}"
     )
     assert (p.line, p.column) == (8, 7)
 
 
-def test_env_name_with_equals_sign_is_labelled_readably(one) -> None:
-    p = one(env_recipe('"A=B": x\n'))
+def test_env_name_with_equals_sign_is_labelled_readably(srt_problem) -> None:
+    p = srt_problem(env_recipe('"A=B": x\n'))
     assert p.label == "services[a].env.A=B"
 
 
-def test_env_name_with_a_newline_does_not_break_the_line(one) -> None:
-    p = one(env_recipe('"A\\n": x\n'))
+def test_env_name_with_a_newline_does_not_break_the_line(srt_problem) -> None:
+    p = srt_problem(env_recipe('"A\\n": x\n'))
     assert p.label == "services[a].env['A\\n']"
     assert "\n" not in p.render("recipe.yaml")
 
 
 @pytest.mark.parametrize("key", ["SRT_SERVICE_X_NODES", "SRT_FRONTEND_URL", "SRT_"])
-def test_reserved_srt_names(one, key: str) -> None:
-    p = one(env_recipe(f"{key}: x\n"))
+def test_reserved_srt_names(srt_problem, key: str) -> None:
+    p = srt_problem(env_recipe(f"{key}: x\n"))
     assert p.label == f"services[a].env.{key}"
     assert p.message == "names starting with SRT_ are reserved for srt"
     assert (p.line, p.column) == (8, 7)
 
 
 @pytest.mark.parametrize("key", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONSTARTUP"])
-def test_loader_variables_are_refused(one, key: str) -> None:
-    p = one(env_recipe(f"{key}: /opt/x.so\n"))
+def test_loader_variables_are_refused(srt_problem, key: str) -> None:
+    p = srt_problem(env_recipe(f"{key}: /opt/x.so\n"))
     assert p.label == f"services[a].env.{key}"
     assert p.message.startswith(f"{key} changes how every program of the service is loaded")
     assert "preamble" in p.message
 
 
-def test_reserved_names_are_refused_for_roles_too(one) -> None:
-    p = one(
+def test_reserved_names_are_refused_for_roles_too(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -153,27 +150,27 @@ def test_reserved_names_are_refused_for_roles_too(one) -> None:
     assert (p.line, p.column) == (3, 44)
 
 
-def test_env_value_with_nul(one) -> None:
-    p = one(env_recipe('A: "x\\0y"\n'))
+def test_env_value_with_nul(srt_problem) -> None:
+    p = srt_problem(env_recipe('A: "x\\0y"\n'))
     assert p.label == "services[a].env.A"
     assert p.message == "environment values must not contain NUL"
 
 
 @pytest.mark.parametrize(("value", "shown"), [("yes", "true"), ("null", "null"), ("off", "false")])
-def test_env_values_are_text_not_yaml_booleans(one, value: str, shown: str) -> None:
-    p = one(env_recipe(f"A: {value}\n"))
+def test_env_values_are_text_not_yaml_booleans(srt_problem, value: str, shown: str) -> None:
+    p = srt_problem(env_recipe(f"A: {value}\n"))
     assert p.message == f"must be text, got {shown}; quote it if you mean the word"
 
 
-def test_env_numbers_become_text(load) -> None:
-    loaded = load(env_recipe("A: 1\nB: 2.5\n"))
+def test_env_numbers_become_text(srt_load) -> None:
+    loaded = srt_load(env_recipe("A: 1\nB: 2.5\n"))
     assert loaded.services[0].spec.env == {"A": "1", "B": "2.5"}
 
 
 # --------------------------------------------------------------------------- property
 
 
-_plugins = PluginSet(autoload=False)
+_plugins = kit.isolated_plugins()
 
 
 @settings(max_examples=150, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
@@ -181,8 +178,7 @@ _plugins = PluginSet(autoload=False)
 def test_any_accepted_name_stays_inside_the_job_directory(name: str) -> None:
     text = entry_recipe(name) + "    placement: {node: all}\n"
     try:
-        loaded = load_recipe("recipe.yaml", _plugins, text=text)
-        plan = resolve(loaded, _plugins, AllocationRequest(count=2), job_dir="/jobs/j1")
+        plan = kit.plan(_plugins, text, 2, job_dir="/jobs/j1", source="recipe.yaml")
     except RecipeInvalid:
         return
     for inst in plan.instances():

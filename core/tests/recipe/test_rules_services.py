@@ -8,8 +8,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from srt_services.checking.rules.after import find_cycles
 from srt_services.recipe.problems import LocatedProblem
-from srt_services.recipe.rules.after import find_cycles
 
 HEAD = "schema: 2\nname: t\nfrontend: {type: none}\nservices:\n"
 
@@ -26,8 +26,8 @@ def where(p: LocatedProblem) -> tuple[int | None, int | None]:
 # --------------------------------------------------------------------------- names and types
 
 
-def test_empty_name(one) -> None:
-    p = one(
+def test_empty_name(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: ""
           command: [a]
@@ -38,8 +38,8 @@ def test_empty_name(one) -> None:
     assert where(p) == (5, 3)
 
 
-def test_blank_name_is_not_a_name(one) -> None:
-    p = one(
+def test_blank_name_is_not_a_name(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: "  "
           command: [a]
@@ -50,8 +50,8 @@ def test_blank_name_is_not_a_name(one) -> None:
     assert where(p) == (5, 3)
 
 
-def test_missing_name(one) -> None:
-    p = one(
+def test_missing_name(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - command: [a]
         """)
@@ -61,8 +61,8 @@ def test_missing_name(one) -> None:
     assert where(p) == (5, 3)
 
 
-def test_duplicate_name_points_at_the_second_entry(one) -> None:
-    p = one(
+def test_duplicate_name_points_at_the_second_entry(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: router
           command: [a]
@@ -75,8 +75,8 @@ def test_duplicate_name_points_at_the_second_entry(one) -> None:
     assert where(p) == (7, 3)
 
 
-def test_unknown_type_lists_the_known_ones(one) -> None:
-    p = one(
+def test_unknown_type_lists_the_known_ones(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           type: generc
@@ -89,8 +89,8 @@ def test_unknown_type_lists_the_known_ones(one) -> None:
     assert where(p) == (6, 3)
 
 
-def test_generic_without_command(one) -> None:
-    p = one(
+def test_generic_without_command(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: sidecar
           readiness: {port: 9000}
@@ -101,8 +101,8 @@ def test_generic_without_command(one) -> None:
     assert where(p) == (5, 3)  # the entry: there is no command key to point at
 
 
-def test_empty_command_list(one) -> None:
-    p = one(
+def test_empty_command_list(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: []
@@ -121,15 +121,15 @@ def test_empty_command_list(one) -> None:
         ("  command: [a]\n  args: [--x, '']", "services[a].args[1]", 15),
     ],
 )
-def test_blank_argument(one, line: str, label: str, col: int) -> None:
-    p = one(services("- name: a\n" + line + "\n"))
+def test_blank_argument(srt_problem, line: str, label: str, col: int) -> None:
+    p = srt_problem(services("- name: a\n" + line + "\n"))
     assert p.label == label
     assert p.message == "must not be empty or blank"
     assert p.column == col
 
 
-def test_build_command_empty_list(one) -> None:
-    p = one(
+def test_build_command_empty_list(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -144,8 +144,8 @@ def test_build_command_empty_list(one) -> None:
     assert where(p) == (8, 3)
 
 
-def test_build_command_without_source(one) -> None:
-    p = one(
+def test_build_command_without_source(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -157,8 +157,8 @@ def test_build_command_without_source(one) -> None:
     assert where(p) == (7, 3)
 
 
-def test_source_without_build_command_is_a_warning(load) -> None:
-    loaded = load(
+def test_source_without_build_command_is_a_warning(srt_load) -> None:
+    loaded = srt_load(
         services("""
         - name: a
           command: [a]
@@ -176,8 +176,8 @@ def test_source_without_build_command_is_a_warning(load) -> None:
 # --------------------------------------------------------------------------- vocabularies
 
 
-def test_placement_node_outside_vocabulary(one) -> None:
-    p = one(
+def test_placement_node_outside_vocabulary(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -192,8 +192,8 @@ def test_placement_node_outside_vocabulary(one) -> None:
     assert where(p) == (7, 15)
 
 
-def test_start_outside_vocabulary(one) -> None:
-    p = one(
+def test_start_outside_vocabulary(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -205,8 +205,8 @@ def test_start_outside_vocabulary(one) -> None:
     assert where(p) == (7, 3)
 
 
-def test_per_outside_vocabulary(one) -> None:
-    p = one(
+def test_per_outside_vocabulary(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -218,8 +218,8 @@ def test_per_outside_vocabulary(one) -> None:
     assert where(p) == (7, 30)
 
 
-def test_dedicated_on_a_kind_without_it(one) -> None:
-    p = one(
+def test_dedicated_on_a_kind_without_it(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -231,8 +231,8 @@ def test_dedicated_on_a_kind_without_it(one) -> None:
     assert where(p) == (7, 15)
 
 
-def test_external_on_a_kind_without_it(one) -> None:
-    p = one(
+def test_external_on_a_kind_without_it(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           external: http://etcd.example.invalid:2379
@@ -243,8 +243,8 @@ def test_external_on_a_kind_without_it(one) -> None:
     assert where(p) == (6, 3)
 
 
-def test_blank_external(one) -> None:
-    p = one(
+def test_blank_external(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -256,8 +256,8 @@ def test_blank_external(one) -> None:
     assert where(p) == (7, 3)
 
 
-def test_unknown_options_key_names_the_kind(one) -> None:
-    p = one(
+def test_unknown_options_key_names_the_kind(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -288,8 +288,8 @@ def test_unknown_options_key_names_the_kind(one) -> None:
         ("refs/tags/a..b", "is a revision expression or not a valid ref name"),
     ],
 )
-def test_moving_source_rev(one, rev: str, why: str) -> None:
-    p = one(
+def test_moving_source_rev(srt_problem, rev: str, why: str) -> None:
+    p = srt_problem(
         services(f"""
         - name: a
           command: [a]
@@ -306,8 +306,8 @@ def test_moving_source_rev(one, rev: str, why: str) -> None:
 
 
 @pytest.mark.parametrize("rev", ["0123abc", "deadbeef0123", "a" * 39])
-def test_abbreviated_shas_are_refused(one, rev: str) -> None:
-    p = one(
+def test_abbreviated_shas_are_refused(srt_problem, rev: str) -> None:
+    p = srt_problem(
         services(f"""
         - name: a
           command: [a]
@@ -331,8 +331,8 @@ def test_abbreviated_shas_are_refused(one, rev: str) -> None:
         "refs/tags/v1",
     ],
 )
-def test_immutable_source_revs_are_accepted(load, rev: str) -> None:
-    loaded = load(
+def test_immutable_source_revs_are_accepted(srt_load, rev: str) -> None:
+    loaded = srt_load(
         services(f"""
         - name: a
           command: [a]
@@ -343,9 +343,9 @@ def test_immutable_source_revs_are_accepted(load, rev: str) -> None:
     assert loaded.services[0].spec.source is not None
 
 
-def test_a_full_sha_is_taken_in_any_case(load) -> None:
+def test_a_full_sha_is_taken_in_any_case(srt_load) -> None:
     sha = "0123456789ABCDEF0123456789ABCDEF01234567"
-    loaded = load(
+    loaded = srt_load(
         services(f"""
         - name: a
           command: [a]
@@ -357,8 +357,8 @@ def test_a_full_sha_is_taken_in_any_case(load) -> None:
     assert source is not None and source.checkout == sha.lower()
 
 
-def test_build_scope_needs_a_source(one) -> None:
-    p = one(
+def test_build_scope_needs_a_source(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -369,8 +369,8 @@ def test_build_scope_needs_a_source(one) -> None:
     assert p.message == "needs a source to build"
 
 
-def test_source_path_must_stay_inside_the_checkout(one) -> None:
-    p = one(
+def test_source_path_must_stay_inside_the_checkout(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -382,8 +382,8 @@ def test_source_path_must_stay_inside_the_checkout(one) -> None:
     assert p.message == "must be a relative path inside the checkout"
 
 
-def test_source_sha_must_look_like_a_commit(one) -> None:
-    p = one(
+def test_source_sha_must_look_like_a_commit(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -398,8 +398,8 @@ def test_source_sha_must_look_like_a_commit(one) -> None:
 # --------------------------------------------------------------------------- pools
 
 
-def test_unknown_pool(one) -> None:
-    p = one(
+def test_unknown_pool(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: train
           command: [a]
@@ -414,8 +414,8 @@ def test_unknown_pool(one) -> None:
     assert where(p) == (10, 15)
 
 
-def test_pool_without_any_owner(one) -> None:
-    p = one(
+def test_pool_without_any_owner(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: envsrv
           command: [b]
@@ -426,10 +426,10 @@ def test_pool_without_any_owner(one) -> None:
 
 
 @pytest.mark.parametrize("use", ["placement: {pool: train}", "after: [train]"])
-def test_a_service_of_an_unknown_type_gets_only_its_own_error(one, use: str) -> None:
+def test_a_service_of_an_unknown_type_gets_only_its_own_error(srt_problem, use: str) -> None:
     # the entry is not settled (its type is unknown), but it still declares its pool and
     # can be waited for: what uses it adds no second, misleading error
-    p = one(
+    p = srt_problem(
         services(f"""
         - name: train
           type: nosuchkind
@@ -442,8 +442,8 @@ def test_a_service_of_an_unknown_type_gets_only_its_own_error(one, use: str) -> 
     assert p.label == "services[train].type"
 
 
-def test_node_and_pool_together(one) -> None:
-    p = one(
+def test_node_and_pool_together(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: train
           command: [a]
@@ -458,8 +458,8 @@ def test_node_and_pool_together(one) -> None:
     assert where(p) == (10, 3)
 
 
-def test_pool_owner_with_a_non_workers_placement(one) -> None:
-    p = one(
+def test_pool_owner_with_a_non_workers_placement(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: train
           command: [a]
@@ -472,8 +472,8 @@ def test_pool_owner_with_a_non_workers_placement(one) -> None:
     assert where(p) == (8, 15)
 
 
-def test_pool_owner_riding_on_a_pool(one) -> None:
-    p = one(
+def test_pool_owner_riding_on_a_pool(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: train
           command: [a]
@@ -489,8 +489,8 @@ def test_pool_owner_riding_on_a_pool(one) -> None:
     ("value", "message"),
     [(0, "must be at least 1, got 0"), (100_001, "must be at most 100000, got 100001")],
 )
-def test_pool_size_bounds(one, value: int, message: str) -> None:
-    p = one(
+def test_pool_size_bounds(srt_problem, value: int, message: str) -> None:
+    p = srt_problem(
         services(f"""
         - name: train
           command: [a]
@@ -504,8 +504,8 @@ def test_pool_size_bounds(one, value: int, message: str) -> None:
 # --------------------------------------------------------------------------- per: worker
 
 
-def test_per_worker_needs_a_worker_placement(one) -> None:
-    p = one(
+def test_per_worker_needs_a_worker_placement(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -520,8 +520,8 @@ def test_per_worker_needs_a_worker_placement(one) -> None:
     assert where(p) == (7, 27)
 
 
-def test_per_worker_on_a_pool(one) -> None:
-    p = one(
+def test_per_worker_on_a_pool(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: train
           command: [a]
@@ -545,8 +545,8 @@ ROLE_HEAD = (
     ("probe", "shown"),
     [("port: 9000", "tcp"), ("http: {port: 9000}", "http"), ("tcp: {port: 9000}", "tcp")],
 )
-def test_per_worker_readiness_must_watch_the_instance(one, probe: str, shown: str) -> None:
-    p = one(
+def test_per_worker_readiness_must_watch_the_instance(srt_problem, probe: str, shown: str) -> None:
+    p = srt_problem(
         ROLE_HEAD
         + textwrap.dedent(f"""\
         - name: side
@@ -564,8 +564,8 @@ def test_per_worker_readiness_must_watch_the_instance(one, probe: str, shown: st
 
 
 @pytest.mark.parametrize("probe", ["log: {pattern: ready}", "file: {path: ready.flag}"])
-def test_per_worker_log_and_file_probes_are_accepted(load, probe: str) -> None:
-    loaded = load(
+def test_per_worker_log_and_file_probes_are_accepted(srt_load, probe: str) -> None:
+    loaded = srt_load(
         ROLE_HEAD
         + textwrap.dedent(f"""\
         - name: side
@@ -580,8 +580,8 @@ def test_per_worker_log_and_file_probes_are_accepted(load, probe: str) -> None:
 # --------------------------------------------------------------------------- metrics
 
 
-def test_several_metrics_endpoints_need_names(one) -> None:
-    p = one(
+def test_several_metrics_endpoints_need_names(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -595,8 +595,8 @@ def test_several_metrics_endpoints_need_names(one) -> None:
     assert where(p) == (7, 3)
 
 
-def test_several_metrics_endpoints_need_distinct_names(one) -> None:
-    p = one(
+def test_several_metrics_endpoints_need_distinct_names(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -608,8 +608,8 @@ def test_several_metrics_endpoints_need_distinct_names(one) -> None:
     assert p.message == "declares 2 endpoints; give each a distinct name"
 
 
-def test_metrics_path_must_be_absolute(one) -> None:
-    p = one(
+def test_metrics_path_must_be_absolute(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -626,8 +626,8 @@ def test_metrics_path_must_be_absolute(one) -> None:
     ("port", "message"),
     [(0, "must be at least 1, got 0"), (65536, "must be at most 65535, got 65536")],
 )
-def test_metrics_port_range(one, port: int, message: str) -> None:
-    p = one(
+def test_metrics_port_range(srt_problem, port: int, message: str) -> None:
+    p = srt_problem(
         services(f"""
         - name: a
           command: [a]
@@ -640,8 +640,8 @@ def test_metrics_port_range(one, port: int, message: str) -> None:
     assert where(p) == (8, 8)
 
 
-def test_metrics_nodes_vocabulary(one) -> None:
-    p = one(
+def test_metrics_nodes_vocabulary(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -655,8 +655,8 @@ def test_metrics_nodes_vocabulary(one) -> None:
 # --------------------------------------------------------------------------- lifecycle
 
 
-def test_terminal_with_a_benchmark_command(one) -> None:
-    p = one(
+def test_terminal_with_a_benchmark_command(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -673,11 +673,11 @@ def test_terminal_with_a_benchmark_command(one) -> None:
     assert where(p) == (8, 5)
 
 
-def test_terminal_external_with_a_kind_that_supports_external(plugins, one) -> None:
+def test_terminal_external_with_a_kind_that_supports_external(srt_plugins, srt_problem) -> None:
     from typing import ClassVar
 
     import srt_services
-    from srt_services.extend.kind import ServiceKind
+    from srt_services.contracts.kind import ServiceKind
 
     class Remote(ServiceKind):
         name: ClassVar[str] = "remote"
@@ -688,8 +688,8 @@ def test_terminal_external_with_a_kind_that_supports_external(plugins, one) -> N
         def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
             return [Remote]
 
-    plugins.register(Plugin(), "remote-kind")
-    p = one(
+    srt_plugins.register(Plugin(), "remote-kind")
+    p = srt_problem(
         services("""
         - name: a
           type: remote
@@ -703,8 +703,8 @@ def test_terminal_external_with_a_kind_that_supports_external(plugins, one) -> N
 
 
 @pytest.mark.parametrize("policy", ["always", "on-failure"])
-def test_restart_policy_on_a_critical_service(one, policy: str) -> None:
-    p = one(
+def test_restart_policy_on_a_critical_service(srt_problem, policy: str) -> None:
+    p = srt_problem(
         services(f"""
         - name: router
           command: [a]
@@ -717,8 +717,8 @@ def test_restart_policy_on_a_critical_service(one, policy: str) -> None:
     assert where(p) == (8, 3)
 
 
-def test_restart_policy_no_on_a_critical_service_is_accepted(load) -> None:
-    load(
+def test_restart_policy_no_on_a_critical_service_is_accepted(srt_load) -> None:
+    srt_load(
         services("""
         - name: router
           command: [a]
@@ -728,8 +728,8 @@ def test_restart_policy_no_on_a_critical_service_is_accepted(load) -> None:
     )
 
 
-def test_restart_backoff_order(one) -> None:
-    p = one(
+def test_restart_backoff_order(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -744,15 +744,15 @@ def test_restart_backoff_order(one) -> None:
     ("key", "value"),
     [("cpus_per_task", 0), ("build_timeout_seconds", 0), ("build_timeout_seconds", -5)],
 )
-def test_positive_numbers(one, key: str, value: int) -> None:
-    p = one(services(f"- name: a\n  command: [a]\n  {key}: {value}\n"))
+def test_positive_numbers(srt_problem, key: str, value: int) -> None:
+    p = srt_problem(services(f"- name: a\n  command: [a]\n  {key}: {value}\n"))
     assert p.label == f"services[a].{key}"
     assert p.message.startswith(("must be at least 1", "must be greater than 0"))
     assert where(p) == (7, 3)
 
 
-def test_srun_option_names(one) -> None:
-    p = one(
+def test_srun_option_names(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -772,8 +772,8 @@ def test_srun_option_names(one) -> None:
 # own error, and shared answers still carry each service's own names.
 
 
-def test_the_same_bad_placement_is_reported_for_each_service(problems) -> None:
-    found = problems(
+def test_the_same_bad_placement_is_reported_for_each_service(srt_problems) -> None:
+    found = srt_problems(
         services("""
         - {name: a, command: [a], placement: {node: hed}}
         - {name: b, command: [b], placement: {node: hed}}
@@ -786,8 +786,8 @@ def test_the_same_bad_placement_is_reported_for_each_service(problems) -> None:
     assert all("got 'hed'" in p.message for p in found)
 
 
-def test_the_same_bad_probe_config_is_reported_for_each_service(problems) -> None:
-    found = problems(
+def test_the_same_bad_probe_config_is_reported_for_each_service(srt_problems) -> None:
+    found = srt_problems(
         services("""
         - {name: a, command: [a], readiness: {http: {port: 8080, pth: /h}}}
         - {name: b, command: [b], readiness: {http: {port: 8080, pth: /h}}}
@@ -799,8 +799,8 @@ def test_the_same_bad_probe_config_is_reported_for_each_service(problems) -> Non
     ]
 
 
-def test_a_shared_probe_config_still_plans_each_instance_on_its_node(plan) -> None:
-    p = plan(
+def test_a_shared_probe_config_still_plans_each_instance_on_its_node(srt_plan) -> None:
+    p = srt_plan(
         services("""
         - {name: own-a, nodes: 1, command: [a]}
         - {name: own-b, nodes: 1, command: [b]}
@@ -816,8 +816,8 @@ def test_a_shared_probe_config_still_plans_each_instance_on_its_node(plan) -> No
     assert a.readiness.config["url"] != b.readiness.config["url"]
 
 
-def test_a_remembered_placement_keeps_each_service_s_own_pool(plan) -> None:
-    p = plan(
+def test_a_remembered_placement_keeps_each_service_s_own_pool(srt_plan) -> None:
+    p = srt_plan(
         services("""
         - {name: own-a, nodes: 1, command: [a]}
         - {name: own-b, nodes: 1, command: [b]}
@@ -832,9 +832,9 @@ def test_a_remembered_placement_keeps_each_service_s_own_pool(plan) -> None:
     assert p.unit("r1").nodes != p.unit("r2").nodes
 
 
-def test_equal_but_differently_typed_settings_are_not_shared(problems) -> None:
+def test_equal_but_differently_typed_settings_are_not_shared(srt_problems) -> None:
     # 8080 == 8080.0 == hash-equal: a memo keyed on values alone would let the float through
-    found = problems(
+    found = srt_problems(
         services("""
         - {name: a, command: [a], readiness: {tcp: {port: 8080}}}
         - {name: b, command: [b], readiness: {tcp: {port: 8080.0}}}
@@ -852,8 +852,8 @@ def test_equal_but_differently_typed_settings_are_not_shared(problems) -> None:
 # Each rule stands for a job that would otherwise hang in a phase at run time.
 
 
-def test_unknown_name_suggests_a_close_one(one) -> None:
-    p = one(
+def test_unknown_name_suggests_a_close_one(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: store
           command: [a]
@@ -867,8 +867,8 @@ def test_unknown_name_suggests_a_close_one(one) -> None:
     assert where(p) == (9, 11)
 
 
-def test_waiting_for_itself(one) -> None:
-    p = one(
+def test_waiting_for_itself(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: router
           command: [b]
@@ -879,8 +879,8 @@ def test_waiting_for_itself(one) -> None:
     assert p.message == "a service cannot wait for itself"
 
 
-def test_listed_twice(one) -> None:
-    p = one(
+def test_listed_twice(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: store
           command: [a]
@@ -894,8 +894,8 @@ def test_listed_twice(one) -> None:
     assert where(p) == (9, 18)
 
 
-def test_a_service_of_a_later_phase(one) -> None:
-    p = one(
+def test_a_service_of_a_later_phase(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: exporter
           command: [a]
@@ -914,8 +914,8 @@ def test_a_service_of_a_later_phase(one) -> None:
     assert where(p) == (10, 11)
 
 
-def test_services_of_earlier_phases_are_accepted(load) -> None:
-    loaded = load(
+def test_services_of_earlier_phases_are_accepted(srt_load) -> None:
+    loaded = srt_load(
         services("""
         - name: store
           command: [a]
@@ -928,8 +928,8 @@ def test_services_of_earlier_phases_are_accepted(load) -> None:
     assert [s.spec.after for s in loaded.services] == [None, ["store"]]
 
 
-def test_a_switched_off_service(one) -> None:
-    p = one(
+def test_a_switched_off_service(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: store
           enabled: false
@@ -942,8 +942,8 @@ def test_a_switched_off_service(one) -> None:
     assert p.message == "'store' is switched off (enabled: false)"
 
 
-def test_the_jobs_own_processes_are_not_services(one) -> None:
-    p = one(
+def test_the_jobs_own_processes_are_not_services(srt_problem) -> None:
+    p = srt_problem(
         """
         schema: 2
         name: t
@@ -959,8 +959,8 @@ def test_the_jobs_own_processes_are_not_services(one) -> None:
     assert "start: after_frontend" in p.message
 
 
-def test_a_cycle_is_named_once_from_its_first_member(one) -> None:
-    p = one(
+def test_a_cycle_is_named_once_from_its_first_member(srt_problem) -> None:
+    p = srt_problem(
         services("""
         - name: a
           command: [a]
@@ -980,10 +980,10 @@ def test_a_cycle_is_named_once_from_its_first_member(one) -> None:
     assert where(p) == (7, 3)
 
 
-def test_the_chain_cannot_close_a_cycle(load) -> None:
+def test_the_chain_cannot_close_a_cycle(srt_load) -> None:
     """A service without `after` waits only for its predecessor, never for one that left the
     chain, so naming a service declared later is no cycle."""
-    loaded = load(
+    loaded = srt_load(
         services("""
         - name: early
           command: [a]
@@ -995,8 +995,8 @@ def test_the_chain_cannot_close_a_cycle(load) -> None:
     assert [s.name for s in loaded.services] == ["early", "late"]
 
 
-def test_every_problem_at_once(problems) -> None:
-    found = problems(
+def test_every_problem_at_once(srt_problems) -> None:
+    found = srt_problems(
         services("""
         - name: a
           command: [a]

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from srt_services import hookimpl
+from srt_services.contracts.kind import ServiceKind
 from srt_services.errors import RecipeInvalid
-from srt_services.extend.kind import ServiceKind
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
+from srt_services.testing import PluginSet, kit
 from srt_services.testing.jobs import Jobs
 from srt_services.testing.survivors import assert_no_survivors
 
@@ -19,7 +19,9 @@ BAD_NAMES = ["../x", "a/b", ".", "..", "-rf", "a\x00b", "x" * 4096, "ser\u0432ic
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_V03_unsafe_names_are_refused_by_one_rule(tmp_path: Path, name: str) -> None:
+def test_V03_unsafe_names_are_refused_by_one_rule(
+    tmp_path: Path, name: str, srt_load: Callable[..., Any]
+) -> None:
     import json
 
     recipe = tmp_path / "r.json"
@@ -34,18 +36,20 @@ def test_V03_unsafe_names_are_refused_by_one_rule(tmp_path: Path, name: str) -> 
         )
     )
     with pytest.raises(RecipeInvalid) as err:
-        load_recipe(str(recipe), PluginSet(autoload=False))
+        srt_load(recipe)
     assert ".name:" in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", ".."])
-def test_V03_job_and_node_names_too(tmp_path: Path, name: str) -> None:
+def test_V03_job_and_node_names_too(
+    tmp_path: Path, name: str, srt_load: Callable[..., Any]
+) -> None:
     import json
 
     recipe = tmp_path / "r.json"
     recipe.write_text(json.dumps({"schema": 2, "name": name, "observability": {"metrics": False}}))
     with pytest.raises(RecipeInvalid):
-        load_recipe(str(recipe), PluginSet(autoload=False))
+        srt_load(recipe)
 
 
 class EscapingKind(ServiceKind):
@@ -66,44 +70,37 @@ class _Plugin:
         return [EscapingKind]
 
 
-def _run_escaper(tmp_path: Path, target: str) -> tuple[int, str]:
-    from srt_services.jobdir.identity import new_cookie
-    from srt_services.jobdir.layout import JobDir
-    from srt_services.launch.local import LocalLauncher
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
-    from srt_services.supervise.orchestrator import Orchestrator, RunOptions
-
+def _run_escaper(plugins: PluginSet, tmp_path: Path, target: str) -> tuple[int, str]:
+    """Plan and run the escaper's recipe in this process, as ``srt run`` does."""
     EscapingKind.target = target
-    plugins = PluginSet(autoload=False)
     plugins.register(_Plugin(), "escaper-plugin")
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "schema: 2\nname: v03\nobservability:\n  metrics: false\nservices:\n"
         '  - {name: e, type: escaper, command: ["true"], terminal: true}\n'
     )
-    loaded = load_recipe(str(recipe), plugins)
-    job = JobDir(str(tmp_path / "root" / "job"))
-    job.create()
-    plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
-    code = Orchestrator(plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())).run()
-    assert_no_survivors(job.path)
-    return code, job.path
+    job_dir = str(tmp_path / "root" / "job")
+    plan = kit.plan(plugins, recipe, job_dir=job_dir, runs_here=True)
+    code = kit.supervise(plugins, plan, job_dir).code
+    assert_no_survivors(job_dir)
+    return code, job_dir
 
 
 @pytest.mark.parametrize(
     "target",
     ["../../../escaped.txt", "{log_dir}/../../escaped.txt", "{job_dir}/escaped.txt", "{tmp}"],
 )
-def test_V03_nothing_is_written_outside_the_work_and_log_dirs(tmp_path: Path, target: str) -> None:
+def test_V03_nothing_is_written_outside_the_work_and_log_dirs(
+    tmp_path: Path, target: str, srt_plugins: PluginSet
+) -> None:
     target = target.replace("{tmp}", str(tmp_path / "escaped.txt"))
-    code, _ = _run_escaper(tmp_path, target)
+    code, _ = _run_escaper(srt_plugins, tmp_path, target)
     assert code == 1
     assert list(tmp_path.rglob("escaped.txt")) == []
 
 
-def test_V03_a_kind_may_write_beside_the_logs(tmp_path: Path) -> None:
-    code, job_dir = _run_escaper(tmp_path, "{log_dir}/escaper.yml")
+def test_V03_a_kind_may_write_beside_the_logs(tmp_path: Path, srt_plugins: PluginSet) -> None:
+    code, job_dir = _run_escaper(srt_plugins, tmp_path, "{log_dir}/escaper.yml")
     assert code == 0
     assert Path(job_dir, "logs", "escaper.yml").read_text() == "gotcha"
 
@@ -150,13 +147,13 @@ def test_V04_environment_is_allow_listed(jobs: Jobs, tmp_path: Path) -> None:
     assert env["SRT_INSTANCE"] == "service_show"
 
 
-def test_V04_loader_variables_are_refused(tmp_path: Path) -> None:
+def test_V04_loader_variables_are_refused(tmp_path: Path, srt_load: Callable[..., Any]) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "schema: 2\nname: v04\nservices:\n  - name: a\n    command: [x]\n    env:\n      LD_PRELOAD: /tmp/evil.so\n"
     )
     with pytest.raises(RecipeInvalid) as err:
-        load_recipe(str(recipe), PluginSet(autoload=False))
+        srt_load(recipe)
     assert "r.yaml:7:7: services[a].env.LD_PRELOAD" in str(err.value)
 
 

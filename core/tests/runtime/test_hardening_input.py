@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from srt_services.errors import RecipeInvalid
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
 from srt_services.recipe.shell import ShellValueError, render_shell
 from srt_services.testing.jobs import Jobs
 
@@ -145,14 +145,16 @@ def test_H19_a_job_directory_with_spaces_and_substitutions_works(
         "liveness: {port: 9, period_seconds: .nan}",
     ],
 )
-def test_H20_non_finite_numbers_in_a_recipe_are_refused(tmp_path: Path, entry: str) -> None:
+def test_H20_non_finite_numbers_in_a_recipe_are_refused(
+    tmp_path: Path, entry: str, srt_load: Callable[..., Any]
+) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         "schema: 2\nname: h20\nservices:\n  - name: a\n    command: [sleep, '1']\n"
         f"    critical: false\n    {entry}\n"
     )
     with pytest.raises(RecipeInvalid) as err:
-        load_recipe(str(recipe), PluginSet(autoload=False))
+        srt_load(recipe)
     assert "r.yaml:7:" in str(err.value)
     assert "finite" in str(err.value) or "less than or equal" in str(err.value)
 
@@ -161,18 +163,18 @@ def test_H20_non_finite_numbers_in_a_recipe_are_refused(tmp_path: Path, entry: s
 @pytest.mark.parametrize(
     ("module", "option"),
     [
-        ("srt_oarbank.agent.service", ["--reap-period-s", "{value}"]),
-        ("srt_oarbank.agent.service", ["--once-timeout-s", "{value}"]),
-        ("srt_oarbank.agent.service", ["--timeout", "start={value}"]),
-        ("srt_oarbank.agent.node", ["--reap-period-s", "{value}"]),
-        ("srt_oarbank.conformance.cli", ["--ready-timeout-s", "{value}"]),
+        ("oarbank_protocol.agent.service", ["--reap-period-s", "{value}"]),
+        ("oarbank_protocol.agent.service", ["--once-timeout-s", "{value}"]),
+        ("oarbank_protocol.agent.service", ["--timeout", "start={value}"]),
+        ("oarbank_protocol.agent.node", ["--reap-period-s", "{value}"]),
+        ("oarbank_protocol.conformance.cli", ["--ready-timeout-s", "{value}"]),
     ],
 )
 def test_H20_oarbank_options_refuse_non_finite_numbers(
     module: str, option: list[str], value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """H20: the plugin's own command lines (argparse's ``type=float`` took ``nan``)."""
-    pytest.importorskip("srt_oarbank")
+    pytest.importorskip("oarbank_protocol")
     import importlib
 
     parser = importlib.import_module(module).build_parser()
@@ -194,14 +196,15 @@ def test_H20_oarbank_admit_command_refuses_non_finite_numbers(value: str) -> Non
 
 
 def test_H20_an_admission_with_a_nan_reserve_is_refused() -> None:
-    pytest.importorskip("srt_oarbank")
+    pytest.importorskip("oarbank_protocol")
     import asyncio
 
-    from srt_oarbank.agent.control import refuse_constant
+    from oarbank_protocol.agent.control import refuse_constant
 
     with pytest.raises(ValueError, match="NaN"):
         json.loads('{"attempt_id": "a", "mem_gb": NaN}', parse_constant=refuse_constant)
-    from srt_oarbank.agent.node import AdmissionRefused, NodeAgent
+    from oarbank_protocol.agent.node import NodeAgent
+    from oarbank_protocol.errors import AdmissionRefused
 
     agent = NodeAgent.__new__(NodeAgent)
     for bad in ({"mem_gb": float("nan")}, {"mem_gb": float("inf")}, {"timeout_s": float("nan")}):

@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 from srt_services.errors import RecipeInvalid
-from srt_services.plugins.manager import PluginSet
 from srt_services.probes.log import MAX_LINE, LineScanner, LogProbe
-from srt_services.recipe.load import load_recipe
 from srt_services.supervise.probing import InotifyHub, Target, file_start, probe_starts
+from srt_services.testing import kit
 from srt_services.testing.jobs import Jobs, events_of
 
 # ------------------------------------------------------------------ item 6: where an attempt began
@@ -120,21 +119,10 @@ def test_F10_H12_a_restarted_attempt_ignores_the_ready_line_of_the_last_one(
 # ------------------------------------------------------------------ item 7: probe paths
 
 
-def _load(tmp_path: Path, text: str) -> Any:
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text(text)
-    return load_recipe(str(recipe), PluginSet(autoload=False))
-
-
 def _plan(tmp_path: Path, text: str, job_dir: str = "<job_dir>") -> Any:
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
-
-    plugins = PluginSet(autoload=False)
     recipe = tmp_path / "r.yaml"
     recipe.write_text(text)
-    loaded = load_recipe(str(recipe), plugins)
-    return resolve(loaded, plugins, AllocationRequest("local"), job_dir)
+    return kit.plan(kit.isolated_plugins(), recipe, local=True, job_dir=job_dir)
 
 
 def _probe_recipe(probe: str) -> str:

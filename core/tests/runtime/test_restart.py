@@ -10,7 +10,7 @@ import time
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from srt_services.plan.model import PlannedRestart
+from srt_services.contracts.plan import PlannedRestart
 from srt_services.supervise.restart import Action, RestartTracker
 from srt_services.testing.jobs import Jobs, events_of, wait_for
 

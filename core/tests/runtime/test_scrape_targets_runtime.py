@@ -16,14 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from srt_services.jobdir.identity import new_cookie
-from srt_services.jobdir.layout import JobDir
-from srt_services.launch.local import LocalLauncher
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-from srt_services.supervise.orchestrator import Orchestrator, RunOptions
+from srt_services.testing import PluginSet, kit
 from srt_services.testing.survivors import assert_no_survivors
 
 RECIPE = """
@@ -40,17 +33,14 @@ benchmark:
 
 
 def test_milestones_are_announced_after_the_targets_file_lists_their_instances(
-    tmp_path: Path, srt_free_port: Callable[[], int]
+    tmp_path: Path, srt_free_port: Callable[[], int], srt_plugins: PluginSet
 ) -> None:
     recipe = tmp_path / "r.yaml"
     python = json.dumps(sys.executable)
     recipe.write_text(RECIPE.format(a=srt_free_port(), b=srt_free_port(), python=python))
-    plugins = PluginSet(autoload=False)
-    loaded = load_recipe(str(recipe), plugins)
-    job = JobDir(str(tmp_path / "job"))
-    job.create()
-    plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
-    targets = Path(job.path, "metrics", "targets.json")
+    job_dir = str(tmp_path / "job")
+    plan = kit.plan(srt_plugins, recipe, job_dir=job_dir, runs_here=True)
+    targets = Path(job_dir, "metrics", "targets.json")
     seen: dict[str, list[str]] = {}
 
     def on_event(event: dict[str, Any]) -> None:
@@ -58,9 +48,8 @@ def test_milestones_are_announced_after_the_targets_file_lists_their_instances(
             listed = json.loads(targets.read_text())
             seen["after_frontend"] = sorted(g["labels"]["step"] for g in listed)
 
-    options = RunOptions(cookie=new_cookie(), on_event=on_event)
-    code = Orchestrator(plan, job, LocalLauncher, plugins, options).run()
+    code = kit.supervise(srt_plugins, plan, job_dir, on_event=on_event).code
     assert code == 0
     assert seen == {"after_frontend": ["service_a", "service_b"]}
     assert json.loads(targets.read_text()) == [], "nothing runs after the job: nothing listed"
-    assert_no_survivors(job.path)
+    assert_no_survivors(job_dir)

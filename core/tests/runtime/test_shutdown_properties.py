@@ -10,14 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from srt_services.jobdir.events import read_events
-from srt_services.jobdir.identity import new_cookie
 from srt_services.jobdir.layout import JobDir
-from srt_services.launch.local import LocalLauncher
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-from srt_services.supervise.orchestrator import Orchestrator, RunOptions
+from srt_services.testing import kit
 from srt_services.testing.survivors import assert_no_survivors
 
 PHASE_TIER = {"after_frontend": 0, "before_workers": 1, "infra": 2}
@@ -56,14 +50,10 @@ def test_teardown_properties(services: list[dict[str, object]]) -> None:
             "schema: 2\nname: prop\nobservability:\n  metrics: false\nservices:\n"
             + "".join(entries)
         )
-        plugins = PluginSet(autoload=False)
-        loaded = load_recipe(str(recipe), plugins)
+        plugins = kit.isolated_plugins()
         job = JobDir(str(root / "job"))
-        job.create()
-        plan = resolve(loaded, plugins, AllocationRequest("local"), job.path)
-        code = Orchestrator(
-            plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie())
-        ).run()
+        plan = kit.plan(plugins, recipe, job_dir=job.path, runs_here=True)
+        code = kit.supervise(plugins, plan, job.path).code
         assert code == 0
         assert_no_survivors(job.path)
         order = (

@@ -123,14 +123,7 @@ def test_F17_unkillable_process_is_reported_and_teardown_is_bounded(jobs: Jobs, 
 
 def test_F18_200_services_no_fd_or_thread_leak(tmp_path) -> None:
     """Run in-process so the orchestrator's own descriptors and threads can be counted."""
-    from srt_services.jobdir.identity import new_cookie
-    from srt_services.jobdir.layout import JobDir
-    from srt_services.launch.local import LocalLauncher
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
-    from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import load_recipe
-    from srt_services.supervise.orchestrator import Orchestrator, RunOptions
+    from srt_services.testing import kit
 
     services = "  - {name: s0, command: [sleep, '1000'], nodes: 4}\n" + "\n".join(
         f"  - {{name: s{i}, command: [sleep, '1000'], placement: {{pool: s0}}}}"
@@ -142,22 +135,19 @@ def test_F18_200_services_no_fd_or_thread_leak(tmp_path) -> None:
         + services
         + "\n  - {name: end, terminal: true, command: [bash, -c, 'sleep 0.5']}\n"
     )
-    plugins = PluginSet(autoload=False)
-    loaded = load_recipe(str(recipe), plugins)
-    job = JobDir(str(tmp_path / "job"))
-    job.create()
-    plan = resolve(loaded, plugins, AllocationRequest("local", count=4), job.path)
+    plugins = kit.isolated_plugins()
+    job_dir = str(tmp_path / "job")
+    plan = kit.plan(plugins, recipe, 4, job_dir=job_dir, runs_here=True)
     assert sum(len(u.instances) for u in plan.units) == 201
     fds_before = len(os.listdir("/proc/self/fd"))
     threads_before = threading.active_count()
-    orch = Orchestrator(plan, job, LocalLauncher, plugins, RunOptions(cookie=new_cookie()))
     t0 = time.monotonic()
-    code = orch.run()
+    code = kit.supervise(plugins, plan, job_dir).code
     assert code == 0
     assert time.monotonic() - t0 < 60
     assert len(os.listdir("/proc/self/fd")) == fds_before
     assert threading.active_count() == threads_before
-    assert_no_survivors(job.path)
+    assert_no_survivors(job_dir)
 
 
 def test_F19_sigterm_during_the_start_phase(jobs: Jobs, port: int) -> None:

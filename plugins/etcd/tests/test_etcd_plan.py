@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 from srt_etcd.kind import EtcdKind, EtcdOptions
-from srt_services.extend.servers import url_host
-from srt_services.plan.model import Plan, PlannedUnit
-from srt_services.recipe.models import ServiceSpec
-from srt_services.recipe.problems import RecipeError
+from srt_services.extend import Plan, PlannedUnit, ServiceSpec, url_host
+from srt_services.testing import RecipeError, kit
 
 MakePlan = Callable[..., Plan]
 
@@ -246,20 +244,19 @@ def test_dedicated_asks_for_one_more_node(srt_plan: MakePlan) -> None:
     assert dedicated.infra != dedicated.head
 
 
-def test_binary_lookup_order(
-    srt_plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_binary_lookup_order(srt_plan: MakePlan, tmp_path: Path) -> None:
     """The recipe's options.binary, else the site's [binaries] etcd, else `etcd` on PATH."""
     assert unit(srt_plan(DYNAMO), "etcd").instances[0].argv[0] == "etcd"
     site = tmp_path / "site.toml"
     site.write_text('[binaries]\netcd = "/site/bin/etcd"\n')
-    monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
-    inst = unit(srt_plan(DYNAMO), "etcd").instances[0]
+    site_cfg = kit.site_config(site)
+    inst = unit(srt_plan(DYNAMO, site=site_cfg), "etcd").instances[0]
     assert inst.argv[0] == "/site/bin/etcd"
     assert inst.preamble is not None
     assert "command -v -- /site/bin/etcd " in inst.preamble
     own = srt_plan(
-        DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {binary: /mine/etcd}}\n"
+        DYNAMO + "services:\n  - {name: etcd, type: etcd, options: {binary: /mine/etcd}}\n",
+        site=site_cfg,
     )
     assert unit(own, "etcd").instances[0].argv[0] == "/mine/etcd"
 
@@ -267,7 +264,7 @@ def test_binary_lookup_order(
 def test_missing_binary_check_is_shell_that_explains() -> None:
     """The preamble itself: run it with an empty PATH and read what a user would read."""
     from srt_etcd.kind import INSTALL_HINT, KIND
-    from srt_services.extend.servers import missing_binary_check
+    from srt_services.extend import missing_binary_check
 
     script = missing_binary_check("etcd-not-here", KIND, INSTALL_HINT)
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 from srt_exporters.kind import group_config
-from srt_services import app
-from srt_services.plan.model import LAST_TIER, Plan
-from srt_services.recipe.problems import RecipeError
+from srt_services.extend import LAST_TIER, Plan
+from srt_services.testing import RecipeError
 
 JOB = """
 schema: 2
@@ -158,24 +157,22 @@ def test_placeholder_braces_in_groups_survive_planning(srt_plan: Callable[..., P
 
 
 def test_implied_services_are_skipped_where_the_binary_is_missing(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, srt_plugins: Any, srt_load: Any
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, srt_plan: Callable[..., Plan]
 ) -> None:
-    from srt_services.plan.allocation import AllocationRequest
-
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing is installed here
-    loaded = srt_load(
-        JOB + "services: [{name: prometheus, type: prometheus, options: {if_missing: fail}}]\n"
+    # planned to run here, as `srt run` plans: each kind is asked whether it can
+    plan = srt_plan(
+        JOB + "services: [{name: prometheus, type: prometheus, options: {if_missing: fail}}]\n",
+        runs_here=True,
     )
-    planned = app.plan(loaded, AllocationRequest(kind="local"), plugins=srt_plugins)
-    launcher = srt_plugins.launcher_class("local")
-    notes = app.for_launcher(planned, launcher)
-    left = {u.name for u in planned.plan.units}
+    notes = plan.warnings
+    left = {u.name for u in plan.units}
     assert "prometheus" in left, "declared with if_missing: fail: it fails at launch instead"
     assert not {"node-exporter", "dcgm-exporter", "process-exporter"} & left
     assert any(
         "services[node-exporter] skipped: prometheus-node-exporter not found" in n for n in notes
     )
-    assert not [t for t in planned.plan.scrape_targets if t.service == "node-exporter"]
+    assert not [t for t in plan.scrape_targets if t.service == "node-exporter"]
 
 
 def test_bad_options_are_refused_with_their_line(srt_plugins: Any, srt_load: Any) -> None:
@@ -187,7 +184,8 @@ def test_bad_options_are_refused_with_their_line(srt_plugins: Any, srt_load: Any
     text = str(exc.value)
     assert "services[prometheus].options.retention" in text
     assert "services[prometheus].options.scrape_interval_seconds" in text
-    assert "recipe.yaml:7:" in text
+    # the services line: the 6th, since the kit drops JOB's leading newline
+    assert "recipe.yaml:6:" in text
 
 
 def test_the_specs_collect_interval_for_node_exporter_is_accepted_with_a_warning(
@@ -198,7 +196,7 @@ def test_the_specs_collect_interval_for_node_exporter_is_accepted_with_a_warning
     )
     (w,) = loaded.warnings
     assert w.label == "services[node-exporter].options.collect_interval_ms"
-    assert w.line == 7
+    assert w.line == 6  # the services line (the kit drops JOB's leading newline)
     assert "changes nothing" in w.message and "scrape_interval_seconds" in w.message
 
 

@@ -10,15 +10,11 @@ from pathlib import Path
 
 import pytest
 from srt_gms.kind import supervisor_source
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.model import Plan, PlannedUnit
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import LoadedRecipe, load_recipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.extend import Plan, PlannedUnit
+from srt_services.testing import LoadedRecipe, RecipeError
 
 MakePlan = Callable[..., Plan]
-Load = Callable[[str], LoadedRecipe]
+Load = Callable[..., LoadedRecipe]
 
 #: node0: prefill_0 (GPUs 0-1) and prefill_1 (GPUs 2-3); node1-node2: decode_0 (8 GPUs).
 JOB = """\
@@ -255,12 +251,12 @@ def test_one_per_role_is_fine(srt_plan: MakePlan) -> None:
     assert len(unit(p, "gms-prefill").instances) == 2
 
 
-def test_the_example_plans(srt_plugins: PluginSet) -> None:
+def test_the_example_plans(srt_load: Load, srt_plan: MakePlan) -> None:
     """examples/gms-failover.yaml (GPU nodes: dry-run only here) plans what it says."""
     path = Path(__file__).resolve().parents[3] / "examples" / "gms-failover.yaml"
-    loaded = load_recipe("examples/gms-failover.yaml", srt_plugins, text=path.read_text())
-    assert loaded.warnings == []
-    p = resolve(loaded, srt_plugins, AllocationRequest())
+    source = "examples/gms-failover.yaml"
+    assert srt_load(path.read_text(), source).warnings == []
+    p = srt_plan(path.read_text(), local=False, job_dir="<job_dir>", source=source)
     u = unit(p, "gms")
     assert u.replaces_implied == "engine.failover"
     assert [(i.step, i.gpus) for i in u.instances] == [

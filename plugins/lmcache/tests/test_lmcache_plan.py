@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from srt_services.plan.model import Plan, PlannedUnit
-from srt_services.recipe.load import LoadedRecipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.extend import Plan, PlannedUnit
+from srt_services.testing import LoadedRecipe, RecipeError
 
 MakePlan = Callable[..., Plan]
 Load = Callable[[str], LoadedRecipe]

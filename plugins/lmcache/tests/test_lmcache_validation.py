@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from srt_services.recipe.load import LoadedRecipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.testing import LoadedRecipe, RecipeError
 
 Load = Callable[[str], LoadedRecipe]
 

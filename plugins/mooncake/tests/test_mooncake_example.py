@@ -16,20 +16,16 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.extend import Plan
+from srt_services.testing import PluginSet, RecipeError, kit
 from srt_services.testing.jobs import run_recipe
 from srt_services.testing.survivors import assert_no_survivors
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mooncake-local.yaml"
 
 
-def test_the_example_plans_as_it_says(srt_plugins: PluginSet) -> None:
-    loaded = load_recipe(str(EXAMPLE), srt_plugins)
-    plan = resolve(loaded, srt_plugins, AllocationRequest(kind="local"))
+def test_the_example_plans_as_it_says(srt_plan: Callable[..., Plan]) -> None:
+    plan = srt_plan(EXAMPLE.read_text(), local=True, job_dir="<job_dir>", source=str(EXAMPLE))
     assert plan.discovery_env == {
         "MOONCAKE_MASTER": "127.0.0.1:8700",
         "MOONCAKE_TE_META_DATA_SERVER": "http://127.0.0.1:8701/metadata",
@@ -119,8 +115,7 @@ def test_mutated_mooncake_entries_fail_cleanly(srt_plugins: PluginSet, data: st.
     text = yaml.safe_dump(recipe)
     failure: RecipeError | None = None
     try:
-        loaded = load_recipe("recipe.yaml", srt_plugins, text=text)
-        resolve(loaded, srt_plugins, AllocationRequest(kind="symbolic"))
+        kit.plan(srt_plugins, text, source="recipe.yaml")
     except RecipeError as exc:  # the only way out: anything else fails the test
         failure = exc
     if failure is not None:

@@ -4,17 +4,10 @@ with this plugin installed (in-process, through the real command and its exit co
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
-from srt_services.cli.main import main
-from srt_services.plan.allocation import AllocationRequest
-from srt_services.plan.resolve import resolve
-from srt_services.plugins import manager
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import load_recipe
+from srt_services.testing import PluginSet, kit
 
 V1 = """\
 # a v1 disaggregated SGLang recipe with Mooncake's KV store
@@ -42,28 +35,18 @@ backend:
 """
 
 
-@pytest.fixture
-def with_mooncake(srt_plugins: PluginSet) -> Iterator[PluginSet]:
-    """The kit's plugin set (core and srt-mooncake) as the one ``srt migrate`` uses."""
-    manager.reset_default(lambda: srt_plugins)
-    yield srt_plugins
-    manager.reset_default(None)
-
-
-def srt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 1), out, err
+def srt(plugins: PluginSet, *args: str) -> tuple[int, str, str]:
+    """``srt ARGS`` in this process with the kit's plugin set (core and srt-mooncake)."""
+    result = kit.run_cli(args, plugins)
+    return result.code, result.stdout, result.stderr
 
 
 def test_a_v1_mooncake_kv_store_migrates_to_a_master_that_loads_and_plans(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], with_mooncake: PluginSet
+    tmp_path: Path, srt_plugins: PluginSet
 ) -> None:
     path = tmp_path / "v1.yaml"
     path.write_text(V1)
-    code, out, err = srt(capsys, "migrate", str(path))
+    code, out, err = srt(srt_plugins, "migrate", str(path))
     assert code == 0, err
     data = yaml.safe_load(out)
     assert data["services"] == [
@@ -86,8 +69,7 @@ def test_a_v1_mooncake_kv_store_migrates_to_a_master_that_loads_and_plans(
     assert data["roles"]["decode"]["env"] == {"KEEP": "1", "MOONCAKE_PROTOCOL": "rdma"}
     assert out.startswith("# a v1 disaggregated SGLang recipe")  # comments kept
 
-    loaded = load_recipe("migrated.yaml", with_mooncake, text=out)
-    plan = resolve(loaded, with_mooncake, AllocationRequest(kind="symbolic"), job_dir="/j")
+    plan = kit.plan(srt_plugins, out, source="migrated.yaml", job_dir="/j")
     (master,) = next(u for u in plan.units if u.name == "mooncake-master").instances
     assert master.argv[0] == "mooncake_master" and master.argv[-1] == "--client_ttl=20"
     assert master.container == "lmsysorg/mooncake:0.3"
@@ -101,25 +83,25 @@ def test_a_v1_mooncake_kv_store_migrates_to_a_master_that_loads_and_plans(
 
 
 def test_migrate_verify_passes_and_writes_the_result(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], with_mooncake: PluginSet
+    tmp_path: Path, srt_plugins: PluginSet
 ) -> None:
     path = tmp_path / "v1.yaml"
     path.write_text(V1)
-    code, _, err = srt(capsys, "migrate", "--verify", "--in-place", str(path))
+    code, _, err = srt(srt_plugins, "migrate", "--verify", "--in-place", str(path))
     assert code == 0, err
     assert "not migrated" not in err and "does not load" not in err
     assert yaml.safe_load(path.read_text())["schema"] == 2
     assert (tmp_path / "v1.yaml.v1").read_text() == V1
-    code, _, err = srt(capsys, "validate", str(path))
+    code, _, err = srt(srt_plugins, "validate", str(path))
     assert code == 0, err
 
 
 def test_a_migrated_master_with_bad_store_config_fails_migrate(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], with_mooncake: PluginSet
+    tmp_path: Path, srt_plugins: PluginSet
 ) -> None:
     path = tmp_path / "v1.yaml"
     path.write_text(V1.replace("global_segment_size: 4GB", "global_segment_size: 4GN"))
-    code, out, err = srt(capsys, "migrate", str(path))
+    code, out, err = srt(srt_plugins, "migrate", str(path))
     assert code == 2
     assert "the migrated recipe does not load" in err
     assert "services[mooncake-master].options.store_config.global_segment_size" in err

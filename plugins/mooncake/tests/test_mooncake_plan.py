@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from srt_services.plan.model import LAST_TIER, Plan, PlannedInstance, PlannedUnit
-from srt_services.recipe.problems import RecipeError
+from srt_services.extend import LAST_TIER, Plan, PlannedInstance, PlannedUnit
+from srt_services.testing import RecipeError, kit
 
 MakePlan = Callable[..., Plan]
 
@@ -383,9 +383,7 @@ def test_a_dedicated_master_gets_a_node_of_its_own(srt_plan: MakePlan) -> None:
     assert only(p, "prefill").env["MOONCAKE_MASTER"] == f"{master.node_ip}:8700"
 
 
-def test_binary_lookup_order(
-    srt_plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_binary_lookup_order(srt_plan: MakePlan, tmp_path: Path) -> None:
     """options.binary, else the site's [binaries] entry, else the name (PATH, then the venv)."""
     text = JOB + MASTER + "  - {name: s, type: mooncake-store, placement: {node: prefill}}\n"
     p = srt_plan(text)
@@ -398,8 +396,8 @@ def test_binary_lookup_order(
         '[binaries]\nmooncake_master = "/site/mc/mooncake_master"\n'
         'mc_store_rest_server = "/site/mc/mc_store_rest_server"\n'
     )
-    monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
-    p = srt_plan(text)
+    site_cfg = kit.site_config(site)
+    p = srt_plan(text, site=site_cfg)
     master, store = only(p, "mooncake-master"), only(p, "s")
     assert (master.argv[0], store.argv[0]) == (
         "/site/mc/mooncake_master",
@@ -407,7 +405,8 @@ def test_binary_lookup_order(
     )
     assert "command -v -- /site/mc/mooncake_master " in (master.preamble or "")
     own = srt_plan(
-        text.replace("type: mooncake-store,", "type: mooncake-store, options: {binary: /mine/mc},")
+        text.replace("type: mooncake-store,", "type: mooncake-store, options: {binary: /mine/mc},"),
+        site=site_cfg,
     )
     assert only(own, "s").argv[0] == "/mine/mc"
 

@@ -8,9 +8,7 @@ from typing import ClassVar
 import pytest
 from srt_mooncake.sizes import to_bytes
 from srt_services.extend import ServiceKind
-from srt_services.plugins.manager import PluginSet
-from srt_services.recipe.load import LoadedRecipe
-from srt_services.recipe.problems import RecipeError
+from srt_services.testing import LoadedRecipe, PluginSet, RecipeError
 from srt_services.testing.kit import ClassesPlugin
 
 Load = Callable[[str], LoadedRecipe]

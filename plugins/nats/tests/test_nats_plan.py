@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 from srt_nats.kind import NatsKind, NatsOptions
-from srt_services.plan.model import Plan, PlannedUnit
-from srt_services.recipe.models import ServiceSpec
-from srt_services.recipe.problems import RecipeError
+from srt_services.extend import Plan, PlannedUnit, ServiceSpec
+from srt_services.testing import RecipeError, kit
 
 MakePlan = Callable[..., Plan]
 
@@ -212,19 +211,20 @@ def test_dedicated_asks_for_one_more_node(srt_plan: MakePlan) -> None:
     assert f'listen: "{inst.node_ip}:4222"' in inst.files["nats.conf"]
 
 
-def test_binary_lookup_order(
-    srt_plan: MakePlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_binary_lookup_order(srt_plan: MakePlan, tmp_path: Path) -> None:
     """The recipe's options.binary, else the site's [binaries] nats-server, else PATH."""
     assert unit(srt_plan(DECLARED), "nats").instances[0].argv[0] == "nats-server"
     site = tmp_path / "site.toml"
     site.write_text('[binaries]\nnats-server = "/site/bin/nats-server"\n')
-    monkeypatch.setenv("SRT_SITE_CONFIG", str(site))
-    inst = unit(srt_plan(DECLARED), "nats").instances[0]
+    site_cfg = kit.site_config(site)
+    inst = unit(srt_plan(DECLARED, site=site_cfg), "nats").instances[0]
     assert inst.argv[0] == "/site/bin/nats-server"
     assert inst.preamble is not None
     assert "command -v -- /site/bin/nats-server " in inst.preamble
-    own = srt_plan(JOB + "services:\n  - {name: nats, type: nats, options: {binary: /mine/nats}}\n")
+    own = srt_plan(
+        JOB + "services:\n  - {name: nats, type: nats, options: {binary: /mine/nats}}\n",
+        site=site_cfg,
+    )
     assert unit(own, "nats").instances[0].argv[0] == "/mine/nats"
 
 

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 import srt_ray.plugin
-from srt_services.plan.model import Plan
-from srt_services.plugins.manager import PluginSet
-from srt_services.testing import kit, needs
+from srt_services.extend import Plan
+from srt_services.testing import PluginSet, kit, needs
 
 #: A services-only job like the spec's RL pool: no engine, no frontend.
 POOL_JOB: dict[str, Any] = {"frontend": {"type": "none"}, "resources": {"gpus_per_node": 4}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from srt_services.plan.model import Plan
+from srt_services.extend import Plan
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "ray-pool.yaml"
 

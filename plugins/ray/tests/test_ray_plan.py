@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from srt_ray.kind import TEMP_DIR_MAX
-from srt_services.plan.model import Plan
+from srt_services.extend import Plan
 
 MakePlan = Callable[..., Plan]
 Errors = Callable[..., list[str]]

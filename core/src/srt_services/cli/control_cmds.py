@@ -4,8 +4,6 @@ hands over here)."""
 
 from __future__ import annotations
 
-import os
-import shlex
 import sys
 
 import rich_click as click
@@ -13,25 +11,17 @@ import rich_click as click
 
 def ask_orchestrator(op: str, job_dir: str, service: str, force: bool, wait: bool) -> int:
     """Send one request; print its progress on stderr and its outcome; return the exit code."""
-    from srt_services.jobdir.control import ControlError, Request, ask
-
-    command = ["srt", op, os.path.abspath(job_dir), service]
-    if force:
-        command.append("--force")
+    from srt_services.app.control import ServiceRequest, act
 
     def note(text: str) -> None:
         sys.stderr.write(f"srt {op}: {text}\n")
 
-    try:
-        reply = ask(job_dir, Request(op, service, force, wait), shlex.join(command), note)
-    except ControlError as exc:
-        sys.stderr.write(f"srt {op}: {exc}\n")
-        return 1
-    if reply.ok:
-        click.echo(reply.text)
+    outcome = act(ServiceRequest(op, job_dir, service, force, wait), note)
+    if outcome.ok:
+        click.echo(outcome.text)
         return 0
-    prefix = "refused: " if reply.refused else ""
-    sys.stderr.write(f"srt {op}: {prefix}{reply.text}\n")
+    prefix = "refused: " if outcome.refused else ""
+    sys.stderr.write(f"srt {op}: {prefix}{outcome.text}\n")
     return 1
 
 

@@ -45,6 +45,12 @@ class Seconds(click.FloatRange):
     hidden=True,
     help="Launcher plugin (the sbatch script passes slurm).",
 )
+@click.option(
+    "--variant",
+    metavar="SELECTOR",
+    help="The job of another tool's sweep file to run (srtctl's selectors, e.g."
+    " zip_override_tp[1]); required when the file holds several.",
+)
 def run(
     recipe: str,
     job_dir: str | None,
@@ -53,6 +59,7 @@ def run(
     plain: bool | None,
     grace: float | None,
     launcher: str,
+    variant: str | None,
 ) -> None:
     """Run a recipe on this machine and supervise it until it ends.
 
@@ -60,20 +67,30 @@ def run(
     benchmark); Ctrl-C stops everything (twice: at once). The exit status is the
     benchmark's or the terminal services' worst, 1 for a failed job, 128+N after signal N.
     """
-    from srt_services.supervise.job import RunRequest, run_job
+    from srt_services.app import compose
+    from srt_services.app.run import RunRequest, run_job
+    from srt_services.cli.progress import make_progress
+    from srt_services.cli.run_views import summary
 
-    code = run_job(
-        RunRequest(
-            recipe=recipe,
-            job_dir=job_dir,
-            nodes=nodes,
-            launcher=launcher,
-            quiet=quiet,
-            plain=plain,
-            grace=grace,
-        )
+    progress = make_progress(quiet, plain)
+
+    def note(message: str) -> None:
+        progress({"event": "note", "detail": message})
+
+    request = RunRequest(
+        recipe=recipe,
+        job_dir=job_dir,
+        nodes=nodes,
+        launcher=launcher,
+        grace=grace,
+        variant=variant,
     )
-    raise SystemExit(code)
+    try:
+        result = run_job(compose.setup(), request, progress, note)
+    finally:
+        progress.close()
+    summary(result)
+    raise SystemExit(result.code)
 
 
 def pick_job_dir(job_dir: str | None, command: str) -> str:
@@ -109,7 +126,7 @@ def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
     on stderr. On a terminal the table fits its width (the log path relative to the job
     directory, less useful columns left out); in a pipe every column is printed in full.
     """
-    from srt_services.supervise.status import status_rows
+    from srt_services.app.status import status_rows
 
     job_dir = pick_job_dir(job_dir, "status")
 
@@ -161,10 +178,11 @@ def stop(job_dir: str, service: str | None, now: bool, timeout: float | None, fo
         raise SystemExit(ask_orchestrator("stop", job_dir, service, force, True))
     if force:
         raise click.UsageError("--force goes with SERVICE")
-    from srt_services.supervise.recovery import stop_job
+    from srt_services.app.stop import StopRequest, stop_job
 
     code = stop_job(
-        job_dir, now=now, timeout=timeout, log=lambda m: sys.stderr.write(f"srt stop: {m}\n")
+        StopRequest(job_dir, now=now, timeout=timeout),
+        log=lambda m: sys.stderr.write(f"srt stop: {m}\n"),
     )
     raise SystemExit(code)
 
@@ -181,7 +199,7 @@ def _list_command(name: str, alias_of: str | None = None) -> click.Command:
     @click.option("-n", "--last", type=click.IntRange(1), help="Only the newest N jobs.")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
     def command(root: str | None, last: int | None, as_json: bool) -> None:
-        from srt_services.supervise.job_list import job_rows
+        from srt_services.app.jobs import job_rows
 
         data = job_rows(root)
         if last is not None:

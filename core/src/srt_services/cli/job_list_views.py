@@ -1,5 +1,5 @@
 """``srt ps`` as text: one line per job, newest first (the data is
-:func:`srt_services.supervise.job_list.job_rows`, which ``--json`` prints)."""
+:func:`srt_services.app.jobs.job_rows`, which ``--json`` prints)."""
 
 from __future__ import annotations
 

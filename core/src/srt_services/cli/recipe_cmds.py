@@ -12,15 +12,17 @@ if TYPE_CHECKING:
     from srt_services.recipe.problems import LocatedProblem
 
 
+def _setup() -> Any:
+    from srt_services.app import compose
+
+    return compose.setup()
+
+
 def _plugins() -> Any:
-    from srt_services import app
-
-    return app.plugin_set()
+    return _setup().plugins
 
 
-def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
-    from srt_services.plan.allocation import AllocationRequest
-
+def _nodelist(nodes: int | None, nodelist: str | None) -> tuple[str, ...] | None:
     if nodes is not None and nodelist is not None:
         raise click.UsageError("give --nodes or --nodelist, not both")
     names = tuple(n.strip() for n in nodelist.split(",") if n.strip()) if nodelist else None
@@ -31,7 +33,7 @@ def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
             problem = name_problem(n)
             if problem:
                 raise click.UsageError(f"--nodelist: node name {problem}")
-    return AllocationRequest(kind="local" if local else "symbolic", count=nodes, nodelist=names)
+    return names
 
 
 @click.command()
@@ -46,16 +48,26 @@ def _allocation(nodes: int | None, nodelist: str | None, local: bool) -> Any:
     help="`json`: one report per recipe on stdout, for tools. `github`: workflow commands"
     " that annotate the recipe's lines in a GitHub Actions run.",
 )
-def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
+@click.option(
+    "--variant",
+    metavar="SELECTOR",
+    help="In another tool's sweep file (srtctl's override_*/zip_override_*), check these"
+    " variants (srtctl's selectors: base, override_X, zip_override_G, zip_override_G[i], a"
+    " glob); default: every variant that tool would submit.",
+)
+def validate(recipes: tuple[str, ...], quiet: bool, fmt: str, variant: str | None) -> None:
     """Check recipes without running anything; every problem is reported with its line.
 
     The verdict is `srt dry-run`'s: each recipe is also planned on the smallest symbolic
     allocation that fits it, so two services on one port of a node, or a placement that
     selects no nodes, fail here too. Nothing is started and no network is used. `-` reads
-    a recipe (YAML or JSON) from standard input. Exit status 2 when any recipe is invalid.
+    a recipe (YAML or JSON) from standard input. An srtctl recipe (with srt-srtctl) is read
+    as it is; each of its variants is checked. Exit status 2 when any recipe is invalid.
     """
-    plugins = _plugins()
-    reports = [_validate_one(given, plugins, fmt, quiet) for given in recipes]
+    where = _setup()
+    reports = [
+        report for given in recipes for report in _validate_one(given, where, fmt, quiet, variant)
+    ]
     if fmt == "json":
         import json
 
@@ -68,35 +80,45 @@ def validate(recipes: tuple[str, ...], quiet: bool, fmt: str) -> None:
         raise SystemExit(2)
 
 
-def _validate_one(given: str, plugins: Any, fmt: str, quiet: bool) -> dict[str, Any]:
-    """The verdict on one recipe as its report; in the text format its problems or
-    warnings, and its "ok" line, are written at once, so a long list shows progress."""
-    from srt_services import app
+def _validate_one(
+    given: str, where: Any, fmt: str, quiet: bool, variant: str | None
+) -> list[dict[str, Any]]:
+    """The verdict on one recipe file as its reports (one per job: a sweep file has
+    several); in the text format its problems or warnings, and its "ok" lines, are written
+    at once, so a long list shows progress."""
+    from srt_services.app.validate import ValidateRequest, verdicts
     from srt_services.errors import RecipeInvalid
-    from srt_services.recipe.load import source_name
     from srt_services.recipe.problems import LocatedProblem, RecipeError
+    from srt_services.recipe.reading import source_name
 
     path = source_name(given)
     try:
-        with app.collector_paused():
-            planned = app.verdict(given, plugins)
+        planned_jobs = verdicts(where, ValidateRequest(given, variant))
     except RecipeInvalid as exc:
         if fmt == "text":
             sys.stderr.write(f"{exc}\n")
         problems = exc.problems if isinstance(exc, RecipeError) else [LocatedProblem("", str(exc))]
-        return _report(path, None, problems)
-    loaded = planned.loaded
-    # what planning says without failing (an implied service that selects no nodes)
-    warnings = [
-        *loaded.warnings,
-        *(LocatedProblem("", w, warning=True) for w in planned.plan.warnings),
-    ]
-    if fmt == "text":
-        for w in warnings:
-            sys.stderr.write("warning: " + w.render(path) + "\n")
-        if not quiet:
-            click.echo(f"{path}: ok ({len(loaded.services)} service(s))")
-    return _report(path, len(loaded.services), warnings)
+        return [_report(path, None, problems)]
+    reports = []
+    for planned in planned_jobs:
+        loaded = planned.loaded
+        selector = loaded.variant.selector if loaded.variant is not None else None
+        shown = f"{path} [{selector}]" if len(planned_jobs) > 1 and selector else path
+        # what planning says without failing (an implied service that selects no nodes)
+        warnings = [
+            *loaded.warnings,
+            *(LocatedProblem("", w, warning=True) for w in planned.plan.warnings),
+        ]
+        if fmt == "text":
+            for w in warnings:
+                sys.stderr.write("warning: " + w.render(shown) + "\n")
+            if not quiet:
+                click.echo(f"{shown}: ok ({len(loaded.services)} service(s))")
+        report = _report(path, len(loaded.services), warnings)
+        if selector is not None:
+            report["variant"] = selector
+        reports.append(report)
+    return reports
 
 
 def _report(path: str, services: int | None, problems: list[LocatedProblem]) -> dict[str, Any]:
@@ -153,6 +175,12 @@ def _github_annotation(path: str, problem: dict[str, Any]) -> str:
     is_flag=True,
     help="Also print the srun line of every instance (Slurm launcher).",
 )
+@click.option(
+    "--variant",
+    metavar="SELECTOR",
+    help="In another tool's sweep file, plan these variants (srtctl's selectors); default:"
+    " every variant that tool would submit.",
+)
 def dry_run(
     recipe: str,
     nodes: int | None,
@@ -161,56 +189,83 @@ def dry_run(
     as_json: bool,
     units: tuple[str, ...],
     show_srun: bool,
+    variant: str | None,
 ) -> None:
     """Show exactly what `srt run` would do: nodes, phases, argv, effective env, probes.
 
     Nothing is started and no network is used. Without --nodes, the plan uses as many
     symbolic nodes as the recipe needs. `-` reads the recipe from standard input.
     """
-    from srt_services import app
+    from srt_services.app.dry_run import DryRunRequest, dry_run
 
     if units and as_json:
         raise click.UsageError("--unit filters the text output; filter --json with jq")
-    plugins = _plugins()
-    request = _allocation(nodes, nodelist, local)
-    with app.collector_paused():
-        _dry_run(app.plan(recipe, request, plugins=plugins), units, as_json, show_srun, local)
+    request = DryRunRequest(
+        recipe,
+        nodes=nodes,
+        nodelist=_nodelist(nodes, nodelist),
+        local=local,
+        srun_lines=show_srun,
+        variant=variant,
+    )
+    from srt_services.app import compose
+
+    # paused to the last byte written: a collection over the whole plan once the pause
+    # ended would cost more than writing it
+    with compose.collector_paused():
+        _show_dry_run(dry_run(_setup(), request), units, as_json)
 
 
-def _dry_run(
-    planned: Any, units: tuple[str, ...], as_json: bool, show_srun: bool, local: bool
-) -> None:
-    loaded, plan, site = planned.loaded, planned.plan, planned.site
-    if local:  # what `srt run` will say before it starts
-        plan.warnings.extend(_plugins().launcher_class("local").unapplied(plan))
-    only = _known_units(plan, units) if units else None
-    if as_json:
-        sys.stdout.buffer.write(plan.to_json(indent=False))
+def _show_dry_run(result: Any, units: tuple[str, ...], as_json: bool) -> None:
+    if result.variants and as_json:
+        _variants_json(result.variants)
         return
+    if result.variants:
+        for planned in result.variants:
+            selector = planned.loaded.variant.selector if planned.loaded.variant else ""
+            sys.stdout.write(f"=== variant {planned.plan.job_name} ({selector})\n")
+            _show_plan(planned, result, units)
+        return
+    if as_json:
+        sys.stdout.buffer.write(result.planned.plan.to_json(indent=False))
+        return
+    _show_plan(result.planned, result, units)
+
+
+def _variants_json(variants: list[Any]) -> None:
+    """``{"variants": [{"variant", "selector", "plan"}]}``: one document for a sweep file."""
+    import orjson
+
+    out = []
+    for planned in variants:
+        variant = planned.loaded.variant
+        out.append(
+            {
+                "variant": variant.name if variant is not None else planned.plan.job_name,
+                "selector": variant.selector if variant is not None else None,
+                "plan": orjson.Fragment(planned.plan.to_json()),
+            }
+        )
+    sys.stdout.buffer.write(orjson.dumps({"variants": out}, option=orjson.OPT_APPEND_NEWLINE))
+
+
+def _show_plan(planned: Any, result: Any, units: tuple[str, ...]) -> None:
+    loaded, plan = planned.loaded, planned.plan
+    only = _known_units(plan, units) if units else None
     from srt_services.plan.text import render_plan
 
     for w in loaded.warnings:
         sys.stderr.write("warning: " + w.render(loaded.source) + "\n")
-    sys.stdout.write(render_plan(plan, only, site.container_aliases))
-    if show_srun:
+    for note in loaded.notes:
+        sys.stderr.write(f"note: {note}\n")
+    sys.stdout.write(render_plan(plan, only, result.container_aliases))
+    if result.srun and planned is result.planned:
         import shlex
 
-        from srt_services.launch.slurm.commands import srun_argv
-
         sys.stdout.write("srun lines (job <job_id>):\n")
-        for inst in plan.instances():
-            if only is not None and inst.unit not in only:
-                continue
-            argv = srun_argv(
-                inst,
-                "<job_id>",
-                f"{plan.job_dir}/{inst.log}",
-                plan.job_dir,
-                site.container_aliases,
-                site.container_mounts,
-                site.slurm.srun_extra,
-            )
-            sys.stdout.write(f"  {inst.step}: {shlex.join(argv)}\n")
+        for line in result.srun:
+            if only is None or line.unit in only:
+                sys.stdout.write(f"  {line.step}: {shlex.join(line.argv)}\n")
 
 
 def _known_units(plan: Any, names: tuple[str, ...]) -> frozenset[str]:
@@ -231,7 +286,7 @@ def schema(output: str | None) -> None:
     """Write the recipe JSON Schema (with the installed kinds and probes) for editors."""
     import json
 
-    from srt_services.recipe.schema import recipe_schema
+    from srt_services.checking.schema import recipe_schema
 
     text = json.dumps(recipe_schema(_plugins()), indent=2, sort_keys=True) + "\n"
     if output:
@@ -286,7 +341,23 @@ def kinds(name: str | None, as_json: bool) -> None:
     is_flag=True,
     help="Write only results that load with the installed plugins (the others are reported).",
 )
-def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: bool) -> None:
+@click.option(
+    "--from",
+    "source_format",
+    metavar="FORMAT",
+    help="Translate another tool's recipe (`srtctl`, with srt-srtctl) into the equivalent"
+    " schema-2 recipe instead; comments are carried to the keys they describe. A sweep file"
+    " gives one recipe per variant: -o names a directory then.",
+)
+@click.option("--variant", metavar="SELECTOR", help="With --from: only these variants.")
+def migrate(
+    paths: tuple[str, ...],
+    output: str | None,
+    in_place: bool,
+    verify: bool,
+    source_format: str | None,
+    variant: str | None,
+) -> None:
     """Rewrite v1 recipes (`infra:`, `backend.mooncake_kv_store`) as schema 2 services.
 
     Comments, key order and quoting are kept. A directory stands for its *.yaml and *.yml
@@ -297,12 +368,17 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
     """
     if output and in_place:
         raise click.UsageError("give either --output or --in-place")
+    if source_format is not None:
+        _translate(paths, source_format, variant, output, in_place)
+        return
+    if variant is not None:
+        raise click.UsageError("--variant goes with --from")
     files = _recipe_files(paths)
     if len(files) > 1 and not in_place:
         raise click.UsageError(f"{len(files)} recipes: rewrite them with --in-place")
-    plugins = _plugins()
+    where = _setup()
     outcomes = Counter(
-        _migrate_one(recipe, plugins, output, in_place=in_place, verify=verify) for recipe in files
+        _migrate_one(recipe, where, output, in_place=in_place, verify=verify) for recipe in files
     )
     failed, unchanged, invalid = outcomes[_NOT_MIGRATED], outcomes[_UNCHANGED], outcomes[_INVALID]
     if len(files) > 1:
@@ -315,12 +391,51 @@ def migrate(paths: tuple[str, ...], output: str | None, in_place: bool, verify: 
         raise SystemExit(2)
 
 
+def _translate(
+    paths: tuple[str, ...],
+    source_format: str,
+    variant: str | None,
+    output: str | None,
+    in_place: bool,
+) -> None:
+    """``srt migrate --from FORMAT``: each recipe's jobs as schema-2 recipes."""
+    import os
+
+    from srt_services.app.migrate import TranslateRequest, translate
+
+    if in_place:
+        raise click.UsageError("--in-place rewrites v1 recipes; with --from, use -o")
+    if len(paths) != 1:
+        raise click.UsageError("--from translates one recipe file at a time")
+    results = translate(_setup(), TranslateRequest(paths[0], source_format, variant))
+    for result in results:
+        for note in result.notes:
+            sys.stderr.write(f"{paths[0]}: note: {note}\n")
+    if len(results) == 1 and not (output and os.path.isdir(output)):
+        if output:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(results[0].text)
+        else:
+            sys.stdout.write(results[0].text)
+        return
+    if not output:
+        raise click.UsageError(
+            f"{paths[0]} holds {len(results)} jobs: give -o DIRECTORY for one file per job"
+        )
+    os.makedirs(output, exist_ok=True)
+    for result in results:
+        target = os.path.join(output, f"{result.name}.yaml")
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(result.text)
+        sys.stderr.write(f"{result.selector or result.name} -> {target}\n")
+
+
 #: what became of one recipe in ``srt migrate``
 _MIGRATED, _INVALID, _UNCHANGED, _NOT_MIGRATED = "migrated", "invalid", "unchanged", "failed"
 
 
 def _migrate_one(
-    recipe: str, plugins: Any, output: str | None, *, in_place: bool, verify: bool
+    recipe: str, where: Any, output: str | None, *, in_place: bool, verify: bool
 ) -> str:
     """Migrate one recipe, say what was done on stderr and write the result where asked;
     returns the outcome (``_MIGRATED``, ...) the summary counts."""
@@ -334,7 +449,7 @@ def _migrate_one(
         return _NOT_MIGRATED
     same = notes == [UNCHANGED]
     # a migration that yields a recipe srt refuses has not done its job, --verify or not
-    refused = None if same else _load_problem(recipe, text, plugins)
+    refused = None if same else _load_problem(recipe, text, where)
     if refused is not None and verify:
         sys.stderr.write(f"{refused}\n{recipe}: not migrated\n")
         return _NOT_MIGRATED
@@ -365,13 +480,13 @@ def _write_migrated(recipe: str, text: str, output: str | None, in_place: bool) 
         sys.stdout.write(text)
 
 
-def _load_problem(recipe: str, text: str, plugins: Any) -> str | None:
+def _load_problem(recipe: str, text: str, where: Any) -> str | None:
     """Why the migrated ``text`` of ``recipe`` does not load, or ``None`` when it does."""
-    from srt_services import app
+    from srt_services.app import compose
     from srt_services.errors import RecipeInvalid
 
     try:
-        app.load(recipe, plugins, text=text)
+        compose.load(where, recipe, text=text)
     except RecipeInvalid as exc:
         return (
             f"{recipe}: the migrated recipe does not load (lines are the migrated text's;"

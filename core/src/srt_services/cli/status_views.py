@@ -1,6 +1,6 @@
 """``srt status`` as text: the table, its head lines, and ``--watch``.
 
-The data comes from :func:`srt_services.supervise.status.status_rows` (the same dict
+The data comes from :func:`srt_services.app.status.status_rows` (the same dict
 ``--json`` prints); this module only decides how it reads. An exit is always written one
 way (``3``, or ``signal 15`` for a process a signal ended, whether the launcher saw ``-15``
 or the shell's ``143``), and once a job has ended no instance is shown in a state only a

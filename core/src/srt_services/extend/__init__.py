@@ -12,15 +12,22 @@ The names are resolved on first use (PEP 562): a plugin's entry module imports
 What lives where:
 
 * registration interfaces: :class:`ServiceKind` (and :class:`ServerKind` for a server
-  binary that owns its ports), :class:`Probe`, :class:`Placement`, :class:`Expansion`,
-  :class:`Launcher`, and :class:`ImpliedService` for ``srt_implied_services``;
+  binary that owns its ports), :class:`Engine` (a serving stack building the workers and
+  the frontend: :class:`EngineProcess`, :class:`WorkerProcess`, :func:`worker_processes`),
+  :class:`BenchmarkKind` (:data:`RESULT_VAR`), :class:`RecipeFormat` (another tool's
+  recipes: :class:`Variant`, :class:`Translated`, :class:`FormatProblems`),
+  :class:`Probe`, :class:`Placement`, :class:`Expansion`, :class:`Launcher`, and
+  :class:`ImpliedService` for ``srt_implied_services``;
 * what those see while a plan is built: :class:`InstanceContext`, :class:`Node`,
   :class:`Layout`, :class:`Worker`, :class:`JobPaths` (and :class:`PathOutsideJob`, what
   :meth:`InstanceContext.job_path` raises for a relative path leaving the job directory);
+* the plan they end up in: :class:`Plan`, :class:`PlannedUnit`, :class:`PlannedInstance`,
+  :class:`PlannedProbe`, :class:`ScrapeTarget`, and the shutdown tiers
+  (:data:`TIER_OF_PHASE`; :data:`LAST_TIER` for a kind that ``stops_last``);
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
   :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
-* helpers: :mod:`~srt_services.extend.servers` (binaries, URLs, directory options),
+* helpers: the server kinds' helpers (:func:`server_binary`, :func:`url_host`...),
   :func:`render`
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
@@ -37,7 +44,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import (
+    from srt_services.app.job_record import JobDirError, JobRecord, read_job
+    from srt_services.contracts.benchmark import RESULT_VAR, BenchmarkKind
+    from srt_services.contracts.context import (
         InstanceContext,
         JobPaths,
         Layout,
@@ -45,14 +54,30 @@ if TYPE_CHECKING:
         PathOutsideJob,
         Worker,
     )
-    from srt_services.extend.expansion import Expansion, InstanceSeed
-    from srt_services.extend.implied import ImpliedService
-    from srt_services.extend.jobs import JobDirError, JobRecord, read_job
-    from srt_services.extend.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
-    from srt_services.extend.launcher import LAUNCH_SETTINGS, Launcher, Preflight
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
-    from srt_services.extend.servers import (
+    from srt_services.contracts.engine import (
+        Engine,
+        EngineProcess,
+        WorkerProcess,
+        backend_flags,
+        worker_processes,
+    )
+    from srt_services.contracts.expansion import Expansion, InstanceSeed
+    from srt_services.contracts.formats import FormatProblems, RecipeFormat, Translated, Variant
+    from srt_services.contracts.implied import ImpliedService
+    from srt_services.contracts.kind import DefaultProbe, KindOptions, NoOptions, ServiceKind
+    from srt_services.contracts.launcher import LAUNCH_SETTINGS, Launcher, Preflight
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.plan import (
+        LAST_TIER,
+        TIER_OF_PHASE,
+        Plan,
+        PlannedInstance,
+        PlannedProbe,
+        PlannedUnit,
+        ScrapeTarget,
+    )
+    from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
+    from srt_services.contracts.servers import (
         ServerKind,
         ServerOptions,
         binary_option_problems,
@@ -70,39 +95,57 @@ if TYPE_CHECKING:
 
 #: public name -> module that defines it
 _WHERE: dict[str, str] = {
+    "Engine": "srt_services.contracts.engine",
+    "EngineProcess": "srt_services.contracts.engine",
+    "WorkerProcess": "srt_services.contracts.engine",
+    "worker_processes": "srt_services.contracts.engine",
+    "backend_flags": "srt_services.contracts.engine",
+    "BenchmarkKind": "srt_services.contracts.benchmark",
+    "RESULT_VAR": "srt_services.contracts.benchmark",
+    "RecipeFormat": "srt_services.contracts.formats",
+    "Variant": "srt_services.contracts.formats",
+    "Translated": "srt_services.contracts.formats",
+    "FormatProblems": "srt_services.contracts.formats",
     "hookimpl": "srt_services.hookspecs",
-    "InstanceContext": "srt_services.extend.context",
-    "JobPaths": "srt_services.extend.context",
-    "Layout": "srt_services.extend.context",
-    "Node": "srt_services.extend.context",
-    "PathOutsideJob": "srt_services.extend.context",
-    "Worker": "srt_services.extend.context",
-    "Expansion": "srt_services.extend.expansion",
-    "InstanceSeed": "srt_services.extend.expansion",
-    "ImpliedService": "srt_services.extend.implied",
-    "JobDirError": "srt_services.extend.jobs",
-    "JobRecord": "srt_services.extend.jobs",
-    "read_job": "srt_services.extend.jobs",
-    "DefaultProbe": "srt_services.extend.kind",
-    "KindOptions": "srt_services.extend.kind",
-    "NoOptions": "srt_services.extend.kind",
-    "ServiceKind": "srt_services.extend.kind",
-    "LAUNCH_SETTINGS": "srt_services.extend.launcher",
-    "Launcher": "srt_services.extend.launcher",
-    "Preflight": "srt_services.extend.launcher",
-    "Placement": "srt_services.extend.placement",
-    "Probe": "srt_services.extend.probe",
-    "ProbeResult": "srt_services.extend.probe",
-    "ProbeTarget": "srt_services.extend.probe",
-    "ServerKind": "srt_services.extend.servers",
-    "ServerOptions": "srt_services.extend.servers",
-    "binary_option_problems": "srt_services.extend.servers",
-    "dir_option_problems": "srt_services.extend.servers",
-    "missing_binary_check": "srt_services.extend.servers",
-    "one_per_job_problems": "srt_services.extend.servers",
-    "server_binary": "srt_services.extend.servers",
-    "url_host": "srt_services.extend.servers",
-    "venv_bin": "srt_services.extend.servers",
+    "InstanceContext": "srt_services.contracts.context",
+    "JobPaths": "srt_services.contracts.context",
+    "Layout": "srt_services.contracts.context",
+    "Node": "srt_services.contracts.context",
+    "PathOutsideJob": "srt_services.contracts.context",
+    "Worker": "srt_services.contracts.context",
+    "Expansion": "srt_services.contracts.expansion",
+    "InstanceSeed": "srt_services.contracts.expansion",
+    "ImpliedService": "srt_services.contracts.implied",
+    "JobDirError": "srt_services.app.job_record",
+    "JobRecord": "srt_services.app.job_record",
+    "read_job": "srt_services.app.job_record",
+    "DefaultProbe": "srt_services.contracts.kind",
+    "KindOptions": "srt_services.contracts.kind",
+    "NoOptions": "srt_services.contracts.kind",
+    "ServiceKind": "srt_services.contracts.kind",
+    "LAUNCH_SETTINGS": "srt_services.contracts.launcher",
+    "Launcher": "srt_services.contracts.launcher",
+    "Preflight": "srt_services.contracts.launcher",
+    "Placement": "srt_services.contracts.placement",
+    "LAST_TIER": "srt_services.contracts.plan",
+    "TIER_OF_PHASE": "srt_services.contracts.plan",
+    "Plan": "srt_services.contracts.plan",
+    "PlannedInstance": "srt_services.contracts.plan",
+    "PlannedProbe": "srt_services.contracts.plan",
+    "PlannedUnit": "srt_services.contracts.plan",
+    "ScrapeTarget": "srt_services.contracts.plan",
+    "Probe": "srt_services.contracts.probe",
+    "ProbeResult": "srt_services.contracts.probe",
+    "ProbeTarget": "srt_services.contracts.probe",
+    "ServerKind": "srt_services.contracts.servers",
+    "ServerOptions": "srt_services.contracts.servers",
+    "binary_option_problems": "srt_services.contracts.servers",
+    "dir_option_problems": "srt_services.contracts.servers",
+    "missing_binary_check": "srt_services.contracts.servers",
+    "one_per_job_problems": "srt_services.contracts.servers",
+    "server_binary": "srt_services.contracts.servers",
+    "url_host": "srt_services.contracts.servers",
+    "venv_bin": "srt_services.contracts.servers",
     "MetricsSpec": "srt_services.recipe.models",
     "Port": "srt_services.recipe.models",
     "Recipe": "srt_services.recipe.models",
@@ -114,9 +157,16 @@ _WHERE: dict[str, str] = {
 }
 
 __all__ = [
+    "LAST_TIER",
     "LAUNCH_SETTINGS",
+    "RESULT_VAR",
+    "TIER_OF_PHASE",
+    "BenchmarkKind",
     "DefaultProbe",
+    "Engine",
+    "EngineProcess",
     "Expansion",
+    "FormatProblems",
     "ImpliedService",
     "InstanceContext",
     "InstanceSeed",
@@ -131,6 +181,10 @@ __all__ = [
     "Node",
     "PathOutsideJob",
     "Placement",
+    "Plan",
+    "PlannedInstance",
+    "PlannedProbe",
+    "PlannedUnit",
     "Port",
     "Preflight",
     "Probe",
@@ -138,12 +192,18 @@ __all__ = [
     "ProbeTarget",
     "Problem",
     "Recipe",
+    "RecipeFormat",
+    "ScrapeTarget",
     "ServerKind",
     "ServerOptions",
     "ServiceKind",
     "ServiceSpec",
     "StrictModel",
+    "Translated",
+    "Variant",
     "Worker",
+    "WorkerProcess",
+    "backend_flags",
     "binary_option_problems",
     "dir_option_problems",
     "hookimpl",
@@ -155,6 +215,7 @@ __all__ = [
     "unknown_placeholders",
     "url_host",
     "venv_bin",
+    "worker_processes",
 ]
 
 

@@ -25,7 +25,8 @@ in the typed readers):
 * :mod:`~srt_services.jobdir.events`: ``events.jsonl``;
 * :mod:`~srt_services.jobdir.cause`: why a job stopped (in ``state.json``, ``result.json``
   and two events);
-* :mod:`~srt_services.jobdir.state`, :mod:`~srt_services.jobdir.result`,
-  :mod:`~srt_services.jobdir.planview`: the typed files and their readers;
+* :mod:`~srt_services.jobdir.state`, :mod:`~srt_services.jobdir.result`: the typed
+  files and their readers (``plan.json`` is read by the plan's own model,
+  :class:`~srt_services.contracts.plan.Plan`);
 * :mod:`~srt_services.jobdir.view`: a job directory as another process sees it.
 """

@@ -4,7 +4,7 @@
 Each entry is read from the job's own files through the typed readers, so a corrupt or
 half-written directory becomes one row that says what is wrong instead of breaking the
 listing. What only Slurm knows (whether a submitted job is pending or still running) is
-not asked here; :mod:`srt_services.supervise.job_list` adds it.
+not asked here; :mod:`srt_services.app.jobs` adds it.
 
 "Newest" is when the job started: the moment ``srt run`` wrote its plan, or ``srt apply``
 its submission record (a re-run in the same directory counts as new). Ordering needs only

@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 
 from srt_services import procfs
-from srt_services.jobdir import lock
+from srt_services.contracts.plan import Plan
+from srt_services.jobdir import lock, reading
 from srt_services.jobdir.layout import JobDir, JobDirError
-from srt_services.jobdir.planview import PlanView, read_plan_view
 from srt_services.jobdir.result import JobResult, SubmittedJob, read_result, read_submitted
 from srt_services.jobdir.state import JobState, read_state
 
@@ -23,7 +23,8 @@ from srt_services.jobdir.state import JobState, read_state
 class JobView:
     job: JobDir
     state: JobState | None
-    plan: PlanView | None
+    #: ``plan.json``, read by the model that wrote it
+    plan: Plan | None
     result: JobResult | None
     submitted: SubmittedJob | None
 
@@ -34,7 +35,7 @@ class JobView:
         if not os.path.isdir(job.path):
             raise JobDirError(f"{path} is not a directory")
         state = read_state(job)
-        plan = read_plan_view(job)
+        plan = reading.read(Plan, job.plan_file, "a valid plan")
         submitted = read_submitted(job)
         if state is None and plan is None and submitted is None:
             raise JobDirError(f"{path} is not an srt job directory (no state.json or plan.json)")
@@ -76,8 +77,12 @@ class JobView:
 
     def tiers(self) -> dict[str, int]:
         """step -> shutdown tier, from the plan."""
-        return self.plan.tiers() if self.plan is not None else {}
+        if self.plan is None:
+            return {}
+        return {i.step: u.tier for u in self.plan.units for i in u.instances}
 
     def grace(self) -> dict[str, float]:
-        """step -> stop grace, from the plan."""
-        return self.plan.graces() if self.plan is not None else {}
+        """step -> seconds between SIGTERM and SIGKILL, from the plan."""
+        if self.plan is None:
+            return {}
+        return {i.step: u.stop_grace for u in self.plan.units for i in u.instances}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from srt_services.extend.kind import ServiceKind
+from srt_services.contracts.kind import ServiceKind
 
 
 class GenericKind(ServiceKind):

@@ -305,20 +305,6 @@ class JobCgroup:
                     out[pid] = None
         return out
 
-    def populated(self, step: str | None = None) -> bool:
-        """Whether any process is left (the kernel's count, zombies excluded)."""
-        if step is None:
-            return bool(self.members())
-        try:
-            with open(os.path.join(self.leaf(step), "cgroup.events"), encoding="ascii") as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "populated":
-                        return value.strip() != "0"
-        except OSError:
-            return False
-        return False
-
     def kill(self, step: str | None = None) -> None:
         """SIGKILL every process of a step's leaf (``None``: the whole job but the
         orchestrator). ``cgroup.kill`` where the kernel has it (5.14+), else a kill loop."""

@@ -16,7 +16,9 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from srt_services.contracts.handle import CommandResult
+from srt_services.contracts.launcher import ChildWatch
 
 ExitCallback = Callable[[int], None]
 
@@ -89,18 +91,6 @@ class ChildWatcher:
                 if self.on_error is None:
                     raise
                 self.on_error(pid, exc)
-
-
-@dataclass(slots=True)
-class CommandResult:
-    code: int
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.code == 0 and not self.timed_out
 
 
 def _popen(
@@ -177,7 +167,7 @@ class _Capture:
 
 
 async def run_command(
-    watcher: ChildWatcher,
+    watcher: ChildWatch,
     argv: list[str],
     timeout: float,
     env: Mapping[str, str] | None = None,

@@ -80,15 +80,6 @@ def _resolve(fired: asyncio.Future[None]) -> None:
         fired.set_result(None)
 
 
-async def sleep_until(deadline: float) -> None:
-    """Return at ``deadline`` (``loop.time()``), to within the timer slack."""
-    fired = at(deadline)
-    try:
-        await fired
-    finally:
-        fired.cancel()
-
-
 def _timerfd(deadline: float) -> int | None:
     """A timerfd that becomes readable at ``deadline`` of CLOCK_MONOTONIC, or ``None``."""
     fd = int(_LIBC.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from srt_services.extend.launcher import Preflight
+from srt_services.contracts.launcher import Preflight
 from srt_services.jobdir.layout import JobDirError
 from srt_services.jobdir.view import JobView
 from srt_services.launch.portcheck import Holder, PortReport

@@ -16,14 +16,14 @@ import time
 from typing import Any, ClassVar
 
 from srt_services import procfs
-from srt_services.extend.launcher import Launcher, Preflight
+from srt_services.contracts.handle import CommandResult, Handle
+from srt_services.contracts.launcher import Launcher, Preflight
+from srt_services.contracts.plan import PlannedInstance
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.launch import jobprocs, portcheck, process
 from srt_services.launch.cgroup import JobCgroup
-from srt_services.launch.children import CommandResult, run_command
-from srt_services.launch.handle import Handle
+from srt_services.launch.children import run_command
 from srt_services.launch.leftovers import is_stale_local, settle_ports
-from srt_services.plan.model import PlannedInstance
 
 #: Sessions remembered for ``srt stop`` besides the instances' current ones (older attempts,
 #: builds); the oldest are forgotten first.
@@ -47,9 +47,9 @@ class LocalLauncher(Launcher):
         self._born = procfs.start_ticks(os.getpid())
 
     async def prepare(self) -> None:
-        cookie = self.options.get("cookie")
+        cookie = self.settings.cookie
         if cookie and self.cgroup is None:
-            self.cgroup = JobCgroup.create(str(cookie))
+            self.cgroup = JobCgroup.create(cookie)
 
     def _started(self, pid: int, step: str) -> None:
         """A process of ``step`` started: put it in its cgroup leaf, remember its session."""
@@ -213,7 +213,7 @@ class LocalLauncher(Launcher):
         step = os.path.basename(log_path).removesuffix(".out")
         leaf = self.cgroup
         return await run_command(
-            self.watcher,
+            self.children,
             argv,
             timeout,
             env=env,

@@ -38,9 +38,10 @@ def all_sources(view: JobView) -> tuple[list[LogSource], list[LogSource]]:
     if view.plan is not None:
         for unit in view.plan.units:
             for inst in unit.instances:
-                log = inst.log or f"logs/{inst.step}.out"
                 instances.append(
-                    LogSource(inst.step, os.path.join(view.job.path, log), unit.name, inst.step)
+                    LogSource(
+                        inst.step, os.path.join(view.job.path, inst.log), unit.name, inst.step
+                    )
                 )
     elif view.state is not None:
         for step, recorded in view.state.instances.items():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from srt_services.extend.context import Layout, Node
-from srt_services.extend.expansion import Expansion, InstanceSeed
+from srt_services.contracts.context import Layout, Node
+from srt_services.contracts.expansion import Expansion, InstanceSeed
 
 
 class PerNode(Expansion):

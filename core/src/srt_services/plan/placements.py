@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from srt_services.extend.context import Layout, Node
-from srt_services.extend.placement import Placement
+from srt_services.contracts.context import Layout, Node
+from srt_services.contracts.placement import Placement
 from srt_services.recipe.models import ROLE_NAMES
 
 

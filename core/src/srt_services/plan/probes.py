@@ -1,7 +1,7 @@
 """An instance's readiness and liveness probes, as the plan records them.
 
 The probe is the one the recipe's block was bound to by the checks (a
-:class:`~srt_services.recipe.settled.ProbeBinding`), or else the one the kind asks for by
+:class:`~srt_services.checking.settled.ProbeBinding`), or else the one the kind asks for by
 default. The probe plugin fills in what the instance decides (its address, a rendered
 path), and the recipe's timing, or the defaults, go with it.
 """
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from srt_services.extend.context import PathOutsideJob
-from srt_services.plan.model import PlannedProbe
+from srt_services.contracts.context import PathOutsideJob
+from srt_services.contracts.plan import PlannedProbe
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext
-    from srt_services.extend.kind import DefaultProbe
+    from srt_services.checking.settled import ProbeBinding
+    from srt_services.contracts.context import InstanceContext
+    from srt_services.contracts.kind import DefaultProbe
     from srt_services.plan.context import PlanContext
     from srt_services.recipe.problems import Path
-    from srt_services.recipe.settled import ProbeBinding
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_INTERVAL = 2.0

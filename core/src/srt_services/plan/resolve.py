@@ -12,15 +12,13 @@ the port ledger (:mod:`.ports`) refuses two listeners on one port of a node.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from srt_services.extend.context import JobPaths, Layout, Node
-from srt_services.extend.kind import ServiceKind
-from srt_services.plan import layout as layout_mod
-from srt_services.plan.allocation import Allocation, AllocationRequest
-from srt_services.plan.context import PlanContext
-from srt_services.plan.model import (
+from srt_services.contracts.context import JobPaths, Layout, Node
+from srt_services.contracts.kind import ServiceKind
+from srt_services.contracts.launcher import LAUNCH_SETTINGS
+from srt_services.contracts.plan import (
     PHASE_ORDER,
     PLAN_VERSION,
     Plan,
@@ -28,101 +26,31 @@ from srt_services.plan.model import (
     PlannedUnit,
     ScrapeTarget,
 )
+from srt_services.gcpause import gc_paused
+from srt_services.plan import layout as layout_mod
+from srt_services.plan.context import PlanContext
+from srt_services.plan.layout import NodeNeeds
 from srt_services.plan.ports import PortLedger
-from srt_services.plan.processes import benchmark_unit, frontend_unit, worker_unit
+from srt_services.plan.processes import benchmark_unit, frontend_units, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
+from srt_services.plan.settings import PlanSettings
 from srt_services.plan.values import job_values
 from srt_services.recipe.models import MAX_NODES, RestartSpec
+from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem, RecipeError, locate
-from srt_services.recipe.source import gc_paused
 
 if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.checking.settled import Settled
+    from srt_services.contracts.allocation import Allocation
+    from srt_services.contracts.launcher import Launcher
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
-
-AllocationSource = AllocationRequest | Allocation | Callable[[int], Allocation]
 
 
-def resolve(
-    loaded: LoadedRecipe,
-    plugins: PluginSet,
-    request: AllocationRequest | Allocation | Callable[[int], Allocation],
-    job_dir: str = "<job_dir>",
-    recipe_dir: str | None = None,
-    readiness_timeout: float | None = None,
-    local_root: str = "/tmp",
-) -> Plan:
-    """Build the plan; plan-level problems (ports, nodes) raise :class:`RecipeError`.
-
-    ``recipe_dir`` is what ``{recipe_dir}`` renders to (default: the recipe file's
-    directory; ``srt apply`` keeps the original one for the staged copy).
-    ``readiness_timeout`` is the site's ``readiness.timeout_seconds``: a default readiness
-    budget below it is raised to it (a value the recipe writes is kept as written).
-    ``local_root`` is the node-local storage root under which ``{local_dir}`` lives."""
-    with gc_paused():
-        return _resolve(
-            loaded, plugins, request, job_dir, recipe_dir, readiness_timeout or 0.0, local_root
-        )
-
-
-def _resolve(
-    loaded: LoadedRecipe,
-    plugins: PluginSet,
-    request: AllocationSource,
-    job_dir: str,
-    recipe_dir: str | None,
-    readiness_floor: float,
-    local_root: str,
-) -> Plan:
-    allocation, lay = _allocate(loaded, plugins, request)
-    paths = JobPaths(job_dir=job_dir, job_id=allocation.job_id, local_root=local_root)
-    ctx = PlanContext(
-        loaded,
-        plugins,
-        lay,
-        paths,
-        job_values(
-            loaded, lay, paths, recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
-        ),
-        PortLedger(),
-        node_ids={n.name: i for i, n in enumerate(lay.compute)},
-        default_restart=restart_record(RestartSpec()),
-        readiness_floor=readiness_floor,
-    )
-    discovery = _discovery_env(ctx)
-    units, phases = _units(ctx, discovery)
-    ctx.problems.extend(ctx.ledger.problems())
-    if ctx.problems:
-        raise _recipe_error(loaded, ctx.problems)
-    return Plan(
-        version=PLAN_VERSION,
-        job_name=loaded.recipe.name,
-        job_id=allocation.job_id,
-        job_dir=job_dir,
-        allocation=allocation.kind,
-        nodes=_planned_nodes(lay),
-        head=lay.head.name,
-        infra=lay.infra.name,
-        client=lay.client.name,
-        units=units,
-        phases=phases,
-        discovery_env=discovery,
-        ports=ctx.ledger.entries(),
-        scrape_targets=_scrape_targets(ctx),
-        warnings=ctx.warnings,
-        local_dir=paths.local_job_dir,
-    )
-
-
-def _recipe_error(loaded: LoadedRecipe, problems: Iterable[Problem]) -> RecipeError:
-    doc = loaded.document
-    return RecipeError(doc.source, locate(problems, doc.source, doc.data, doc.mark_of))
-
-
-def _allocate(
-    loaded: LoadedRecipe, plugins: PluginSet, request: AllocationSource
-) -> tuple[Allocation, Layout]:
-    """The allocation the recipe needs, carved into head, infra, workers and pools."""
+def node_needs(loaded: LoadedRecipe, plugins: PluginSet) -> NodeNeeds:
+    """What the recipe asks of the allocation: the application layer asks the launcher for
+    that many nodes before planning, so planning itself receives a finished allocation.
+    A recipe that needs more nodes than srt plans raises :class:`RecipeError`."""
     recipe = loaded.recipe
     # each distinct placement asked once, not once per service
     placed = {s.placement for s in loaded.services if s.spec.external is None} - {"pool"}
@@ -139,18 +67,152 @@ def _allocate(
             f" srt plans at most {MAX_NODES}",
         )
         raise _recipe_error(loaded, [problem])
-    if isinstance(request, AllocationRequest):
-        allocation = request.build(needs.total)
-    elif isinstance(request, Allocation):
-        allocation = request
-    else:
-        allocation = request(needs.total)
+    return needs
+
+
+def resolve(
+    loaded: LoadedRecipe,
+    plugins: PluginSet,
+    allocation: Allocation,
+    settings: PlanSettings | None = None,
+    needs: NodeNeeds | None = None,
+) -> Plan:
+    """Build the plan of ``loaded`` on ``allocation``; plan-level problems (ports, nodes)
+    raise :class:`RecipeError`. ``needs`` is :func:`node_needs`'s answer when the caller
+    has it already."""
+    with gc_paused():
+        return _resolve(
+            loaded,
+            plugins,
+            allocation,
+            settings or PlanSettings(),
+            needs or node_needs(loaded, plugins),
+        )
+
+
+def _resolve(
+    loaded: LoadedRecipe,
+    plugins: PluginSet,
+    allocation: Allocation,
+    settings: PlanSettings,
+    needs: NodeNeeds,
+) -> Plan:
+    lay = _carve(loaded, allocation, needs)
+    paths = JobPaths(
+        job_dir=settings.job_dir, job_id=allocation.job_id, local_root=settings.local_root
+    )
+    recipe_dir = settings.recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
+    services, skipped = _runnable(loaded, settings)
+    common = job_values(loaded, lay, paths, recipe_dir)
+    ctx = PlanContext(
+        loaded,
+        plugins,
+        lay,
+        paths,
+        common,
+        PortLedger(),
+        node_ids={n.name: i for i, n in enumerate(lay.compute)},
+        default_restart=restart_record(RestartSpec()),
+        services=services,
+        binaries=settings.binaries,
+        readiness_floor=settings.readiness_floor,
+        mounts=[render(m, common) for m in loaded.recipe.mounts],
+    )
+    ctx.warnings.extend(skipped)
+    if needs.packed:
+        idle = layout_mod.idle_gpus(lay.worker_nodes, lay.workers, lay.gpus_per_node)
+        if idle:
+            ctx.warnings.append(
+                "resources.layout packed leaves GPUs idle (the roles' nodes are kept as"
+                f" written): {'; '.join(idle)}"
+            )
+    discovery = _discovery_env(ctx)
+    units, phases = _units(ctx, discovery)
+    ctx.problems.extend(ctx.ledger.problems())
+    if ctx.problems:
+        raise _recipe_error(loaded, ctx.problems)
+    if settings.launcher is not None:
+        ctx.warnings.extend(unapplied_settings(settings.launcher, units))
+    return Plan(
+        version=PLAN_VERSION,
+        job_name=loaded.recipe.name,
+        job_id=allocation.job_id,
+        job_dir=settings.job_dir,
+        allocation=allocation.kind,
+        nodes=_planned_nodes(lay),
+        head=lay.head.name,
+        infra=lay.infra.name,
+        client=lay.client.name,
+        units=units,
+        phases=phases,
+        discovery_env=discovery,
+        ports=ctx.ledger.entries(),
+        scrape_targets=_scrape_targets(ctx),
+        warnings=ctx.warnings,
+        local_dir=paths.local_job_dir,
+    )
+
+
+def _runnable(loaded: LoadedRecipe, settings: PlanSettings) -> tuple[list[Settled], list[str]]:
+    """The services the plan runs, and a warning for each that cannot run here.
+
+    Only a plan that runs on this machine now asks the kinds (a dry run or an sbatch
+    script is made elsewhere than where it runs); a critical service that cannot run is
+    refused, since the job could not succeed without it."""
+    if not settings.runs_here:
+        return list(loaded.services), []
+    kept: list[Settled] = []
+    skipped: list[str] = []
+    refused: list[Problem] = []
+    for s in loaded.services:
+        reason = None
+        if s.options is not None and s.spec.external is None:
+            reason = s.kind.skip_reason(s.spec, s.options)
+        if reason is None:
+            kept.append(s)
+        elif s.critical:
+            refused.append(Problem(s.eff.label_path, f"cannot run on this machine: {reason}"))
+        else:
+            skipped.append(f"services[{s.name}] skipped: {reason}")
+    if refused:
+        raise _recipe_error(loaded, refused)
+    return kept, skipped
+
+
+def unapplied_settings(launcher: type[Launcher], units: Iterable[PlannedUnit]) -> list[str]:
+    """One warning per unit that sets a launch setting ``launcher`` does not apply: a
+    recipe written for a cluster may set an image or a CPU binding, and the run says so
+    before it starts instead of starting the process without them and saying nothing."""
+    out = []
+    for unit in units:
+        found = [
+            key
+            for key in LAUNCH_SETTINGS
+            if key not in launcher.applies and any(getattr(i, key) for i in unit.instances)
+        ]
+        if found:
+            out.append(
+                f"{unit.label}: the {launcher.name} launcher does not apply {', '.join(found)};"
+                " it runs the process without them"
+            )
+    return out
+
+
+def _recipe_error(loaded: LoadedRecipe, problems: Iterable[Problem]) -> RecipeError:
+    doc = loaded.document
+    return RecipeError(doc.source, locate(problems, doc.source, doc.data, doc.mark_of))
+
+
+def _carve(loaded: LoadedRecipe, allocation: Allocation, needs: NodeNeeds) -> Layout:
+    """The allocation carved into head, infra, workers and pools."""
+    recipe = loaded.recipe
     ports: dict[str, int | None] = {name: spec.port for name, spec in recipe.roles.items()}
     try:
-        lay = layout_mod.carve(list(allocation.nodes), needs, recipe.resources.gpus_per_node, ports)
+        return layout_mod.carve(
+            list(allocation.nodes), needs, recipe.resources.gpus_per_node, ports
+        )
     except layout_mod.AllocationTooSmall as exc:
         raise _recipe_error(loaded, [Problem((), str(exc))]) from None
-    return allocation, lay
 
 
 def _units(
@@ -165,15 +227,20 @@ def _units(
         units.append(unit)
         phases[unit.phase].append(unit.name)
 
-    for settled in ctx.loaded.services:
+    for settled in ctx.services:
         unit = service_unit(ctx, settled, discovery)
         if unit is not None:
             add(unit)
+    # what an engine tells every process of the job, whoever wrote its command
+    engine = ctx.loaded.engine
+    told = engine.engine.job_env(recipe, engine.options) if engine is not None else {}
+    job_env = {**discovery, **told}
     for role, spec in recipe.roles.items():
-        add(worker_unit(ctx, role, spec, discovery))
+        add(worker_unit(ctx, role, spec, job_env))
     if recipe.frontend is not None and recipe.frontend.type != "none":
-        add(frontend_unit(ctx, discovery))
-    if recipe.benchmark.type == "command":
+        for unit in frontend_units(ctx, job_env):
+            add(unit)
+    if recipe.benchmark.type != "manual":
         add(benchmark_unit(ctx, units, discovery))
     return units, phases
 
@@ -200,7 +267,7 @@ def _planned_nodes(lay: Layout) -> list[PlannedNode]:
 def _discovery_env(ctx: PlanContext) -> dict[str, str]:
     """What the discovery services (etcd, NATS) announce to consumers, by env variable."""
     env: dict[str, str] = {}
-    for s in ctx.loaded.services:
+    for s in ctx.services:
         if s.options is None or type(s.kind).discovery_env is ServiceKind.discovery_env:
             continue  # most kinds have nothing to announce: skip finding their nodes
         address: str | None = None

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from srt_services.extend.servers import url_host
-from srt_services.plan.model import ScrapeTarget
+from srt_services.contracts.plan import ScrapeTarget
+from srt_services.contracts.servers import url_host
 from srt_services.recipe.placeholders import render
 
 if TYPE_CHECKING:
-    from srt_services.plan.model import PlannedInstance
+    from srt_services.contracts.plan import PlannedInstance
     from srt_services.recipe.models import MetricsSpec
 
 

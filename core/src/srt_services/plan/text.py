@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterator, Mapping
 
-from srt_services.plan.model import (
+from srt_services.contracts.plan import (
     LAST_TIER,
     PHASE_ORDER,
     Plan,
@@ -117,18 +117,11 @@ def _container(image: str | None, aliases: Mapping[str, str]) -> str:
 
 def _unit_lines(unit: PlannedUnit, aliases: Mapping[str, str]) -> Iterator[str]:
     yield _unit_head(unit)
-    if unit.implied_by:
-        yield f"    implied by: {unit.implied_by} (declare a service named {unit.name} to change it)"
-    if unit.replaces_implied:
-        yield f"    replaces the service implied by: {unit.replaces_implied}"
+    yield from _origin_lines(unit)
     if unit.external:
         yield f"    external: {unit.external} (not launched)"
         return
-    if unit.after is not None:
-        if unit.after:
-            yield f"    after: {', '.join(unit.after)} (not the service declared before it)"
-        else:
-            yield "    after: - (starts with its phase, not after the service declared before it)"
+    yield from _after_lines(unit.after)
     yield f"    nodes: {', '.join(unit.nodes)}"
     yield f"    container: {_container(unit.container, aliases)}"
     if unit.build:
@@ -140,6 +133,24 @@ def _unit_lines(unit: PlannedUnit, aliases: Mapping[str, str]) -> Iterator[str]:
         yield f"    inherit_discovery_env: {'true' if unit.inherit_discovery_env else 'false'}"
     for inst in unit.instances:
         yield from _instance_lines(inst, unit.instances[0], "    ")
+
+
+def _origin_lines(unit: PlannedUnit) -> Iterator[str]:
+    """Which implied service the unit is, or replaces."""
+    if unit.implied_by:
+        yield f"    implied by: {unit.implied_by} (declare a service named {unit.name} to change it)"
+    if unit.replaces_implied:
+        yield f"    replaces the service implied by: {unit.replaces_implied}"
+
+
+def _after_lines(after: list[str] | None) -> Iterator[str]:
+    """What the unit starts after, when the recipe says it (``None``: it does not)."""
+    if after is None:
+        return
+    if after:
+        yield f"    after: {', '.join(after)} (not the service declared before it)"
+    else:
+        yield "    after: - (starts with its phase, not after the service declared before it)"
 
 
 def _build_lines(b: PlannedBuild) -> Iterator[str]:

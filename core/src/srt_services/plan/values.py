@@ -15,9 +15,9 @@ from srt_services.recipe.models import ROLE_NAMES
 from srt_services.recipe.placeholders import render
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import JobPaths, Layout, Node, Worker
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.contracts.context import JobPaths, Layout, Node, Worker
     from srt_services.plan.context import PlanContext
-    from srt_services.recipe.load import LoadedRecipe
 
 MASTER_PORT = "8700"
 METADATA_PORT = "8701"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from srt_services.plan.model import PlannedUnit
+from srt_services.contracts.plan import PlannedUnit
 
 
 def phase_waits(names: Sequence[str], units: Mapping[str, PlannedUnit]) -> dict[str, list[str]]:

@@ -11,11 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from srt_services.plugins.discovery import normalize
+from srt_services.plugins.hints import pip_command
+from srt_services.plugins.versions import normalize
 
 if TYPE_CHECKING:
     from srt_services.plugins.discovery import PluginRecord
     from srt_services.plugins.manager import PluginSet
+
+
+__all__ = ["Unavailable", "kind_unavailable", "pip_command"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,15 +34,6 @@ class Unavailable:
     fix: str
     #: The plugin is installed (blocked, not allowed, broken...), not merely absent.
     installed: bool
-
-
-def pip_command(dist: str) -> str:
-    """How to install a first-party plugin (through core's extra where there is one)."""
-    from srt_services.plugins.manager import CORE_EXTRAS
-
-    if dist in CORE_EXTRAS:
-        return f"pip install 'srt-services[{dist.removeprefix('srt-')}]'"
-    return f"pip install {dist}"
 
 
 def kind_unavailable(plugins: PluginSet, kind: str, dist: str) -> Unavailable | None:

@@ -35,22 +35,30 @@ from functools import lru_cache
 from importlib import metadata
 from typing import Any
 
+from srt_services.plugins.versions import normalize, same_version
+
 CORE_DIST = "srt-services"
 PLUGIN_GROUP = "srt.plugins"
 PROVIDES_GROUP = "srt.provides"
 
 #: Capability prefixes a plugin may declare under ``srt.provides`` (``kind.etcd``...).
-CAPABILITIES = ("kind", "probe", "placement", "expansion", "launcher", "command", "hook")
+CAPABILITIES = (
+    "kind",
+    "probe",
+    "placement",
+    "expansion",
+    "launcher",
+    "engine",
+    "benchmark",
+    "format",
+    "command",
+    "hook",
+)
 
 #: Every status a record can have; ``discovered`` only until the plugin is needed.
 STATUSES = ("discovered", "loaded", "blocked", "not allowed", "incompatible", "failed")
 
 _TRUE = {"1", "true", "yes", "on"}
-
-
-def normalize(name: str) -> str:
-    """PEP 503 normalisation: what makes ``SRT_PLUGINS=srt_etcd`` match ``srt-etcd``."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _split_env(value: str | None) -> set[str] | None:
@@ -351,39 +359,19 @@ class Controls:
         allow = _split_env(env.get("SRT_PLUGINS"))
         disabled = _split_env(env.get("SRT_DISABLED_PLUGINS")) or set()
         policy = getattr(site, "plugins", None)
-        autoload = True
-        off_by = ""
-        if env.get("SRT_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in _TRUE:
-            autoload, off_by = False, "SRT_DISABLE_PLUGIN_AUTOLOAD=1"
-        elif policy is not None and not getattr(policy, "autoload", True):
-            site_path = getattr(site, "path", None)
-            where = f" of the site config {site_path}" if site_path else ""
-            autoload, off_by = False, f"plugins.autoload = false{where}"
-        lock = None
-        lock_hashes = None
-        lock_path = None
-        if policy is not None and policy.lock:
-            from srt_services.plugins.lockfile import read_lock
-
-            lock_path = policy.lock
-            locked = read_lock(policy.lock)
-            lock = {normalize(p.name): p.version for p in locked.plugins}
-            lock_hashes = {normalize(p.name): p.files_sha256 for p in locked.plugins}
+        autoload, off_by = _autoload(env, policy, getattr(site, "path", None))
+        lock, lock_hashes, lock_path = _lock(policy)
         strict = bool(policy.strict) if policy else False
-        if env.get("SRT_STRICT_PLUGINS", "").strip().lower() in _TRUE:
-            strict = True
         return cls(
             autoload=autoload,
             allow_env=frozenset(allow) if allow is not None else None,
             disabled_env=frozenset(disabled),
-            allow_site=frozenset(normalize(n) for n in policy.allow)
-            if policy is not None and policy.allow is not None
-            else None,
+            allow_site=_normalized(policy.allow) if policy is not None else None,
             block_site=frozenset(normalize(n) for n in policy.block) if policy else frozenset(),
             require=tuple(policy.require) if policy else (),
             lock=lock,
             lock_path=lock_path,
-            strict=strict,
+            strict=strict or _env_true(env, "SRT_STRICT_PLUGINS"),
             lock_hashes=lock_hashes,
             site_path=getattr(site, "path", None),
             autoload_off_by=off_by,
@@ -495,14 +483,36 @@ class Controls:
         return None
 
 
-def same_version(a: str, b: str) -> bool:
-    """Version equality as PEP 440 sees it (``1.0`` == ``1.0.0``), text equality otherwise."""
-    from packaging.version import InvalidVersion, Version
+def _env_true(env: dict[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in _TRUE
 
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
+
+def _normalized(names: Any) -> frozenset[str] | None:
+    return frozenset(normalize(n) for n in names) if names is not None else None
+
+
+def _autoload(env: dict[str, str], policy: Any, site_path: str | None) -> tuple[bool, str]:
+    """Whether plugins load without being named, and if not, what turned that off."""
+    if _env_true(env, "SRT_DISABLE_PLUGIN_AUTOLOAD"):
+        return False, "SRT_DISABLE_PLUGIN_AUTOLOAD=1"
+    if policy is not None and not getattr(policy, "autoload", True):
+        where = f" of the site config {site_path}" if site_path else ""
+        return False, f"plugins.autoload = false{where}"
+    return True, ""
+
+
+def _lock(
+    policy: Any,
+) -> tuple[dict[str, str] | None, dict[str, str | None] | None, str | None]:
+    """The site's lock file, read: versions and files hashes by normalised name, its path."""
+    if policy is None or not policy.lock:
+        return None, None, None
+    from srt_services.plugins.lockfile import read_lock
+
+    locked = read_lock(policy.lock)
+    versions = {normalize(p.name): p.version for p in locked.plugins}
+    hashes = {normalize(p.name): p.files_sha256 for p in locked.plugins}
+    return versions, hashes, policy.lock
 
 
 def core_mismatch(record: PluginRecord, core_version: str) -> str | None:

@@ -7,7 +7,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from srt_services.extend.kind import ServiceKind
+    from srt_services.contracts.kind import ServiceKind
     from srt_services.plugins.manager import PluginSet
 
 

@@ -15,14 +15,28 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from srt_services.errors import SrtError
+from srt_services.plugins.versions import normalize, same_version
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from srt_services.plugins.discovery import PluginRecord
+
+class Installed(Protocol):
+    """What a lock records of an installed plugin (a discovery record is one)."""
+
+    dist: str
+    version: str
+
+    @property
+    def key(self) -> str: ...
+
+    def read_metadata(self) -> None: ...
+
+    def files_sha256(self) -> str | None: ...
+
 
 LOCK_VERSION = 2
 #: Versions :func:`read_lock` accepts.
@@ -48,9 +62,6 @@ class Lock:
     #: The format the lock was read in (what :meth:`to_json` writes is always the current).
     format: int = LOCK_VERSION
 
-    def versions(self) -> dict[str, str]:
-        return {p.name: p.version for p in self.plugins}
-
     def to_json(self) -> str:
         doc: dict[str, Any] = {
             "srt_plugin_lock": LOCK_VERSION,
@@ -63,7 +74,7 @@ class Lock:
         return json.dumps(doc, indent=2) + "\n"
 
 
-def lock_of(records: Iterable[PluginRecord], core_version: str) -> Lock:
+def lock_of(records: Iterable[Installed], core_version: str) -> Lock:
     """The lock describing ``records`` (every installed plugin, whatever its status: a
     blocked plugin is still installed, and the lock is about what is installed)."""
     seen: dict[str, LockedPlugin] = {}
@@ -152,8 +163,6 @@ class Difference:
 
 def compare(lock: Lock, current: Lock) -> list[Difference]:
     """How ``current`` (the environment) differs from ``lock``, sorted by name."""
-    from srt_services.plugins.discovery import normalize, same_version
-
     old = {normalize(p.name): p for p in lock.plugins}
     new = {normalize(p.name): p for p in current.plugins}
     out: list[Difference] = []

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from srt_services.extend.context import InstanceContext
-from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
+from srt_services.contracts.context import InstanceContext
+from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
 from srt_services.probes.log import FALLBACK_POLL
 from srt_services.recipe.models import StrictModel
 

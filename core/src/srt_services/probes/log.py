@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 import regex
 from pydantic import Field, field_validator
 
-from srt_services.extend.context import InstanceContext
-from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
+from srt_services.contracts.context import InstanceContext
+from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
 from srt_services.recipe.models import StrictModel
 
 MAX_LINE = 64 * 1024

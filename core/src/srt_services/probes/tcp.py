@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from srt_services.extend.context import InstanceContext
-from srt_services.extend.probe import Probe, ProbeResult, ProbeTarget
+from srt_services.contracts.context import InstanceContext
+from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
 from srt_services.recipe.models import Port, StrictModel
 
 

@@ -18,8 +18,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from srt_services.recipe.load import read_text
 from srt_services.recipe.problems import LocatedProblem, Problem, RecipeError, locate
+from srt_services.recipe.reading import read_text
 from srt_services.recipe.source import parse_text
 
 if TYPE_CHECKING:

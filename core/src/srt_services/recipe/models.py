@@ -2,7 +2,7 @@
 
 Everything that depends on installed plugins (which kinds, probes and placements exist,
 what a kind's ``options`` may hold) is checked afterwards in
-:mod:`srt_services.recipe.checks`, so these models are the same whatever is installed and
+:mod:`srt_services.checking.checks`, so these models are the same whatever is installed and
 ``srt schema`` / the recipe reference can be generated from them.
 
 Field descriptions are user documentation: ``docs/recipe-reference.md`` is generated from
@@ -386,12 +386,54 @@ class ResourcesSpec(StrictModel):
     gpus_per_node: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_NODE)] = Field(
         8, description="GPUs on every node of the allocation."
     )
+    layout: Literal["roles", "packed"] = Field(
+        "roles",
+        description="`roles`: each role's workers on nodes of its own (`roles.<role>.nodes`)."
+        " `packed` (srtctl's placement): the roles' nodes are pooled and the workers laid"
+        " over them in the order prefill, decode, agg, each packed at the next free GPU"
+        " (a worker of a node or more takes whole nodes), decode starting on a fresh node"
+        " when one is left; nodes or GPUs left over sit idle (a plan warning says which).",
+    )
+    spread_workers: bool = Field(
+        False, description="`packed`: every worker narrower than a node gets a node of its own."
+    )
+    colocate: bool = Field(
+        False,
+        description="`packed`: decode packs on straight after prefill (no fresh node), and the"
+        " worker nodes are as few as the GPUs of all workers need (vLLM prefill/decode"
+        " colocation).",
+    )
+
+
+#: The backends a role's workers may run (``engine.type``); ``mocker`` is Dynamo's engine
+#: simulator (scheduling and KV cache without a GPU).
+BACKENDS: tuple[str, ...] = ("sglang", "vllm", "trtllm", "mocker")
 
 
 class EngineSpec(StrictModel):
-    """The inference engine the workers run (decides implied services such as `gms`)."""
+    """The inference engine the workers run: which backend, which model, and the settings the
+    frontend's engine plugin turns into the workers' commands (decides implied services such
+    as `gms`)."""
 
-    type: Literal["sglang", "vllm", "trtllm"] = Field("vllm", description="Inference engine.")
+    type: Literal["sglang", "vllm", "trtllm", "mocker"] = Field(
+        "vllm",
+        description="Inference backend of the workers: sglang | vllm | trtllm | mocker (Dynamo's"
+        " simulator, no GPU).",
+    )
+    model: NonBlank | None = Field(
+        None,
+        description="The model the workers serve: a directory (on every node, or mounted into"
+        " the container) or a hub id. Given to the workers the engine plugin builds.",
+    )
+    served_model_name: NonBlank | None = Field(
+        None,
+        description="The name clients ask for (default: the last part of `model`).",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of the frontend's engine plugin (`frontend.type`), checked by it:"
+        " see the plugin's README (srt-dynamo: planes, ports, the mocker's knobs...).",
+    )
     failover: bool = Field(
         False,
         description="Shadow engine recovery: `true` implies one `gms` (GPU Memory Service) per"
@@ -409,7 +451,7 @@ class EngineSpec(StrictModel):
 class DynamoSpec(StrictModel):
     """Dynamo transport planes (only with `frontend.type: dynamo`)."""
 
-    request_plane: Literal["tcp", "nats"] = Field(
+    request_plane: Literal["tcp", "nats", "http"] = Field(
         "tcp", description="`nats` implies NATS, which needs the srt-nats plugin."
     )
     event_plane: Literal["zmq", "nats"] = Field(
@@ -455,6 +497,12 @@ class RoleSpec(ProcessSpec):
         " `{worker_port}`; probes without a port use it.",
     )
     readiness: ReadinessSpec | None = Field(None, description="Worker health probe.")
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The backend's own settings for this role's workers (`tensor-parallel-size:"
+        " 4`), which the frontend's engine plugin turns into the backend's flags (or its config"
+        " file). Only for roles whose command the engine builds.",
+    )
     connector: Connector | None = Field(
         None,
         description="This role's vLLM KV connector, over `engine.connector`; `none` uses no"
@@ -469,19 +517,47 @@ class RoleSpec(ProcessSpec):
     )
 
 
+class BalancerSpec(StrictModel):
+    """nginx in front of several frontend replicas (round robin, or sticky on a header)."""
+
+    image: Text = Field(
+        "nginx:1.27.4", description="Its image (Slurm/pyxis; locally: `nginx` on PATH)."
+    )
+    raise_ulimit: bool = Field(False, description="`ulimit -n 1048576` before it starts.")
+    session_affinity_header: NonBlank | None = Field(
+        None, description="Send requests that carry this header's value to one replica."
+    )
+    keepalive_timeout: NonBlank = Field("600s", description="nginx keepalive_timeout.")
+
+
 class FrontendSpec(ProcessSpec):
     """The job's public endpoint, started on the head node after the workers."""
 
-    type: Literal["dynamo", "sglang", "vllm", "none"] = Field(
+    type: NonBlank = Field(
         "dynamo",
-        description="`dynamo` implies etcd, which needs the srt-etcd plugin; `none` runs no"
-        " frontend.",
+        description="The serving stack: `dynamo` (implies etcd, which needs the srt-etcd plugin)"
+        " | `sglang` | `vllm` | `trtllm-serve` | an engine a plugin registers | `none` (no"
+        " frontend). Its engine plugin (srt-dynamo, srt-direct) builds the frontend and the"
+        " workers that write no `command`.",
     )
     port: Port = Field(8000, description="Public port, given to the benchmark.")
     readiness: ReadinessSpec | None = Field(None, description="Frontend health probe.")
     metrics: Annotated[list[MetricsSpec], BeforeValidator(_one_or_many)] = Field(
         default_factory=list,
         description="Prometheus endpoints the frontend serves (one mapping or a list).",
+    )
+    replicas: Annotated[int, Field(ge=1, le=1024)] = Field(
+        1,
+        description="Frontends run: more than one puts them on the worker nodes other than"
+        " the head (one each, listening on `internal_port`) behind a balancer (nginx) on the"
+        " head node's `port`.",
+    )
+    internal_port: Port = Field(
+        8180, description="Where the replicas listen when there are several."
+    )
+    balancer: BalancerSpec = Field(
+        default_factory=BalancerSpec,
+        description="The nginx in front of several replicas.",
     )
 
 
@@ -501,10 +577,16 @@ class ObservabilitySpec(StrictModel):
 class BenchmarkSpec(ProcessSpec):
     """The client step that runs once the frontend is ready."""
 
-    type: Literal["manual", "command"] = Field(
+    type: NonBlank = Field(
         "manual",
         description="`command` runs `command` after the frontend and ends the job with its exit"
-        " status; `manual` serves until stopped (or until terminal services end).",
+        " status; `manual` serves until stopped (or until terminal services end); a benchmark"
+        " plugin's name (`sa-bench`, `gsm8k`... from srt-benchmarks) builds the command from"
+        " `options`.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of a benchmark plugin (`benchmark.type`), checked by it.",
     )
     timeout_seconds: Seconds | None = Field(None, description="Kill the benchmark after this.")
     dedicated_node: bool = Field(False, description="Run the client on a node of its own.")
@@ -552,6 +634,12 @@ class Recipe(StrictModel):
         " kind's fallback, such as the Mooncake stores' master image, comes first; host-native"
         " kinds run on the bare node). Slurm/pyxis only: `srt run` warns that it does not"
         " apply it.",
+    )
+    mounts: list[NonBlank] = Field(
+        default_factory=list,
+        description="`host:container[:options]` mounts of every process that runs in a"
+        " container (the model directory at `/model`, a dataset): beside the site's"
+        " `[containers] mounts`. Slurm/pyxis only.",
     )
     engine: EngineSpec = Field(default_factory=EngineSpec, description="Inference engine.")
     dynamo: DynamoSpec = Field(default_factory=DynamoSpec, description="Dynamo planes.")

@@ -180,10 +180,6 @@ class ProblemList:
     def __contains__(self, problem: object) -> bool:
         return isinstance(problem, Problem) and hash(problem) in self._seen
 
-    @property
-    def has_errors(self) -> bool:
-        return self.more_errors > 0 or any(not p.warning for p in self._kept)
-
 
 def locate(
     problems: Iterable[Problem],

@@ -13,15 +13,14 @@ parsed by orjson; on error they are re-read as YAML (JSON is YAML) to find the p
 
 from __future__ import annotations
 
-import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from srt_services.gcpause import gc_paused
 from srt_services.recipe.problems import LocatedProblem, Path, RecipeError
 
 try:  # the C parser is ~4x faster; fall back to pure Python where libyaml is missing
@@ -118,6 +117,29 @@ class Document:
         return best
 
 
+@dataclass(slots=True)
+class TranslatedDocument(Document):
+    """A document another tool's recipe was translated into (a recipe format): its data is
+    the translation, and every position is the original's, found through ``origin`` (a
+    path of the translation -> the path of the original it came from). So a problem with a
+    translated value is shown at the line the user wrote."""
+
+    original: Document | None = None
+    origin: Callable[[Path], Path] | None = None
+
+    def _back(self, path: Path) -> Path:
+        return self.origin(path) if self.origin is not None else path
+
+    def prefetch_marks(self, paths: list[Path]) -> None:
+        if self.original is not None:
+            self.original.prefetch_marks([self._back(p) for p in paths])
+
+    def mark_of(self, path: Path) -> Mark | None:
+        if self.original is None:
+            return None
+        return self.original.mark_of(self._back(path))
+
+
 def _variants(path: Path) -> list[tuple[str, ...]]:
     """``path`` as text, and without each ``0`` (a mapping written for a one-item list)."""
     text = tuple(str(p) for p in path)
@@ -187,27 +209,6 @@ def _tab_indented(text: str, line: int) -> bool:
         return False
     current = lines[line]
     return "\t" in current[: len(current) - len(current.lstrip(" \t"))]
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while large, acyclic structures are built.
-
-    Parsing, checking and planning a 10,000-service recipe allocate millions of containers;
-    with the collector on, each of its full passes rescans everything built so far, which
-    doubles the run time. Nothing built here is cyclic garbage (what is dropped is freed by
-    reference counting). The collector's state is restored as it was found, and nothing is
-    moved out of its reach: a long-lived process (the orchestrator, a test run, a program
-    embedding srt) must still be able to collect the recipe and plan once it drops them.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def parse_text(text: str, source: str) -> Document:

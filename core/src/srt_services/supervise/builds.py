@@ -29,18 +29,19 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from srt_services.contracts.handle import CommandResult
+from srt_services.contracts.plan import PlannedBuild, PlannedUnit
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.jobdir.layout import JobDir
 from srt_services.launch import process
-from srt_services.launch.children import ChildWatcher, CommandResult, run_command
-from srt_services.plan.model import PlannedBuild, PlannedUnit
+from srt_services.launch.children import ChildWatcher, run_command
 from srt_services.recipe import pinning
 from srt_services.recipe.revs import is_full_sha
 from srt_services.supervise.runs import Emit, PhaseFailed
 
 if TYPE_CHECKING:
-    from srt_services.extend.launcher import Launcher
+    from srt_services.contracts.launcher import Launcher
 
 GIT_TIMEOUT = 600.0
 #: Log lines quoted in a failure.

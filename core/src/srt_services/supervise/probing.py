@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from srt_services.plan.model import PlannedProbe
+from srt_services.contracts.plan import PlannedProbe
 from srt_services.supervise.backoff import FAST_CAP, FAST_START, FAST_WINDOW, backoff_delay
 from srt_services.supervise.portpoll import PortPoller
 
@@ -169,7 +169,7 @@ def probe_starts(probes: Iterable[PlannedProbe | None]) -> dict[str, tuple[int |
 
 @dataclass(slots=True)
 class Target:
-    """The :class:`~srt_services.extend.probe.ProbeTarget` the runtime hands a probe."""
+    """The :class:`~srt_services.contracts.probe.ProbeTarget` the runtime hands a probe."""
 
     config: dict[str, Any]
     log_path: str

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from srt_services.contracts.plan import PlannedProbe
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.layout import JobDir
 from srt_services.launch import process
-from srt_services.plan.model import PlannedProbe
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub, Target, probe_starts
 from srt_services.supervise.runs import Emit, InstanceRun, PhaseFailed, UnitRun, describe_code
 
 if TYPE_CHECKING:
-    from srt_services.extend.launcher import Launcher
-    from srt_services.plugins.manager import PluginSet
+    from collections.abc import Mapping
+
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.probe import Probe
 
 #: Log lines quoted when an instance exits before it is ready.
 LOG_TAIL_LINES = 20
@@ -41,7 +43,8 @@ PROBE_CANCEL_WAIT = 1.0
 class Probing:
     """Runs an instance's readiness and liveness probes."""
 
-    plugins: PluginSet
+    #: every probe the plan names, by name (looked up once, when the job was set up)
+    probes: Mapping[str, Probe]
     job: JobDir
     launcher: Launcher
     emit: Emit
@@ -102,7 +105,7 @@ class Probing:
         exit_fut: asyncio.Future[Any] = inst.exit_fut
         if exit_fut.done():
             raise self._exited_before_ready(inst, exit_fut.result(), spec)
-        probe = self.plugins.probe(spec.probe)
+        probe = self.probes[spec.probe]
         target = self.target(inst, spec)
         attempt_timeout = HTTP_ATTEMPT_TIMEOUT if spec.probe == "http" else TCP_ATTEMPT_TIMEOUT
         waiter = asyncio.ensure_future(probe.wait_ready(target, min(attempt_timeout, spec.timeout)))
@@ -164,7 +167,7 @@ class Probing:
         for fut, inst in exits.items():
             if fut.done():
                 raise self._exited_before_ready(inst, fut.result(), spec)
-        probe = self.plugins.probe(spec.probe)
+        probe = self.probes[spec.probe]
         first = unit.instances[0]
         target = self.target(first, spec)
         target.owner_check = lambda port: None  # the fleet answers for many processes
@@ -229,7 +232,7 @@ class Probing:
 
     async def watch_liveness(self, inst: InstanceRun, spec: PlannedProbe) -> None:
         """Check ``inst`` every period while it runs; stop it after too many failures."""
-        probe = self.plugins.probe(spec.probe)
+        probe = self.probes[spec.probe]
         target = self.target(inst, spec)
         period = spec.period or 10.0
         threshold = spec.failure_threshold or 3
@@ -251,3 +254,53 @@ class Probing:
                 inst.killed_for = f"liveness failed {failures} times: {result.detail}"
                 await self._stop(inst, "liveness failed")
                 return
+
+
+@dataclass(slots=True)
+class ReadinessGate:
+    """When an instance and a unit count as ready, and what follows: the ``ready`` event,
+    the state written, the liveness watch started."""
+
+    probing: Probing
+    emit: Emit
+    mark_dirty: Callable[[], None]
+    #: starts a background task the orchestrator tracks (a liveness watch)
+    spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]
+
+    async def unit_ready(self, unit: UnitRun) -> None:
+        """Wait until every instance with readiness is ready; the first failure raises."""
+        gated = [i for i in unit.instances if i.planned.readiness is not None]
+        if gated:
+            results = await asyncio.gather(
+                *(self.await_ready(i) for i in gated), return_exceptions=True
+            )
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+        for inst in unit.instances:
+            if inst.planned.readiness is None and inst.state == "starting":
+                self.mark_ready(inst)
+        if unit.planned.fleet is not None:
+            await self.probing.wait_fleet(unit)
+
+    async def await_ready(self, inst: InstanceRun) -> None:
+        """Wait for readiness of the current attempt (PhaseFailed if it fails), then mark it."""
+        await self.probing.wait_ready(inst)
+        self.mark_ready(inst)
+
+    def mark_ready(self, inst: InstanceRun) -> None:
+        inst.state = "ready"
+        inst.ready_at = time.monotonic()
+        p = inst.planned
+        waited = inst.ready_at - (inst.waiting_since or inst.ready_at)
+        self.emit(
+            "ready",
+            step=p.step,
+            unit=p.unit,
+            node=p.node,
+            waited=round(waited, 6),
+            attempt=inst.attempt,
+        )
+        self.mark_dirty()
+        if p.liveness is not None:
+            inst.liveness = self.spawn(self.probing.watch_liveness(inst, p.liveness))

@@ -1,19 +1,16 @@
-"""Acting on a job directory from another process: stop, and leftovers.
+"""A job's leftovers after its orchestrator died: finding them, and stopping them tier by
+tier as the orchestrator would have (``srt stop`` on a dead job, a new ``srt run`` taking
+over its directory).
 
 The job directory's ``state.json`` names the orchestrator (PID plus start time, host, PID
 namespace and boot) and records how to find the job's processes: the cookie, the cgroup,
 every session srt created, each instance's PID with its start time. If the orchestrator
-lives, ``srt stop`` asks it to stop (SIGTERM) and waits; it alone knows the tiers and
-graces. If it died (SIGKILL, OOM, a crashed node), its leftovers are found through all of
-those (:mod:`srt_services.launch.jobprocs`), so a descendant that scrubbed its environment
-is found too, and stopped tier by tier from here: SIGTERM to each process group, SIGKILL
-after the grace, then rescans until nothing is left. Every signal goes through
-:func:`srt_services.procfs.signal_same` (a pidfd, checked against the start time seen), so a
-PID that was reused meanwhile is never hit. "nothing of the job is running" is printed only
-after a last scan found nothing.
-
-From another host, another PID namespace or after a reboot the recorded PIDs name nothing
-here; ``srt stop`` says so and signals nothing.
+died (SIGKILL, OOM, a crashed node), its leftovers are found through all of those
+(:mod:`srt_services.launch.jobprocs`), so a descendant that scrubbed its environment is
+found too, and stopped tier by tier: SIGTERM to each process group, SIGKILL after the
+grace, then rescans until nothing is left. Every signal goes through
+:func:`srt_services.procfs.signal_same` (a pidfd, checked against the start time seen), so
+a PID that was reused meanwhile is never hit.
 """
 
 from __future__ import annotations
@@ -26,15 +23,14 @@ import time
 from collections.abc import Callable, Iterable
 
 from srt_services import procfs
-from srt_services.jobdir.planview import DEFAULT_GRACE
-from srt_services.jobdir.state import write_state
-from srt_services.jobdir.stop_request import write_stop_request
 from srt_services.jobdir.view import JobView
 from srt_services.launch import jobprocs
 from srt_services.launch.cgroup import JobCgroup
 
 Log = Callable[[str], object]
 
+#: The grace a step gets when its plan does not say (the recipe's default).
+DEFAULT_GRACE = 30.0
 #: How long SIGKILLed leftovers may take to disappear before they are reported.
 KILL_WAIT = 5.0
 #: What ``srt stop`` adds to the longest grace before it stops waiting for the orchestrator.
@@ -131,7 +127,8 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
     return left
 
 
-def _grace(value: float) -> float:
+def grace_of(value: float) -> float:
+    """A plan's grace, bounded (a corrupt plan may say 1e308 or -1)."""
     return min(value, MAX_GRACE) if math.isfinite(value) and value >= 0 else DEFAULT_GRACE
 
 
@@ -149,7 +146,7 @@ def stop_leftovers(view: JobView, grace: float | None = None, log: Log = print) 
         members = by_tier[tier]
         wait = grace
         if wait is None:
-            wait = max(_grace(graces.get(m.step or "", DEFAULT_GRACE)) for m in members)
+            wait = max(grace_of(graces.get(m.step or "", DEFAULT_GRACE)) for m in members)
         _stop_leftover_tier(view, tier, members, wait, log)
     return _chase(view, log)
 
@@ -192,103 +189,3 @@ def _chase(view: JobView, log: Log) -> list[str]:
         if group is not None:
             group.kill()
         wait_gone([f.pid for f in found], 1.0)
-
-
-def mark_stopped(view: JobView, note: str) -> None:
-    """Record in ``state.json`` that the job was stopped from outside (and by what)."""
-    if view.state is None:
-        return
-    stopped = dataclasses.replace(view.state, status="stopped", stopped_by=note)
-    write_state(view.job, stopped)
-
-
-def _stop_slurm_job(job_id: str, now: bool, timeout: float | None, log: Log) -> int:
-    from srt_services.launch.slurm import control
-
-    log(f"stopping Slurm job {job_id}")
-    gone = control.stop(job_id, timeout if timeout is not None else 60.0, now=now, log=log)
-    if not gone:
-        log(f"Slurm job {job_id} is still listed after scancel")
-        return 1
-    log("nothing of the job is running")
-    return 0
-
-
-def _ask_orchestrator(view: JobView, now: bool, timeout: float | None, log: Log) -> bool:
-    """SIGTERM the live orchestrator (twice with ``now``) and wait; True once it is gone."""
-    assert view.state is not None
-    orch = view.state.orchestrator
-    log(f"asking the orchestrator (pid {orch.pid}) to stop the job")
-    procfs.signal_same(orch.pid, orch.start_ticks, signal.SIGTERM)
-    if now:
-        time.sleep(0.05)
-        procfs.signal_same(orch.pid, orch.start_ticks, signal.SIGTERM)
-    grace = max((_grace(g) for g in view.grace().values()), default=DEFAULT_GRACE)
-    limit = timeout if timeout is not None else grace + ORCHESTRATOR_MARGIN
-    if wait_gone([orch.pid], limit):
-        log(f"the orchestrator did not finish within {limit:g}s; stopping its processes directly")
-        return False
-    return True
-
-
-def _remove_cgroup(view: JobView) -> None:
-    group = JobCgroup.existing(view.state.cgroup if view.state else None, view.cookie)
-    if group is not None:
-        group.remove(wait=0.5)
-
-
-def stop_job(path: str, now: bool = False, timeout: float | None = None, log: Log = print) -> int:
-    """``srt stop``: returns 0 when nothing of the job is left running."""
-    view = JobView.read(path)
-    if view.slurm_job_id is not None:
-        if view.result is None:
-            write_stop_request(view.job, view.cookie, now)
-        return _stop_slurm_job(view.slurm_job_id, now, timeout, log)
-    elsewhere = view.state.orchestrator.elsewhere() if view.state is not None else None
-    if elsewhere is not None:
-        return _orchestrator_elsewhere(view, elsewhere, log)
-    alive = view.orchestrator_alive()
-    if alive:
-        # read by the orchestrator when the signal arrives: the job ends as stopped by us
-        write_stop_request(view.job, view.cookie, now)
-    if alive and _ask_orchestrator(view, now, timeout, log):
-        view = JobView.read(path)
-        if not leftovers(view):
-            _remove_cgroup(view)
-            log("stopped")
-            return 0
-    return _stop_directly(view, now, timeout, log)
-
-
-def _orchestrator_elsewhere(view: JobView, elsewhere: str, log: Log) -> int:
-    """The job's orchestrator is out of this process's sight (``elsewhere`` says why): after
-    a reboot nothing of the job can run, so it is only marked stopped; on another host or
-    in another PID namespace only an ``srt stop`` run there can reach it."""
-    assert view.state is not None
-    orch = view.state.orchestrator
-    if "rebooted" in elsewhere:
-        log(f"the job's orchestrator (pid {orch.pid}) cannot be running: {elsewhere}")
-        if not view.state.finished:
-            mark_stopped(view, "srt stop (after a reboot)")
-        return 0
-    log(
-        f"cannot stop this job from here: its orchestrator (pid {orch.pid}) {elsewhere};"
-        " run `srt stop` there"
-    )
-    return 1
-
-
-def _stop_directly(view: JobView, now: bool, timeout: float | None, log: Log) -> int:
-    """Stop what is left of the job without its orchestrator (gone, or too slow); 0 when
-    nothing of the job is left running."""
-    survivors = stop_leftovers(view, 0.0 if now else timeout, log)
-    if view.state is not None and not view.orchestrator_alive():
-        mark_stopped(view, "srt stop")
-    left = leftovers(view)
-    if survivors or left:
-        shown = survivors or [f"pid {f.pid} ({f.step or '?'})" for f in left]
-        log("could not stop: " + ", ".join(shown))
-        return 1
-    _remove_cgroup(view)
-    log("nothing of the job is running")
-    return 0

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from srt_services.plan.model import PlannedRestart
+from srt_services.contracts.plan import PlannedRestart
 
 #: 2**64 times the smallest delay is past any maximum a recipe can write.
 MAX_EXPONENT = 64

@@ -1,8 +1,9 @@
 """What the runtime keeps about a running plan: its options, one record per unit and per
-instance, and the failure that ends a phase.
+instance, the job's own record (:class:`JobRun`), and the failure that ends a phase.
 
-The orchestrator owns these records; the source builds and the shutdown coordinator read
-and update them through what they are handed, so none of the three imports another.
+The orchestrator owns these records; its collaborators (the journal, launching, exits,
+restarts, readiness, builds, the shutdown) read and update them through what they are
+handed, so none of them imports another's module or the orchestrator's.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from srt_services.jobdir.cause import StopCause, death_signal
+from srt_services.contracts.handle import Handle
+from srt_services.contracts.plan import Plan, PlannedInstance, PlannedUnit
+from srt_services.jobdir.cause import StopCause, StopKind, death_signal
 from srt_services.jobdir.state import InstanceStatus
-from srt_services.launch.handle import Handle
-from srt_services.plan.model import PlannedInstance, PlannedUnit
 from srt_services.supervise.restart import RestartTracker
 
 
@@ -95,6 +96,44 @@ class UnitRun:
     @property
     def name(self) -> str:
         return self.planned.name
+
+
+@dataclass(eq=False, slots=True)
+class JobRun:
+    """The running job as its collaborators share it: its units and instances, where it
+    stands, and how it ends. Only the orchestrator decides the end (the first stop cause
+    wins); the others read it."""
+
+    plan: Plan
+    units: dict[str, UnitRun]
+    instances: list[InstanceRun]
+    #: the phase being started, then ``serving``
+    phase: str | None = None
+    stopping: bool = False
+    stop_cause: StopCause | None = None
+    exit_code: int | None = None
+    #: processes that outlived SIGKILL, as the teardown reported them
+    unkillable: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, plan: Plan) -> JobRun:
+        units: dict[str, UnitRun] = {}
+        for u in plan.units:
+            run = UnitRun(u)
+            run.instances = [InstanceRun(i, run) for i in u.instances]
+            units[u.name] = run
+        return cls(plan, units, [i for u in units.values() for i in u.instances])
+
+    @property
+    def by_user(self) -> bool:
+        """The job was stopped by its user (``srt stop``, Ctrl-C through ``srt stop``)."""
+        return self.stop_cause is not None and self.stop_cause.kind is StopKind.USER_STOP
+
+
+class RequestStop(Protocol):
+    """Ends the job with ``cause``; the first cause wins, and ``code`` with it."""
+
+    def __call__(self, cause: StopCause, code: int) -> None: ...
 
 
 def describe_code(code: int) -> str:

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from srt_services.extend.context import JobPaths
+from srt_services.contracts.context import JobPaths
 from srt_services.jobdir.layout import atomic_write
 
 if TYPE_CHECKING:
-    from srt_services.plan.model import Plan, ScrapeTarget
+    from srt_services.contracts.plan import Plan, ScrapeTarget
 
 #: How the orchestrator writes a job file: ``guarded(what, write)`` reports a failure once
 #: and lets the job go on.

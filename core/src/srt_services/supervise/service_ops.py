@@ -32,7 +32,7 @@ from srt_services.supervise.runs import Emit, InstanceRun, UnitRun, describe_cod
 from srt_services.supervise.shutdown import stop_instances
 
 if TYPE_CHECKING:
-    from srt_services.extend.launcher import Launcher
+    from srt_services.contracts.launcher import Launcher
 
 #: Polling step for escaped processes (not our children: no exit event).
 STRAY_POLL = 0.02

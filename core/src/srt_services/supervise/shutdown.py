@@ -8,7 +8,7 @@ its own grace, then SIGKILL. A second Ctrl-C (or ``srt stop --now``) skips the g
 
 Processes that escaped their instance's process group (a double fork, ``setsid``, a
 scrubbed environment) are stopped like instances: the launcher lists them
-(:meth:`~srt_services.extend.launcher.Launcher.stray_processes`: the job's cgroup, or a
+(:meth:`~srt_services.contracts.launcher.Launcher.stray_processes`: the job's cgroup, or a
 walk down the orchestrator's process tree, which as the job's child subreaper holds every
 orphan of the job; the last look reads every process for the sessions srt created and the
 cookie), and each gets SIGTERM to
@@ -40,7 +40,7 @@ from srt_services.launch.pidwatch import ExitWatch
 from srt_services.supervise.runs import Emit, InstanceRun
 
 if TYPE_CHECKING:
-    from srt_services.extend.launcher import Launcher
+    from srt_services.contracts.launcher import Launcher
 
 #: How long SIGKILLed processes may take to disappear before they are reported.
 KILL_WAIT = 5.0

@@ -29,4 +29,48 @@ Modules:
 
 Everything runs through the real loader, planner and plugin facade, so a plugin that passes
 here behaves the same under ``srt dry-run`` and ``srt run``. See ``docs/plugin-authors.md``.
+
+A plugin's tests import nothing of srt but :mod:`srt_services.extend` and this package (a
+test in core walks ``plugins/*/tests`` and fails on any other ``srt_services`` import). The
+names such a test needs besides the plugin API are importable from here: what a refused
+recipe raises (:class:`RecipeError`, its :class:`LocatedProblem`), what the kit's fixtures
+hand out (:class:`PluginSet`, :class:`LoadedRecipe`, :class:`KitSettings`), and what
+:func:`~srt_services.testing.kit.run_cli` returns (:class:`CliResult`). Like
+``srt_services.extend`` they are resolved on first use.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.plugins.manager import PluginSet
+    from srt_services.recipe.problems import LocatedProblem, RecipeError
+    from srt_services.testing.kit import CliResult, KitSettings
+
+#: public name -> module that defines it
+_WHERE: dict[str, str] = {
+    "PluginSet": "srt_services.plugins.manager",
+    "LoadedRecipe": "srt_services.checking.load",
+    "LocatedProblem": "srt_services.recipe.problems",
+    "RecipeError": "srt_services.recipe.problems",
+    "CliResult": "srt_services.testing.kit",
+    "KitSettings": "srt_services.testing.kit",
+}
+
+__all__ = ["CliResult", "KitSettings", "LoadedRecipe", "LocatedProblem", "PluginSet", "RecipeError"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'srt_services.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

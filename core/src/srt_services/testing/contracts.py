@@ -1,4 +1,4 @@
-"""Contract suites: the tests every kind, probe and placement must pass, written once.
+"""Contract suites: the tests every kind, engine, probe and placement must pass, written once.
 
 A plugin's test module subclasses a contract and overrides one fixture (the fsspec
 ``tests/abstract`` pattern)::
@@ -37,10 +37,11 @@ import pytest
 from srt_services.testing import kit
 
 if TYPE_CHECKING:
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
-    from srt_services.plan.model import Plan, PlannedUnit
+    from srt_services.contracts.engine import Engine
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.plan import Plan, PlannedUnit
+    from srt_services.contracts.probe import Probe
     from srt_services.plugins.manager import PluginSet
 
 #: A recipe fragment with a frontend and two aggregated workers on two nodes: enough for
@@ -254,7 +255,7 @@ class ServiceKindContract:
         assert issubclass(kind.Options, BaseModel)
         extra = kind.Options.model_config.get("extra")
         assert extra == "forbid", (
-            "the options model must refuse unknown keys (subclass srt_services.extend.kind."
+            "the options model must refuse unknown keys (subclass srt_services.contracts.kind."
             f"KindOptions); model_config extra is {extra!r}"
         )
         json.dumps(kind.Options.model_json_schema())
@@ -277,7 +278,7 @@ class ServiceKindContract:
             )
 
     def test_json_schema_includes_options(self, kind_plugins: PluginSet, kind: ServiceKind) -> None:
-        from srt_services.recipe.schema import recipe_schema
+        from srt_services.checking.schema import recipe_schema
 
         schema = recipe_schema(kind_plugins)
         json.dumps(schema)
@@ -674,3 +675,141 @@ class PlacementContract:
             raise
         unit = plan.unit("placed")
         assert unit.placement == name
+
+
+# --------------------------------------------------------------------------- engines
+
+
+@dataclass(slots=True)
+class EngineCase:
+    """An engine class, its plugin, and sample recipes it must build.
+
+    Each recipe is a whole schema-2 recipe (mapping) whose frontend type is the engine's
+    and whose roles (and frontend) write no command: the engine builds them. ``backends``
+    lists ``engine.type`` values the samples cover (every one the engine claims, ideally).
+    """
+
+    engine: type[Engine]
+    recipes: Sequence[Mapping[str, Any]]
+    plugin: object | None = None
+    plugin_name: str | None = None
+
+
+class EngineContract:
+    """The shared suite every engine must pass: subclass it and override ``engine_case``."""
+
+    @pytest.fixture
+    def engine_case(self) -> EngineCase:  # pragma: no cover - always overridden
+        raise NotImplementedError("override the engine_case fixture")
+
+    @pytest.fixture
+    def engine_plugins(self, engine_case: EngineCase) -> PluginSet:
+        plugin = engine_case.plugin or kit.ClassesPlugin(engines=[engine_case.engine])
+        return kit.isolated_plugins(plugin, engine_case.plugin_name)
+
+    def _plans(self, plugins: PluginSet, case: EngineCase) -> Iterator[tuple[int, Plan]]:
+        for i, recipe in enumerate(case.recipes):
+            try:
+                yield i, kit.plan(plugins, dict(recipe), source=f"engine-sample-{i}.yaml")
+            except Exception as exc:  # the message names the sample, then re-raises
+                raise AssertionError(f"sample recipe {i} does not plan: {exc}") from exc
+
+    def test_registered_with_its_name(
+        self, engine_plugins: PluginSet, engine_case: EngineCase
+    ) -> None:
+        name = engine_case.engine.name
+        assert isinstance(name, str), "an engine needs a class attribute `name`"
+        assert name, "an engine's `name` must not be empty"
+        assert engine_plugins.has("engine", name)
+        assert engine_case.engine.summary, "one line for `srt kinds` and the docs"
+
+    def test_backends_are_engine_types(self, engine_case: EngineCase) -> None:
+        from srt_services.recipe.models import BACKENDS
+
+        unknown = sorted(set(engine_case.engine.backends) - set(BACKENDS))
+        assert not unknown, f"backends {unknown} are not engine.type values ({BACKENDS})"
+
+    def test_options_model_is_closed(self, engine_case: EngineCase) -> None:
+        extra = engine_case.engine.Options.model_config.get("extra")
+        assert extra == "forbid", "engine.options must refuse unknown keys (subclass KindOptions)"
+
+    def test_samples_cover_the_frontend_type(self, engine_case: EngineCase) -> None:
+        assert engine_case.recipes, "give at least one sample recipe"
+        for i, recipe in enumerate(engine_case.recipes):
+            front = recipe.get("frontend") or {}
+            assert front.get("type") == engine_case.engine.name, (
+                f"sample {i}: frontend.type must be {engine_case.engine.name!r}"
+            )
+
+    def test_every_worker_and_the_frontend_is_built(
+        self, engine_plugins: PluginSet, engine_case: EngineCase
+    ) -> None:
+        for i, plan in self._plans(engine_plugins, engine_case):
+            workers = [u for u in plan.units if u.category == "workers"]
+            assert workers, f"sample {i}: no worker unit"
+            for unit in workers:
+                for inst in unit.instances:
+                    assert inst.argv, f"sample {i}: {inst.step} has no command"
+            if engine_case.engine.runs_frontend:
+                (front,) = [u for u in plan.units if u.category == "frontend"]
+                assert front.instances[0].argv, f"sample {i}: the frontend has no command"
+
+    def test_nothing_is_left_unrendered(
+        self, engine_plugins: PluginSet, engine_case: EngineCase
+    ) -> None:
+        for i, plan in self._plans(engine_plugins, engine_case):
+            for unit in plan.units:
+                if unit.category not in ("workers", "frontend"):
+                    continue
+                for inst in unit.instances:
+                    parts = [
+                        *inst.argv,
+                        *inst.env.values(),
+                        inst.preamble or "",
+                        *inst.files.values(),
+                    ]
+                    left = [name for text in parts for name in unrendered(text)]
+                    assert not left, f"sample {i}: {inst.step} leaves {left} unrendered"
+
+    def test_ports_are_in_the_ledger(
+        self, engine_plugins: PluginSet, engine_case: EngineCase
+    ) -> None:
+        """Every port a built process listens on is claimed, so two that collide on a node
+        are refused before anything starts."""
+        for i, plan in self._plans(engine_plugins, engine_case):
+            claimed = {(p["node"], p["port"]) for p in plan.ports}
+            for unit in plan.units:
+                for inst in unit.instances:
+                    missing = [p for p in inst.ports if (inst.node, p) not in claimed]
+                    assert not missing, f"sample {i}: {inst.step} ports {missing} unclaimed"
+
+    def test_plan_is_json_and_round_trips(
+        self, engine_plugins: PluginSet, engine_case: EngineCase
+    ) -> None:
+        from srt_services.contracts.plan import Plan as PlanModel
+
+        for _, plan in self._plans(engine_plugins, engine_case):
+            blob = plan.to_json()
+            json.loads(blob)
+            assert PlanModel.from_json(blob) == plan
+
+    def test_a_hand_written_command_wins(
+        self, engine_plugins: PluginSet, engine_case: EngineCase
+    ) -> None:
+        recipe = copy.deepcopy(dict(engine_case.recipes[0]))
+        role = next(iter(recipe["roles"]))
+        recipe["roles"][role]["command"] = ["my-worker", "--custom"]
+        recipe["roles"][role].pop("config", None)
+        plan = kit.plan(engine_plugins, recipe, source="engine-command.yaml")
+        unit = next(u for u in plan.units if u.name == role)
+        assert unit.instances[0].argv[:2] == ["my-worker", "--custom"]
+
+    def test_unknown_option_is_refused_naming_the_engine(
+        self, engine_plugins: PluginSet, engine_case: EngineCase
+    ) -> None:
+        recipe = copy.deepcopy(dict(engine_case.recipes[0]))
+        recipe.setdefault("engine", {}).setdefault("options", {})["no_such_setting_x"] = 1
+        errors = kit.recipe_errors(engine_plugins, recipe, source="engine-option.yaml")
+        text = "\n".join(errors)
+        assert "engine.options.no_such_setting_x" in text, text
+        assert engine_case.engine.name in text, text

@@ -9,6 +9,7 @@ exactly the plugins it registers, never whatever else happens to be installed.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import textwrap
@@ -16,18 +17,24 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from srt_services import builtin
 from srt_services.hookspecs import hookimpl
 from srt_services.plugins.manager import HookCall, PluginSet
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext, Layout
-    from srt_services.extend.kind import ServiceKind
-    from srt_services.extend.placement import Placement
-    from srt_services.extend.probe import Probe
-    from srt_services.plan.allocation import Allocation
-    from srt_services.plan.model import Plan
-    from srt_services.recipe.load import LoadedRecipe
+    from srt_services.app.compose import Setup
+    from srt_services.app.run import Events, RunResult
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.contracts.allocation import Allocation
+    from srt_services.contracts.context import InstanceContext, Layout
+    from srt_services.contracts.engine import Engine
+    from srt_services.contracts.kind import ServiceKind
+    from srt_services.contracts.placement import Placement
+    from srt_services.contracts.plan import Plan
+    from srt_services.contracts.probe import Probe
     from srt_services.recipe.models import ServiceSpec
+    from srt_services.recipe.problems import LocatedProblem
+    from srt_services.site_config import SiteConfig
 
 
 # --------------------------------------------------------------------------- plugin sets
@@ -37,7 +44,7 @@ def isolated_plugins(plugin: object | None = None, name: str | None = None) -> P
     """Built-ins only, autoload off: what every kit fixture starts from. With ``plugin`` (a
     hookimpl module or object), that plugin registered too, under ``name``: the set a
     plugin's own tests plan in, whatever else is installed in the venv."""
-    plugins = PluginSet(autoload=False)
+    plugins = PluginSet(autoload=False, builtins=builtin)
     if plugin is not None:
         plugins.register(plugin, name)
     return plugins
@@ -66,6 +73,9 @@ class KitSettings:
     #: Top-level keys added to every recipe that does not set them (see :func:`recipe_text`),
     #: e.g. ``{"observability": {"metrics": False}}`` where srt-exporters is not installed.
     fill: Mapping[str, Any] = field(default_factory=dict)
+    #: The site config plans are made under (``None``: an empty one, whatever
+    #: ``SRT_SITE_CONFIG`` says).
+    site: SiteConfig | None = None
 
 
 class FreePorts:
@@ -100,10 +110,12 @@ class ClassesPlugin:
         kinds: Iterable[type[ServiceKind]] = (),
         probes: Iterable[type[Probe]] = (),
         placements: Iterable[type[Placement]] = (),
+        engines: Iterable[type[Engine]] = (),
     ) -> None:
         self.kinds = list(kinds)
         self.probes = list(probes)
         self.placements = list(placements)
+        self.engines = list(engines)
 
     @hookimpl
     def srt_register_service_kinds(self) -> list[type[ServiceKind]]:
@@ -116,6 +128,10 @@ class ClassesPlugin:
     @hookimpl
     def srt_register_placements(self) -> list[type[Placement]]:
         return list(self.placements)
+
+    @hookimpl
+    def srt_register_engines(self) -> list[type[Engine]]:
+        return list(self.engines)
 
 
 @contextlib.contextmanager
@@ -173,7 +189,7 @@ class HookRecorder:
 def fake_allocation(nodes: int = 2, kind: str = "symbolic", job_id: str = "test") -> Allocation:
     """``nodes`` named ``node0..``: symbolic addresses (``<node0-ip>``) or, with
     ``kind="local"``, the loopback addresses ``srt run`` would use."""
-    from srt_services.plan.allocation import AllocationRequest
+    from srt_services.contracts.allocation import AllocationRequest
 
     return AllocationRequest(kind=kind, count=nodes, job_id=job_id).build(nodes)
 
@@ -207,7 +223,7 @@ def instance_context(
     """The context a kind's methods get for one instance on ``node`` of ``layout``, with the
     same placeholder values the planner would render (so ``command()`` can be unit-tested);
     ``discovery_env`` is what the job's discovery services would announce."""
-    from srt_services.extend.context import InstanceContext, JobPaths
+    from srt_services.contracts.context import InstanceContext, JobPaths
 
     lay = layout or fake_layout()
     target = lay.nodes[node]
@@ -264,7 +280,8 @@ def service_spec(entry: Mapping[str, Any]) -> ServiceSpec:
 def recipe_text(recipe: Mapping[str, Any] | str, fill: Mapping[str, Any] | None = None) -> str:
     """The YAML text of a test's recipe.
 
-    Text is dedented (a recipe written inline is indented with the test's code; columns in
+    Text is dedented and a leading newline dropped (a recipe written inline is indented
+    with the test's code and starts on the line after the quotes; lines and columns in
     problems count from the dedented text); a mapping gets ``schema`` and ``name`` filled
     in. Each ``fill`` key the recipe does not set at the top level is appended after its
     last line, so every line number a test checks stays where it is.
@@ -276,7 +293,7 @@ def recipe_text(recipe: Mapping[str, Any] | str, fill: Mapping[str, Any] | None 
         for key, value in (fill or {}).items():
             doc.setdefault(key, value)
         return str(yaml.safe_dump(doc, sort_keys=False))
-    text = textwrap.dedent(recipe)
+    text = textwrap.dedent(recipe).lstrip("\n")
     for key, value in (fill or {}).items():
         if not re.search(rf"^{re.escape(key)}\s*:", text, re.MULTILINE):
             line = yaml.safe_dump({key: value}, default_flow_style=None, sort_keys=False)
@@ -286,20 +303,30 @@ def recipe_text(recipe: Mapping[str, Any] | str, fill: Mapping[str, Any] | None 
 
 def load(
     plugins: PluginSet,
-    recipe: Mapping[str, Any] | str,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
     source: str = "kit.yaml",
     fill: Mapping[str, Any] | None = None,
 ) -> LoadedRecipe:
-    """Load a recipe (see :func:`recipe_text`) exactly as ``srt validate`` does; raises
+    """Load a recipe through the composition root (:func:`srt_services.app.compose.load`),
+    exactly as ``srt validate`` does: text or a mapping (see :func:`recipe_text`) shown as
+    ``source``, or a recipe file given as a path (``pathlib.Path``), read from disk. Raises
     :class:`srt_services.recipe.problems.RecipeError`."""
-    from srt_services.recipe.load import load_recipe
+    from srt_services.app import compose
 
-    return load_recipe(source, plugins, text=recipe_text(recipe, fill))
+    where = setup(plugins)
+    if isinstance(recipe, os.PathLike):
+        return compose.load(where, os.fspath(recipe))
+    return compose.load(where, source, text=recipe_text(recipe, fill))
+
+
+def source_of(recipe: Mapping[str, Any] | str | os.PathLike[str], source: str) -> str:
+    """The name problems of ``recipe`` are shown under: a file's path, else ``source``."""
+    return os.fspath(recipe) if isinstance(recipe, os.PathLike) else source
 
 
 def recipe_errors(
     plugins: PluginSet,
-    recipe: Mapping[str, Any] | str,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
     source: str = "kit.yaml",
     fill: Mapping[str, Any] | None = None,
 ) -> list[str]:
@@ -315,22 +342,199 @@ def recipe_errors(
 
 def plan(
     plugins: PluginSet,
-    recipe: Mapping[str, Any] | str,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
     nodes: int | None = None,
     local: bool = False,
     *,
     job_dir: str = "<job_dir>",
     source: str = "kit.yaml",
     fill: Mapping[str, Any] | None = None,
+    nodelist: Sequence[str] | None = None,
+    allocation: Allocation | None = None,
+    job_id: str | None = None,
+    site: SiteConfig | None = None,
+    runs_here: bool = False,
 ) -> Plan:
-    """Load and resolve like ``srt dry-run [--nodes N] [--local]``, the job directory
-    rendered as ``job_dir``."""
-    from srt_services.plan.allocation import AllocationRequest
-    from srt_services.plan.resolve import resolve
+    """Load and plan through the application layer, like ``srt dry-run [--nodes N]
+    [--local]``: the job directory rendered as ``job_dir``, on ``nodes`` symbolic (or
+    loopback, ``local``) nodes, the nodes of ``nodelist``, or a ready ``allocation``.
+
+    The site config is explicit (``site``; default an empty one): the caller's
+    ``SRT_SITE_CONFIG`` never changes a test's plan. ``runs_here`` plans as ``srt run``
+    does on this machine (the local launcher's warnings, each kind asked whether it can
+    run here)."""
+    from srt_services.app import compose
+    from srt_services.contracts.allocation import AllocationRequest
 
     loaded = load(plugins, recipe, source, fill)
-    request = AllocationRequest(kind="local" if local else "symbolic", count=nodes)
-    return resolve(loaded, plugins, request, job_dir=job_dir)
+    where = setup(plugins, site)
+    kind = "local" if local or runs_here else "symbolic"
+    nodes_given: Allocation | AllocationRequest = allocation or AllocationRequest(
+        kind=kind,
+        count=nodes,
+        nodelist=tuple(nodelist) if nodelist is not None else None,
+        job_id=job_id or ("local" if kind == "local" else "dry-run"),
+        job_dir=job_dir if runs_here else None,
+    )
+    launcher = plugins.launcher_class("local") if runs_here else None
+    planned = compose.plan(
+        where, loaded, nodes_given, job_dir=job_dir, launcher=launcher, runs_here=runs_here
+    )
+    return planned.plan
+
+
+def _empty_site() -> SiteConfig:
+    from srt_services.site_config import SiteConfig
+
+    return SiteConfig()
+
+
+def site_config(path: str | os.PathLike[str]) -> SiteConfig:
+    """The site config in the file at ``path``, read as ``srt`` reads ``SRT_SITE_CONFIG``
+    (a bad file raises :class:`srt_services.site_config.SiteConfigError`). Pass it as
+    ``site`` to :func:`plan` (or the ``srt_plan`` fixture) or :func:`setup`: the kit never
+    reads the caller's ``SRT_SITE_CONFIG``."""
+    from srt_services import site_config as site_mod
+
+    return site_mod.load(os.fspath(path))
+
+
+def setup(plugins: PluginSet | None = None, site: SiteConfig | None = None) -> Setup:
+    """What the composition root settles for a command (:class:`srt_services.app.compose.Setup`),
+    made explicit for a test: ``plugins`` (default: :func:`isolated_plugins`) under ``site``
+    (default: an empty site config, whatever ``SRT_SITE_CONFIG`` says). Pass it to the
+    application layer's use cases (``srt_services.app``) to run them as ``srt`` would."""
+    from srt_services.app import compose
+
+    return compose.Setup(
+        site=site if site is not None else _empty_site(),
+        plugins=plugins if plugins is not None else isolated_plugins(),
+    )
+
+
+def supervise(
+    plugins: PluginSet,
+    plan: Plan,
+    job_dir: str,
+    *,
+    launcher: str = "local",
+    grace: float | None = None,
+    on_event: Events | None = None,
+    site: SiteConfig | None = None,
+) -> RunResult:
+    """Run a final plan (one :func:`plan` made with ``runs_here=True`` and ``job_dir``) to its
+    end in this process, as ``srt run`` does after planning: the job directory is created,
+    then :func:`srt_services.app.run.supervise` builds the launcher and the probe table and
+    hands them to the orchestrator. ``on_event`` sees every job event; the result's ``code``
+    is what ``srt run`` would exit with."""
+    from srt_services.app import run
+    from srt_services.jobdir.layout import JobDir
+
+    job = JobDir(os.path.abspath(job_dir))
+    job.create()
+    where = setup(plugins, site)
+    launcher_cls = plugins.launcher_class(launcher)
+    return run.supervise(where, plan, job, launcher_cls, grace, on_event or _ignore_event)
+
+
+def _ignore_event(event: Mapping[str, Any]) -> None:
+    """No progress display: the events are in the job's ``events.jsonl`` all the same."""
+
+
+@dataclass(frozen=True, slots=True)
+class CliResult:
+    """What one ``srt`` command run by :func:`run_cli` ended with."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(
+    args: Sequence[str],
+    plugins: PluginSet | None = None,
+    *,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> CliResult:
+    """``srt ARGS`` in this process, through the real entry point: its exit code and what it
+    printed, as a user would see them (a recipe error exits 2 with its located problems).
+
+    The command sees ``plugins`` as the process-wide plugin set (default: built-ins only),
+    so a plugin's tests run ``srt validate``, ``srt dry-run`` or ``srt migrate`` with their
+    plugin and nothing else installed; the site config is empty unless ``env`` names one
+    (``SRT_SITE_CONFIG``). ``env`` is set for the command only; the previous plugin set is
+    put back afterwards."""
+    import io
+    import sys
+
+    from srt_services.cli.main import main
+    from srt_services.plugins import manager
+
+    chosen = plugins if plugins is not None else isolated_plugins()
+    full_env = {"SRT_SITE_CONFIG": os.devnull, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
+    saved_env = {name: os.environ.get(name) for name in full_env}
+    previous = manager._default
+    # text streams over bytes, as a terminal's are: commands write JSON to sys.stdout.buffer
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    code: object = 0
+    manager.reset_default(lambda: chosen)
+    os.environ.update(full_env)
+    saved_stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        sys.stdin = saved_stdin
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        manager.reset_default((lambda: previous) if previous is not None else None)
+    stdout = _written(out)
+    stderr = _written(err)
+    status = code if isinstance(code, int) else (0 if code is None else 1)
+    return CliResult(status, stdout, stderr)
+
+
+def _written(stream: Any) -> str:
+    """What a command wrote to a text stream over bytes (text and bytes alike)."""
+    stream.flush()
+    raw = stream.buffer.getvalue()
+    return str(raw.decode("utf-8", "replace"))
+
+
+def problems(
+    plugins: PluginSet,
+    recipe: Mapping[str, Any] | str | os.PathLike[str],
+    nodes: int | None = None,
+    *,
+    source: str = "kit.yaml",
+    fill: Mapping[str, Any] | None = None,
+) -> list[LocatedProblem]:
+    """Every error of a recipe that must be refused by ``srt validate`` (at load or at
+    plan time), each located; fails the calling test when the recipe is accepted, or
+    when a problem is not in the rendered error text the user would see."""
+    from srt_services.recipe.problems import RecipeError
+
+    try:
+        plan(plugins, recipe, nodes, source=source, fill=fill)
+    except RecipeError as exc:
+        errors, rendered = exc.errors, str(exc)
+    else:
+        raise AssertionError("the recipe was accepted")
+    assert errors, "a RecipeError must carry at least one error"
+    assert "Traceback" not in rendered
+    shown = source_of(recipe, source)
+    for p in errors:
+        assert p.render(shown) in rendered
+    return list(errors)
 
 
 @dataclass(slots=True)

@@ -28,10 +28,17 @@ Fixtures:
 ``srt_instance_context``
     ``srt_instance_context(service="svc", layout=None, node=0)``: what a kind's methods get.
 ``srt_load``
-    ``srt_load(recipe, source=None)``: load a recipe (mapping or YAML text) like ``srt validate``.
+    ``srt_load(recipe, source=None)``: load a recipe (mapping, YAML text, or a recipe file as a
+    ``pathlib.Path``) like ``srt validate``.
 ``srt_plan``
-    ``srt_plan(recipe, nodes=None, local=None, job_dir=None)``: load and resolve in
-    ``srt_plugins`` (``None``: the settings' value).
+    ``srt_plan(recipe, nodes=None, local=None, job_dir=None, **more)``: load and plan
+    through the application layer in ``srt_plugins``, under the settings' site config
+    (``None``: the settings' value; ``more``: ``nodelist``, ``allocation``, ``job_id``,
+    ``site``, ``runs_here``, and ``source``, the recipe's file name: its directory is what
+    ``{recipe_dir}`` renders to).
+``srt_problems`` / ``srt_problem``
+    ``srt_problems(recipe, nodes=None)``: the located errors of a recipe ``srt validate``
+    refuses; ``srt_problem`` when there must be exactly one.
 ``srt_free_port``
     ``srt_free_port()``: a port the kernel just gave out, never the same twice in one test.
 ``srt_jobs``
@@ -44,6 +51,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,12 +61,16 @@ import pytest
 from srt_services.testing import kit
 
 if TYPE_CHECKING:
-    from srt_services.extend.context import InstanceContext, Layout
-    from srt_services.plan.allocation import Allocation
-    from srt_services.plan.model import Plan
+    from srt_services.checking.load import LoadedRecipe
+    from srt_services.contracts.allocation import Allocation
+    from srt_services.contracts.context import InstanceContext, Layout
+    from srt_services.contracts.plan import Plan
     from srt_services.plugins.manager import PluginSet
-    from srt_services.recipe.load import LoadedRecipe
+    from srt_services.recipe.problems import LocatedProblem
     from srt_services.testing.jobs import Jobs
+
+#: What the loading fixtures take: YAML text, a mapping, or a recipe file's path.
+RecipeInput = Mapping[str, Any] | str | os.PathLike[str]
 
 #: Environment variables that change which plugins load.
 CONTROL_VARIABLES = (
@@ -131,7 +143,7 @@ def srt_load(
 ) -> Callable[..., LoadedRecipe]:
     settings = srt_kit_settings
 
-    def load(recipe: Mapping[str, Any] | str, source: str | None = None) -> LoadedRecipe:
+    def load(recipe: RecipeInput, source: str | None = None) -> LoadedRecipe:
         return kit.load(srt_plugins, recipe, source or settings.source, fill=settings.fill)
 
     return load
@@ -142,22 +154,55 @@ def srt_plan(srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings) -> Calla
     settings = srt_kit_settings
 
     def make(
-        recipe: Mapping[str, Any] | str,
+        recipe: RecipeInput,
         nodes: int | None = None,
         local: bool | None = None,
         job_dir: str | None = None,
+        **more: Any,
     ) -> Plan:
+        """``more``: :func:`~srt_services.testing.kit.plan`'s other keywords (``nodelist``,
+        ``allocation``, ``job_id``, ``site``, ``runs_here``, ``source``)."""
+        more.setdefault("site", settings.site)
+        more.setdefault("source", settings.source)
         return kit.plan(
             srt_plugins,
             recipe,
             nodes=nodes,
             local=settings.local if local is None else local,
             job_dir=job_dir or settings.job_dir,
-            source=settings.source,
             fill=settings.fill,
+            **more,
         )
 
     return make
+
+
+@pytest.fixture
+def srt_problems(
+    srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings
+) -> Callable[..., list[LocatedProblem]]:
+    """``srt_problems(recipe, nodes=None)``: every located error of a recipe that ``srt
+    validate`` must refuse (the test fails if it is accepted)."""
+    settings = srt_kit_settings
+
+    def problems(recipe: RecipeInput, nodes: int | None = None) -> list[LocatedProblem]:
+        return kit.problems(srt_plugins, recipe, nodes, source=settings.source, fill=settings.fill)
+
+    return problems
+
+
+@pytest.fixture
+def srt_problem(
+    srt_problems: Callable[..., list[LocatedProblem]], srt_kit_settings: kit.KitSettings
+) -> Callable[..., LocatedProblem]:
+    """``srt_problem(recipe, nodes=None)``: the one error of a recipe refused with exactly one."""
+
+    def one(recipe: RecipeInput, nodes: int | None = None) -> LocatedProblem:
+        found = srt_problems(recipe, nodes)
+        assert len(found) == 1, "\n".join(p.render(srt_kit_settings.source) for p in found)
+        return found[0]
+
+    return one
 
 
 @pytest.fixture

@@ -44,9 +44,9 @@ class Window:
 
 
 def scrape_interval(job: JobRecord) -> float:
-    for unit in (job.plan or {}).get("units", []):
-        if unit.get("type") == PROMETHEUS:
-            value = (unit.get("options") or {}).get("scrape_interval_seconds")
+    for unit in job.plan.units if job.plan is not None else ():
+        if unit.type == PROMETHEUS:
+            value = unit.options.get("scrape_interval_seconds")
             if isinstance(value, (int, float)):
                 return float(value)
     return DEFAULT_INTERVAL
@@ -84,19 +84,19 @@ def targets(client: PromClient, job: JobRecord, w: Window) -> list[dict[str, Any
     }
     labels = {m["instance"]: m for m, _ in client.query(f"last_over_time(up{{{sel}}}[{rng}])", at)}
     rows: list[dict[str, Any]] = []
-    planned = (job.plan or {}).get("scrape_targets", [])
-    names = [t["name"] for t in planned] + sorted(set(total) - {t["name"] for t in planned})
-    by_name = {t["name"]: t for t in planned}
+    planned = job.plan.scrape_targets if job.plan is not None else []
+    names = [t.name for t in planned] + sorted(set(total) - {t.name for t in planned})
+    by_name = {t.name: t for t in planned}
     for name in names:
-        t = by_name.get(name, {})
+        t = by_name.get(name)
         m = labels.get(name, {})
         scrapes = int(total.get(name, 0))
         rows.append(
             {
                 "instance": name,
-                "service": t.get("service") or m.get("service", ""),
-                "node": t.get("node") or m.get("node", ""),
-                "url": t.get("url", ""),
+                "service": (t.service if t else "") or m.get("service", ""),
+                "node": (t.node if t else "") or m.get("node", ""),
+                "url": t.url if t else "",
                 "scrapes": scrapes,
                 "failed": scrapes - int(ok.get(name, 0)),
                 "up": None if name not in last else last[name] == 1.0,
@@ -109,13 +109,13 @@ def targets(client: PromClient, job: JobRecord, w: Window) -> list[dict[str, Any
 def sources(job: JobRecord) -> set[str]:
     """The kinds (and ``workers``) of the plan that serve metrics."""
     out: set[str] = set()
-    for unit in (job.plan or {}).get("units", []):
-        if not unit.get("instances"):
+    for unit in job.plan.units if job.plan is not None else ():
+        if not unit.instances:
             continue
-        if unit.get("category") == "workers" and unit.get("metrics"):
+        if unit.category == "workers" and unit.metrics:
             out.add("workers")
         else:
-            out.add(str(unit.get("type")))
+            out.add(unit.type)
     return out
 
 

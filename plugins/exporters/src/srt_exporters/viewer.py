@@ -18,9 +18,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-from srt_services.extend import JobRecord
+from srt_services.extend import JobRecord, PlannedUnit
 
 from srt_exporters.common import find_binary
 from srt_exporters.promapi import PromClient, PromError
@@ -42,11 +41,11 @@ class NoMetrics(Exception):
     """The job has no metrics to show; the message says why."""
 
 
-def prometheus_units(job: JobRecord) -> list[dict[str, Any]]:
+def prometheus_units(job: JobRecord) -> list[PlannedUnit]:
     """The plan's ``prometheus`` units (normally one)."""
     if job.plan is None:
         return []
-    return [u for u in job.plan.get("units", []) if u.get("type") == KIND and u.get("instances")]
+    return [u for u in job.plan.units if u.type == KIND and u.instances]
 
 
 def live_url(job: JobRecord) -> str | None:
@@ -54,9 +53,9 @@ def live_url(job: JobRecord) -> str | None:
     if not job.running:
         return None
     for unit in prometheus_units(job):
-        inst = unit["instances"][0]
-        port = (unit.get("options") or {}).get("port") or (inst.get("ports") or [DEFAULT_PORT])[0]
-        ip = inst["node_ip"]
+        inst = unit.instances[0]
+        port = unit.options.get("port") or (inst.ports or [DEFAULT_PORT])[0]
+        ip = inst.node_ip
         host = f"[{ip}]" if ":" in ip else ip
         url = f"http://{host}:{port}"
         with PromClient(url) as client:

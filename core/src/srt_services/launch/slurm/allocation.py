@@ -15,9 +15,9 @@ import re
 import subprocess
 from collections.abc import Mapping
 
+from srt_services.contracts.allocation import Allocation
+from srt_services.contracts.context import Node
 from srt_services.errors import SrtError
-from srt_services.extend.context import Node
-from srt_services.plan.allocation import Allocation
 
 RESOLVE_TIMEOUT = 30.0
 _IPV4 = re.compile(r"\b(\d{1,3}(?:\.\d{1,3}){3})\b")

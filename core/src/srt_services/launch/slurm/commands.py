@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from srt_services.contracts.plan import PlannedInstance
 from srt_services.launch.process import wrap_preamble
-from srt_services.plan.model import PlannedInstance
 
 
 def container_flags(
@@ -71,7 +71,8 @@ def srun_argv(
         argv.append(f"--cpus-per-task={instance.cpus_per_task}")
     if instance.cpu_bind:
         argv.append(f"--cpu-bind={instance.cpu_bind}")
-    argv += container_flags(instance.container, aliases or {}, site_mounts, job_dir)
+    mounts = [*site_mounts, *instance.mounts]
+    argv += container_flags(instance.container, aliases or {}, mounts, job_dir)
     argv += list(site_extra)
     argv += option_flags(instance.srun_options)
     argv += wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")

@@ -22,10 +22,12 @@ import sys
 import time
 from typing import Any, ClassVar
 
-from srt_services.extend.launcher import Launcher, Preflight
+from srt_services.contracts.allocation import Allocation, AllocationRequest
+from srt_services.contracts.handle import CommandResult, Handle
+from srt_services.contracts.launcher import Launcher, LaunchSettings, Preflight
+from srt_services.contracts.plan import PlannedInstance
 from srt_services.launch import portcheck, process
-from srt_services.launch.children import CommandResult, run_command
-from srt_services.launch.handle import Handle
+from srt_services.launch.children import run_command
 from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
 from srt_services.launch.slurm.allocation import (
@@ -34,8 +36,6 @@ from srt_services.launch.slurm.allocation import (
     kill_wait,
     slurm_env,
 )
-from srt_services.plan.allocation import Allocation, AllocationRequest
-from srt_services.plan.model import PlannedInstance
 
 #: Seconds kept free below KillWait for the final sweep and writing the result.
 KILLWAIT_MARGIN = 1.5
@@ -69,12 +69,11 @@ class SlurmLauncher(Launcher):
         self._shared: dict[str, bool] = {}
 
     @classmethod
-    def allocation(cls, request: AllocationRequest, needed: int) -> Allocation:
-        from srt_services.site_config import current
-
-        alloc = current_allocation(
-            request.job_dir or os.getcwd(), current().slurm.network_interface
-        )
+    def allocation(
+        cls, request: AllocationRequest, needed: int, settings: LaunchSettings | None = None
+    ) -> Allocation:
+        interface = settings.network_interface if settings is not None else None
+        alloc = current_allocation(request.job_dir or os.getcwd(), interface)
         if len(alloc.nodes) < needed:
             raise SlurmError(
                 f"the allocation has {len(alloc.nodes)} node(s) but the recipe needs {needed}"
@@ -86,12 +85,9 @@ class SlurmLauncher(Launcher):
         return self.plan.job_id
 
     async def prepare(self) -> None:
-        from srt_services.site_config import current
-
-        site = current()
-        self.aliases = dict(site.container_aliases)
-        self.mounts = list(site.container_mounts)
-        self.extra = list(site.slurm.srun_extra)
+        self.aliases = dict(self.settings.container_aliases)
+        self.mounts = list(self.settings.container_mounts)
+        self.extra = list(self.settings.srun_extra)
         try:
             self.kill_wait_s = kill_wait()
         except SlurmError:
@@ -129,9 +125,8 @@ class SlurmLauncher(Launcher):
 
     async def _step_ids(self, names: set[str]) -> dict[str, str]:
         """``<job>.<step>`` of each named step still known to Slurm."""
-        assert self.watcher is not None
         result = await run_command(
-            self.watcher,
+            self.children,
             ["squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"],
             30.0,
             env=slurm_env(),
@@ -174,7 +169,7 @@ class SlurmLauncher(Launcher):
         await asyncio.gather(
             *(
                 run_command(
-                    self.watcher, ["scancel", f"--signal={s}", *targets], 30.0, env=slurm_env()
+                    self.children, ["scancel", f"--signal={s}", *targets], 30.0, env=slurm_env()
                 )
                 for s, targets in by_signal.items()
             )
@@ -209,7 +204,7 @@ class SlurmLauncher(Launcher):
     async def _portcheck(self, node: str, args: list[str]) -> list[portcheck.PortReport]:
         argv = self._helper(node, "srt-preflight", sys.executable, "-m", PORTCHECK, *args)
         result = await run_command(
-            self.watcher, argv, 60.0, env=self._env(process.service_env({}, {}))
+            self.children, argv, 60.0, env=self._env(process.service_env({}, {}))
         )
         if not result.ok:
             raise SlurmError(f"port check on {node} failed: {result.stderr.strip()[-300:]}")
@@ -251,7 +246,7 @@ class SlurmLauncher(Launcher):
         try:
             argv = self._helper(node, "srt-shared-fs", "test", "-f", marker)
             result = await run_command(
-                self.watcher, argv, 60.0, env=self._env(process.service_env({}, {}))
+                self.children, argv, 60.0, env=self._env(process.service_env({}, {}))
             )
         finally:
             os.unlink(marker)
@@ -282,7 +277,7 @@ class SlurmLauncher(Launcher):
         """``rm -rf`` of ``root`` on ``node``; what went wrong, or ``None``."""
         argv = self._helper(node, "srt-cleanup", "rm", "-rf", "--", root)
         result = await run_command(
-            self.watcher, argv, CLEANUP_TIMEOUT, env=self._env(process.service_env({}, {}))
+            self.children, argv, CLEANUP_TIMEOUT, env=self._env(process.service_env({}, {}))
         )
         if result.timed_out:
             return f"no answer within {CLEANUP_TIMEOUT:g}s"
@@ -306,14 +301,14 @@ class SlurmLauncher(Launcher):
         flags = commands.container_flags(container, self.aliases, self.mounts, self.job_dir)
         full = commands.oneshot_argv(argv, self.job_id, node, name, log_path, cwd, flags)
         result = await run_command(
-            self.watcher, full, timeout, env=self._env(env), stdout_path=log_path
+            self.children, full, timeout, env=self._env(env), stdout_path=log_path
         )
         if result.timed_out:
             with contextlib.suppress(Exception):
                 ids = await self._step_ids({name})
                 if ids:
                     await run_command(
-                        self.watcher,
+                        self.children,
                         ["scancel", "--signal=KILL", *ids.values()],
                         30.0,
                         env=slurm_env(),

@@ -1,0 +1,140 @@
+"""``srt stop JOBDIR``: stop a job from another shell, or clean up after a dead one.
+
+If the orchestrator lives, it is asked to stop (SIGTERM) and waited for; it alone knows
+the tiers and graces, and the job ends recorded as stopped by the user. If it died, what
+it left is stopped tier by tier from here (:mod:`srt_services.supervise.recovery`). A
+Slurm job is cancelled through Slurm. "nothing of the job is running" is said only after a
+last look found nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import time
+from dataclasses import dataclass
+
+from srt_services import procfs
+from srt_services.jobdir.state import write_state
+from srt_services.jobdir.stop_request import write_stop_request
+from srt_services.jobdir.view import JobView
+from srt_services.launch.cgroup import JobCgroup
+from srt_services.supervise.recovery import (
+    DEFAULT_GRACE,
+    ORCHESTRATOR_MARGIN,
+    Log,
+    grace_of,
+    leftovers,
+    stop_leftovers,
+    wait_gone,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequest:
+    job_dir: str
+    #: skip the graces: SIGKILL at once
+    now: bool = False
+    #: the grace to give each tier (default: the plan's)
+    timeout: float | None = None
+
+
+def mark_stopped(view: JobView, note: str) -> None:
+    """Record in ``state.json`` that the job was stopped from outside (and by what)."""
+    if view.state is None:
+        return
+    stopped = dataclasses.replace(view.state, status="stopped", stopped_by=note)
+    write_state(view.job, stopped)
+
+
+def _stop_slurm_job(job_id: str, now: bool, timeout: float | None, log: Log) -> int:
+    from srt_services.launch.slurm import control
+
+    log(f"stopping Slurm job {job_id}")
+    gone = control.stop(job_id, timeout if timeout is not None else 60.0, now=now, log=log)
+    if not gone:
+        log(f"Slurm job {job_id} is still listed after scancel")
+        return 1
+    log("nothing of the job is running")
+    return 0
+
+
+def _ask_orchestrator(view: JobView, now: bool, timeout: float | None, log: Log) -> bool:
+    """SIGTERM the live orchestrator (twice with ``now``) and wait; True once it is gone."""
+    assert view.state is not None
+    orch = view.state.orchestrator
+    log(f"asking the orchestrator (pid {orch.pid}) to stop the job")
+    procfs.signal_same(orch.pid, orch.start_ticks, signal.SIGTERM)
+    if now:
+        time.sleep(0.05)
+        procfs.signal_same(orch.pid, orch.start_ticks, signal.SIGTERM)
+    grace = max((grace_of(g) for g in view.grace().values()), default=DEFAULT_GRACE)
+    limit = timeout if timeout is not None else grace + ORCHESTRATOR_MARGIN
+    if wait_gone([orch.pid], limit):
+        log(f"the orchestrator did not finish within {limit:g}s; stopping its processes directly")
+        return False
+    return True
+
+
+def _remove_cgroup(view: JobView) -> None:
+    group = JobCgroup.existing(view.state.cgroup if view.state else None, view.cookie)
+    if group is not None:
+        group.remove(wait=0.5)
+
+
+def stop_job(request: StopRequest, log: Log = print) -> int:
+    """``srt stop``: returns 0 when nothing of the job is left running."""
+    path, now, timeout = request.job_dir, request.now, request.timeout
+    view = JobView.read(path)
+    if view.slurm_job_id is not None:
+        if view.result is None:
+            write_stop_request(view.job, view.cookie, now)
+        return _stop_slurm_job(view.slurm_job_id, now, timeout, log)
+    elsewhere = view.state.orchestrator.elsewhere() if view.state is not None else None
+    if elsewhere is not None:
+        return _orchestrator_elsewhere(view, elsewhere, log)
+    alive = view.orchestrator_alive()
+    if alive:
+        # read by the orchestrator when the signal arrives: the job ends as stopped by us
+        write_stop_request(view.job, view.cookie, now)
+    if alive and _ask_orchestrator(view, now, timeout, log):
+        view = JobView.read(path)
+        if not leftovers(view):
+            _remove_cgroup(view)
+            log("stopped")
+            return 0
+    return _stop_directly(view, now, timeout, log)
+
+
+def _orchestrator_elsewhere(view: JobView, elsewhere: str, log: Log) -> int:
+    """The job's orchestrator is out of this process's sight (``elsewhere`` says why): after
+    a reboot nothing of the job can run, so it is only marked stopped; on another host or
+    in another PID namespace only an ``srt stop`` run there can reach it."""
+    assert view.state is not None
+    orch = view.state.orchestrator
+    if "rebooted" in elsewhere:
+        log(f"the job's orchestrator (pid {orch.pid}) cannot be running: {elsewhere}")
+        if not view.state.finished:
+            mark_stopped(view, "srt stop (after a reboot)")
+        return 0
+    log(
+        f"cannot stop this job from here: its orchestrator (pid {orch.pid}) {elsewhere};"
+        " run `srt stop` there"
+    )
+    return 1
+
+
+def _stop_directly(view: JobView, now: bool, timeout: float | None, log: Log) -> int:
+    """Stop what is left of the job without its orchestrator (gone, or too slow); 0 when
+    nothing of the job is left running."""
+    survivors = stop_leftovers(view, 0.0 if now else timeout, log)
+    if view.state is not None and not view.orchestrator_alive():
+        mark_stopped(view, "srt stop")
+    left = leftovers(view)
+    if survivors or left:
+        shown = survivors or [f"pid {f.pid} ({f.step or '?'})" for f in left]
+        log("could not stop: " + ", ".join(shown))
+        return 1
+    _remove_cgroup(view)
+    log("nothing of the job is running")
+    return 0

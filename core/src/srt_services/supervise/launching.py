@@ -1,0 +1,134 @@
+"""Launching one attempt of an instance: its environment, its files, the launcher's call,
+and its exit registered with the child watcher before anything else can happen.
+
+A command that cannot be executed at all (ENOENT, a full disk while writing its files)
+is not an error of the orchestrator: the log says why and the attempt takes the ordinary
+exit path with code 127, what a shell reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from srt_services.jobdir.cause import StopCause, StopKind
+from srt_services.jobdir.identity import INSTANCE_VAR
+from srt_services.supervise.readiness import Probing
+from srt_services.supervise.runs import InstanceRun, PhaseFailed
+
+if TYPE_CHECKING:
+    from srt_services.contracts.launcher import Launcher
+    from srt_services.contracts.plan import PlannedInstance
+    from srt_services.jobdir.layout import JobDir
+    from srt_services.launch.children import ChildWatcher
+    from srt_services.supervise.journal import Journal
+
+
+class Launching:
+    def __init__(
+        self,
+        job: JobDir,
+        launcher: Launcher,
+        watcher: ChildWatcher,
+        journal: Journal,
+        base_env: Mapping[str, str],
+        on_exit: Callable[[InstanceRun, int], None],
+    ) -> None:
+        self.job = job
+        self.launcher = launcher
+        self.watcher = watcher
+        self.journal = journal
+        #: the inherited part of every instance's environment, computed once per job
+        self.base_env = base_env
+        self.on_exit = on_exit
+
+    def launch(self, inst: InstanceRun) -> None:
+        p = inst.planned
+        # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
+        log_path = os.path.join(self.job.path, p.log)
+        env = dict(self.base_env)
+        env.update(p.env)
+        env[INSTANCE_VAR] = p.step
+        env["SRT_NODE"] = p.node
+        env["SRT_NODE_IP"] = p.node_ip
+        inst.attempt += 1
+        inst.exit_fut = asyncio.get_running_loop().create_future()
+        inst.exit_code = None
+        inst.killed_for = None
+        Probing.launching(inst)
+        try:
+            if needs_work_dir(p):
+                write_files(p, self.job.logs)  # a full disk fails this attempt like an exec
+            handle = self.launcher.launch(p, env, log_path)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
+            self._cannot_execute(inst, log_path, exc)
+            return
+        inst.handle = handle
+        inst.state = "starting"
+        inst.waiting_since = time.monotonic()
+        self.watcher.watch(handle.pid, functools.partial(self.on_exit, inst), handle.popen)
+        self.journal.scrape_targets.started(p.step)
+        self.journal.emit(
+            "launched",
+            step=p.step,
+            unit=p.unit,
+            node=p.node,
+            pid=handle.pid,
+            attempt=inst.attempt,
+            log=p.log,
+            offset=handle.log_offset,  # where this attempt's output starts (srt logs)
+        )
+        self.journal.mark_dirty()
+
+    def _cannot_execute(self, inst: InstanceRun, log_path: str, error: Exception) -> None:
+        """The command could not be executed at all: the log says why, and the instance
+        takes the ordinary exit path with code 127 (what a shell reports)."""
+        p = inst.planned
+        why = error.strerror if isinstance(error, OSError) else str(error)
+        with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(f"srt: cannot execute {p.argv[0] if p.argv else '?'}: {why}\n")
+        inst.handle = None
+        inst.state = "starting"
+        inst.waiting_since = time.monotonic()
+        self.journal.emit("launch_failed", step=p.step, unit=p.unit, node=p.node, error=why)
+        asyncio.get_running_loop().call_soon(self.on_exit, inst, 127)
+
+
+def needs_work_dir(p: PlannedInstance) -> bool:
+    """Create ``work/<step>`` only for instances that use it (files, or ``{work_dir}``)."""
+    if p.files:
+        return True
+    w = p.work_dir
+    return (
+        any(w in a for a in p.argv)
+        or (p.preamble is not None and w in p.preamble)
+        or (p.cwd is not None and p.cwd.startswith(w))
+        or any(w in v for v in p.env.values())
+    )
+
+
+def write_files(p: PlannedInstance, log_dir: str) -> None:
+    """Write the files a kind asked for: a relative name into the instance's work
+    directory, a ``{log_dir}/...`` one into the job's log directory; never elsewhere."""
+    work = p.work_dir
+    os.makedirs(work, exist_ok=True)
+    if not p.files:
+        return
+    roots = [os.path.realpath(d) + os.sep for d in (work, log_dir)]
+    for name, content in p.files.items():
+        target = os.path.realpath(os.path.join(work, name))
+        if not any(target.startswith(root) for root in roots):
+            raise PhaseFailed(
+                StopCause(
+                    StopKind.BAD_PLAN,
+                    f"{p.step}: file {name!r} would be outside its work and log directories",
+                )
+            )
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(content)

@@ -1,0 +1,206 @@
+"""The srt service kind ``oarbank``: one service of a protocol-1 module, run by our agent.
+
+The instance srt launches is ``python -m srt_oarbank.agent`` for that one service: the agent
+starts it through the module's executable (or adopts it if it already runs), restarts it
+with backoff, and on SIGTERM stops it through the protocol and reaps its owned objects. So
+srt's readiness is the protocol's ``ready`` (probe ``oarbank-ready``), srt's stop is the
+protocol's ``stop`` plus reaping, and ``critical`` means what it means for any service.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field
+from srt_services.extend import DefaultProbe, KindOptions, Problem, ServiceKind, processes
+
+if TYPE_CHECKING:
+    from srt_services.extend import InstanceContext, Recipe, ServiceSpec
+
+OPS = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
+DEFAULT_STOP_S = 120.0
+#: The agent's budget for ``destroy --force`` after a failed stop (its escalation).
+ESCALATION_S = 60.0
+#: Reaping and checking the owned objects after the stop.
+TEARDOWN_MARGIN_S = 10.0
+#: srt's readiness budget beyond the agent's own: starting the agent's interpreter, loading
+#: the bundle and one poll interval.
+READY_MARGIN_S = 30.0
+
+
+class OarbankOptions(KindOptions):
+    bundle: str = Field(description="Module bundle directory (holds oarbank-module.json).")
+    service: str = Field(description="Name of the service in the module's manifest.")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Module settings for this node (OARBANK_SETTINGS_FILE), handed over "
+        "unchanged: srt renders no placeholder in them.",
+    )
+    tools: dict[str, Any] = Field(
+        default_factory=dict, description="Granted host tools (OARBANK_TOOLS_FILE), unchanged."
+    )
+    limits: dict[str, Any] = Field(
+        default_factory=dict, description="The owner's caps (OARBANK_LIMITS_FILE), unchanged."
+    )
+    node_id: str = Field("{node}", description="OARBANK_NODE_ID (placeholders allowed).")
+    timeouts: dict[str, float] = Field(
+        default_factory=dict, description="Per-op timeout overrides in seconds (op: seconds)."
+    )
+    ready_timeout_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="How long srt waits for the protocol's ready. Default: what the agent may "
+        "need for its first try, from the manifest (fingerprint, start and ready timeouts).",
+    )
+
+
+class OarbankKind(ServiceKind):
+    name: ClassVar[str] = "oarbank"
+    summary: ClassVar[str] = "A service of a protocol-1 module, run under srt's oarbank agent."
+    readiness_summary: ClassVar[str] = "the protocol's ready op"
+    Options: ClassVar[type[OarbankOptions]] = OarbankOptions
+    default_start: ClassVar[str] = "before_workers"
+    default_critical: ClassVar[bool] = True
+    forbids_command: ClassVar[bool] = True
+    #: the protocol's stop may take 120 s, then destroy --force 60 s, then reaping (validate
+    #: warns when a manifest's stop timeout needs more)
+    default_stop_grace: ClassVar[float] = 190.0
+
+    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        from oarbank_protocol.execution.bundle import load_bundle
+
+        out: list[Problem] = []
+        for op, seconds in options.timeouts.items():
+            if op not in OPS:
+                out.append(
+                    Problem(("options", "timeouts", op), f"is not an operation ({', '.join(OPS)})")
+                )
+            elif not seconds > 0:
+                out.append(Problem(("options", "timeouts", op), "must be > 0 seconds"))
+        path = Path(options.bundle)
+        if not path.is_absolute():
+            out.append(
+                Problem(("options", "bundle"), "must be an absolute path (every node must find it)")
+            )
+            return out
+        try:
+            bundle = load_bundle(path)
+            manifest = bundle.manifest.service(options.service)
+        except Exception as exc:
+            out.append(Problem(("options",), f"cannot use module bundle {options.bundle}: {exc}"))
+            return out
+        stop = options.timeouts.get("stop") or manifest.op_timeout("stop") or DEFAULT_STOP_S
+        needed = stop + ESCALATION_S + TEARDOWN_MARGIN_S
+        grace = spec.stop_grace_seconds
+        grace = self.default_stop_grace if grace is None else grace
+        if grace < needed:
+            out.append(
+                Problem(
+                    ("stop_grace_seconds",),
+                    f"{grace:g} s is shorter than the module's stop ({stop:g} s) plus destroy "
+                    f"--force ({ESCALATION_S:g} s) and reaping: srt may kill the agent before "
+                    f"the module has stopped; set stop_grace_seconds: {needed:g}",
+                    warning=True,
+                )
+            )
+        return out
+
+    def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "srt_oarbank.agent",
+            "--bundle",
+            options.bundle,
+            "--service",
+            options.service,
+            "--node-id",
+            options.node_id,
+            "--data",
+            "{work_dir}/data",
+            "--state",
+            "{work_dir}/agent-state.json",
+            "--status-file",
+            "{work_dir}/status.json",
+        ]
+        for name in ("settings", "tools", "limits"):
+            if getattr(options, name):
+                argv += [f"--{name}", f"{{work_dir}}/{name}.json"]
+        for op, seconds in sorted(options.timeouts.items()):
+            argv += ["--timeout", f"{op}={seconds:g}"]
+        # What the module starts carries srt's job cookie, so srt still finds it at job end
+        # (the protocol's stop and reaping come first; this is the net under them).
+        for name in (processes.COOKIE_VAR, processes.INSTANCE_VAR):
+            argv += ["--inherit-env", name]
+        return argv
+
+    def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
+        return {
+            f"{name}.json": literal_json(getattr(options, name))
+            for name in ("settings", "tools", "limits")
+            if getattr(options, name)
+        }
+
+    def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
+        return DefaultProbe(
+            "oarbank-ready",
+            {
+                "bundle": options.bundle,
+                "service": options.service,
+                "node_id": options.node_id,
+                "data_dir": "{work_dir}/data",
+                "timeouts": dict(options.timeouts),
+                "status_file": "{work_dir}/status.json",
+                "agent_data": True,
+            },
+            timeout=options.ready_timeout_seconds or default_ready_timeout(options),
+            interval=1.0,
+        )
+
+
+def default_ready_timeout(options: Any) -> float:
+    """How long the agent may need before its first ``ready`` can say yes.
+
+    It fingerprints (to adopt rather than start twice), starts, then polls ``ready`` until the
+    manifest's ``ready_timeout_s``: srt's readiness must outlast all three, or srt would give
+    up on a module that is within its own limits. Unknown bundle (refused by ``validate``
+    anyway): the old fixed 600 s.
+    """
+    from oarbank_protocol.execution.bundle import load_bundle
+    from oarbank_protocol.execution.executor import DEFAULT_TIMEOUTS
+
+    try:
+        manifest = load_bundle(Path(options.bundle)).manifest.service(options.service)
+    except Exception:
+        return 600.0
+    fingerprint = options.timeouts.get("fingerprint") or manifest.op_timeout("fingerprint")
+    start = options.timeouts.get("start") or manifest.start_timeout_s
+    return float(
+        (fingerprint or DEFAULT_TIMEOUTS["fingerprint"])
+        + start
+        + manifest.ready_timeout_s
+        + READY_MARGIN_S
+    )
+
+
+def literal_json(value: Any) -> str:
+    """``value`` as JSON text that srt's placeholder rendering leaves exactly as it is.
+
+    srt renders every string a kind returns (``{node}``, ``{{x}}`` for a literal ``{x}``), but
+    the settings are the module's data and must reach it unchanged, placeholders and all. A
+    placeholder can only occur inside a JSON string (a structural brace is followed by a
+    quote or a brace), so braces there are written as the JSON escapes ``\\u007b`` and
+    ``\\u007d``: any JSON reader decodes the same values, and srt finds nothing to render.
+    """
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("{", "\\u007b").replace("}", "\\u007d")
+    if isinstance(value, dict):
+        items = (f"{literal_json(str(k))}: {literal_json(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(literal_json(v) for v in value) + "]"
+    return json.dumps(value)

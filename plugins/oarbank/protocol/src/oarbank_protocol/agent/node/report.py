@@ -1,0 +1,59 @@
+"""The node agent's ``status`` answer: every module's services, probes, pools and
+admissions, and the node's memory budget with what is charged against it.
+
+A plain JSON-able dict, built from the managers' snapshots in one synchronous pass (so it
+is consistent: nothing changes while it is built); clients (``srt oarbank status``, a
+scheduler's prolog, a human) read it without importing anything of the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from oarbank_protocol.lifecycle.manager import ModuleManager
+from oarbank_protocol.lifecycle.resources import NodeResources
+
+
+def module_status(manager: ModuleManager) -> dict[str, Any]:
+    snap = manager.snapshot()
+    capabilities = manager.capability_report()
+    return {
+        "services": {
+            s: {
+                "lifecycle": v.lifecycle,
+                "state": v.state,
+                "reason": v.reason,
+                "available": v.available,
+                "health": v.health,
+                "users": list(v.users),
+                "restart_count": v.restart_count,
+                "pid": v.pid,
+                "leftover_ids": list(v.leftover_ids),
+                "freeze_ok": manager.services[s].spec.freeze_ok,
+            }
+            for s, v in snap.services.items()
+        },
+        "probes": {
+            p: {"available": ok, "detail": capabilities[p].detail} for p, ok in snap.probes.items()
+        },
+        "pools": {
+            "capacity": snap.resources.capacity,
+            "reserved": snap.resources.reserved,
+        },
+        "admissions": list(snap.admissions),
+    }
+
+
+def node_status(
+    node_id: str, managers: Mapping[str, ModuleManager], resources: NodeResources
+) -> dict[str, Any]:
+    return {
+        "node_id": node_id,
+        "modules": {name: module_status(manager) for name, manager in managers.items()},
+        "memory": {
+            "budget_gb": resources.mem_budget_gb,
+            "charged_gb": resources.mem_charged_gb,
+            "charges": resources.snapshot().charges,
+        },
+    }
