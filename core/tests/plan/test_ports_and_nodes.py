@@ -420,3 +420,20 @@ def test_per_worker_selecting_no_workers(srt_problem) -> None:
         """.replace("prefill, per", "agg, per")
     )
     assert p.message == "placement agg selects no workers in this job"
+
+
+def test_python_is_the_interpreter_srt_runs_under(srt_plan) -> None:
+    """A hand-written command finds the packages installed next to srt (a venv that was
+    never activated puts another python3 first on PATH)."""
+    import sys
+
+    plan = srt_plan(
+        {
+            "services": [
+                {"name": "py", "command": ["{python}", "-m", "mod"], "env": {"PY": "{python}"}}
+            ]
+        }
+    )
+    (inst,) = plan.unit("py").instances
+    assert inst.argv == [sys.executable, "-m", "mod"]
+    assert inst.env["PY"] == sys.executable

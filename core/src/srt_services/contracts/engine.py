@@ -115,6 +115,12 @@ class Engine:
     frontend_stop_grace: ClassVar[float] = 20.0
     worker_stop_grace: ClassVar[float] = 30.0
 
+    def runs_frontend_for(self, recipe: Recipe) -> bool:
+        """Whether this recipe's job has a frontend process of the engine's: ``runs_frontend``,
+        unless the engine decides per recipe (trtllm-serve runs its orchestrator only for a
+        disaggregated job; an aggregated worker serves the public port itself)."""
+        return self.runs_frontend
+
     def validate(self, recipe: Recipe, options: Any) -> Iterable[Problem]:
         """Problems of the recipe under this engine, with paths from the recipe's root
         (``("roles", "prefill", "config", "tp")``): a backend it cannot run, a flag in

@@ -321,7 +321,7 @@ def frontend_units(ctx: PlanContext, discovery: dict[str, str]) -> list[PlannedU
     spec = recipe.frontend
     assert spec is not None
     settled = ctx.loaded.engine if spec.command is None else None
-    if settled is not None and not settled.engine.runs_frontend:
+    if settled is not None and not settled.engine.runs_frontend_for(recipe):
         return []
     head = ctx.layout.head
     if spec.replicas == 1:
@@ -456,7 +456,11 @@ def _public_node(ctx: PlanContext) -> Node | None:
     if recipe.frontend is None or recipe.frontend.type == "none":
         return None
     settled = ctx.loaded.engine
-    if settled is not None and recipe.frontend.command is None and not settled.engine.runs_frontend:
+    if (
+        settled is not None
+        and recipe.frontend.command is None
+        and not settled.engine.runs_frontend_for(recipe)
+    ):
         worker = settled.engine.public_worker(ctx.layout)
         return worker.nodes[0] if worker is not None else None
     return ctx.layout.head

@@ -8,6 +8,7 @@ instance, only when something will read them (:class:`LazyValues`).
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,9 @@ def job_values(
         "job_name": recipe.name,
         "frontend_port": str(recipe.frontend.port) if recipe.frontend else "",
         "recipe_dir": recipe_dir,
+        # srt run from a venv that was never activated: PATH's python3 may not be the one
+        # that has the job's packages; this one has (it is running srt)
+        "python": sys.executable,
         **_role_values(lay),
     }
 

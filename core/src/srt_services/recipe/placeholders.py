@@ -45,6 +45,9 @@ COMMON: frozenset[str] = frozenset(
         "job_name",
         "frontend_port",
         "recipe_dir",
+        # the interpreter srt itself runs under: a hand-written command that needs a module
+        # installed next to srt (``{python} -m dynamo.frontend``) whatever PATH holds
+        "python",
         # where each role's workers are, for a frontend or router that must find them
         *(
             f"{role}_{what}"

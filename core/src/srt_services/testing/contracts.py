@@ -750,9 +750,15 @@ class EngineContract:
             for unit in workers:
                 for inst in unit.instances:
                     assert inst.argv, f"sample {i}: {inst.step} has no command"
-            if engine_case.engine.runs_frontend:
-                (front,) = [u for u in plan.units if u.category == "frontend"]
-                assert front.instances[0].argv, f"sample {i}: the frontend has no command"
+            recipe = kit.load(engine_plugins, dict(engine_case.recipes[i])).recipe
+            fronts = [u for u in plan.units if u.category == "frontend"]
+            if engine_case.engine().runs_frontend_for(recipe):
+                assert fronts, f"sample {i}: no frontend unit"
+                for front in fronts:  # the frontend, its replicas and their balancer
+                    for inst in front.instances:
+                        assert inst.argv, f"sample {i}: {inst.step} has no command"
+            else:
+                assert not fronts, f"sample {i}: the engine runs no frontend, yet one is planned"
 
     def test_nothing_is_left_unrendered(
         self, engine_plugins: PluginSet, engine_case: EngineCase

@@ -1,0 +1,1 @@
+"""srt-direct: the engines ``sglang``, ``vllm`` and ``trtllm-serve`` (no Dynamo) for srt."""

@@ -1,0 +1,1 @@
+"""srt-dynamo: the ``dynamo`` engine (``frontend.type: dynamo``) for srt."""
