@@ -10,7 +10,7 @@ import pytest
 import srt_dynamo.plugin
 from srt_services.testing.kit import KitSettings
 
-# the helper modules beside the tests (dynamo_stack, dynamo_tiny_model), importable under
+# the helper module beside the tests (dynamo_stack), importable under
 # pytest's importlib mode
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -32,7 +32,7 @@ def srt_kit_settings() -> KitSettings:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model directory for the mocker and the frontend, built here (nothing downloaded)."""
-    from dynamo_tiny_model import build
+    from srt_dynamo.tiny_model import build
 
     path = tmp_path_factory.mktemp("models") / "tiny"
     build(str(path), "tiny")

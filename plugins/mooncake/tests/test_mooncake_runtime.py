@@ -44,13 +44,12 @@ class Ports:
     metrics: int
     store_a: int
     store_b: int
+    frontend: int
 
 
 @pytest.fixture
 def ports(srt_free_port: Callable[[], int]) -> Ports:
-    return Ports(
-        srt_free_port(), srt_free_port(), srt_free_port(), srt_free_port(), srt_free_port()
-    )
+    return Ports(*(srt_free_port() for _ in range(6)))
 
 
 def master_entry(p: Ports) -> str:
@@ -76,7 +75,7 @@ def pool_recipe(p: Ports, master: str, benchmark: bool = True) -> str:
         "name: mooncake-rt\n"
         "resources: {gpus_per_node: 1}\n"
         "observability: {metrics: false}\n"
-        'frontend: {type: sglang, command: [sleep, "600"], port: ' + str(p.store_b + 1) + "}\n"
+        'frontend: {type: sglang, command: [sleep, "600"], port: ' + str(p.frontend) + "}\n"
         "roles:\n"
         f"  prefill: {{command: {json.dumps(prefill)}, {ready}}}\n"
         f"  decode: {{command: {json.dumps(decode)}, {ready}}}\n"

@@ -1,4 +1,7 @@
-"""A tiny, fully local model directory for Dynamo's mocker and frontend, built in the test.
+"""A tiny, fully local model directory for Dynamo's mocker and frontend.
+
+    python -m srt_dynamo.tiny_model OUTDIR [--name NAME]
+
 
 Nothing is downloaded: a byte-level BPE tokenizer is trained on a few fixed sentences with
 ``tokenizers`` (about 0.2 s, deterministic), and the JSON files Dynamo reads are written
@@ -10,8 +13,10 @@ registers. Its keys carry ``num_hidden_layers``, ``num_attention_heads`` and
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CORPUS = [
@@ -37,7 +42,12 @@ def build(outdir: str, name: str) -> None:
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     os.environ.setdefault("RAYON_RS_NUM_CPUS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    except ImportError:  # installed with Dynamo's dependencies (requirements-dynamo.txt)
+        raise SystemExit(
+            "the tiny model needs the tokenizers package: pip install tokenizers"
+        ) from None
 
     os.makedirs(outdir, exist_ok=True)
 
@@ -122,3 +132,17 @@ def build(outdir: str, name: str) -> None:
         with open(os.path.join(outdir, fname), "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=2, sort_keys=True)
             f.write("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build a tiny local model for Dynamo's mocker.")
+    parser.add_argument("outdir", help="directory to write (created if missing)")
+    parser.add_argument("--name", default="tiny", help="the model's _name_or_path")
+    args = parser.parse_args(argv)
+    build(args.outdir, args.name)
+    print(args.outdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
