@@ -122,6 +122,15 @@ def original_path(data: Mapping[str, Any], selector: str | None, path: KeyPath) 
     return (section_key, *found)
 
 
+def located(path: KeyPath, message: str, where: Callable[[KeyPath], KeyPath]) -> Problem:
+    """A problem at the original key; a key the file does not hold (a missing one) is
+    named in the message, located at its nearest written ancestor."""
+    at = where(path)
+    if path and path[-1] not in at[-2:]:
+        message = f"{'.'.join(str(p) for p in path)}: {message}"
+    return Problem(at, message)
+
+
 def benchmark_problems(config: SrtConfig, where: Callable[[KeyPath], KeyPath]) -> list[Problem]:
     """srtctl accepts any benchmark type and fails once the workers are up; srt refuses it."""
     problems = []
@@ -214,7 +223,7 @@ class SrtctlFormat(RecipeFormat):
             config = load_config_dict(raw, cluster)
         except RecipeError as exc:
             raise FormatProblems(
-                [Problem(where(p.path), p.message) for p in exc.problems]
+                [located(p.path, p.message, where) for p in exc.problems]
             ) from None
         problems = benchmark_problems(config, where)
         if problems:

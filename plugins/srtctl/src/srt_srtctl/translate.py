@@ -79,6 +79,23 @@ MOCKER_KEYS = (
     "preemption_mode",
 )
 
+#: ``engine.options`` keys -> the srtctl key each comes from.
+OPTION_ORIGINS: dict[str, KeyPath] = {
+    "install": ("dynamo",),
+    "gpu_type": ("resources", "gpu_type"),
+    "dump_config": ("enable_config_dump",),
+    "profiling": ("profiling",),
+    "otel_endpoint": ("observability", "otel_endpoint"),
+    "kv_events": ("backend", "kv_events_config"),
+    "connector": ("backend", "connector"),
+    "dp_launch_mode": ("backend", "dp_launch_mode"),
+    "set_cuda_visible_devices": ("backend", "set_cuda_visible_devices"),
+    "numa_memory_bind": ("backend", "numa_memory_bind"),
+    "sequential_node_start": ("backend", "sequential_node_start"),
+    "publish_events_and_metrics": ("observability", "enabled"),
+    "readiness_timeout_seconds": ("health_check",),
+}
+
 #: schema-2 path prefix -> the srtctl key it comes from (the longest prefix wins).
 Origins = dict[KeyPath, KeyPath]
 
@@ -439,6 +456,10 @@ def translate_config(
     if m:
         doc["mounts"] = m
     doc["resources"] = _resources(config, origins)
+    for key in MOCKER_KEYS:
+        origins[("engine", "options", "mocker", key)] = ("backend", key)
+    for key, where in OPTION_ORIGINS.items():
+        origins[("engine", "options", key)] = where
     doc["engine"] = {
         "type": config.backend_type,
         "model": model_argument(config),
