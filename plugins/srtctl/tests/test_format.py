@@ -271,3 +271,32 @@ def test_a_migrated_recipe_plans_the_same_processes(found: Any, tmp_path: Path) 
         return [i["argv"] for u in plan["units"] for i in u["instances"]]
 
     assert argvs(after.stdout) == argvs(before.stdout)
+
+
+def test_a_site_without_containers_runs_the_engines_installed_on_its_nodes(
+    found: Any, tmp_path: Path
+) -> None:
+    """`[formats.srtctl] containers = false`: the model's own path, no container, no mounts,
+    no Dynamo install (srtctl's `dynamo.version` would pip-install it before every process)."""
+    recipe = write(
+        tmp_path,
+        PLAIN.replace('"hf:Qwen/Qwen3-0.6B"', "tiny").replace(
+            "  install: false\n", '  version: "0.8.0"\n'
+        ),
+    )
+    cluster = write(tmp_path, CLUSTER.format(model="/models/tiny"), "srtslurm.yaml")
+    site = write(
+        tmp_path, f'[formats.srtctl]\ncluster_config = "{cluster}"\ncontainers = false\n', "s.toml"
+    )
+    with_containers = run(["dry-run", str(recipe), "--json"], found)
+    assert "ai-dynamo==0.8.0" in with_containers.stdout
+    r = run(["dry-run", str(recipe), "--json"], found, SRT_SITE_CONFIG=str(site))
+    assert r.code == 0, r.stderr
+    worker = next(u for u in json.loads(r.stdout)["units"] if u["name"] == "agg")["instances"][0]
+    assert worker["argv"][worker["argv"].index("--model-path") + 1] == "/models/tiny"
+    assert worker["container"] is None and worker["mounts"] == []
+    assert "ai-dynamo" not in r.stdout
+    bad = write(tmp_path, "[formats.srtctl]\ncontainers = 0\n", "bad.toml")
+    r = run(["validate", str(recipe)], found, SRT_SITE_CONFIG=str(bad))
+    assert r.code == 2
+    assert "[formats.srtctl] containers must be true or false" in r.stderr, r.stderr

@@ -228,7 +228,12 @@ class SrtctlFormat(RecipeFormat):
         problems = benchmark_problems(config, where)
         if problems:
             raise FormatProblems(problems)
-        doc, origins = translate_config(config, raw, cluster)
+        containers = settings.get("containers", True)
+        if not isinstance(containers, bool):
+            raise FormatProblems(
+                [Problem((), "site setting [formats.srtctl] containers must be true or false")]
+            )
+        doc, origins = translate_config(config, raw, cluster, containers)
 
         def origin(path: tuple[str | int, ...]) -> tuple[str | int, ...]:
             for n in range(len(path), 0, -1):

@@ -426,8 +426,23 @@ def _resources(config: SrtConfig, origins: Origins) -> dict[str, Any]:
     return resources
 
 
+def without_containers(doc: dict[str, Any], config: SrtConfig) -> None:
+    """A site whose nodes have the engines installed (``[formats.srtctl] containers =
+    false``): no job container, no mounts, no Dynamo install, and the model's own path."""
+    doc.pop("container", None)
+    doc.pop("mounts", None)
+    if not config.model.path.startswith(HF_PREFIX):
+        doc["engine"]["model"] = config.model.path
+    options = doc["engine"]["options"]
+    if "install" in options:
+        options["install"] = False
+
+
 def translate_config(
-    config: SrtConfig, raw: Mapping[str, Any], cluster: ClusterConfig
+    config: SrtConfig,
+    raw: Mapping[str, Any],
+    cluster: ClusterConfig,
+    containers: bool = True,
 ) -> tuple[dict[str, Any], Origins]:
     """The schema-2 document of one validated variant and where its parts came from
     (``raw`` is the variant as written, for what srtctl passes through untouched)."""
@@ -480,4 +495,6 @@ def translate_config(
     services = _services(config, raw)
     if services:
         doc["services"] = services
+    if not containers:
+        without_containers(doc, config)
     return doc, origins
