@@ -23,16 +23,14 @@ import json
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import httpx
 import pytest
-from oracle import data_dir  # type: ignore[import-not-found]
 from srt_services.testing import needs
 from srt_services.testing.jobs import Jobs, run_srt
 
 pytestmark = [pytest.mark.component, pytest.mark.slow]
 
 REQUIRED_BY = "SRT_REQUIRE_DYNAMO"
-RECIPE = data_dir() / "recipes" / "mocker" / "agg.yaml"
+RECIPE = Path(__file__).parent / "data" / "recipes" / "mocker" / "agg.yaml"
 #: srtctl's served model name: the last part of the (resolved) model path
 SERVED = "Qwen3-0.6B"
 URL = "http://127.0.0.1:8000"
@@ -77,6 +75,8 @@ def site(tmp_path: Path) -> dict[str, str]:
 
 
 def chat() -> dict[str, object]:
+    import httpx  # installed with Dynamo (the dynamo tox environment)
+
     body = {
         "model": SERVED,
         "messages": [{"role": "user", "content": "hello"}],
