@@ -120,5 +120,13 @@ def test_the_srtctl_mocker_recipe_runs_unchanged_with_its_sa_bench(
     run = srt_jobs.start(RECIPE.read_text(), env=site)
     run.wait(900)
     assert run.code == 0, run.stderr
+    plan = json.loads(Path(run.job_dir, "plan.json").read_text())
+    bench = next(u for u in plan["units"] if u["category"] == "benchmark")["instances"][0]
+    summary = json.loads(Path(bench["env"]["SRT_BENCHMARK_RESULT"]).read_text())
+    # the recipe's own parameters: isl 128, osl 128, concurrencies "4"
+    assert (summary["type"], summary["isl"], summary["osl"]) == ("sa-bench", 128, 128)
+    assert summary["passed"] is True, summary
+    assert [r["concurrency"] for r in summary["runs"]] == [4]
+    assert summary["runs"][0]["completed"] > 0 and summary["runs"][0]["failed"] == 0
     result = json.loads(Path(run.job_dir, "result.json").read_text())
-    assert result.get("benchmark"), result
+    assert result["status"] == "succeeded", result
