@@ -300,3 +300,23 @@ def test_a_site_without_containers_runs_the_engines_installed_on_its_nodes(
     r = run(["validate", str(recipe)], found, SRT_SITE_CONFIG=str(bad))
     assert r.code == 2
     assert "[formats.srtctl] containers must be true or false" in r.stderr, r.stderr
+
+
+def test_a_dedicated_infra_node_holds_etcd_and_nats(found: Any, tmp_path: Path) -> None:
+    """`infra.etcd_nats_dedicated_node`: etcd and NATS (a NATS plane) on a node of their own,
+    their problems located at `infra:`."""
+    recipe = write(
+        tmp_path,
+        PLAIN.replace("  install: false\n", "  install: false\n  request_plane: nats\n")
+        + "infra:\n  etcd_nats_dedicated_node: true\n  nats_max_payload_mb: 64\n",
+    )
+    checked = run(["validate", str(recipe)], found)
+    assert checked.code == 0, checked.stderr
+    assert f"{recipe}:23:1: services[nats].options.max_payload_mb" in checked.stderr
+    r = run(["dry-run", str(recipe), "--json"], found)
+    assert r.code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert len(plan["nodes"]) == 2
+    where = {u["name"]: [i["node"] for i in u["instances"]] for u in plan["units"]}
+    assert where["etcd"] == where["nats"] == ["node0"]
+    assert where["agg"] == ["node1"]

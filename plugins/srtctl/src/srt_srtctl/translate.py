@@ -495,6 +495,10 @@ def translate_config(
     services = _services(config, raw)
     if services:
         doc["services"] = services
+    written = len(raw.get("services") or [])
+    for i, entry in enumerate(services[written:], start=written):
+        mooncake = entry.get("type") == "mooncake-master"
+        origins[("services", i)] = ("backend", "mooncake_kv_store") if mooncake else ("infra",)
     if not containers:
         without_containers(doc, config)
     return doc, origins
