@@ -102,6 +102,11 @@ def test_a_schema_2_recipe_is_not_claimed() -> None:
             "6:3",
             "model.precision: Not a valid string",
         ),
+        (
+            ("  enable_multiple_frontends: false\n", "  dedicated_node: true\n"),
+            "16:3",
+            "frontend.dedicated_node: a frontend on a node of its own is not supported",
+        ),
     ],
 )
 def test_bad_input_is_refused_at_its_line(
