@@ -148,9 +148,7 @@ def benchmark_problems(config: SrtConfig, where: Callable[[KeyPath], KeyPath]) -
     return problems
 
 
-def unsupported_problems(
-    config: SrtConfig, where: Callable[[KeyPath], KeyPath]
-) -> list[Problem]:
+def unsupported_problems(config: SrtConfig, where: Callable[[KeyPath], KeyPath]) -> list[Problem]:
     """srtctl settings srt cannot honour yet: refused at their line rather than run as a
     different job."""
     problems = []
