@@ -325,3 +325,37 @@ def test_a_dedicated_infra_node_holds_etcd_and_nats(found: Any, tmp_path: Path) 
     where = {u["name"]: [i["node"] for i in u["instances"]] for u in plan["units"]}
     assert where["etcd"] == where["nats"] == ["node0"]
     assert where["agg"] == ["node1"]
+
+
+def test_mooncake_kv_store_becomes_a_mooncake_master_service(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As `srt migrate` rewrites a v1 recipe: the master entry (container, extra args,
+    store config), its env in every role's env, and its origin at `backend.mooncake_kv_store`."""
+    from srt_srtctl.recipe_format import SrtctlFormat
+
+    monkeypatch.setenv("SRTSLURM_CONFIG", "")
+    data = yaml.safe_load(PLAIN)
+    data["backend"] = {
+        "type": "sglang",
+        "mooncake_kv_store": {
+            "container": "mc:1",
+            "env": {"MC_X": "1"},
+            "master_extra_args": "--eviction-ratio 0.1",
+            "store_config": {"global_segment_size": 1},
+        },
+    }
+    fmt = SrtctlFormat()
+    (variant,) = fmt.variants(data, "<stdin>", {})
+    out = fmt.translate(data, variant, "<stdin>", {})
+    master = out.data["services"][-1]
+    assert master == {
+        "name": "mooncake-master",
+        "type": "mooncake-master",
+        "container": "mc:1",
+        "args": ["--eviction-ratio", "0.1"],
+        "options": {"store_config": {"global_segment_size": 1}},
+    }
+    assert out.data["roles"]["agg"]["env"]["MC_X"] == "1"
+    index = len(out.data["services"]) - 1
+    assert out.origin(("services", index, "args")) == ("backend", "mooncake_kv_store")

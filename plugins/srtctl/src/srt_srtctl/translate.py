@@ -18,6 +18,7 @@ from srt_srtctl.errors import KeyPath
 from srt_srtctl.flags import lookup
 from srt_srtctl.schema import (
     MockerBackend,
+    MooncakeKVStore,
     SGLangBackend,
     SrtConfig,
     TRTLLMBackend,
@@ -174,7 +175,12 @@ def _roles(config: SrtConfig, cluster: ClusterConfig, origins: Origins) -> dict[
         if nodes[role]:
             body["nodes"] = nodes[role]
             origins[("roles", role, "nodes")] = ("resources", f"{source[role]}_nodes")
-        env = {**config.backend.environment_for(mode), **config.environment}
+        kv = mooncake_store(config)
+        env = {
+            **config.backend.environment_for(mode),
+            **config.environment,
+            **(kv.env if kv is not None else {}),
+        }
         if env:
             body["env"] = env
             origins[("roles", role, "env")] = ("backend", f"{mode}_environment")
@@ -385,10 +391,36 @@ def _services(config: SrtConfig, raw: Mapping[str, Any]) -> list[dict[str, Any]]
         if config.infra.nats_max_payload_mb:
             nats["options"] = {"max_payload_mb": config.infra.nats_max_payload_mb}
         services.append(nats)
-    backend = config.backend
-    if isinstance(backend, SGLangBackend | VLLMBackend) and backend.mooncake_kv_store is not None:
-        services.append({"name": "mooncake-master", "type": "mooncake-master"})
+    kv = mooncake_store(config)
+    if kv is not None:
+        entry: dict[str, Any] = {"name": "mooncake-master", "type": "mooncake-master"}
+        if kv.container:
+            entry["container"] = kv.container
+        if kv.master_extra_args:
+            entry["args"] = _master_args(kv.master_extra_args)
+        if kv.store_config:
+            entry["options"] = {"store_config": kv.store_config}
+        if dedicated:
+            entry["placement"] = {"node": "dedicated"}
+        services.append(entry)
     return services
+
+
+def mooncake_store(config: SrtConfig) -> MooncakeKVStore | None:
+    backend = config.backend
+    if isinstance(backend, SGLangBackend | VLLMBackend):
+        return backend.mooncake_kv_store
+    return None
+
+
+def _master_args(value: list[str] | dict[str, Any] | str) -> list[str]:
+    """``master_extra_args`` as srtctl takes it: a list, a mapping (``--key value``) or a
+    string split on blanks."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, dict):
+        return frontend_args(value)
+    return [str(v) for v in value]
 
 
 def _slurm(config: SrtConfig, origins: Origins) -> dict[str, Any]:
