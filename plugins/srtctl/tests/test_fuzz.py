@@ -72,7 +72,7 @@ def mutated(draw: st.DrawFn) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_a_mutated_recipe_is_checked_or_refused_never_a_traceback(text: str) -> None:
     refused: RecipeError | None = None

@@ -109,9 +109,10 @@ def apply_cluster_defaults(recipe: Mapping[str, Any], cluster: ClusterConfig) ->
     out: dict[str, Any] = dict(recipe)
     _resolve_model(out, cluster)
     _fill_slurm(out, cluster)
-    if cluster.default_sbatch_directives:
+    given = out.get("sbatch_directives")
+    if cluster.default_sbatch_directives and (given is None or isinstance(given, Mapping)):
         directives = dict(cluster.default_sbatch_directives)
-        directives.update(out.get("sbatch_directives") or {})
+        directives.update(given or {})
         out["sbatch_directives"] = directives
     if "health_check" not in out and cluster.default_health_check is not None:
         out["health_check"] = cluster.default_health_check.model_dump()
@@ -138,6 +139,8 @@ def _resolve_model(out: dict[str, Any], cluster: ClusterConfig) -> None:
 
 
 def _fill_slurm(out: dict[str, Any], cluster: ClusterConfig) -> None:
+    if out.get("slurm") is not None and not isinstance(out["slurm"], Mapping):
+        return  # the schema refuses it, at its line
     slurm = dict(out.get("slurm") or {})
     defaults = {
         "account": cluster.default_account,

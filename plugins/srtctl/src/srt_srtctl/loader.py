@@ -35,12 +35,14 @@ def expand_observability(data: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(backend, dict):
         for section in ENV_SECTIONS:
             env = backend.setdefault(section, {}) or {}
+            if not isinstance(env, dict):
+                continue  # the schema refuses it, at its line
             for k, v in debug.items():
                 env.setdefault(k, v)
             backend[section] = env
     frontend = out.setdefault("frontend", {})
-    if isinstance(frontend, dict):
-        env = frontend.setdefault("env", {}) or {}
+    env = frontend.setdefault("env", {}) or {} if isinstance(frontend, dict) else None
+    if isinstance(frontend, dict) and isinstance(env, dict):
         for k, v in {
             **debug,
             "DYN_REQUEST_TRACE": "1",
