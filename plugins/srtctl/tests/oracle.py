@@ -30,8 +30,6 @@ import srt_etcd.plugin
 import srt_nats.plugin
 import srt_srtctl.plugin
 from pydantic import BaseModel, ConfigDict
-from srt_services.app import compose
-from srt_services.contracts.allocation import AllocationRequest
 from srt_services.extend import BenchmarkKind, EngineProcess, Plan, hookimpl
 from srt_services.testing import kit
 
@@ -147,9 +145,9 @@ class Built:
 
 def build_variants(recipe: str, found: Any = None) -> Iterator[Built]:
     """Every default variant of the recipe, loaded and planned as `srt dry-run` does."""
-    where = kit.setup(found or plugins())
+    found = found or plugins()
     try:
-        every = compose.load_all(where, str(data_dir() / "recipes" / recipe))
+        every = kit.load_variants(found, data_dir() / "recipes" / recipe)
     except Exception as exc:  # a refusal is compared like any other result
         yield Built(None, None, error=str(exc))
         return
@@ -157,13 +155,11 @@ def build_variants(recipe: str, found: Any = None) -> Iterator[Built]:
         variant = loaded.variant
         selector = None if variant is None or variant.selector == "plain" else variant.selector
         try:
-            planned = compose.plan(
-                where, loaded, AllocationRequest(kind="symbolic", count=None, job_id="dry-run")
-            )
+            plan = kit.plan_loaded(found, loaded)
         except Exception as exc:  # a refusal is compared like any other result
             yield Built(selector, None, error=str(exc))
             continue
-        yield Built(selector, planned.plan, loaded.recipe.benchmark.type)
+        yield Built(selector, plan, loaded.recipe.benchmark.type)
 
 
 # --- normalisation ---------------------------------------------------------------------------

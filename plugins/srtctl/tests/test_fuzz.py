@@ -10,8 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import data_dir, plugins  # type: ignore[import-not-found]
-from srt_services.checking.load import load_variants
-from srt_services.recipe.problems import RecipeError
+from srt_services.testing import RecipeError, kit
 
 FOUND = plugins()
 SEEDS = [
@@ -77,7 +76,7 @@ def mutated(draw: st.DrawFn) -> str:
 def test_a_mutated_recipe_is_checked_or_refused_never_a_traceback(text: str) -> None:
     refused: RecipeError | None = None
     try:
-        found = load_variants("fuzz.yaml", FOUND, text=text)
+        found = kit.load_variants(FOUND, "fuzz.yaml", text=text)
     except RecipeError as exc:
         refused, found = exc, []
     assert found or (refused is not None and refused.problems)
