@@ -336,7 +336,9 @@ def _frontend(config: SrtConfig, cluster: ClusterConfig, origins: Origins) -> di
     if fe.args:
         out["args"] = frontend_args(fe.args)
         origins[("frontend", "args")] = ("frontend", "args")
-    env = {**config.environment, **fe.env}
+    # srtctl gives `environment:` to Dynamo's frontend only (not the sglang router or the
+    # trtllm-serve orchestrator)
+    env = {**(config.environment if ftype == "dynamo" else {}), **fe.env}
     if env:
         out["env"] = env
         origins[("frontend", "env")] = ("frontend", "env")
