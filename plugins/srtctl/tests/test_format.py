@@ -359,3 +359,15 @@ def test_mooncake_kv_store_becomes_a_mooncake_master_service(
     assert out.data["roles"]["agg"]["env"]["MC_X"] == "1"
     index = len(out.data["services"]) - 1
     assert out.origin(("services", index, "args")) == ("backend", "mooncake_kv_store")
+
+
+def test_a_problem_srt_finds_in_the_translation_is_at_the_srtctl_key(
+    found: Any, tmp_path: Path
+) -> None:
+    """srtctl's schema takes `gpus_per_node: 0`; srt's check of the translated recipe refuses
+    it, at the line of the key the user wrote."""
+    recipe = write(tmp_path, PLAIN.replace("gpus_per_node: 4", "gpus_per_node: 0"))
+    r = run(["validate", str(recipe)], found)
+    assert r.code == 2
+    assert f"{recipe}:9:3: resources.gpus_per_node: must be at least 1, got 0" in r.stderr
+    assert f"{recipe}:9:3: roles.agg.gpus_per_worker" in r.stderr, r.stderr

@@ -192,7 +192,12 @@ def _roles(config: SrtConfig, cluster: ClusterConfig, origins: Origins) -> dict[
             body["preamble"] = preamble
             origins[("roles", role, "preamble")] = ("setup_script",)
         origins[("roles", role, "workers")] = ("resources", f"{source[role]}_workers")
-        origins[("roles", role, "gpus_per_worker")] = ("resources", f"gpus_per_{source[role]}")
+        explicit = getattr(r, f"gpus_per_{source[role]}") is not None
+        origins[("roles", role, "gpus_per_worker")] = (
+            ("resources", f"gpus_per_{source[role]}")
+            if explicit
+            else ("resources", "gpus_per_node")  # srtctl's rule divides the node's GPUs
+        )
         origins[("roles", role)] = ("resources",)
         roles[role] = body
     return roles
@@ -485,6 +490,10 @@ def translate_config(
         ("container",): ("model", "container"),
         ("mounts",): ("model", "path"),
         ("resources",): ("resources",),
+        ("resources", "gpus_per_node"): ("resources", "gpus_per_node"),
+        ("resources", "spread_workers"): ("resources", "spread_workers"),
+        ("dynamo", "request_plane"): ("dynamo", "request_plane"),
+        ("dynamo", "event_plane"): ("dynamo", "event_plane"),
         ("engine",): ("backend",),
         ("engine", "type"): ("backend", "type"),
         ("engine", "model"): ("model", "path"),
