@@ -4,8 +4,8 @@ The recipe is loaded as ``srt`` loads it (the ``srtctl`` format, core's checks) 
 by the installed engines (srt-dynamo, srt-direct); nothing of this plugin builds a process.
 Per variant the comparison covers: the node count, the workers of each role with their node
 and GPUs, each worker's module and flags (a multiset: srtctl's flag order carries no
-meaning), the environment the recipe asks for, the frontends (count, module, flags), the
-balancer, and the benchmark type.
+meaning), the environment the recipe asks for, the frontends (count, nodes, module, flags),
+the balancer and its node, the benchmark type and client node, and etcd's node.
 
 Where srt deliberately differs (docs/differences.md), the expected side is normalised by a
 NAMED rule, and a rule is applied only to the values it names; a difference no rule
@@ -325,6 +325,13 @@ def compare(built: Built, exp: dict[str, Any], served: str | None = None) -> Com
         for k, v in _recipe_env(p).items():
             cmp.check(f"{p['name']} env {k}", got_env.get(k), v)
     _compare_frontends(cmp, plan, procs, exp)
+    bench_nodes = [i.node for u in plan.units if u.category == "benchmark" for i in u.instances]
+    if exp.get("benchmark") and bench_nodes:
+        cmp.check("benchmark node", bench_nodes, [exp["benchmark"]["client_node"]])
+    infra = exp.get("infra_services") or {}
+    etcd = [i.node for u in plan.units if u.type == "etcd" for i in u.instances]
+    if infra.get("node") and etcd:
+        cmp.check("etcd node", etcd, [infra["node"]])
     want_bench = exp["benchmark"]["type"] if exp.get("benchmark") else "manual"
     cmp.check("benchmark", built.benchmark, BENCHMARK_OF.get(want_bench, want_bench))
     return cmp
@@ -345,6 +352,10 @@ def _compare_frontends(
         cmp.used.add("single-frontend-direct")
     else:
         cmp.check("balancer", len(balancers), want_balancer)
+    if not direct:
+        cmp.check("frontend nodes", sorted(i.node for i in got), sorted(topo["frontend_nodes"]))
+        if want_balancer:
+            cmp.check("balancer node", [i.node for i in balancers], [topo["nginx_node"]])
     for inst, p in zip(got, want, strict=False):
         argv = list(p["argv"])
         if direct:
