@@ -31,6 +31,7 @@ PACKAGES = {
     "plugins/ray": "srt_ray",
     "plugins/lmcache": "srt_lmcache",
     "plugins/gms": "srt_gms",
+    "plugins/srtctl": "srt_srtctl",
     # one directory, two distributions: the protocol library and srt's adapter for it
     "plugins/oarbank/protocol": "oarbank_protocol",
     "plugins/oarbank/adapter": "srt_oarbank",

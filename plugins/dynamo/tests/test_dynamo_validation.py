@@ -170,3 +170,37 @@ def test_flag_values_fuzz(words: list[str]) -> None:
         word = words[index]
         after_bare = index > 0 and words[index - 1] == "--request-plane" and value == word
         assert after_bare or word == "--request-plane=" + value
+
+
+def test_a_dropped_copy_is_warned_only_where_it_is_dropped(srt_load: Callable[..., Any]) -> None:
+    """The prefill's bootstrap port is srt's (warned); decode's and a mocker knob's copies
+    are the ones that run (no warning)."""
+    bootstrap = {"disaggregation-bootstrap-port": 30001}
+    loaded = srt_load(
+        {
+            "schema": 2,
+            "name": "w",
+            "resources": {"gpus_per_node": 4},
+            "engine": {"type": "sglang", "model": "/model"},
+            "frontend": {"type": "dynamo"},
+            "services": [{"name": "etcd", "enabled": False}, {"name": "nats", "enabled": False}],
+            "roles": {
+                "prefill": {"workers": 1, "config": bootstrap},
+                "decode": {"workers": 1, "config": bootstrap},
+            },
+        }
+    )
+    dropped = [w for w in loaded.warnings if "this copy is dropped" in w.message]
+    assert [w.label for w in dropped] == ["roles.prefill.config.disaggregation-bootstrap-port"]
+    mocker = srt_load(
+        {
+            "schema": 2,
+            "name": "m",
+            "resources": {"gpus_per_node": 4},
+            "engine": {"type": "mocker", "model": "/model"},
+            "frontend": {"type": "dynamo"},
+            "services": [{"name": "etcd", "enabled": False}, {"name": "nats", "enabled": False}],
+            "roles": {"agg": {"workers": 1, "config": {"max-num-seqs": 8}}},
+        }
+    )
+    assert not [w for w in mocker.warnings if "dropped" in w.message], mocker.warnings

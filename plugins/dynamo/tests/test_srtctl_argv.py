@@ -243,3 +243,71 @@ def test_trtllm_engine_yaml_and_mpi_launch_as_srtctl(srt_plan: Callable[..., Pla
     assert decode.srun_options["ntasks"] == "2"
     assert decode.env["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert decode.env["TRTLLM_EPLB_SHM_NAME"].startswith("moe_shared_")
+
+
+def flag_values(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, word in enumerate(argv) if word == flag]
+
+
+def test_a_mocker_knob_in_a_role_config_is_the_one_that_runs(
+    srt_plan: Callable[..., Plan],
+) -> None:
+    """recipes/mocker/kimi-trace-agg.yaml: srtctl passes its default `--max-num-seqs 256`
+    and then the config's 128, and the mocker keeps the last; srt passes 128 once."""
+    plan = srt_plan(
+        recipe(
+            resources={"gpus_per_node": 4},
+            engine={"type": "mocker", "model": "/model"},
+            frontend={"type": "dynamo"},
+            roles={"agg": {"workers": 1, "config": {"max-num-seqs": 128, "block_size": 32}}},
+        ),
+        local=False,
+    )
+    argv = list(instance(plan, "agg_0").argv)
+    assert flag_values(argv, "--max-num-seqs") == ["128"]
+    assert flag_values(argv, "--block-size") == ["32"]
+    assert flag_values(argv, "--num-gpu-blocks-override") == ["16384"]
+
+
+def test_a_flag_the_engine_does_not_set_for_a_worker_keeps_the_recipes_copy(
+    srt_plan: Callable[..., Plan],
+) -> None:
+    """srtctl sets --disaggregation-bootstrap-port on prefill workers only (a decode config's
+    value reaches decode), and --kv-transfer-config only with a connector."""
+    sglang = srt_plan(
+        recipe(
+            resources={"gpus_per_node": 4, "layout": "packed"},
+            engine={"type": "sglang", "model": "/model"},
+            frontend={"type": "dynamo"},
+            roles={
+                "prefill": {
+                    "workers": 1,
+                    "gpus_per_worker": 4,
+                    "nodes": 1,
+                    "config": {"disaggregation-bootstrap-port": 30001},
+                },
+                "decode": {
+                    "workers": 1,
+                    "gpus_per_worker": 4,
+                    "nodes": 1,
+                    "config": {"disaggregation-bootstrap-port": 30001},
+                },
+            },
+        ),
+        local=False,
+    )
+    prefill = list(instance(sglang, "prefill_0").argv)
+    decode = list(instance(sglang, "decode_0").argv)
+    assert flag_values(prefill, "--disaggregation-bootstrap-port") == ["7200"]
+    assert flag_values(decode, "--disaggregation-bootstrap-port") == ["30001"]
+    transfer = '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}'
+    vllm = srt_plan(
+        recipe(
+            resources={"gpus_per_node": 4},
+            engine={"type": "vllm", "model": "/model", "options": {"connector": None}},
+            frontend={"type": "dynamo"},
+            roles={"agg": {"workers": 1, "config": {"kv-transfer-config": transfer}}},
+        ),
+        local=False,
+    )
+    assert flag_values(list(instance(vllm, "agg_0").argv), "--kv-transfer-config") == [transfer]

@@ -319,6 +319,41 @@ def load(
     return compose.load(where, source, text=recipe_text(recipe, fill))
 
 
+def load_variants(
+    plugins: PluginSet,
+    recipe: str | os.PathLike[str],
+    variant: str | None = None,
+    text: str | None = None,
+    site: SiteConfig | None = None,
+) -> list[LoadedRecipe]:
+    """Every job of a recipe file, as ``srt dry-run`` loads them: one for a schema-2 recipe,
+    the selected (default: the format's default) variants of another tool's recipe, which a
+    recipe-format plugin translates. ``text`` is read instead of the file, shown under
+    ``recipe``; ``site`` gives the ``[formats.<name>]`` tables (default: an empty site).
+    Raises :class:`srt_services.recipe.problems.RecipeError`."""
+    from srt_services.checking.load import load_variants as load_all
+
+    where = setup(plugins, site)
+    return load_all(os.fspath(recipe), plugins, text, variant, format_settings=where.site.formats)
+
+
+def plan_loaded(
+    plugins: PluginSet,
+    loaded: LoadedRecipe,
+    nodes: int | None = None,
+    *,
+    job_dir: str = "<job_dir>",
+    site: SiteConfig | None = None,
+) -> Plan:
+    """Plan one loaded job (a variant of :func:`load_variants`) on ``nodes`` symbolic nodes
+    (default: as many as it needs), as ``srt dry-run`` plans it."""
+    from srt_services.app import compose
+    from srt_services.contracts.allocation import AllocationRequest
+
+    request = AllocationRequest(kind="symbolic", count=nodes, job_id="dry-run")
+    return compose.plan(setup(plugins, site), loaded, request, job_dir=job_dir).plan
+
+
 def source_of(recipe: Mapping[str, Any] | str | os.PathLike[str], source: str) -> str:
     """The name problems of ``recipe`` are shown under: a file's path, else ``source``."""
     return os.fspath(recipe) if isinstance(recipe, os.PathLike) else source

@@ -104,6 +104,21 @@ def built_roles(recipe: Recipe) -> list[str]:
     return [role for role, spec in recipe.roles.items() if spec.command is None]
 
 
+#: Flags srt-dynamo sets only for some workers: elsewhere the recipe's copy is passed.
+_PREFILL_ONLY = frozenset({"disaggregation-bootstrap-port"})
+
+
+def _recipe_copy_runs(recipe: Recipe, role: str, name: str) -> bool:
+    """Whether the recipe's own value of an engine-owned flag is the one the worker gets:
+    a mocker knob (the config's value wins, as under srtctl), a prefill-only flag on another
+    role."""
+    from srt_dynamo.backends.mocker import ALWAYS, OPTIONAL
+
+    if recipe.engine.type == "mocker" and name in (*ALWAYS, *OPTIONAL):
+        return True
+    return name in _PREFILL_ONLY and role != "prefill"
+
+
 def worker_problems(recipe: Recipe) -> Iterator[Problem]:
     """What the workers the engine builds need from the recipe."""
     roles = built_roles(recipe)
@@ -138,10 +153,12 @@ def worker_problems(recipe: Recipe) -> Iterator[Problem]:
                         " (engine.served_model_name); the frontend and the probe use that one",
                     )
                 continue
-            if name in backend.owned:
+            if name in backend.owned and not _recipe_copy_runs(recipe, role, name):
+                when = " when a connector is chosen (none: this copy is kept)"
                 yield Problem(
                     ("roles", role, "config", key),
-                    f"is set by srt-dynamo itself (--{name}); this copy is dropped",
+                    f"is set by srt-dynamo itself (--{name})"
+                    f"{when if name == 'kv-transfer-config' else ''}; this copy is dropped",
                     warning=True,
                 )
 

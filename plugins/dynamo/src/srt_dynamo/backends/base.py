@@ -24,3 +24,11 @@ class Backend:
     visible_devices: Callable[[WorkerBuild], bool] = lambda build: True
     #: config keys with a meaning of their own here (not turned into flags)
     special: frozenset[str] = field(default_factory=frozenset)
+
+
+def dropped(owned: frozenset[str], out: list[str], conditional: frozenset[str]) -> frozenset[str]:
+    """The recipe's config keys the worker leaves out: those srt owns, except the
+    ``conditional`` ones this worker's argv does not set (srtctl sets
+    ``--disaggregation-bootstrap-port`` for prefill only, ``--kv-transfer-config`` only with a
+    connector), so the recipe's own value reaches the worker as with srtctl."""
+    return owned - {name for name in conditional if f"--{name}" not in out}

@@ -63,8 +63,25 @@ def knob_flags(m: MockerOptions) -> list[str]:
     return argv
 
 
+def with_config(m: MockerOptions, config: dict[str, object]) -> MockerOptions:
+    """A role's ``config`` naming a knob (``max-num-seqs: 128``) sets it for that role:
+    srtctl passes its default and then the config's copy, and the mocker keeps the last,
+    so the config's value is the one that runs. srt passes that value once."""
+    update = {
+        name.replace("-", "_"): config[key]
+        for key in config
+        if (name := key.replace("_", "-")) in (*ALWAYS, *OPTIONAL)
+    }
+    if not update:
+        return m
+    try:
+        return MockerOptions.model_validate({**m.model_dump(), **update})
+    except ValueError:  # a value the mocker would refuse: passed through as written
+        return m
+
+
 def argv(b: WorkerBuild) -> list[str]:
-    m = b.options.mocker
+    m = with_config(b.options.mocker, b.config)
     out = [b.python, "-m", MODULE, "--model-path", b.model]
     if m.model_name_flag:
         out += ["--model-name", b.served]

@@ -7,7 +7,7 @@ from typing import Any
 
 from srt_services.extend import backend_flags
 
-from srt_dynamo.backends.base import Backend
+from srt_dynamo.backends.base import Backend, dropped
 from srt_dynamo.build import WorkerBuild
 from srt_dynamo.environment import nsys_prefix
 
@@ -69,7 +69,8 @@ def argv(b: WorkerBuild) -> list[str]:
     if kv_events is not None:
         out += ["--kv-events-config", json.dumps(kv_events)]
     out += b.request_plane()
-    return out + backend_flags(b.config, drop=OWNED)
+    drop = dropped(OWNED, out, frozenset({"disaggregation-bootstrap-port"}))
+    return out + backend_flags(b.config, drop=drop)
 
 
 BACKEND = Backend(argv=argv, owned=OWNED)

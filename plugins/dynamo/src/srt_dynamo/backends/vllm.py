@@ -7,7 +7,7 @@ from typing import Any
 
 from srt_services.extend import backend_flags
 
-from srt_dynamo.backends.base import Backend
+from srt_dynamo.backends.base import Backend, dropped
 from srt_dynamo.build import WorkerBuild
 from srt_dynamo.environment import nsys_prefix
 from srt_dynamo.slots import lookup
@@ -116,7 +116,8 @@ def argv(b: WorkerBuild) -> list[str]:
         if isinstance(setting, dict):
             value.update(setting)
         out += ["--kv-events-config", json.dumps(value)]
-    return out + backend_flags(b.config, drop=OWNED | SPECIAL)
+    drop = dropped(OWNED, out, frozenset({"kv-transfer-config"}))
+    return out + backend_flags(b.config, drop=drop | SPECIAL)
 
 
 def forced_env(b: WorkerBuild) -> dict[str, str]:
