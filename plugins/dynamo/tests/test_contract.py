@@ -61,3 +61,20 @@ class TestDynamoEngine(EngineContract):
             plugin=srt_dynamo.plugin,
             plugin_name="srt-dynamo",
         )
+
+
+def test_plugins_list_names_the_engine() -> None:
+    """``srt plugins list`` says what an installed engine plugin provides (it once showed
+    only service kinds, so an engine plugin looked as if it provided nothing)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    srt = Path(sys.executable).with_name("srt")
+    out = subprocess.run(
+        [str(srt), "plugins", "list", "-v"], capture_output=True, text=True, check=True
+    ).stdout
+    block = out[out.index("srt-dynamo") :]
+    assert "provides:    engine dynamo" in block.splitlines()[1:4] or any(
+        line.strip() == "provides:    engine dynamo" for line in block.splitlines()[:6]
+    ), out

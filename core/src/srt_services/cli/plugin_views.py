@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from srt_services.cli.tables import Column, fit, narrowed_note
+from srt_services.plugins.discovery import CAPABILITIES as DECLARABLE
 
 if TYPE_CHECKING:
     from srt_services.plugins.discovery import PluginRecord
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
 #: Statuses in the order the summary line counts them.
 STATUS_ORDER = ("loaded", "failed", "incompatible", "blocked", "not allowed", "discovered")
 
-CAPABILITIES = ("kind", "probe", "placement", "expansion", "launcher", "command")
+#: what PROVIDES shows: every capability a plugin can register (engines, benchmarks and
+#: formats too), not the hooks it merely implements
+CAPABILITIES = tuple(c for c in DECLARABLE if c != "hook")
 
 
 def provides_text(record: PluginRecord) -> str:
