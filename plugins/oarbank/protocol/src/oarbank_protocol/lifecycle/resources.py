@@ -9,7 +9,7 @@ crash and restart cycles.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from oarbank_protocol.errors import MemoryExhausted, PoolExhausted
@@ -32,6 +32,13 @@ class _Ledger:
         self.capacity: dict[str, dict[str, int]] = {}  # provider -> pool -> tokens
         self.reservations: dict[str, dict[str, int]] = {}  # holder -> pool -> tokens
         self.charges: dict[str, float] = {}  # holder -> GB
+        #: called after any charge is dropped: memory came back, whoever dropped it
+        self.freed_listeners: list[Callable[[], None]] = []
+
+    def drop_charge(self, key: str) -> None:
+        if self.charges.pop(key, None) is not None:
+            for listener in list(self.freed_listeners):
+                listener()
 
 
 class NodeResources:
@@ -108,7 +115,16 @@ class NodeResources:
 
     def release(self, holder: str) -> None:
         self._ledger.reservations.pop(self._k(holder), None)
-        self._ledger.charges.pop(self._k(holder), None)
+        self._ledger.drop_charge(self._k(holder))
+
+    def on_memory_freed(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever a charge is dropped, by any view of these books.
+
+        Memory comes back in several ways (a release, an on_demand service's idle stop, a
+        crash): whoever gave memory to another holder (a yield) must hear of all of them,
+        not only of the release it happens to see.
+        """
+        self._ledger.freed_listeners.append(listener)
 
     # -- memory (the node's budget, whatever the scope)
 
@@ -141,10 +157,10 @@ class NodeResources:
         if gb > 0:
             self._ledger.charges[self._k(holder)] = gb
         else:
-            self._ledger.charges.pop(self._k(holder), None)
+            self._ledger.drop_charge(self._k(holder))
 
     def discharge(self, holder: str) -> None:
-        self._ledger.charges.pop(self._k(holder), None)
+        self._ledger.drop_charge(self._k(holder))
 
     def snapshot(self) -> ResourceSnapshot:
         """This view's pools and charges (its own names); memory totals are the node's."""

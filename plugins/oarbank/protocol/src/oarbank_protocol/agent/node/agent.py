@@ -100,6 +100,11 @@ class NodeAgent:
             )
         #: attempts admitted for memory only, charged to the node rather than a module
         self._node_charges: set[str] = set()
+        #: admissions in progress: the memory their yields free is theirs, not to hand back
+        self._admitting = 0
+        self._closing = False
+        self._pressure_check_due = False
+        self.resources.on_memory_freed(self._memory_freed)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -128,6 +133,7 @@ class NodeAgent:
 
     async def shutdown(self) -> bool:
         """Stop through the protocol, reap, check; True when nothing of ours is left."""
+        self._closing = True
         await self.doctors.cancel()
         for attempt in list(self._node_charges):
             self.release(attempt)
@@ -182,8 +188,25 @@ class NodeAgent:
         ):
             raise AdmissionRefused(f"attempt {attempt!r} is already admitted")
         wait = float(timeout) if timeout is not None else None
+        self._admitting += 1
         try:
-            return await self._admit_once(attempt, parts, float(mem_gb), wait)
+            return await self._admit_making_room(attempt, parts, float(mem_gb), wait)
+        finally:
+            self._admitting -= 1
+            # Yields that turned out not to be needed (the admission failed later) give
+            # their memory back now, as do yields whose end a free during the admission
+            # had to leave for later.
+            self._end_pressure_if_room()
+
+    async def _admit_making_room(
+        self,
+        attempt: str,
+        parts: dict[str, ModuleWant],
+        mem_gb: float,
+        wait: float | None,
+    ) -> dict[str, Any]:
+        try:
+            return await self._admit_once(attempt, parts, mem_gb, wait)
         except MemoryExhausted as exc:
             # A module yields its own idle services for its admissions; the node's budget is
             # shared, so idle yieldable services of the *other* modules may make room too.
@@ -203,7 +226,7 @@ class NodeAgent:
                     shortfall - freed, exclude=keep[module]
                 )
             await asyncio.gather(*(m.wait_yields() for m in self.managers.values()))
-            return await self._admit_once(attempt, parts, float(mem_gb), wait)
+            return await self._admit_once(attempt, parts, mem_gb, wait)
 
     async def _admit_once(
         self,
@@ -260,12 +283,34 @@ class NodeAgent:
             self._node_charges.discard(attempt)
             self.resources.release(f"attempt:{attempt}")
             released = True
-        if released:
-            self._end_pressure_if_room()
         return released
 
+    def _memory_freed(self) -> None:
+        """A charge was dropped (a release, an idle stop, a crash): check, once per burst,
+        whether yielded services fit again. Deferred to the loop, because the drop happens
+        in the middle of someone's state change."""
+        if self._pressure_check_due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._end_pressure_if_room()
+            return
+        self._pressure_check_due = True
+        loop.call_soon(self._deferred_pressure_check)
+
+    def _deferred_pressure_check(self) -> None:
+        self._pressure_check_due = False
+        self._end_pressure_if_room()
+
     def _end_pressure_if_room(self) -> None:
-        """Let yielded services run again, as many as the freed memory holds."""
+        """Let yielded services run again, as many as the freed memory holds.
+
+        Not while an admission is in progress (the memory its yields free is for it; its
+        end checks again) nor while the agent is closing.
+        """
+        if self._admitting or self._closing:
+            return
         free = self.resources.mem_free_gb()
         for manager in self.managers.values():
             for sup in manager.services.values():
