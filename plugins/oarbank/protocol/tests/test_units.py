@@ -104,9 +104,12 @@ def test_health_filter_thresholds() -> None:
     assert f.observe(True)
     assert f.available
     for ok in (False, False, True, False, False):
-        assert not f.observe(ok)
+        assert not f.observe(ok), "announced before the failure threshold"
+        assert not f.available, "available right after an unhealthy report"
     assert f.observe(False)
     assert not f.available
+    assert not f.observe(True) and not f.available, "regained before the success threshold"
+    assert f.observe(True) and f.available
     g = HealthFilter()
     assert g.observe(False), "first failure from unknown settles at once"
     assert g.state is False
