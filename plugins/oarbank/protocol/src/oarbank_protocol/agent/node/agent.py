@@ -11,6 +11,7 @@ yielded services their memory back, and the checked teardown. Names are resolved
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from oarbank_protocol.errors import (
 )
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.environment import SAFE_PATH
+from oarbank_protocol.lifecycle.host_memory import HostLimits
 from oarbank_protocol.lifecycle.manager import ModuleManager
 from oarbank_protocol.lifecycle.options import SupervisorOptions
 from oarbank_protocol.lifecycle.reaper import Liveness, file_liveness, static_liveness
@@ -53,13 +55,17 @@ class NodeAgentConfig:
     platform: str | None = None
     path: str = SAFE_PATH
     options: SupervisorOptions = field(default_factory=SupervisorOptions)
+    #: the host's real memory (None: the budget alone, as before it was measured)
+    host_memory: HostLimits | None = field(default_factory=HostLimits)
+    #: how often the host's memory is checked for pressure between admissions
+    pressure_period_s: float = 2.0
 
 
 class NodeAgent:
     def __init__(self, config: NodeAgentConfig) -> None:
         check_name(config.node_id, "node id")
         self.config = config
-        self.resources = NodeResources(config.mem_budget_gb)
+        self.resources = NodeResources(config.mem_budget_gb, host=config.host_memory)
         self.liveness: Liveness | None = (
             file_liveness(config.live_attempts) if config.live_attempts else None
         )
@@ -104,6 +110,7 @@ class NodeAgent:
         self._admitting = 0
         self._closing = False
         self._pressure_check_due = False
+        self._pressure_task: asyncio.Task[None] | None = None
         self.resources.on_memory_freed(self._memory_freed)
 
     # ------------------------------------------------------------------ lifecycle
@@ -130,10 +137,51 @@ class NodeAgent:
     def start_loops(self) -> None:
         for manager in self.managers.values():
             manager.start_loops()
+        if self.config.host_memory is not None and self._pressure_task is None:
+            self._pressure_task = asyncio.get_running_loop().create_task(
+                self._watch_host_memory(), name="oarbank:host-memory"
+            )
+
+    async def _watch_host_memory(self) -> None:
+        """Between admissions too: yield idle services while the host is short of memory
+        (the rest of the host may need it, whatever the budget says), and give it back
+        once the host has room again (nothing in the ledger tells of that)."""
+        host = self.config.host_memory
+        assert host is not None
+        while not self._closing:
+            await asyncio.sleep(self.config.pressure_period_s)
+            if self._admitting or self._closing:
+                continue
+            try:
+                reading = host.gauge()
+            except Exception:
+                log.exception("cannot read the host's memory; trying again")
+                continue
+            shortfall = host.shortfall_gb(reading)
+            if shortfall > 0:
+                freed = 0.0
+                for manager in self.managers.values():
+                    if freed >= shortfall:
+                        break
+                    freed += await manager.relieve_memory_pressure(shortfall - freed)
+                if freed:
+                    log.warning(
+                        "host memory short (%.3g GB available, PSI some avg10 %s): "
+                        "yielding %.3g GB of idle services",
+                        reading.available_gb,
+                        reading.psi_some_avg10,
+                        freed,
+                    )
+            else:
+                self._end_pressure_if_room()
 
     async def shutdown(self) -> bool:
         """Stop through the protocol, reap, check; True when nothing of ours is left."""
         self._closing = True
+        if self._pressure_task is not None:
+            self._pressure_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pressure_task
         await self.doctors.cancel()
         for attempt in list(self._node_charges):
             self.release(attempt)
@@ -314,7 +362,8 @@ class NodeAgent:
         free = self.resources.mem_free_gb()
         for manager in self.managers.values():
             for sup in manager.services.values():
-                if not sup.yield_requested:
+                if not sup.yield_requested or sup.state == ServiceState.STOPPING:
+                    # A yield still stopping frees its memory when done (and we hear of it).
                     continue
                 need = sup.reserve_needed_gb()
                 if free is None or need <= free + 1e-9:
