@@ -180,6 +180,17 @@ def test_file_liveness(tmp_path: Path) -> None:
     path.write_text(json.dumps({"live": "a"}))
     with pytest.raises(LivenessUnknown):
         run(check(frozenset({"a"})))
+    # A scoped writer speaks only for its own attempts; with "dead" it names the dead.
+    path.write_text(json.dumps({"scope": "srt.j.", "live": ["srt.j.a"]}))
+    assert run(check(frozenset({"srt.j.a", "srt.j.b", "other"}))) == {
+        "srt.j.a": True,
+        "srt.j.b": False,
+    }
+    path.write_text(json.dumps({"scope": "srt.j.", "live": ["srt.j.a"], "dead": ["srt.j.b"]}))
+    assert run(check(frozenset({"srt.j.a", "srt.j.b", "srt.j.new", "other"}))) == {
+        "srt.j.a": True,
+        "srt.j.b": False,
+    }
 
 
 def test_bundle_rejects_exec_paths_leaving_the_bundle(tmp_path: Path) -> None:
