@@ -86,10 +86,12 @@ def check(args: tuple[str, ...]) -> None:
 def agent(args: tuple[str, ...]) -> None:
     """Run module bundles on this node and admit work against them:
     `srt oarbank agent --bundle DIR [--bundle DIR...] --node-id ID --data-root DIR
-    [--socket PATH] [--mem-budget-gb GB] [--live-attempts FILE] [--settings MODULE=FILE]`.
+    [--socket PATH] [--mem-budget-gb GB] [--min-free-gb GB] [--psi-limit PERCENT]
+    [--no-host-memory] [--live-attempts FILE] [--settings MODULE=FILE]`.
 
     Keeps `always` services up, starts `on_demand` ones for the admissions that need them,
-    stops idle `yieldable` ones under memory pressure, runs probes and reaping, and answers
+    judges memory by the host's real memory (MemAvailable, PSI) within the budget, stops
+    idle `yieldable` ones under memory pressure, runs probes and reaping, and answers
     `srt oarbank admit|release|status|doctor` on its control socket. SIGTERM stops every
     service through the protocol; SIGHUP runs a doctor."""
     from oarbank_protocol.agent.node import main
