@@ -14,6 +14,8 @@ from typing import Any
 
 import psutil
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from node_agent_kit import BundleFactory
 from oarbank_protocol.agent.node.agent import NodeAgent, NodeAgentConfig
 from oarbank_protocol.errors import MemoryExhausted
@@ -159,3 +161,15 @@ def test_psi_file_parsing(tmp_path: Path) -> None:
     psi.write_text("garbage\n")
     assert read_psi_some_avg10(psi) is None
     assert read_psi_some_avg10(tmp_path / "absent") is None
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary() | st.text().map(str.encode))
+def test_psi_parsing_never_raises(tmp_path: Path, data: bytes) -> None:
+    """Whatever the file holds, a number of the "some" line or None, never an exception."""
+    psi = tmp_path / "memory"
+    psi.write_bytes(data)
+    value = read_psi_some_avg10(psi)
+    assert value is None or (isinstance(value, float) and 0 <= value <= 100)

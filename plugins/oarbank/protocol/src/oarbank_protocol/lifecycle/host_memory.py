@@ -38,7 +38,7 @@ MemoryGauge = Callable[[], HostMemory]
 def read_psi_some_avg10(path: Path = PSI_MEMORY) -> float | None:
     """``some avg10`` from a PSI file; None when the kernel has no PSI (or it is off)."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="ascii", errors="replace")
     except OSError:
         return None
     for line in text.splitlines():
@@ -48,9 +48,10 @@ def read_psi_some_avg10(path: Path = PSI_MEMORY) -> float | None:
                 key, _, value = item.partition("=")
                 if key == "avg10":
                     try:
-                        return float(value)
+                        number = float(value)
                     except ValueError:
                         return None
+                    return number if 0.0 <= number <= 100.0 else None
     return None
 
 
