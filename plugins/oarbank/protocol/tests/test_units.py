@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from oarbank_protocol.errors import ManifestError, MemoryExhausted, PoolExhausted, StateLocked
 from oarbank_protocol.execution.bundle import load_bundle
 from oarbank_protocol.lifecycle.clock import FakeClock, wait_event
@@ -191,6 +193,34 @@ def test_file_liveness(tmp_path: Path) -> None:
         "srt.j.a": True,
         "srt.j.b": False,
     }
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["live", "dead", "scope", "x"]), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(JSON)
+def test_file_liveness_answers_or_says_unknown_for_any_document(
+    tmp_path: Path, document: object
+) -> None:
+    """Any JSON a writer may leave: a mapping of booleans over the asked ids, or unknown."""
+    path = tmp_path / "live.json"
+    path.write_text(json.dumps(document))
+    asked = frozenset({"a", "srt.j.a", "x"})
+    try:
+        answer = run(file_liveness(path)(asked))
+    except LivenessUnknown:
+        return
+    assert set(answer) <= asked and all(isinstance(v, bool) for v in answer.values())
 
 
 def test_bundle_rejects_exec_paths_leaving_the_bundle(tmp_path: Path) -> None:
