@@ -318,3 +318,70 @@ def test_the_ready_probe_waits_for_the_agent(tmp_path: Path) -> None:
     assert backoff is not None and backoff.detail == "agent: backoff: start failed: boom"
     status.write_text(json.dumps({"state": "ready", "reason": "ready"}))
     assert agent_state(str(status)) is None
+
+
+def test_objects_of_an_attempt_that_dies_mid_job_are_reaped_while_the_job_runs(
+    bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path
+) -> None:
+    """Each instance of the job is an attempt (``srt.<job id>.<step>``); the kind keeps the
+    live ones in the file its agent reaps by. ``doomed`` exits mid-job: its object goes on
+    the reaping period while ``keeper``'s stays, and the job's end reaps the rest."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def owned(name: str, step: str) -> dict[str, Any]:
+        labels = {
+            "oarbank.attempt_id": f"srt.job.{step}",
+            "oarbank.node": "n1",
+            "oarbank.service": "svc",
+        }
+        return {"id": name, "kind": "volume", "path": str(outside / name), "labels": labels}
+
+    fake = bundle_factory(
+        services=[service_entry(lifecycle="always", status_period_s=0.3)],
+        config={
+            "start_creates": [
+                owned("doomed-disk", "service_doomed"),
+                owned("keeper-disk", "service_keeper"),
+                owned("stranger-disk", "other-job-step"),
+            ]
+        },
+    )
+    job = Job(tmp_path, fake, procs)
+    mark = tmp_path / "end-now"
+    run = job.start(
+        {"node_id": "n1", "reap_period_seconds": 0.5},
+        "{name: doomed, critical: false, restart: {policy: 'no'}, after: [mod], "
+        "command: [sh, -c, 'sleep 8']}",
+        "{name: keeper, critical: false, after: [mod], command: [sleep, '1000']}",
+        f"{{name: end, terminal: true, after: [mod], command: [sh, -c, "
+        f"'while [ ! -e {mark} ]; do sleep 0.2; done']}}",
+    )
+    live_file = job.data.parent / "live-attempts.json"
+    try:
+        run.wait_event("phase_ready", timeout=60, phase="after_frontend")
+        assert wait_until(
+            lambda: (
+                live_file.exists()
+                and "srt.job.service_doomed" in json.loads(live_file.read_text())["live"]
+            ),
+            30,
+        ), "the kind did not write the live attempts"
+        assert (outside / "doomed-disk").exists()
+        assert wait_until(lambda: not (outside / "doomed-disk").exists(), 30), (
+            "the dead attempt's object was not reaped while the job ran:\n" + job.agent_log()
+        )
+        live = json.loads(live_file.read_text())
+        assert live["scope"] == "srt.job."
+        assert "srt.job.service_keeper" in live["live"]
+        assert "srt.job.service_doomed" in live["dead"]
+        assert (outside / "keeper-disk").exists(), "reaped the object of a live attempt"
+        assert (outside / "stranger-disk").exists(), "reaped an attempt the job cannot judge"
+        assert run.proc.poll() is None, "the job ended before the check"
+        mark.touch()
+        run.wait(120)
+        assert run.code == 0, run.stderr + job.agent_log()
+    finally:
+        job.finish()
+    assert not (outside / "keeper-disk").exists(), "the job's end did not reap the rest"
+    assert not (outside / "stranger-disk").exists()

@@ -266,9 +266,10 @@ def objects_path(sdir: str) -> str:
 
 
 def label_set(attempt: str, cfg: dict[str, Any]) -> dict[str, str]:
+    node = os.environ.get("OARBANK_NODE_ID", "node")
     return {
         "oarbank.attempt_id": attempt,
-        "oarbank.node": os.environ.get("OARBANK_NODE_ID", "node"),
+        "oarbank.node": "another-node" if broken(cfg, "foreign_labels") else node,
         "oarbank.service": os.environ.get("OARBANK_SERVICE", "service"),
     }
 

@@ -53,6 +53,7 @@ VARIANTS: dict[str, set[str]] = {
     "start_timeout_leak": {"SP-027"},
     "kind_missing": {"SP-016"},
     "bad_error_doc": {"SP-030"},
+    "foreign_labels": {"SP-032"},
 }
 
 
@@ -109,7 +110,9 @@ def test_every_check_id_is_declared_once_with_its_source() -> None:
 def test_good_module_passes_every_check_with_tap_and_junit(
     bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path
 ) -> None:
-    fake = good_bundle(bundle_factory, GOOD, procs)
+    # Marked as reserving memory and yieldable, so the checks for those run too.
+    config = {**GOOD, "reserve_mem_gb": 4}
+    fake = good_bundle(bundle_factory, config, procs, reserves_host_memory=True, yieldable=True)
     junit = tmp_path / "report.xml"
     done = cli(
         "--bundle",
@@ -151,6 +154,28 @@ def test_each_broken_variant_fails_exactly_its_checks(
     fake.stop_everything()
 
 
+def test_what_the_agent_relies_on_memory_reserve_and_resume(
+    bundle_factory: BundleFactory, procs: ProcessTracker
+) -> None:
+    """SP-033 and SP-034 apply to services the manifest marks reserves_host_memory and
+    yieldable: a reserve of 0 GB protects nothing, a service that never comes back after a
+    stop cannot resume after a yield."""
+    fake = good_bundle(bundle_factory, {**GOOD, "reserve_mem_gb": 0}, procs)
+    skipped = {r.check.id: r.outcome for r in run_checks(fake)}
+    assert (skipped["SP-033"], skipped["SP-034"]) == ("skip", "skip")
+    marked = {"reserves_host_memory": True, "yieldable": True}
+    results = run_checks(fake, **marked)
+    assert failed(results) == {"SP-033"}, format_text(results)
+    assert "reserve.mem_gb is 0" in format_text(results)
+    fake.update_config(reserve_mem_gb=4)
+    results = run_checks(fake, **marked)
+    assert failed(results) == set(), format_text(results)
+    outcomes = {r.check.id: r.outcome for r in results}
+    assert (outcomes["SP-033"], outcomes["SP-034"]) == ("pass", "pass")
+    fake.stop_everything()
+    assert fake.service_pid("svc") is None
+
+
 def test_all_old_violations_together(bundle_factory: BundleFactory, procs: ProcessTracker) -> None:
     broken = ["stop_not_idempotent", "missing_labels", "fingerprint_writes", "unknown_op_succeeds"]
     fake = good_bundle(bundle_factory, {**GOOD, "broken": broken}, procs)
@@ -172,12 +197,14 @@ def test_all_old_violations_together(bundle_factory: BundleFactory, procs: Proce
 def test_srt_schema_failures_are_told_apart_and_spec_only_skips_them(
     bundle_factory: BundleFactory, procs: ProcessTracker
 ) -> None:
-    fake = good_bundle(bundle_factory, {**GOOD, "broken": ["kind_missing", "bad_error_doc"]}, procs)
+    broken = {**GOOD, "broken": ["kind_missing", "bad_error_doc"], "reserve_mem_gb": 4}
+    fake = good_bundle(bundle_factory, broken, procs)
     results = run_checks(fake)
     assert failed(results) == {"SP-016", "SP-030"}
     assert {r.check.source for r in results if r.outcome == "fail"} == {SRT_SCHEMA}
     assert "2 failed (0 spec, 2 srt schema)" in format_text(results)
-    spec_only = run_checks(fake, spec_only=True)
+    # Every spec check runs (those for memory-reserving, yieldable services too).
+    spec_only = run_checks(fake, spec_only=True, reserves_host_memory=True, yieldable=True)
     assert passed(spec_only)
     skipped = {r.check.id for r in spec_only if r.outcome == "skip"}
     assert skipped == {c.id for c in CHECKS if c.source == SRT_SCHEMA}

@@ -105,6 +105,34 @@ def test_idle_yieldable_services_of_other_modules_make_room(
         assert agent.stop() == 0, agent.log()
 
 
+def test_a_yielded_service_resumes_when_an_idle_stop_frees_the_memory(
+    bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path, short_dir: Path
+) -> None:
+    """The memory comes back by an on_demand service's idle stop, not by a release: the
+    release leaves the vm charged (it idles for 1 s), so only the stop can end the yield."""
+    vm = colima(bundle_factory, tmp_path / "outside")
+    jvm = java(bundle_factory, yieldable=True, reserves_host_memory=True)
+    jvm.update_config(reserve_mem_gb=4)
+    agent = NodeAgent(tmp_path, short_dir, procs, vm, jvm)
+    agent.start("--mem-budget-gb", "6")
+    try:
+        assert wait_until(lambda: agent.service("java", "cache")["state"] == "ready", 15)
+        got = agent.admit("a1", needs=["colima/vm"])
+        assert got["ok"], got
+        assert "yielded" in agent.service("java", "cache")["reason"]
+        assert agent.call({"op": "release", "attempt_id": "a1"})["released"] is True
+        assert agent.service("java", "cache")["state"] == "stopped", "resumed with no room"
+        assert agent.status()["memory"]["charged_gb"] == 4  # the idle vm, still running
+        assert wait_until(lambda: agent.service("colima", "vm")["state"] == "stopped", 15)
+        assert wait_until(lambda: agent.service("java", "cache")["state"] == "ready", 15), (
+            agent.service("java", "cache")
+        )
+        assert agent.status()["memory"]["charged_gb"] == 4  # the cache's, charged again
+        assert len(agent.calls("java", "cache", "start")) == 2
+    finally:
+        assert agent.stop() == 0, agent.log()
+
+
 def test_doctor_runs_probes_now_on_request_on_sighup_and_after_a_refusal(
     bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path, short_dir: Path
 ) -> None:

@@ -269,7 +269,9 @@ def test_L05_flapping_probe_does_not_churn(
             for i in range(8):
                 await clock.advance(10)
                 assert await async_wait_until(checks_at(i + 2), 5)
-                assert probe.available, f"flapped to unavailable at check {i + 2}"
+                # Availability follows every report (the protocol: available while the
+                # probe reports healthy); only the announcement waits for the threshold.
+                assert probe.available is (i % 2 == 1), f"check {i + 2}"
             fake.update_config(services={"jdk": {"health": "unhealthy", "detail": "no JDK"}})
             for i in range(3):
                 await clock.advance(10)
@@ -284,6 +286,36 @@ def test_L05_flapping_probe_does_not_churn(
         assert kinds == ["capability_restored", "capability_withdrawn"]
         lines = [r for r in caplog.records if r.getMessage().startswith("jdk ")]
         assert len(lines) == 2, "only state changes may be logged"
+
+    run(main())
+
+
+def test_L05_capability_withdrawn_at_the_first_unhealthy_report(
+    bundle_factory: BundleFactory,
+) -> None:
+    """A failure threshold of 3 delays the announcement, never the withdrawal: an admission
+    needing the capability is refused right after the first unhealthy report."""
+    fake = bundle_factory(
+        probes=[{"name": "jdk", "exec": ["bin/fake"], "period_s": 10, "failure_threshold": 3}],
+    )
+
+    async def main() -> None:
+        clock = FakeClock()
+        manager = manager_for(fake, clock=clock)
+        await manager.start()
+        probe = manager.probes["jdk"]
+        try:
+            assert probe.available
+            await manager.admit(AdmissionRequest("before", needs=needs("jdk")))
+            fake.update_config(services={"jdk": {"health": "unhealthy", "detail": "JDK gone"}})
+            await clock.advance(10)
+            assert await async_wait_until(lambda: probe.checks == 2, 5)
+            with pytest.raises(CapabilityUnavailable, match="JDK gone"):
+                await manager.admit(AdmissionRequest("after", needs=needs("jdk")))
+            assert manager.capabilities()["jdk"] is False
+            assert "capability_withdrawn" not in manager.events.kinds("jdk"), "announced early"
+        finally:
+            await manager.shutdown()
 
     run(main())
 

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from oarbank_protocol.errors import ManifestError, MemoryExhausted, PoolExhausted, StateLocked
 from oarbank_protocol.execution.bundle import load_bundle
 from oarbank_protocol.lifecycle.clock import FakeClock, wait_event
@@ -104,9 +106,12 @@ def test_health_filter_thresholds() -> None:
     assert f.observe(True)
     assert f.available
     for ok in (False, False, True, False, False):
-        assert not f.observe(ok)
+        assert not f.observe(ok), "announced before the failure threshold"
+        assert not f.available, "available right after an unhealthy report"
     assert f.observe(False)
     assert not f.available
+    assert not f.observe(True) and not f.available, "regained before the success threshold"
+    assert f.observe(True) and f.available
     g = HealthFilter()
     assert g.observe(False), "first failure from unknown settles at once"
     assert g.state is False
@@ -177,6 +182,45 @@ def test_file_liveness(tmp_path: Path) -> None:
     path.write_text(json.dumps({"live": "a"}))
     with pytest.raises(LivenessUnknown):
         run(check(frozenset({"a"})))
+    # A scoped writer speaks only for its own attempts; with "dead" it names the dead.
+    path.write_text(json.dumps({"scope": "srt.j.", "live": ["srt.j.a"]}))
+    assert run(check(frozenset({"srt.j.a", "srt.j.b", "other"}))) == {
+        "srt.j.a": True,
+        "srt.j.b": False,
+    }
+    path.write_text(json.dumps({"scope": "srt.j.", "live": ["srt.j.a"], "dead": ["srt.j.b"]}))
+    assert run(check(frozenset({"srt.j.a", "srt.j.b", "srt.j.new", "other"}))) == {
+        "srt.j.a": True,
+        "srt.j.b": False,
+    }
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["live", "dead", "scope", "x"]), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(JSON)
+def test_file_liveness_answers_or_says_unknown_for_any_document(
+    tmp_path: Path, document: object
+) -> None:
+    """Any JSON a writer may leave: a mapping of booleans over the asked ids, or unknown."""
+    path = tmp_path / "live.json"
+    path.write_text(json.dumps(document))
+    asked = frozenset({"a", "srt.j.a", "x"})
+    try:
+        answer = run(file_liveness(path)(asked))
+    except LivenessUnknown:
+        return
+    assert set(answer) <= asked and all(isinstance(v, bool) for v in answer.values())
 
 
 def test_bundle_rejects_exec_paths_leaving_the_bundle(tmp_path: Path) -> None:

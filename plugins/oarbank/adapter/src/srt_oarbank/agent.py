@@ -5,13 +5,53 @@ under the name the kind has always put in its command line. The name stays becau
 already written to job directories (and the process lists an operator greps) name it, and
 because it keeps the kind's command line pointing into the distribution that declares the
 kind, whatever the library calls its modules.
+
+Inside an srt job it also keeps the job's live attempts in the file the agent reaps by
+(``--live-attempts``, :mod:`srt_oarbank.srt.live_attempts`), so objects of an instance that
+died are destroyed on the reaping period rather than at the job's end.
 """
 
 from __future__ import annotations
 
-from oarbank_protocol.agent.service import main
+import os
+import sys
+from pathlib import Path
+
+from oarbank_protocol.agent.service import build_parser
+from oarbank_protocol.agent.service import main as protocol_main
+
+PROG = "python -m srt_oarbank.agent"
 
 __all__ = ["main"]
 
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args, _ = build_parser(prog).parse_known_args(args_list)
+    writer = None
+    if args.live_attempts is not None:
+        from srt_services.extend import processes
+
+        from srt_oarbank.srt.live_attempts import JOB_ID_VAR, LiveAttemptsWriter
+
+        cookie, job_id = os.environ.get(processes.COOKIE_VAR), os.environ.get(JOB_ID_VAR)
+        if cookie and job_id:
+            writer = LiveAttemptsWriter(
+                Path(args.live_attempts),
+                job_id=job_id,
+                cookie=cookie,
+                cookie_var=processes.COOKIE_VAR,
+                instance_var=processes.INSTANCE_VAR,
+                # fresher than the reaping period, so a reap never reads an old list
+                period_s=min(max(args.reap_period_s / 4, 0.2), 10.0),
+            )
+            writer.start()
+    try:
+        return protocol_main(args_list, prog=prog)
+    finally:
+        if writer is not None:
+            writer.stop()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(prog="python -m srt_oarbank.agent"))
+    raise SystemExit(main())

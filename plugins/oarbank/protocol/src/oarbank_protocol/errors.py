@@ -247,11 +247,23 @@ class PoolExhausted(ResourcesExhausted):
 
 
 class MemoryExhausted(ResourcesExhausted):
-    def __init__(self, needed_gb: float, free_gb: float, budget_gb: float, detail: str) -> None:
-        super().__init__(
-            f"host memory budget exceeded: need {needed_gb:g} GB ({detail}), "
-            f"{free_gb:g} GB free of {budget_gb:g} GB"
-        )
+    def __init__(
+        self,
+        needed_gb: float,
+        free_gb: float,
+        budget_gb: float,
+        detail: str,
+        *,
+        host: str | None = None,
+    ) -> None:
+        if host is None:
+            message = (
+                f"host memory budget exceeded: need {needed_gb:g} GB ({detail}), "
+                f"{free_gb:g} GB free of {budget_gb:g} GB"
+            )
+        else:
+            message = f"host memory short: need {needed_gb:g} GB ({detail}), {host}"
+        super().__init__(message)
         self.needed_gb = needed_gb
         self.free_gb = free_gb
         self.budget_gb = budget_gb

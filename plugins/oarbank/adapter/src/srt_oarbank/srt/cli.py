@@ -86,10 +86,12 @@ def check(args: tuple[str, ...]) -> None:
 def agent(args: tuple[str, ...]) -> None:
     """Run module bundles on this node and admit work against them:
     `srt oarbank agent --bundle DIR [--bundle DIR...] --node-id ID --data-root DIR
-    [--socket PATH] [--mem-budget-gb GB] [--live-attempts FILE] [--settings MODULE=FILE]`.
+    [--socket PATH] [--mem-budget-gb GB] [--min-free-gb GB] [--psi-limit PERCENT]
+    [--no-host-memory] [--live-attempts FILE] [--settings MODULE=FILE]`.
 
     Keeps `always` services up, starts `on_demand` ones for the admissions that need them,
-    stops idle `yieldable` ones under memory pressure, runs probes and reaping, and answers
+    judges memory by the host's real memory (MemAvailable, PSI) within the budget, stops
+    idle `yieldable` ones under memory pressure, runs probes and reaping, and answers
     `srt oarbank admit|release|status|doctor` on its control socket. SIGTERM stops every
     service through the protocol; SIGHUP runs a doctor."""
     from oarbank_protocol.agent.node import main
@@ -169,6 +171,71 @@ def admit(
     if timeout is not None:
         payload["timeout_s"] = timeout
     _call(socket_path, payload)
+
+
+def _pools(pools: tuple[str, ...]) -> dict[str, int]:
+    wanted: dict[str, int] = {}
+    for item in pools:
+        name, sep, count = item.rpartition("=")
+        if not sep or not count.isdigit():
+            raise click.BadParameter(f"{item!r}: expected module/pool=N", param_hint="--pool")
+        wanted[name] = int(count)
+    return wanted
+
+
+@oarbank.command("run", context_settings={"ignore_unknown_options": True})
+@socket_option
+@click.option(
+    "--attempt",
+    help="The attempt id (default: this srt instance's, srt.<job id>.<step>).",
+)
+@click.option(
+    "--need", "needs", multiple=True, help="A capability: module/service or module/probe."
+)
+@click.option("--pool", "pools", multiple=True, help="Reserve tokens: module/pool=N.")
+@click.option("--needs-pool", "needs_pools", multiple=True, help="Require a pool to exist.")
+@click.option("--mem-gb", type=_Finite(positive=False), default=0.0, help="The command's memory.")
+@click.option(
+    "--timeout", type=_Finite(positive=True), help="Give up waiting for the services after this."
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_cmd(
+    socket_path: str,
+    attempt: str | None,
+    needs: tuple[str, ...],
+    pools: tuple[str, ...],
+    needs_pools: tuple[str, ...],
+    mem_gb: float,
+    timeout: float | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND inside an admission: admitted before it starts (on_demand services started
+    and waited for), released when it ends. Refused: exit 75 (retryable) or 1 with the
+    protocol's reason, COMMAND never runs. Otherwise COMMAND's exit status; it sees
+    OARBANK_ATTEMPT_ID."""
+    import os
+    from pathlib import Path
+
+    from srt_services.extend import processes
+
+    from srt_oarbank.srt.using import default_attempt, run_admitted
+
+    attempt = attempt or default_attempt(os.environ, processes.INSTANCE_VAR)
+    if attempt is None:
+        raise click.UsageError("--attempt is required outside an srt job")
+    admission: dict[str, Any] = {
+        "attempt_id": attempt,
+        "needs": list(needs),
+        "pools": _pools(pools),
+        "needs_pools": list(needs_pools),
+        "mem_gb": mem_gb,
+    }
+    if timeout is not None:
+        admission["timeout_s"] = timeout
+    argv = list(command[1:] if command and command[0] == "--" else command)
+    if not argv:
+        raise click.UsageError("no command to run")
+    sys.exit(run_admitted(Path(socket_path), admission, argv))
 
 
 @oarbank.command()

@@ -50,6 +50,13 @@ class OarbankOptions(KindOptions):
     timeouts: dict[str, float] = Field(
         default_factory=dict, description="Per-op timeout overrides in seconds (op: seconds)."
     )
+    reap_period_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="How often the agent destroys owned objects of the job's attempts that "
+        "died (an attempt is one instance of a unit: srt.<job id>.<step>); at the job's end "
+        "every attempt counts as gone.",
+    )
     ready_timeout_seconds: float | None = Field(
         None,
         gt=0,
@@ -130,6 +137,15 @@ class OarbankKind(ServiceKind):
         for name in ("settings", "tools", "limits"):
             if getattr(options, name):
                 argv += [f"--{name}", f"{{work_dir}}/{name}.json"]
+        # Reaping while the job runs: the agent keeps the job's live attempts in this file
+        # and reaps by it; the job's end is the end of all its attempts.
+        argv += [
+            "--live-attempts",
+            "{work_dir}/live-attempts.json",
+            "--reap-period-s",
+            f"{options.reap_period_seconds:g}",
+            "--teardown-all-gone",
+        ]
         for op, seconds in sorted(options.timeouts.items()):
             argv += ["--timeout", f"{op}={seconds:g}"]
         # What the module starts carries srt's job cookie, so srt still finds it at job end

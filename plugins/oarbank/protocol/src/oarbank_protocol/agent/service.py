@@ -98,6 +98,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="JSON list of live attempt ids, for reaping; without it periodic reaping is "
         "skipped and teardown treats every attempt as gone",
     )
+    parser.add_argument(
+        "--teardown-all-gone",
+        action="store_true",
+        help="at teardown every attempt counts as gone, whatever --live-attempts says (the "
+        "host ends the job the attempts belong to: srt's kind)",
+    )
     parser.add_argument("--status-file", type=Path, help="write a JSON status here on changes")
     parser.add_argument("--mem-budget-gb", type=amount_arg, help="host memory budget for reserves")
     parser.add_argument("--reap-period-s", type=seconds_arg, default=60.0)
@@ -247,7 +253,9 @@ async def _run(args: argparse.Namespace, stop_requested: asyncio.Event, signals:
         manager = _manager(args, bundle, spec, context, store, periodic, status)
         supervisor = manager.services[spec.name]
         status.supervisor = supervisor
-        teardown: Liveness = periodic or static_liveness(())
+        teardown: Liveness = (
+            static_liveness(()) if args.teardown_all_gone or periodic is None else periodic
+        )
         return await _supervise(
             args, manager, supervisor, status, teardown, stop_requested, signals
         )

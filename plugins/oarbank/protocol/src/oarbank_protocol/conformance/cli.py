@@ -144,6 +144,8 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], RunnerOptions]:
         if isinstance(entry, ServiceSpec):
             options.ready_timeout_s = entry.ready_timeout_s
             options.ready_poll_s = min(entry.ready_poll_s, 1.0)
+            options.reserves_host_memory = entry.reserves_host_memory
+            options.yieldable = entry.yieldable
         exec_argv = exec_argv or list(entry.exec)
     else:
         if not exec_argv:

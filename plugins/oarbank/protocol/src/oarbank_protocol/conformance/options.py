@@ -26,3 +26,7 @@ class RunnerOptions:
     probe: bool = False
     spec_only: bool = False
     platform: str | None = None
+    #: from the manifest entry: the service's fingerprint must say what memory it reserves
+    reserves_host_memory: bool = False
+    #: from the manifest entry: the agent may stop it for memory and start it again
+    yieldable: bool = False

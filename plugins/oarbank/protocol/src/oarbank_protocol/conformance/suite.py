@@ -29,6 +29,8 @@ from oarbank_protocol.conformance.options import RunnerOptions
 from oarbank_protocol.conformance.processes import related
 from oarbank_protocol.conformance.session import ModuleSession, ids
 from oarbank_protocol.documents import (
+    LABEL_NODE,
+    LABEL_SERVICE,
     REQUIRED_LABELS,
     ErrorDocument,
     Fingerprint,
@@ -476,6 +478,85 @@ class ProtocolChecks:
                 "(daemons must detach their stdio)"
             )
         return f"{len(self.session.runs)} run(s)"
+
+    # ------------------------------------------------------------------ what the agent relies on
+
+    @check(
+        "SP-032",
+        "owned objects created by start are labelled for this node and this service "
+        "(OARBANK_NODE_ID, OARBANK_SERVICE): the agent reaps no others",
+        needs=(list_owned, labels),
+    )
+    def labels_name_us(self) -> str | None:
+        created = [o for o in self.owned_running if o["id"] in self.session.created]
+        if not created:
+            raise CheckSkipped("start reported no created objects")
+        wrong = [
+            f"{o['id']} (node {o['labels'].get(LABEL_NODE)!r}, "
+            f"service {o['labels'].get(LABEL_SERVICE)!r})"
+            for o in created
+            if o["labels"].get(LABEL_NODE) != self.options.node_id
+            or o["labels"].get(LABEL_SERVICE) != self.options.service
+        ]
+        if wrong:
+            raise CheckFailed(
+                f"labelled for another node or service, so never reaped: {wrong[:3]} "
+                f"(expected node {self.options.node_id!r}, service {self.options.service!r})"
+            )
+        return None
+
+    @check(
+        "SP-033",
+        "a reserves_host_memory service's fingerprint says what it reserves while it runs "
+        "(reserve.mem_gb > 0): the node's memory is charged with it",
+        needs=(becomes_ready,),
+    )
+    def reserve_reported(self) -> str | None:
+        if not self.options.reserves_host_memory:
+            raise CheckSkipped("the manifest does not set reserves_host_memory")
+        self.running_again()
+        raw = self.session.call("fingerprint")
+        self.session.stop_quietly()
+        reserve = raw.get("reserve")
+        gb = reserve.get("mem_gb") if isinstance(reserve, dict) else None
+        if not isinstance(gb, int | float) or isinstance(gb, bool) or not gb > 0:
+            raise CheckFailed(
+                f"fingerprint.reserve.mem_gb is {gb!r} while the service runs: the agent "
+                "would charge nothing for it, protecting nothing"
+            )
+        return f"{gb:g} GB"
+
+    @check(
+        "SP-034",
+        "a yieldable service becomes ready again when started after a stop (a yield "
+        "ends in a resume)",
+        needs=(start, stop_running),
+    )
+    def resumes_after_stop(self) -> str | None:
+        if not self.options.yieldable:
+            raise CheckSkipped("the manifest does not set yieldable")
+        try:
+            self.running_again()
+        finally:
+            self.session.stop_quietly()
+        return None
+
+    def running_again(self) -> None:
+        """Start the (stopped) service and wait for ready, for the checks that need it up
+        after the run's own start and stop."""
+        self.session.started = True
+        self.session.call("start")
+        deadline = time.monotonic() + self.options.ready_timeout_s
+        while True:
+            running, ready = self.session.flags("ready")
+            if ready and running:
+                return
+            if time.monotonic() >= deadline:
+                self.session.stop_quietly()
+                raise CheckFailed(
+                    f"not ready within {self.options.ready_timeout_s:g} s of a start after a stop"
+                )
+            time.sleep(self.options.ready_poll_s)
 
 
 CHECKS: Final[tuple[Check, ...]] = collect(ProtocolChecks)

@@ -1,8 +1,9 @@
 """Probes: executables that implement only ``fingerprint`` and establish a capability.
 
-A capability is available while its probe reports healthy, filtered through failure and
-success thresholds so a probe that flaps every period does not toggle the capability (and
-does not spam the log: only state changes are logged). A probe that cannot run at all
+A capability is available while its probe reports healthy: the first unhealthy report
+withdraws it (the protocol's rule). The failure threshold only delays the *announcement*
+(event and log line), so a probe that flaps every period does not spam the log; the
+success threshold delays regaining it (see :mod:`.thresholds`). A probe that cannot run at all
 (missing, not executable, timeout, malformed output) counts as a failed observation.
 """
 
@@ -82,6 +83,11 @@ class ProbeMonitor:
         detail = self.last.detail if self.last else "unknown"
         if self.filter.available:
             return ""
+        if self.filter.failures == 0:
+            return (
+                f"probe {self.name!r} healthy for {self.filter.successes} of the "
+                f"{self.filter.success_threshold} checks in a row it needs"
+            )
         return f"probe {self.name!r} reports unhealthy: {detail}"
 
     async def check_once(self) -> bool:
@@ -94,7 +100,7 @@ class ProbeMonitor:
         self.last = outcome
         self.checks += 1
         if self.filter.observe(outcome.healthy):
-            kind = "capability_restored" if self.filter.available else "capability_withdrawn"
+            kind = "capability_restored" if self.filter.state else "capability_withdrawn"
             self.events.emit(ManagerEvent(kind, self.name, outcome.detail, self.clock.monotonic()))
         return self.available
 

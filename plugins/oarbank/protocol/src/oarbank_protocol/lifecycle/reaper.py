@@ -217,7 +217,12 @@ def static_liveness(live: Iterable[str]) -> Liveness:
 def file_liveness(path: Path) -> Liveness:
     """Live attempts listed in a JSON file (``["a1", ...]`` or ``{"live": [...]}``).
 
-    A missing or unreadable file means "unknown", never "everything is dead".
+    ``{"live": [...], "scope": "PREFIX"}`` speaks only for attempt ids starting with
+    ``PREFIX`` (the writer knows one job's attempts, say, not the node's): the others are
+    left out of the answer, i.e. unknown, and never reaped on its word. With a ``"dead"``
+    list too, only the attempts it names are dead and those in neither list are unknown (a
+    writer that may not have seen an attempt yet says so). A missing or unreadable file
+    means "unknown", never "everything is dead".
     """
 
     async def check(attempts: frozenset[str]) -> Mapping[str, bool]:
@@ -228,7 +233,18 @@ def file_liveness(path: Path) -> Liveness:
         live = data.get("live") if isinstance(data, dict) else data
         if not isinstance(live, list) or not all(isinstance(a, str) for a in live):
             raise LivenessUnknown(f"{path} must hold a list of attempt ids")
+        scope = data.get("scope", "") if isinstance(data, dict) else ""
+        if not isinstance(scope, str):
+            raise LivenessUnknown(f"{path}: scope must be a string")
         known = set(live)
-        return {a: a in known for a in attempts}
+        dead = data.get("dead") if isinstance(data, dict) else None
+        if dead is not None:
+            if not isinstance(dead, list) or not all(isinstance(a, str) for a in dead):
+                raise LivenessUnknown(f"{path}: dead must be a list of attempt ids")
+            gone = set(dead) - known
+            return {
+                a: a in known for a in attempts if a.startswith(scope) and (a in known or a in gone)
+            }
+        return {a: a in known for a in attempts if a.startswith(scope)}
 
     return check

@@ -9,10 +9,11 @@ crash and restart cycles.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from oarbank_protocol.errors import MemoryExhausted, PoolExhausted
+from oarbank_protocol.lifecycle.host_memory import HostLimits
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,19 @@ class ResourceSnapshot:
 class _Ledger:
     """The node's books, shared by every module's view of them."""
 
-    def __init__(self, mem_budget_gb: float | None) -> None:
+    def __init__(self, mem_budget_gb: float | None, host: HostLimits | None) -> None:
         self.mem_budget_gb = mem_budget_gb
+        self.host = host
         self.capacity: dict[str, dict[str, int]] = {}  # provider -> pool -> tokens
         self.reservations: dict[str, dict[str, int]] = {}  # holder -> pool -> tokens
         self.charges: dict[str, float] = {}  # holder -> GB
+        #: called after any charge is dropped: memory came back, whoever dropped it
+        self.freed_listeners: list[Callable[[], None]] = []
+
+    def drop_charge(self, key: str) -> None:
+        if self.charges.pop(key, None) is not None:
+            for listener in list(self.freed_listeners):
+                listener()
 
 
 class NodeResources:
@@ -43,10 +52,12 @@ class NodeResources:
     by all of them.
     """
 
-    def __init__(self, mem_budget_gb: float | None = None) -> None:
+    def __init__(
+        self, mem_budget_gb: float | None = None, *, host: HostLimits | None = None
+    ) -> None:
         if mem_budget_gb is not None and mem_budget_gb < 0:
             raise ValueError("mem_budget_gb must be >= 0")
-        self._ledger = _Ledger(mem_budget_gb)
+        self._ledger = _Ledger(mem_budget_gb, host)
         self._scope = ""
 
     def scoped(self, scope: str) -> NodeResources:
@@ -59,6 +70,11 @@ class NodeResources:
     @property
     def mem_budget_gb(self) -> float | None:
         return self._ledger.mem_budget_gb
+
+    @property
+    def host(self) -> HostLimits | None:
+        """How the host's real memory is read and judged (None: the budget alone)."""
+        return self._ledger.host
 
     def _k(self, name: str) -> str:
         return self._scope + name
@@ -108,7 +124,16 @@ class NodeResources:
 
     def release(self, holder: str) -> None:
         self._ledger.reservations.pop(self._k(holder), None)
-        self._ledger.charges.pop(self._k(holder), None)
+        self._ledger.drop_charge(self._k(holder))
+
+    def on_memory_freed(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever a charge is dropped, by any view of these books.
+
+        Memory comes back in several ways (a release, an on_demand service's idle stop, a
+        crash): whoever gave memory to another holder (a yield) must hear of all of them,
+        not only of the release it happens to see.
+        """
+        self._ledger.freed_listeners.append(listener)
 
     # -- memory (the node's budget, whatever the scope)
 
@@ -117,6 +142,15 @@ class NodeResources:
         return sum(self._ledger.charges.values())
 
     def mem_free_gb(self) -> float | None:
+        """What may still be charged: the budget's room, and no more than the host has."""
+        budget = self._budget_free_gb()
+        host = self._ledger.host
+        if host is None:
+            return budget
+        room = host.free_gb(host.gauge())
+        return room if budget is None else min(budget, room)
+
+    def _budget_free_gb(self) -> float | None:
         if self.mem_budget_gb is None:
             return None
         return self.mem_budget_gb - self.mem_charged_gb
@@ -129,22 +163,42 @@ class NodeResources:
         charges = self._ledger.charges
         new = {h: gb for h, gb in needed.items() if self._k(h) not in charges}
         extra = sum(new.values())
-        free = self.mem_free_gb()
-        if free is None or extra <= 1e-9 or extra <= free + 1e-9:
+        if extra <= 1e-9:
             return
         detail = " + ".join(f"{self._k(holder)} {gb:g} GB" for holder, gb in new.items())
-        assert self.mem_budget_gb is not None
-        raise MemoryExhausted(extra, max(free, 0.0), self.mem_budget_gb, detail)
+        free = self._budget_free_gb()
+        if free is not None and extra > free + 1e-9:
+            assert self.mem_budget_gb is not None
+            raise MemoryExhausted(extra, max(free, 0.0), self.mem_budget_gb, detail)
+        host = self._ledger.host
+        if host is None:
+            return
+        reading = host.gauge()
+        room = host.free_gb(reading)
+        if extra <= room + 1e-9:
+            return
+        if host.stalled(reading):
+            why = (
+                f"tasks stall on memory (PSI some avg10 {reading.psi_some_avg10:g}% > "
+                f"{host.psi_limit:g}%)"
+            )
+        else:
+            why = (
+                f"{room:g} GB available on the host (MemAvailable "
+                f"{reading.available_gb:.3g} GB, {host.min_free_gb:g} GB kept free)"
+            )
+        budget = self.mem_budget_gb
+        raise MemoryExhausted(extra, room, budget if budget is not None else room, detail, host=why)
 
     def charge(self, holder: str, gb: float) -> None:
         """Idempotent per holder; the budget is checked by :meth:`check_memory` beforehand."""
         if gb > 0:
             self._ledger.charges[self._k(holder)] = gb
         else:
-            self._ledger.charges.pop(self._k(holder), None)
+            self._ledger.drop_charge(self._k(holder))
 
     def discharge(self, holder: str) -> None:
-        self._ledger.charges.pop(self._k(holder), None)
+        self._ledger.drop_charge(self._k(holder))
 
     def snapshot(self) -> ResourceSnapshot:
         """This view's pools and charges (its own names); memory totals are the node's."""

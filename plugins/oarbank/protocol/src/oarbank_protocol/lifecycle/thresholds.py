@@ -1,15 +1,23 @@
-"""Failure and success thresholds so a flapping check does not churn (k8s probe semantics)."""
+"""Failure and success thresholds for probes: what they may delay, and what they may not.
+
+The protocol says a capability is available *while its probe reports healthy*, so the
+first unhealthy observation withdraws it: an admission a moment later must be refused,
+whatever the thresholds. What the thresholds still smooth is the *announcement* (the
+``capability_withdrawn`` event and its log line), so a probe that flaps every period does
+not fill the log: k8s semantics for the reported state, none for availability. A probe
+has no process to restart, so nothing else is there to delay.
+"""
 
 from __future__ import annotations
 
 
 class HealthFilter:
-    """Turns a stream of ok/not-ok observations into a stable available/unavailable state.
+    """Turns a stream of ok/not-ok observations into availability and a reported state.
 
-    The state starts unknown (treated as unavailable). Leaving "available" needs
-    ``failure_threshold`` consecutive failures; reaching it needs ``success_threshold``
-    consecutive successes. The first failure from the unknown state settles it as
-    unavailable at once, so a broken probe is reported promptly.
+    ``available`` needs the last ``success_threshold`` observations healthy and is lost at
+    the first failure. ``state`` (the announced state) starts unknown; leaving "available"
+    needs ``failure_threshold`` consecutive failures, and the first failure from unknown
+    settles it at once, so a broken probe is reported promptly.
     """
 
     def __init__(self, failure_threshold: int = 3, success_threshold: int = 1) -> None:
@@ -23,10 +31,10 @@ class HealthFilter:
 
     @property
     def available(self) -> bool:
-        return self.state is True
+        return self.failures == 0 and self.successes >= self.success_threshold
 
     def observe(self, ok: bool) -> bool:
-        """Record one observation; return True when the state changed."""
+        """Record one observation; return True when the announced state changed."""
         if ok:
             self.successes += 1
             self.failures = 0

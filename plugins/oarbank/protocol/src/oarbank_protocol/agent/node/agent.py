@@ -11,6 +11,7 @@ yielded services their memory back, and the checked teardown. Names are resolved
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from oarbank_protocol.errors import (
 )
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.environment import SAFE_PATH
+from oarbank_protocol.lifecycle.host_memory import HostLimits
 from oarbank_protocol.lifecycle.manager import ModuleManager
 from oarbank_protocol.lifecycle.options import SupervisorOptions
 from oarbank_protocol.lifecycle.reaper import Liveness, file_liveness, static_liveness
@@ -53,13 +55,17 @@ class NodeAgentConfig:
     platform: str | None = None
     path: str = SAFE_PATH
     options: SupervisorOptions = field(default_factory=SupervisorOptions)
+    #: the host's real memory (None: the budget alone, as before it was measured)
+    host_memory: HostLimits | None = field(default_factory=HostLimits)
+    #: how often the host's memory is checked for pressure between admissions
+    pressure_period_s: float = 2.0
 
 
 class NodeAgent:
     def __init__(self, config: NodeAgentConfig) -> None:
         check_name(config.node_id, "node id")
         self.config = config
-        self.resources = NodeResources(config.mem_budget_gb)
+        self.resources = NodeResources(config.mem_budget_gb, host=config.host_memory)
         self.liveness: Liveness | None = (
             file_liveness(config.live_attempts) if config.live_attempts else None
         )
@@ -100,6 +106,12 @@ class NodeAgent:
             )
         #: attempts admitted for memory only, charged to the node rather than a module
         self._node_charges: set[str] = set()
+        #: admissions in progress: the memory their yields free is theirs, not to hand back
+        self._admitting = 0
+        self._closing = False
+        self._pressure_check_due = False
+        self._pressure_task: asyncio.Task[None] | None = None
+        self.resources.on_memory_freed(self._memory_freed)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -125,9 +137,51 @@ class NodeAgent:
     def start_loops(self) -> None:
         for manager in self.managers.values():
             manager.start_loops()
+        if self.config.host_memory is not None and self._pressure_task is None:
+            self._pressure_task = asyncio.get_running_loop().create_task(
+                self._watch_host_memory(), name="oarbank:host-memory"
+            )
+
+    async def _watch_host_memory(self) -> None:
+        """Between admissions too: yield idle services while the host is short of memory
+        (the rest of the host may need it, whatever the budget says), and give it back
+        once the host has room again (nothing in the ledger tells of that)."""
+        host = self.config.host_memory
+        assert host is not None
+        while not self._closing:
+            await asyncio.sleep(self.config.pressure_period_s)
+            if self._admitting or self._closing:
+                continue
+            try:
+                reading = host.gauge()
+            except Exception:
+                log.exception("cannot read the host's memory; trying again")
+                continue
+            shortfall = host.shortfall_gb(reading)
+            if shortfall > 0:
+                freed = 0.0
+                for manager in self.managers.values():
+                    if freed >= shortfall:
+                        break
+                    freed += await manager.relieve_memory_pressure(shortfall - freed)
+                if freed:
+                    log.warning(
+                        "host memory short (%.3g GB available, PSI some avg10 %s): "
+                        "yielding %.3g GB of idle services",
+                        reading.available_gb,
+                        reading.psi_some_avg10,
+                        freed,
+                    )
+            else:
+                self._end_pressure_if_room()
 
     async def shutdown(self) -> bool:
         """Stop through the protocol, reap, check; True when nothing of ours is left."""
+        self._closing = True
+        if self._pressure_task is not None:
+            self._pressure_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pressure_task
         await self.doctors.cancel()
         for attempt in list(self._node_charges):
             self.release(attempt)
@@ -182,8 +236,25 @@ class NodeAgent:
         ):
             raise AdmissionRefused(f"attempt {attempt!r} is already admitted")
         wait = float(timeout) if timeout is not None else None
+        self._admitting += 1
         try:
-            return await self._admit_once(attempt, parts, float(mem_gb), wait)
+            return await self._admit_making_room(attempt, parts, float(mem_gb), wait)
+        finally:
+            self._admitting -= 1
+            # Yields that turned out not to be needed (the admission failed later) give
+            # their memory back now, as do yields whose end a free during the admission
+            # had to leave for later.
+            self._end_pressure_if_room()
+
+    async def _admit_making_room(
+        self,
+        attempt: str,
+        parts: dict[str, ModuleWant],
+        mem_gb: float,
+        wait: float | None,
+    ) -> dict[str, Any]:
+        try:
+            return await self._admit_once(attempt, parts, mem_gb, wait)
         except MemoryExhausted as exc:
             # A module yields its own idle services for its admissions; the node's budget is
             # shared, so idle yieldable services of the *other* modules may make room too.
@@ -203,7 +274,7 @@ class NodeAgent:
                     shortfall - freed, exclude=keep[module]
                 )
             await asyncio.gather(*(m.wait_yields() for m in self.managers.values()))
-            return await self._admit_once(attempt, parts, float(mem_gb), wait)
+            return await self._admit_once(attempt, parts, mem_gb, wait)
 
     async def _admit_once(
         self,
@@ -260,16 +331,39 @@ class NodeAgent:
             self._node_charges.discard(attempt)
             self.resources.release(f"attempt:{attempt}")
             released = True
-        if released:
-            self._end_pressure_if_room()
         return released
 
+    def _memory_freed(self) -> None:
+        """A charge was dropped (a release, an idle stop, a crash): check, once per burst,
+        whether yielded services fit again. Deferred to the loop, because the drop happens
+        in the middle of someone's state change."""
+        if self._pressure_check_due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._end_pressure_if_room()
+            return
+        self._pressure_check_due = True
+        loop.call_soon(self._deferred_pressure_check)
+
+    def _deferred_pressure_check(self) -> None:
+        self._pressure_check_due = False
+        self._end_pressure_if_room()
+
     def _end_pressure_if_room(self) -> None:
-        """Let yielded services run again, as many as the freed memory holds."""
+        """Let yielded services run again, as many as the freed memory holds.
+
+        Not while an admission is in progress (the memory its yields free is for it; its
+        end checks again) nor while the agent is closing.
+        """
+        if self._admitting or self._closing:
+            return
         free = self.resources.mem_free_gb()
         for manager in self.managers.values():
             for sup in manager.services.values():
-                if not sup.yield_requested:
+                if not sup.yield_requested or sup.state == ServiceState.STOPPING:
+                    # A yield still stopping frees its memory when done (and we hear of it).
                     continue
                 need = sup.reserve_needed_gb()
                 if free is None or need <= free + 1e-9:

@@ -23,6 +23,7 @@ from oarbank_protocol.agent.node.requests import answer
 from oarbank_protocol.agent.process import setup_logging, stop_on_signals
 from oarbank_protocol.errors import ManifestError, StateLocked
 from oarbank_protocol.execution.environment import SAFE_PATH, load_json_file
+from oarbank_protocol.lifecycle.host_memory import HostLimits
 from oarbank_protocol.lifecycle.options import SupervisorOptions
 from oarbank_protocol.numbers import amount_arg, seconds_arg
 
@@ -64,6 +65,24 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument(
         "--mem-budget-gb", type=amount_arg, help="host memory budget (default: none)"
     )
+    parser.add_argument(
+        "--min-free-gb",
+        type=amount_arg,
+        default=1.0,
+        help="host memory (MemAvailable) kept free for everything else (default 1)",
+    )
+    parser.add_argument(
+        "--psi-limit",
+        type=amount_arg,
+        default=10.0,
+        help="memory pressure (PSI some avg10, percent) above which the host counts as "
+        "short of memory (default 10)",
+    )
+    parser.add_argument(
+        "--no-host-memory",
+        action="store_true",
+        help="judge memory by --mem-budget-gb alone, not by the host's real memory",
+    )
     parser.add_argument("--live-attempts", type=Path, help="JSON list of live attempt ids")
     parser.add_argument("--reap-period-s", type=seconds_arg, default=60.0)
     parser.add_argument("--platform", help="override OARBANK_PLATFORM (default: detected)")
@@ -85,6 +104,9 @@ def _config(args: argparse.Namespace, state_dir: Path) -> NodeAgentConfig:
         platform=args.platform,
         path=args.path,
         options=SupervisorOptions(reap_period_s=args.reap_period_s),
+        host_memory=None
+        if args.no_host_memory
+        else HostLimits(min_free_gb=args.min_free_gb, psi_limit=args.psi_limit),
     )
 
 

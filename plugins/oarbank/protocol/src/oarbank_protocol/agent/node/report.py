@@ -55,5 +55,22 @@ def node_status(
             "budget_gb": resources.mem_budget_gb,
             "charged_gb": resources.mem_charged_gb,
             "charges": resources.snapshot().charges,
+            "host": host_memory_status(resources),
         },
+    }
+
+
+def host_memory_status(resources: NodeResources) -> dict[str, Any] | None:
+    """The host's reading as the agent judges it (None: the budget alone is used)."""
+    host = resources.host
+    if host is None:
+        return None
+    reading = host.gauge()
+    return {
+        "available_gb": round(reading.available_gb, 3),
+        "psi_some_avg10": reading.psi_some_avg10,
+        "min_free_gb": host.min_free_gb,
+        "psi_limit": host.psi_limit,
+        "free_gb": round(host.free_gb(reading), 3),
+        "under_pressure": host.shortfall_gb(reading) > 0,
     }
