@@ -120,7 +120,8 @@ class ProbeBlock(StrictModel):
     timeout_seconds: Seconds | None = Field(
         None,
         description="Per instance: the job fails when the probe has not passed by then."
-        " Default 120 (a kind may set its own).",
+        " Default 120 (a kind may set its own). A service's readiness with timing only (no"
+        " probe) tunes its kind's default probe.",
     )
     interval_seconds: Seconds | None = Field(
         None,
