@@ -175,6 +175,36 @@ def test_an_external_master_is_honoured_everywhere(srt_plan: MakePlan) -> None:
     assert not [e for e in p.ports if e["step"] == "service_mooncake-master"]
 
 
+SIDECAR = (
+    "  - {name: probe, command: [sh, -c, 'echo {infra_ip}:{master_port} {metadata_port}'],"
+    " start: after_frontend}\n"
+)
+
+
+def test_master_placeholders_follow_moved_ports(srt_plan: MakePlan) -> None:
+    moved = (
+        "  - {name: mooncake-master, type: mooncake-master,"
+        " options: {rpc_port: 9700, metadata_port: 9701}}\n"
+    )
+    p = srt_plan(JOB + moved + SIDECAR)
+    assert only(p, "probe").argv == ["sh", "-c", "echo 127.0.0.1:9700 9701"]
+    assert only(p, "prefill").env["MOONCAKE_MASTER"] == "127.0.0.1:9700"
+
+
+def test_master_placeholders_keep_the_specs_defaults(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + MASTER + SIDECAR)
+    assert only(p, "probe").argv == ["sh", "-c", "echo 127.0.0.1:8700 8701"]
+
+
+def test_an_external_masters_port_is_master_port(srt_plan: MakePlan) -> None:
+    external = (
+        "  - {name: mooncake-master, type: mooncake-master, external: 'mc.example:50051',"
+        " options: {metadata_port: 8080}}\n"
+    )
+    p = srt_plan(JOB + external + SIDECAR)
+    assert only(p, "probe").argv == ["sh", "-c", "echo 127.0.0.1:50051 8080"]
+
+
 def test_a_store_per_node_with_its_config_file_and_probe(srt_plan: MakePlan) -> None:
     p = srt_plan(
         JOB

@@ -50,6 +50,11 @@ class DefaultProbe:
         self.interval = interval
 
 
+#: Job-wide placeholders whose value a service decides (:meth:`ServiceKind.job_placeholders`);
+#: srt's defaults stand when no service gives one.
+KIND_PLACEHOLDERS: frozenset[str] = frozenset({"master_port", "metadata_port"})
+
+
 class ServiceKind:
     """Base class of every service kind. Subclass it and set ``name``.
 
@@ -184,6 +189,14 @@ class ServiceKind:
     def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
         """Prometheus endpoints when the recipe writes no ``metrics``."""
         return []
+
+    def job_placeholders(self, spec: ServiceSpec, options: Any) -> dict[str, str]:
+        """Values of the job-wide placeholders this service decides: the Mooncake master's
+        ``{master_port}`` and ``{metadata_port}`` follow its ports when the recipe moves
+        them. Only names in :data:`KIND_PLACEHOLDERS` count (the others are srt's own).
+        Called for every service that runs or is ``external``.
+        """
+        return {}
 
     def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
         """What consumers with ``inherit_discovery_env`` get from this service.

@@ -34,7 +34,7 @@ from srt_services.plan.ports import PortLedger
 from srt_services.plan.processes import benchmark_unit, frontend_units, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
 from srt_services.plan.settings import PlanSettings
-from srt_services.plan.values import job_values
+from srt_services.plan.values import job_values, kind_placeholders
 from srt_services.recipe.models import MAX_NODES, RestartSpec
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem, RecipeError, locate
@@ -104,6 +104,7 @@ def _resolve(
     recipe_dir = settings.recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
     services, skipped = _runnable(loaded, settings)
     common = job_values(loaded, lay, paths, recipe_dir)
+    common.update(kind_placeholders(services))
     ctx = PlanContext(
         loaded,
         plugins,

@@ -252,6 +252,19 @@ class MooncakeMasterKind(ServerKind):
         assert isinstance(options, MasterOptions)
         return [MetricsSpec(port=options.metrics_port, path="/metrics")]
 
+    def job_placeholders(self, spec: ServiceSpec, options: Any) -> dict[str, str]:
+        # {master_port}/{metadata_port} are this master's, wherever the recipe moved them
+        # (an external master: the port of its address); "" when no metadata server runs
+        assert isinstance(options, MasterOptions)
+        rpc: int | None = options.rpc_port
+        if spec.external is not None:
+            parts = env.split_address(spec.external)
+            rpc = parts[1] if parts is not None else None
+        out = {"metadata_port": "" if options.metadata_port is None else str(options.metadata_port)}
+        if rpc is not None:
+            out["master_port"] = str(rpc)
+        return out
+
     def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
         assert isinstance(options, MasterOptions)
         if host is None:  # external: the address given, its host for the metadata server
