@@ -101,6 +101,10 @@ class ServiceKind:
     stop_signal: ClassVar[str] = "TERM"
     default_readiness_timeout: ClassVar[float] = 120.0
     default_readiness_interval: ClassVar[float] = 2.0
+    #: How ``srt kinds`` states the default readiness timeout when :meth:`readiness`
+    #: computes it per entry (from a manifest, say) instead of using the number above;
+    #: empty: the number is what runs.
+    readiness_timeout_summary: ClassVar[str] = ""
     #: Stop after every other unit of the job, the discovery plane included (a metrics
     #: scraper keeps the last samples of everything it scrapes).
     stops_last: ClassVar[bool] = False

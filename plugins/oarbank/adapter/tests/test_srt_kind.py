@@ -318,3 +318,35 @@ def test_the_ready_probe_waits_for_the_agent(tmp_path: Path) -> None:
     assert backoff is not None and backoff.detail == "agent: backoff: start failed: boom"
     status.write_text(json.dumps({"state": "ready", "reason": "ready"}))
     assert agent_state(str(status)) is None
+
+
+def test_srt_kinds_states_the_readiness_dry_run_uses(tmp_path: Path) -> None:
+    """``srt kinds oarbank`` said 120 s and 2 s; the probe that runs waits as long as the
+    manifest allows and retries every second: the listing now says so."""
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    service = {"name": "vm", "exec": ["bin/x"], "start_timeout_s": 200, "ready_timeout_s": 900}
+    service["timeouts"] = {"fingerprint": 7}
+    (bundle / "oarbank-module.json").write_text(json.dumps({"name": "m", "services": [service]}))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "schema: 2\nname: k\nobservability: {metrics: false}\nservices:\n"
+        f"  - {{name: mod, type: oarbank, options: {{bundle: '{bundle}', service: vm}}}}\n"
+    )
+    srt = [sys.executable, "-m", "srt_services"]
+    listed = subprocess.run(
+        [*srt, "kinds", "oarbank", "--json"], capture_output=True, text=True, check=True
+    )
+    kind = json.loads(listed.stdout)
+    planned = subprocess.run(
+        [*srt, "dry-run", "--json", str(recipe)], capture_output=True, text=True, check=True
+    )
+    plan = json.loads(planned.stdout)
+    (unit,) = [u for u in plan["units"] if u["name"] == "mod"]
+    probe = unit["instances"][0]["readiness"]
+    assert probe["timeout"] == 7 + 200 + 900 + 30
+    assert probe["interval"] == kind["readiness_interval"] == 1.0
+    assert "manifest" in kind["readiness_timeout_summary"]
+    text = subprocess.run([*srt, "kinds", "oarbank"], capture_output=True, text=True, check=True)
+    (line,) = [ln for ln in text.stdout.splitlines() if ln.startswith("readiness timeout:")]
+    assert "120 s" not in line and "options.ready_timeout_seconds" in line

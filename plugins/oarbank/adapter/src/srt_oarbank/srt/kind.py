@@ -69,6 +69,12 @@ class OarbankKind(ServiceKind):
     #: the protocol's stop may take 120 s, then destroy --force 60 s, then reaping (validate
     #: warns when a manifest's stop timeout needs more)
     default_stop_grace: ClassVar[float] = 190.0
+    #: what the readiness below uses, so ``srt kinds oarbank`` says what dry-run shows
+    readiness_timeout_summary: ClassVar[str] = (
+        "options.ready_timeout_seconds, else the manifest's fingerprint + start + ready"
+        f" timeouts + {READY_MARGIN_S:g} s (600 s when the bundle cannot be read)"
+    )
+    default_readiness_interval: ClassVar[float] = 1.0
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         from oarbank_protocol.execution.bundle import load_bundle
@@ -158,7 +164,6 @@ class OarbankKind(ServiceKind):
                 "agent_data": True,
             },
             timeout=options.ready_timeout_seconds or default_ready_timeout(options),
-            interval=1.0,
         )
 
 
