@@ -197,6 +197,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     #: the job's node-local directory on every node (``{local_dir}`` lives under it)
     local_dir: str | None = None
+    #: the recipe's ``env_passthrough`` (names and ``PREFIX_*``), beside the site's list
+    env_passthrough: list[str] = field(default_factory=list)
 
     def local_dir_nodes(self) -> list[str]:
         """The nodes where the job makes something under :attr:`local_dir` (an instance that

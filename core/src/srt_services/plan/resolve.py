@@ -151,6 +151,7 @@ def _resolve(
         scrape_targets=_scrape_targets(ctx),
         warnings=ctx.warnings,
         local_dir=paths.local_job_dir,
+        env_passthrough=list(loaded.recipe.env_passthrough),
     )
 
 
