@@ -9,7 +9,7 @@ the planner renders them exactly like the recipe's own values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -105,6 +105,16 @@ class ServiceKind:
     #: computes it per entry (from a manifest, say) instead of using the number above;
     #: empty: the number is what runs.
     readiness_timeout_summary: ClassVar[str] = ""
+    #: What makes a job run this kind without an entry (``frontend.type: dynamo``), for
+    #: the kind-defaults table of ``docs/differences.md``; empty: only a declared entry.
+    implied_by_summary: ClassVar[str] = ""
+    #: The default command in a few words, for that table (default: the server binary).
+    command_summary: ClassVar[str] = ""
+    #: Where this kind's defaults differ from the services specification, and why: a
+    #: column of the table (``placement``, ``start``, ``critical``, ``command``, ``ports``,
+    #: ``readiness``, ``implied by``, ``environment``) -> the reason. The table is
+    #: generated from the kinds, so a changed default shows up as a stale page in CI.
+    spec_departures: ClassVar[Mapping[str, str]] = {}
     #: Stop after every other unit of the job, the discovery plane included (a metrics
     #: scraper keeps the last samples of everything it scrapes).
     stops_last: ClassVar[bool] = False

@@ -155,6 +155,12 @@ def store_config_text(config: StoreConfig, options: MasterOptions, host: str) ->
 
 class MooncakeMasterKind(ServerKind):
     name: ClassVar[str] = env.MASTER_KIND
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "readiness": "The specification waits for the master's ports; srt waits for `GET"
+        " /health` on the metrics port, which answers 200 only once the RPC and metadata"
+        " servers are up (a stronger gate); with the entry's own command, the RPC port."
+        " Timeout 300 s: a cold container needed minutes.",
+    }
     summary: ClassVar[str] = (
         "Mooncake's KV-cache master: RPC, HTTP metadata and metrics ports srt owns; declared."
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,6 +60,11 @@ class OarbankOptions(KindOptions):
 
 class OarbankKind(ServiceKind):
     name: ClassVar[str] = "oarbank"
+    command_summary: ClassVar[str] = "srt's oarbank agent, driving the module's protocol"
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "Not a kind of the specification: service protocol 1"
+        " (`service-protocol-1.md`), run under srt's agent.",
+    }
     summary: ClassVar[str] = "A service of a protocol-1 module, run under srt's oarbank agent."
     readiness_summary: ClassVar[str] = "the protocol's ready op"
     Options: ClassVar[type[OarbankOptions]] = OarbankOptions
