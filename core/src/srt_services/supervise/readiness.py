@@ -284,8 +284,16 @@ class ReadinessGate:
             await self.probing.wait_fleet(unit)
 
     async def await_ready(self, inst: InstanceRun) -> None:
-        """Wait for readiness of the current attempt (PhaseFailed if it fails), then mark it."""
-        await self.probing.wait_ready(inst)
+        """Wait for readiness of the current attempt (PhaseFailed if it fails), then mark it.
+
+        An instance found ``unavailable`` on its node (see :mod:`.exits`) ends the wait
+        without failing the phase: the job runs without it."""
+        try:
+            await self.probing.wait_ready(inst)
+        except PhaseFailed:
+            if inst.state == "unavailable":
+                return
+            raise
         self.mark_ready(inst)
 
     def mark_ready(self, inst: InstanceRun) -> None:

@@ -1,8 +1,9 @@
 """What the exporter kinds and the ``prometheus`` kind share: the ``if_missing`` rule, one port.
 
 Metrics are on by default, so these kinds are implied on machines that may not have the
-binaries (a laptop, a login node's test run). An implied one is skipped there with a
-warning, the job runs; a declared one fails clearly unless it says ``if_missing: skip``.
+binaries (a laptop, a compute node without DCGM). An implied one looks its binary up on the
+node that runs it, at launch; where it is missing that instance is ``unavailable`` and the
+job runs; a declared one fails clearly unless it says ``if_missing: skip``.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ class MetricsServerOptions(ServerOptions):
 
     if_missing: IfMissing = Field(
         "fail",
-        description="What happens when the binary is not on the machine srt runs on: `fail`"
-        " (the instance fails with the install hint) or `skip` (the service is dropped with a"
-        " warning; implied services use this, so a job runs where no exporter is installed).",
+        description="What happens when the binary is not on the node an instance runs on,"
+        " looked up there at launch: `fail` (the instance fails with the install hint) or"
+        " `skip` (that instance is `unavailable`, with the reason in `srt status`,"
+        " events.jsonl and the metrics summary, and the job runs without it; implied"
+        " services use this, so a job runs where no exporter is installed).",
     )
 
 
@@ -65,12 +68,7 @@ class MetricsServerKind(ServerKind):
             return None
         return super().preamble(spec, options, ctx)
 
-    def skip_reason(self, spec: ServiceSpec, options: Any) -> str | None:
-        if getattr(options, "if_missing", "fail") != "skip" or spec.command is not None:
-            return None
-        if spec.container is not None:
-            return None  # the image brings the binary
-        binary = self.binary(options)
-        if find_binary(binary) is not None:
-            return None
-        return f"{binary} not found on this machine (PATH, srt's venv); {self.install_hint}"
+    def may_be_unavailable(self, spec: ServiceSpec, options: Any) -> bool:
+        # looked up on the node that runs it, at launch: never decided for every node on
+        # the machine that plans the job (under Slurm, the batch host)
+        return getattr(options, "if_missing", "fail") == "skip"

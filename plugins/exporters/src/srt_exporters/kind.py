@@ -57,9 +57,8 @@ class NodeExporterKind(MetricsServerKind):
         "command": "The specification runs `/bin/node_exporter` in"
         " `quay.io/prometheus/node-exporter`; srt runs the host binary"
         " `prometheus-node-exporter` on the bare node. A declared `container` runs that same"
-        " command in the image, which the upstream image does not have; an implied one whose"
-        " binary is missing on the orchestrator's host is skipped with a warning (open:"
-        " issue 27).",
+        " command in the image, which the upstream image does not have (the spec's images"
+        " are not srt's defaults yet). The binary is looked up on each node at launch.",
         "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
         " is not part of srt), on every compute node rather than every worker node.",
     }
@@ -235,9 +234,9 @@ class DcgmExporterKind(MetricsServerKind):
     spec_departures: ClassVar[Mapping[str, str]] = {
         "command": "The specification runs `dcgm-exporter` in"
         " `nvcr.io/nvidia/k8s/dcgm-exporter`; srt runs the host binary `dcgm-exporter` on"
-        " the bare node. A declared `container` runs that same command in the image, which"
-        " the upstream image does not have; an implied one whose binary is missing on the"
-        " orchestrator's host is skipped with a warning (open: issue 27).",
+        " the bare node. A declared `container` runs that same command in the image (the"
+        " spec's image is not srt's default yet). The binary is looked up on each node at"
+        " launch.",
         "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
         " is not part of srt), on every compute node rather than every worker node.",
     }
