@@ -89,3 +89,27 @@ def test_if_missing_fail_still_fails_the_instance(
     step = "service_node-exporter"
     assert not events_of(run, "unavailable", step=step)
     assert run.state()["instances"][step]["state"] == "failed"
+
+
+def test_a_gated_service_that_is_unavailable_does_not_fail_its_phase(
+    srt_jobs: Jobs, srt_free_port: Callable[[], int]
+) -> None:
+    """Prometheus has a readiness probe and starts in the first phase: its exit before
+    it was ready is not the phase's failure when its node lacks the binary."""
+    port = srt_free_port()
+    run = srt_jobs.run(
+        f"""
+        schema: 2
+        name: noprom
+        observability: {{metrics: false}}
+        benchmark: {{type: command, command: [bash, -c, "sleep 1"]}}
+        services:
+          - name: prometheus
+            type: prometheus
+            options: {{port: {port}, binary: {MISSING}, if_missing: skip}}
+        """,
+        timeout=60,
+    )
+    assert run.code == 0, run.stderr
+    state = run.state()["instances"]["service_prometheus"]
+    assert state["state"] == "unavailable" and MISSING in state["reason"]

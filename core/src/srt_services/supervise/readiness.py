@@ -216,7 +216,8 @@ class Probing:
 
     def _exited_before_ready(self, inst: InstanceRun, code: int, spec: PlannedProbe) -> PhaseFailed:
         p = inst.planned
-        inst.state = "failed"
+        if inst.unavailable is None:  # an unavailable one keeps its state (see await_ready)
+            inst.state = "failed"
         log = self.job.inside(p.log)
         lines = process.tail(log, LOG_TAIL_LINES)
         shown = "\n".join(f"    {line}" for line in lines) if lines else "    (the log is empty)"
@@ -291,7 +292,7 @@ class ReadinessGate:
         try:
             await self.probing.wait_ready(inst)
         except PhaseFailed:
-            if inst.state == "unavailable":
+            if inst.unavailable is not None:
                 return
             raise
         self.mark_ready(inst)
