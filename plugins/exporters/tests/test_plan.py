@@ -220,3 +220,24 @@ def test_the_job_container_is_not_inherited_by_the_host_exporters(
         assert u[name].container is None, name
     assert u["node-exporter"].container == "quay.io/prometheus/node-exporter"
     assert u["agg"].container == "job-image"
+
+
+def test_unpinned_default_ports_are_free_ones_when_the_job_runs_here(
+    srt_plan: Callable[..., Plan],
+) -> None:
+    """Two local jobs on one machine must not both take 9099 (and 9101, 9256...): on this
+    machine a default port the recipe did not write is one the kernel says is free; a
+    written port stays, and dry-run shows the defaults."""
+    text = JOB + "services: [{name: prometheus, type: prometheus}]\n"
+    first, second = srt_plan(text, runs_here=True), srt_plan(text, runs_here=True)
+    dry = srt_plan(text)
+    for name, default in (("prometheus", 9099), ("node-exporter", 9101)):
+        ports = [units(p)[name].instances[0].ports for p in (first, second, dry)]
+        assert ports[2] == [default]
+        assert default not in ports[0] + ports[1], name
+    targets = {t.service: t for t in first.scrape_targets}
+    assert targets["prometheus"].url.endswith(
+        f":{units(first)['prometheus'].instances[0].ports[0]}/metrics"
+    )
+    pinned = JOB + "services: [{name: prometheus, type: prometheus, options: {port: 9099}}]\n"
+    assert units(srt_plan(pinned, runs_here=True))["prometheus"].instances[0].ports == [9099]

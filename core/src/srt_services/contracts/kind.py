@@ -238,3 +238,10 @@ class ServiceKind:
     def skip_reason(self, spec: ServiceSpec, options: Any) -> str | None:
         """Why this service cannot run on this machine (checked at launch, not at dry-run)."""
         return None
+
+    def local_options(self, spec: ServiceSpec, options: Any) -> Any:
+        """The options for a plan that runs on this machine now (``srt run``): a kind may
+        move a default port the recipe did not write to a free one, so that two local jobs
+        on one machine never collide on a port srt chose. Return ``options`` unchanged (the
+        default), or a changed copy; never mutate it (it is shared)."""
+        return options

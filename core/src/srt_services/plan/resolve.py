@@ -11,6 +11,7 @@ the port ledger (:mod:`.ports`) refuses two listeners on one port of a node.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -171,6 +172,10 @@ def _runnable(loaded: LoadedRecipe, settings: PlanSettings) -> tuple[list[Settle
         if s.options is not None and s.spec.external is None:
             reason = s.kind.skip_reason(s.spec, s.options)
         if reason is None:
+            if s.options is not None and s.spec.external is None:
+                moved = s.kind.local_options(s.spec, s.options)
+                if moved is not s.options:
+                    s = dataclasses.replace(s, options=moved)
             kept.append(s)
         elif s.critical:
             refused.append(Problem(s.eff.label_path, f"cannot run on this machine: {reason}"))

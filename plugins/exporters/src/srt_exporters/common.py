@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -19,6 +20,22 @@ IfMissing = Literal["fail", "skip"]
 
 #: What the implied services carry; a recipe that declares the service decides itself.
 REASON = "observability.metrics"
+
+
+#: ports handed out by this process: the kernel may offer a closed one again, and two
+#: services of one plan must not get the same
+_GIVEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, on the loopback network local jobs run on."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def find_binary(binary: str) -> str | None:
@@ -67,6 +84,14 @@ class MetricsServerKind(ServerKind):
         if spec.container is not None:
             return None
         return super().preamble(spec, options, ctx)
+
+    def local_options(self, spec: ServiceSpec, options: Any) -> Any:
+        # the default port is srt's choice, not the recipe's: on this machine, where a
+        # second job may already hold it, take one the kernel says is free (the scrape
+        # targets and SRT_SERVICE_PROMETHEUS_URL follow, both come from these options)
+        if "port" in spec.options or spec.command is not None:
+            return options
+        return options.model_copy(update={"port": free_port()})
 
     def may_be_unavailable(self, spec: ServiceSpec, options: Any) -> bool:
         # looked up on the node that runs it, at launch: never decided for every node on

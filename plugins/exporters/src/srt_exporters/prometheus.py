@@ -91,7 +91,9 @@ class PrometheusKind(MetricsServerKind):
         " exporters); srt's `observability.metrics` implies a Prometheus on the infra node"
         " so that `srt metrics` can read the job's samples after it ended.",
         "ports": "9099, not Prometheus's 9090: recipes (the specification's Ray example"
-        " among them) put their own metrics on 9090.",
+        " among them) put their own metrics on 9090. Under `srt run` a port the recipe did"
+        " not write is a free one (every exporter's too), so two local jobs never collide;"
+        " the benchmark learns it from SRT_SERVICE_PROMETHEUS_URL.",
     }
     summary: ClassVar[str] = (
         "Prometheus scraping every target of the job (file_sd); TSDB in the job directory."
