@@ -239,6 +239,13 @@ class ServiceKind:
         """Why this service cannot run on this machine (checked at launch, not at dry-run)."""
         return None
 
+    def wildcard_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        """Ports this service binds on every interface (``0.0.0.0``) whatever address it is
+        given. Local virtual nodes (127.0.0.x) share one network, so such a port blocks
+        the same port on every other virtual node: the plan of a local run refuses two
+        nodes that would both use it, naming the services."""
+        return ()
+
     def local_options(self, spec: ServiceSpec, options: Any) -> Any:
         """The options for a plan that runs on this machine now (``srt run``): a kind may
         move a default port the recipe did not write to a free one, so that two local jobs

@@ -131,6 +131,12 @@ def _resolve(
     discovery = _discovery_env(ctx)
     units, phases = _units(ctx, discovery)
     ctx.problems.extend(ctx.ledger.problems())
+    if allocation.kind == "local":
+        for s, message in wildcard_collisions(ctx, units):
+            if settings.runs_here:
+                ctx.problems.append(Problem(s.eff.label_path, message))
+            else:  # dry-run --local: the same recipe may be meant for a cluster
+                ctx.warnings.append(f"services[{s.name}]: {message}")
     if ctx.problems:
         raise _recipe_error(loaded, ctx.problems)
     if settings.launcher is not None:
@@ -154,6 +160,44 @@ def _resolve(
         local_dir=paths.local_job_dir,
         env_passthrough=list(loaded.recipe.env_passthrough),
     )
+
+
+def wildcard_collisions(ctx: PlanContext, units: list[PlannedUnit]) -> list[tuple[Settled, str]]:
+    """Services that bind a port on every interface, on a local run with several virtual
+    nodes: the virtual nodes share the machine's network, so the same port claimed on
+    another virtual node (by this service or another) cannot be bound there. On separate
+    machines (Slurm) the same recipe is fine, which is why only a local plan checks."""
+    by_port: dict[int, list[tuple[str, str]]] = {}
+    for entry in ctx.ledger.entries():
+        by_port.setdefault(int(entry["port"]), []).append((str(entry["node"]), str(entry["owner"])))
+    out: list[tuple[Settled, str]] = []
+    planned = {u.name: u for u in units}
+    for s in ctx.services:
+        if s.options is None or s.spec.external is not None:
+            continue
+        ports = s.kind.wildcard_ports(s.spec, s.options)
+        unit = planned.get(s.name)
+        if not ports or unit is None:
+            continue
+        mine = {i.node for i in unit.instances}
+        for port in ports:
+            others = sorted(
+                {f"{owner} on {node}" for node, owner in by_port.get(port, []) if node not in mine}
+                | {f"services[{s.name}] on {n}" for n in sorted(mine)[1:]}
+            )
+            if not others:
+                continue
+            where = ", ".join(sorted(mine))
+            out.append(
+                (
+                    s,
+                    f"binds 0.0.0.0:{port} on {where}; local virtual nodes share one network,"
+                    f" so port {port} is then taken for {', '.join(others)} too. Place these"
+                    " instances on one virtual node, give them different ports, or run the"
+                    " recipe on a cluster (Slurm), where nodes are separate machines",
+                )
+            )
+    return out
 
 
 def _runnable(loaded: LoadedRecipe, settings: PlanSettings) -> tuple[list[Settled], list[str]]:

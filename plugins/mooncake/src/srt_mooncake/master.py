@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, field_validator
@@ -242,6 +242,13 @@ class MooncakeMasterKind(ServerKind):
             return {}
         host = url_host(ctx.node.ip)
         return {STORE_CONFIG_FILE: store_config_text(options.store_config, options, host)}
+
+    def wildcard_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        # Mooncake's HTTP metadata server binds 0.0.0.0 whatever its host flag says
+        assert isinstance(options, MasterOptions)
+        if spec.command is not None or options.metadata_port is None:
+            return ()
+        return (options.metadata_port,)
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         # /health is 200 only once the master serves (its admin server starts after the RPC

@@ -15,7 +15,7 @@ with the master and mounted its segment, so a TCP accept on it is the readiness 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
@@ -204,6 +204,11 @@ class MooncakeStoreKind(ServerKind):
             if value is not None:
                 out[key] = value
         return out
+
+    def wildcard_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        # the REST server binds 0.0.0.0 whatever address it is given
+        assert isinstance(options, StoreOptions)
+        return (rest_port(spec, options),)
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         assert isinstance(options, StoreOptions)
