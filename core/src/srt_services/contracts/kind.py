@@ -247,7 +247,8 @@ class ServiceKind:
         return ()
 
     def local_options(self, spec: ServiceSpec, options: Any) -> Any:
-        """The options for a plan that runs on this machine now (``srt run``): a kind may
+        """The options for a plan that runs on this machine's virtual nodes now (``srt run``
+        without Slurm; never a cluster's batch step, whose nodes are the job's): a kind may
         move a default port the recipe did not write to a free one, so that two local jobs
         on one machine never collide on a port srt chose. Return ``options`` unchanged (the
         default), or a changed copy; never mutate it (it is shared)."""

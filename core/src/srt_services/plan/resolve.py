@@ -103,7 +103,7 @@ def _resolve(
         job_dir=settings.job_dir, job_id=allocation.job_id, local_root=settings.local_root
     )
     recipe_dir = settings.recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
-    services, skipped = _runnable(loaded, settings)
+    services, skipped = _runnable(loaded, settings, allocation.kind == "local")
     common = job_values(loaded, lay, paths, recipe_dir)
     common.update(kind_placeholders(services))
     ctx = PlanContext(
@@ -200,7 +200,9 @@ def wildcard_collisions(ctx: PlanContext, units: list[PlannedUnit]) -> list[tupl
     return out
 
 
-def _runnable(loaded: LoadedRecipe, settings: PlanSettings) -> tuple[list[Settled], list[str]]:
+def _runnable(
+    loaded: LoadedRecipe, settings: PlanSettings, local: bool
+) -> tuple[list[Settled], list[str]]:
     """The services the plan runs, and a warning for each that cannot run here.
 
     Only a plan that runs on this machine now asks the kinds (a dry run or an sbatch
@@ -216,7 +218,8 @@ def _runnable(loaded: LoadedRecipe, settings: PlanSettings) -> tuple[list[Settle
         if s.options is not None and s.spec.external is None:
             reason = s.kind.skip_reason(s.spec, s.options)
         if reason is None:
-            if s.options is not None and s.spec.external is None:
+            if local and s.options is not None and s.spec.external is None:
+                # only on this machine's virtual nodes: a cluster's nodes are the job's own
                 moved = s.kind.local_options(s.spec, s.options)
                 if moved is not s.options:
                     s = dataclasses.replace(s, options=moved)
