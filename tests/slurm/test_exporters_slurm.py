@@ -57,7 +57,8 @@ def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
 ) -> None:
     cluster = slurm_cluster_3
     # 3 nodes of workers: node-exporter on each, process-exporter on each, prometheus on
-    # the infra node (n1, the head); dcgm-exporter is implied too and skipped (no binary)
+    # the infra node (n1, the head); dcgm-exporter is implied too and unavailable on every
+    # node (no binary there)
     expected = 3 + 3 + 1  # node, process, and prometheus itself
     job = submit(
         f"""
@@ -85,7 +86,12 @@ def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
     sbatch = job.sbatch_log()
     bench = job.log("benchmark")
     assert job.result()["exit_code"] == 0, sbatch + bench
-    assert "services[dcgm-exporter] skipped" in sbatch
+    # dcgm-exporter has no binary on the compute nodes: each node found that out itself,
+    # at launch, and the job ran without it (nothing was dropped on the batch host)
+    assert "services[dcgm-exporter] skipped" not in sbatch
+    missing = {e["node"]: e["reason"] for e in job.events("unavailable")}
+    assert set(missing) == {"n1", "n2", "n3"}, missing
+    assert all("dcgm-exporter" in r for r in missing.values())
 
     nodes_of: dict[str, set[str]] = {}
     for e in job.events("launched"):
@@ -117,3 +123,7 @@ def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
     rows = {t["instance"]: t for t in json.loads(report.stdout)["targets"]}
     for n in ("n1", "n2", "n3"):
         assert rows[f"node_exporter_{n}"]["scrapes"] > 0
+    ran_without = json.loads(report.stdout)["unavailable"]
+    assert {(m["service"], m["node"]) for m in ran_without} == {
+        ("dcgm-exporter", n) for n in ("n1", "n2", "n3")
+    }

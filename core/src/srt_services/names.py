@@ -23,6 +23,23 @@ ENV_NAME_RE = re.compile(ENV_NAME_PATTERN.removesuffix("$") + r"\Z")
 DANGEROUS_ENV = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONSTARTUP"})
 
 
+#: A job's ``env_passthrough`` entry: a variable name, or a prefix ending in ``*``.
+PASSTHROUGH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*\*?$"
+#: Loader variables a passthrough pattern never matches (one may still be named exactly
+#: only where the checks allow it): a ``LD_*`` meant for ``LD_LIBRARY_PATH`` must not
+#: carry the submitting shell's ``LD_PRELOAD`` into every service.
+NEVER_BY_PATTERN = frozenset({"LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP"})
+
+
+def passthrough_split(
+    entries: tuple[str, ...] | list[str],
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(exact names, prefixes) of passthrough entries (``NCCL_*`` is the prefix ``NCCL_``)."""
+    names = frozenset(e for e in entries if not e.endswith("*"))
+    prefixes = tuple(e[:-1] for e in entries if e.endswith("*"))
+    return names, prefixes
+
+
 def name_problem(value: str) -> str | None:
     """Why ``value`` is not a safe name, or ``None`` when it is."""
     if not value:

@@ -56,6 +56,7 @@ INSTANCE_KEYS = [
     "log",
     "readiness",
     "extra",
+    "reason",
 ]
 
 

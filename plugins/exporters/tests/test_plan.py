@@ -156,23 +156,29 @@ def test_placeholder_braces_in_groups_survive_planning(srt_plan: Callable[..., P
     assert "\\x7Bnode\\x7D" in text
 
 
-def test_implied_services_are_skipped_where_the_binary_is_missing(
+def test_implied_services_are_never_dropped_at_plan_time(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, srt_plan: Callable[..., Plan]
 ) -> None:
+    """Whether a binary is there is decided on the node that runs the instance, at launch
+    (under Slurm the planning host is the batch host, not where GPUs are): with nothing
+    installed where the job is planned, every implied exporter is still planned, with a
+    look-up that marks its instance unavailable on a node that lacks it."""
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing is installed here
-    # planned to run here, as `srt run` plans: each kind is asked whether it can
     plan = srt_plan(
         JOB + "services: [{name: prometheus, type: prometheus, options: {if_missing: fail}}]\n",
         runs_here=True,
     )
-    notes = plan.warnings
-    left = {u.name for u in plan.units}
-    assert "prometheus" in left, "declared with if_missing: fail: it fails at launch instead"
-    assert not {"node-exporter", "dcgm-exporter", "process-exporter"} & left
-    assert any(
-        "services[node-exporter] skipped: prometheus-node-exporter not found" in n for n in notes
-    )
-    assert not [t for t in plan.scrape_targets if t.service == "node-exporter"]
+    left = {u.name: u for u in plan.units}
+    assert {"node-exporter", "dcgm-exporter", "process-exporter", "prometheus"} <= set(left)
+    assert not [w for w in plan.warnings if "skipped" in w]
+    assert [t for t in plan.scrape_targets if t.service == "node-exporter"]
+    for name in ("node-exporter", "dcgm-exporter", "process-exporter"):
+        inst = left[name].instances[0]
+        assert inst.preamble is not None
+        assert f"{inst.work_dir}/srt-unavailable" in inst.preamble, name
+    # declared with if_missing: fail, a missing binary fails the instance instead
+    prometheus = left["prometheus"].instances[0]
+    assert prometheus.preamble is not None and "srt-unavailable" not in prometheus.preamble
 
 
 def test_bad_options_are_refused_with_their_line(srt_plugins: Any, srt_load: Any) -> None:
@@ -214,3 +220,24 @@ def test_the_job_container_is_not_inherited_by_the_host_exporters(
         assert u[name].container is None, name
     assert u["node-exporter"].container == "quay.io/prometheus/node-exporter"
     assert u["agg"].container == "job-image"
+
+
+def test_unpinned_default_ports_are_free_ones_when_the_job_runs_here(
+    srt_plan: Callable[..., Plan],
+) -> None:
+    """Two local jobs on one machine must not both take 9099 (and 9101, 9256...): on this
+    machine a default port the recipe did not write is one the kernel says is free; a
+    written port stays, and dry-run shows the defaults."""
+    text = JOB + "services: [{name: prometheus, type: prometheus}]\n"
+    first, second = srt_plan(text, runs_here=True), srt_plan(text, runs_here=True)
+    dry = srt_plan(text)
+    for name, default in (("prometheus", 9099), ("node-exporter", 9101)):
+        ports = [units(p)[name].instances[0].ports for p in (first, second, dry)]
+        assert ports[2] == [default]
+        assert default not in ports[0] + ports[1], name
+    targets = {t.service: t for t in first.scrape_targets}
+    assert targets["prometheus"].url.endswith(
+        f":{units(first)['prometheus'].instances[0].ports[0]}/metrics"
+    )
+    pinned = JOB + "services: [{name: prometheus, type: prometheus, options: {port: 9099}}]\n"
+    assert units(srt_plan(pinned, runs_here=True))["prometheus"].instances[0].ports == [9099]

@@ -175,6 +175,36 @@ def test_an_external_master_is_honoured_everywhere(srt_plan: MakePlan) -> None:
     assert not [e for e in p.ports if e["step"] == "service_mooncake-master"]
 
 
+SIDECAR = (
+    "  - {name: probe, command: [sh, -c, 'echo {infra_ip}:{master_port} {metadata_port}'],"
+    " start: after_frontend}\n"
+)
+
+
+def test_master_placeholders_follow_moved_ports(srt_plan: MakePlan) -> None:
+    moved = (
+        "  - {name: mooncake-master, type: mooncake-master,"
+        " options: {rpc_port: 9700, metadata_port: 9701}}\n"
+    )
+    p = srt_plan(JOB + moved + SIDECAR)
+    assert only(p, "probe").argv == ["sh", "-c", "echo 127.0.0.1:9700 9701"]
+    assert only(p, "prefill").env["MOONCAKE_MASTER"] == "127.0.0.1:9700"
+
+
+def test_master_placeholders_keep_the_specs_defaults(srt_plan: MakePlan) -> None:
+    p = srt_plan(JOB + MASTER + SIDECAR)
+    assert only(p, "probe").argv == ["sh", "-c", "echo 127.0.0.1:8700 8701"]
+
+
+def test_an_external_masters_port_is_master_port(srt_plan: MakePlan) -> None:
+    external = (
+        "  - {name: mooncake-master, type: mooncake-master, external: 'mc.example:50051',"
+        " options: {metadata_port: 8080}}\n"
+    )
+    p = srt_plan(JOB + external + SIDECAR)
+    assert only(p, "probe").argv == ["sh", "-c", "echo 127.0.0.1:50051 8080"]
+
+
 def test_a_store_per_node_with_its_config_file_and_probe(srt_plan: MakePlan) -> None:
     p = srt_plan(
         JOB
@@ -429,3 +459,40 @@ def test_a_missing_binary_explains_how_to_install(tmp_path: Path) -> None:
     assert done.returncode == 127
     assert "pip install 'srt-mooncake[server]', which needs Debian's libibverbs1" in done.stderr
     assert "[binaries] mooncake_master in the site config" in done.stderr
+
+
+STORES_ON_TWO_NODES = (
+    JOB
+    + MASTER
+    + "  - {name: store-a, type: mooncake-store, placement: {node: prefill}}\n"
+    + "  - {name: store-b, type: mooncake-store, placement: {node: decode}}\n"
+)
+
+
+def test_wildcard_binds_across_local_virtual_nodes_are_refused_for_a_local_run(
+    srt_plan: MakePlan,
+) -> None:
+    """The stores' REST servers bind 0.0.0.0:8800 whatever they are told: two virtual
+    nodes of one machine cannot both have it. `srt run` refuses the plan naming both
+    services; dry-run --local warns; a cluster plan (separate machines) is fine."""
+    with pytest.raises(RecipeError) as info:
+        srt_plan(STORES_ON_TWO_NODES, runs_here=True)
+    text = str(info.value)
+    assert "services[store-a]" in text and "binds 0.0.0.0:8800 on node0" in text
+    assert "services[store-b] on node1" in text and "local virtual nodes share one network" in text
+    warned = srt_plan(STORES_ON_TWO_NODES, local=True).warnings
+    assert any("services[store-a]: binds 0.0.0.0:8800" in w for w in warned)
+    assert not [w for w in srt_plan(STORES_ON_TWO_NODES, local=False).warnings if "0.0.0.0" in w]
+    # the decode store alone still spans two virtual nodes (two decode workers' nodes)
+    moved = STORES_ON_TWO_NODES.replace(
+        "placement: {node: decode}}", "placement: {node: decode}, options: {port: 8810}}"
+    )
+    with pytest.raises(RecipeError) as again:
+        srt_plan(moved, runs_here=True)
+    assert "binds 0.0.0.0:8810 on node1, node2" in str(again.value)
+    # two stores on one virtual node with their own ports: nothing collides
+    one_node = STORES_ON_TWO_NODES.replace(
+        "placement: {node: decode}}", "placement: {node: prefill}, options: {port: 8810}}"
+    )
+    plan = srt_plan(one_node, runs_here=True)
+    assert only(plan, "store-a").node == only(plan, "store-b").node == "node0"

@@ -8,7 +8,7 @@ from typing import ClassVar
 import pytest
 from srt_mooncake.sizes import to_bytes
 from srt_services.extend import ServiceKind
-from srt_services.testing import LoadedRecipe, PluginSet, RecipeError
+from srt_services.testing import LoadedRecipe, PluginSet, RecipeError, kit
 from srt_services.testing.kit import ClassesPlugin
 
 Load = Callable[[str], LoadedRecipe]
@@ -131,17 +131,17 @@ class Plane(ServiceKind):
     shares_infra_node: ClassVar[bool] = True
 
 
-def test_a_dedicated_master_shares_the_infra_node_rule(
+def test_a_written_head_master_beside_a_dedicated_plane_is_refused(
     srt_plugins: PluginSet, srt_load: Load
 ) -> None:
     srt_plugins.register(ClassesPlugin([Plane]), "plane")
     got = errors(
         srt_load,
         "  - {name: plane, type: x-plane, command: [x], placement: {node: dedicated}}\n"
-        "  - {name: mooncake-master, type: mooncake-master}\n",
+        "  - {name: mooncake-master, type: mooncake-master, placement: {node: head}}\n",
     )
     assert got == [
-        "recipe.yaml:10:5: services[mooncake-master].placement: services plane and"
+        "recipe.yaml:10:52: services[mooncake-master].placement: services plane and"
         " mooncake-master must agree on placement.node: dedicated (they share the infra node)"
     ]
     loaded = srt_load(
@@ -150,6 +150,28 @@ def test_a_dedicated_master_shares_the_infra_node_rule(
         + "  - {name: mooncake-master, type: mooncake-master, placement: {node: dedicated}}\n"
     )
     assert [s.placement for s in loaded.services] == ["dedicated", "dedicated"]
+
+
+def test_the_specs_dedicated_example_loads_and_the_master_follows_to_the_dedicated_node(
+    srt_plugins: PluginSet, srt_load: Load
+) -> None:
+    """The specification's example: the discovery plane on a dedicated node and a declared
+    master with its default placement; the master shares the reserved node with them."""
+    srt_plugins.register(ClassesPlugin([Plane]), "plane")
+    text = (
+        HEAD
+        + "  - {name: plane, type: x-plane, command: [x], placement: {node: dedicated}}\n"
+        + MASTER
+    )
+    loaded = srt_load(text)
+    assert [s.placement for s in loaded.services] == ["dedicated", "infra"]
+    plan = kit.plan(srt_plugins, text)
+    nodes = {u.name: [i.node for i in u.instances] for u in plan.units}
+    assert nodes["plane"] == nodes["mooncake-master"] == ["node0"]
+    workers = {
+        i.node for u in plan.units if u.name.startswith(("prefill", "decode")) for i in u.instances
+    }
+    assert "node0" not in workers
 
 
 @pytest.mark.parametrize(

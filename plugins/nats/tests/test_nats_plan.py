@@ -134,6 +134,28 @@ def test_the_monitoring_port_is_in_the_port_ledger(srt_plan: MakePlan) -> None:
     )
 
 
+def test_the_monitoring_port_is_claimed_only_while_a_probe_uses_it(srt_plan: MakePlan) -> None:
+    """With its own probe (or command) nothing probes 8222: it is neither opened nor
+    claimed, so another service may use it (the specification reserves no 8222)."""
+    side = "  - {name: side, command: [sleep, '1'], readiness: {port: 8222}}\n"
+    own_probe = JOB + "services:\n  - {name: nats, type: nats, readiness: {port: 4222}}\n" + side
+    p = srt_plan(own_probe)
+    (inst,) = unit(p, "nats").instances
+    assert inst.ports == [4222]
+    assert "http:" not in inst.files["nats.conf"]
+    assert [i.ports for i in unit(p, "side").instances] == [[8222]]
+    own_command = (
+        JOB + "services:\n  - {name: nats, type: nats, command: [/opt/nats-server]}\n" + side
+    )
+    (inst,) = unit(srt_plan(own_command), "nats").instances
+    assert inst.ports == [4222]
+    # a timing-only readiness still uses the default probe: the port stays claimed
+    timed = JOB + "services:\n  - {name: nats, type: nats, readiness: {timeout_seconds: 9}}\n"
+    (inst,) = unit(srt_plan(timed), "nats").instances
+    assert inst.ports == [4222, 8222]
+    assert inst.readiness is not None and inst.readiness.timeout == 9
+
+
 def test_a_plain_dynamo_job_runs_no_nats(srt_plan: MakePlan) -> None:
     p = srt_plan(with_planes())
     assert not has_unit(p, "nats")

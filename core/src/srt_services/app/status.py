@@ -83,6 +83,8 @@ def _row(
         "exit_code": inst.exit_code,
         "readiness": inst.readiness,
         "log": os.path.join(view.job.path, inst.log),
+        #: why an ``unavailable`` instance is (its node lacks what it runs)
+        "reason": inst.reason,
     }
 
 

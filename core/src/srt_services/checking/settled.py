@@ -59,6 +59,8 @@ class Settled:
     #: ``spec.readiness`` / ``spec.liveness`` bound to their probes (``None`` when not written)
     readiness: ProbeBinding | None = None
     liveness: ProbeBinding | None = None
+    #: a written ``readiness`` with timing only (no probe): it tunes the kind's default
+    readiness_timing: ProbeBlock | None = None
 
 
 class UnboundProbe(RuntimeError):

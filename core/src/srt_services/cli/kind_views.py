@@ -86,7 +86,10 @@ def kind_text(detail: dict[str, Any], width: int | None) -> str:
         ("placement", placement),
         ("per", detail["per"]),
         ("readiness", detail["readiness"] or "-"),
-        ("readiness timeout", f"{detail['readiness_timeout']:g} s"),
+        (
+            "readiness timeout",
+            detail["readiness_timeout_summary"] or f"{detail['readiness_timeout']:g} s",
+        ),
         ("readiness interval", f"{detail['readiness_interval']:g} s"),
         ("stop", f"SIG{detail['stop_signal']}, SIGKILL after {detail['stop_grace']:g} s"),
         ("command", detail["command"]),

@@ -22,6 +22,7 @@ SHOWN = {
     "exited": "{step} exited on {node}: {code_text}",
     "restarting": "{step} restarting in {delay:.2f}s (attempt {attempt})",
     "unhealthy": "{step} unhealthy: {detail}",
+    "unavailable": "{step} unavailable on {node}, the job runs without it: {reason}",
     "ready_timeout": "{step} not ready in time: {error}",
     "liveness_failed": "{step} liveness check failed ({count}): {error}",
     "external": "{unit} is external at {address} (not launched)",
@@ -213,7 +214,14 @@ class LiveProgress:
                 row.update(state="ready", waited=record.get("waited"), detail="")
             elif ev == "exited":
                 row.update(state="exited", detail=f"code {record.get('code')}")
-            elif ev in {"restarting", "unhealthy", "ready_timeout", "liveness_failed", "escalated"}:
+            elif ev in {
+                "restarting",
+                "unhealthy",
+                "unavailable",
+                "ready_timeout",
+                "liveness_failed",
+                "escalated",
+            }:
                 row.update(state=ev, detail=_text(record) or "")
         elif ev in {"stop_requested", "signal", "serving", "phase_started", "unkillable", "note"}:
             text = _text(record)

@@ -65,6 +65,8 @@ def shown_state(row: dict[str, Any], ended: bool) -> str:
     state = str(row.get("state") or "?")
     if ended and state in LIVE_STATES:
         return f"stopped (was {state})"
+    if state == "unavailable" and row.get("reason"):
+        return f"unavailable: {row['reason']}"
     return state
 
 

@@ -9,7 +9,7 @@ the planner renders them exactly like the recipe's own values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -48,6 +48,11 @@ class DefaultProbe:
         self.config = config
         self.timeout = timeout
         self.interval = interval
+
+
+#: Job-wide placeholders whose value a service decides (:meth:`ServiceKind.job_placeholders`);
+#: srt's defaults stand when no service gives one.
+KIND_PLACEHOLDERS: frozenset[str] = frozenset({"master_port", "metadata_port"})
 
 
 class ServiceKind:
@@ -96,6 +101,20 @@ class ServiceKind:
     stop_signal: ClassVar[str] = "TERM"
     default_readiness_timeout: ClassVar[float] = 120.0
     default_readiness_interval: ClassVar[float] = 2.0
+    #: How ``srt kinds`` states the default readiness timeout when :meth:`readiness`
+    #: computes it per entry (from a manifest, say) instead of using the number above;
+    #: empty: the number is what runs.
+    readiness_timeout_summary: ClassVar[str] = ""
+    #: What makes a job run this kind without an entry (``frontend.type: dynamo``), for
+    #: the kind-defaults table of ``docs/differences.md``; empty: only a declared entry.
+    implied_by_summary: ClassVar[str] = ""
+    #: The default command in a few words, for that table (default: the server binary).
+    command_summary: ClassVar[str] = ""
+    #: Where this kind's defaults differ from the services specification, and why: a
+    #: column of the table (``placement``, ``start``, ``critical``, ``command``, ``ports``,
+    #: ``readiness``, ``implied by``, ``environment``) -> the reason. The table is
+    #: generated from the kinds, so a changed default shows up as a stale page in CI.
+    spec_departures: ClassVar[Mapping[str, str]] = {}
     #: Stop after every other unit of the job, the discovery plane included (a metrics
     #: scraper keeps the last samples of everything it scrapes).
     stops_last: ClassVar[bool] = False
@@ -185,6 +204,14 @@ class ServiceKind:
         """Prometheus endpoints when the recipe writes no ``metrics``."""
         return []
 
+    def job_placeholders(self, spec: ServiceSpec, options: Any) -> dict[str, str]:
+        """Values of the job-wide placeholders this service decides: the Mooncake master's
+        ``{master_port}`` and ``{metadata_port}`` follow its ports when the recipe moves
+        them. Only names in :data:`KIND_PLACEHOLDERS` count (the others are srt's own).
+        Called for every service that runs or is ``external``.
+        """
+        return {}
+
     def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
         """What consumers with ``inherit_discovery_env`` get from this service.
 
@@ -211,3 +238,18 @@ class ServiceKind:
     def skip_reason(self, spec: ServiceSpec, options: Any) -> str | None:
         """Why this service cannot run on this machine (checked at launch, not at dry-run)."""
         return None
+
+    def wildcard_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        """Ports this service binds on every interface (``0.0.0.0``) whatever address it is
+        given. Local virtual nodes (127.0.0.x) share one network, so such a port blocks
+        the same port on every other virtual node: the plan of a local run refuses two
+        nodes that would both use it, naming the services."""
+        return ()
+
+    def local_options(self, spec: ServiceSpec, options: Any) -> Any:
+        """The options for a plan that runs on this machine's virtual nodes now (``srt run``
+        without Slurm; never a cluster's batch step, whose nodes are the job's): a kind may
+        move a default port the recipe did not write to a free one, so that two local jobs
+        on one machine never collide on a port srt chose. Return ``options`` unchanged (the
+        default), or a changed copy; never mutate it (it is shared)."""
+        return options

@@ -204,6 +204,8 @@ class Plan:
     #: ``agents`` (one srt agent per node runs them; each instance's ``via`` says which it
     #: takes); ``None`` for a plan that does not run in a Slurm allocation
     slurm_launcher: str | None = None
+    #: the recipe's ``env_passthrough`` (names and ``PREFIX_*``), beside the site's list
+    env_passthrough: list[str] = field(default_factory=list)
 
     def local_dir_nodes(self) -> list[str]:
         """The nodes where the job makes something under :attr:`local_dir` (an instance that

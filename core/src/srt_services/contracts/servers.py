@@ -127,7 +127,12 @@ def venv_bin() -> str:
     return os.path.dirname(os.path.abspath(sys.executable))
 
 
-def missing_binary_check(binary: str, kind: str, hint: str) -> str:
+#: In an instance's work directory: the look-up on its node found nothing to run and the
+#: service may run without (the file holds why); the supervisor marks it ``unavailable``.
+UNAVAILABLE_FILE = "srt-unavailable"
+
+
+def missing_binary_check(binary: str, kind: str, hint: str, optional: bool = False) -> str:
     """Shell that fails fast, with install advice, when the server binary is not there.
 
     It runs on the service's node, in its environment (container included), right before the
@@ -143,6 +148,10 @@ def missing_binary_check(binary: str, kind: str, hint: str) -> str:
         text += " (PATH=$PATH)"  # a bare name: where it was looked for is the useful part
     found = f"command -v -- {shlex.quote(binary)} >/dev/null 2>&1"
     fail = f'{found} || {{ echo "{text}" >&2; exit 127; }}'
+    if optional:
+        # the reason goes where the supervisor looks ({work_dir} is rendered by srt)
+        note = f'echo "{text}" > "{{work_dir}}/{UNAVAILABLE_FILE}"'
+        fail = f'{found} || {{ echo "{text}" >&2; {note}; exit 127; }}'
     if "/" in binary:
         return fail
     extra = shlex.quote(venv_bin())
@@ -232,7 +241,17 @@ class ServerKind(ServiceKind):
     def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
         if spec.command is not None:
             return None  # the recipe's own command: not ours to check
-        return missing_binary_check(self.binary(options, ctx), self.name, self.install_hint)
+        return missing_binary_check(
+            self.binary(options, ctx),
+            self.name,
+            self.install_hint,
+            optional=self.may_be_unavailable(spec, options),
+        )
+
+    def may_be_unavailable(self, spec: ServiceSpec, options: Any) -> bool:
+        """Whether a node without the binary runs the job without this instance (marked
+        ``unavailable``) rather than failing it. Only a non-critical service can be."""
+        return False
 
     def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
         return tuple(p for p in self.ports(options).values() if p is not None)

@@ -35,7 +35,9 @@ ExitCode = Annotated[int, Field(ge=-(1 << 31), lt=1 << 31)]
 JobStatus = Literal["running", "stopping", "finished", "failed", "stopped"]
 #: ``pending`` (not launched yet), ``starting`` (launched, not ready), ``ready``,
 #: ``backoff`` (waiting to restart), ``unhealthy`` (gave up restarting), ``stopping``,
-#: ``stopped`` (ended by the teardown), ``exited`` (code 0) and ``failed``.
+#: ``stopped`` (ended by the teardown), ``exited`` (code 0), ``failed`` and
+#: ``unavailable`` (what it runs is not on its node: a non-critical service that may be
+#: missing there, such as an implied exporter; the job goes on without it).
 InstanceStatus = Literal[
     "pending",
     "starting",
@@ -46,6 +48,7 @@ InstanceStatus = Literal[
     "stopped",
     "exited",
     "failed",
+    "unavailable",
 ]
 
 
@@ -120,6 +123,8 @@ class InstanceState:
     readiness: str | None
     #: launcher data (Slurm: job and step ids)
     extra: dict[str, Any]
+    #: why an ``unavailable`` instance is (the line its node's look-up wrote)
+    reason: str | None = None
 
 
 @dataclass(slots=True)

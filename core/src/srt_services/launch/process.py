@@ -22,6 +22,7 @@ import psutil
 from srt_services import procfs
 from srt_services.jobdir import identity
 from srt_services.launch.sockdiag import listening_inodes
+from srt_services.names import NEVER_BY_PATTERN, passthrough_split
 
 # The /proc readers and the cookie's variable names live below the launch layer (the job
 # directory needs them too); the launchers, the runtime and srt_services.extend.processes
@@ -87,10 +88,26 @@ def service_env(
     passthrough: Iterable[str] = (),
     source: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Allow-listed inherited variables, then the plan's env, then srt's own variables."""
+    """Allow-listed inherited variables, then the plan's env, then srt's own variables.
+
+    ``passthrough`` holds names and ``PREFIX_*`` patterns (the site's and the job's); a
+    pattern never lets through ``SRT_*`` (another job's cookie) or a loader variable
+    (:data:`~srt_services.names.NEVER_BY_PATTERN`)."""
     src = os.environ if source is None else source
-    keep = set(INHERITED_ENV) | set(passthrough)
-    env = {k: v for k, v in src.items() if k in keep or k.startswith(INHERITED_PREFIXES)}
+    names, prefixes = passthrough_split(tuple(passthrough))
+    keep = set(INHERITED_ENV) | names
+    env = {
+        k: v
+        for k, v in src.items()
+        if k in keep
+        or k.startswith(INHERITED_PREFIXES)
+        or (
+            prefixes
+            and k.startswith(prefixes)
+            and not k.startswith("SRT_")
+            and k not in NEVER_BY_PATTERN
+        )
+    }
     env.update(planned)
     env.update(srt_vars)
     return env

@@ -220,7 +220,7 @@ class _Probes:
     """(readiness, liveness) of an instance: the recipe's blocks, else the kind's default
     readiness (``kind``: there when the kind has one)."""
 
-    __slots__ = ("at", "ctx", "kind", "liveness", "readiness", "service_kind")
+    __slots__ = ("at", "ctx", "kind", "liveness", "readiness", "service_kind", "timing")
 
     def __init__(
         self,
@@ -236,6 +236,7 @@ class _Probes:
         self.at: Path = s.eff.label_path
         self.readiness = readiness
         self.liveness = liveness
+        self.timing = s.readiness_timing
 
     def planned(self, ictx: InstanceContext) -> tuple[PlannedProbe | None, PlannedProbe | None]:
         service_kind = self.service_kind
@@ -249,7 +250,16 @@ class _Probes:
             service_kind.default_readiness_timeout,
             service_kind.default_readiness_interval,
             at=(*self.at, "readiness") if self.readiness is not None else self.at,
+            timing=self.timing,
         )
+        if readiness is None and self.timing is not None:
+            problem = Problem(
+                (*self.at, "readiness"),
+                f"gives only timing, but kind {service_kind.name} asks for no probe here;"
+                " name a probe (port, tcp, http, log or file)",
+            )
+            if problem not in self.ctx.problems:
+                self.ctx.problems.append(problem)
         liveness = None
         if self.liveness is not None:
             liveness = planned_probe(
@@ -508,11 +518,13 @@ class Instances:
     ) -> None:
         """Instance contexts and probes, when a kind method or a written probe reads them."""
         s = self.s
-        readiness = bound(s.spec.readiness, s.readiness, owner, "readiness")
+        written = s.spec.readiness if s.readiness_timing is None else None
+        readiness = bound(written, s.readiness, owner, "readiness")
         liveness = bound(s.spec.liveness, s.liveness, owner, "liveness")
         self.contexts: _Contexts | None = None
         self.probes: _Probes | None = None
         if kind is None and readiness is None and liveness is None:
+            # a timing-only readiness without a kind probe was refused by the checks
             return
         keep = kind is not None and "fleet_readiness" in kind.hooks
         self.contexts = _Contexts(self.ctx, s.name, nodes, discovery, keep)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.context import InstanceContext
     from srt_services.contracts.kind import DefaultProbe
     from srt_services.plan.context import PlanContext
+    from srt_services.recipe.models import ProbeBlock
     from srt_services.recipe.problems import Path
 
 DEFAULT_TIMEOUT = 120.0
@@ -35,10 +36,12 @@ def planned_probe(
     default_interval: float,
     liveness: bool = False,
     at: Path = (),
+    timing: ProbeBlock | None = None,
 ) -> PlannedProbe | None:
     """The probe of one instance: the recipe's (``binding``), else the kind's ``default``.
 
-    ``at`` is where the block is written (``services[0].readiness``), for a problem the
+    ``timing`` is a written block without a probe: its timeout and interval replace the
+    default probe's. ``at`` is where the block is written (``services[0].readiness``), for a problem the
     probe finds while it renders itself for this instance (a path leaving the job
     directory); the problem is reported once per service, not once per instance.
     """
@@ -51,6 +54,9 @@ def planned_probe(
         config = probe.Config.model_validate(default.config)
         timeout = _least(ctx, default.timeout or default_timeout, liveness)
         interval = default.interval or default_interval
+        if timing is not None:
+            timeout = timing.timeout_seconds or timeout
+            interval = timing.interval_seconds or interval
     else:
         return None
     try:

@@ -11,6 +11,7 @@ the port ledger (:mod:`.ports`) refuses two listeners on one port of a node.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ from srt_services.plan.ports import PortLedger
 from srt_services.plan.processes import benchmark_unit, frontend_units, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
 from srt_services.plan.settings import PlanSettings
-from srt_services.plan.values import job_values
+from srt_services.plan.values import job_values, kind_placeholders
 from srt_services.recipe.models import MAX_NODES, RestartSpec
 from srt_services.recipe.placeholders import render
 from srt_services.recipe.problems import Problem, RecipeError, locate
@@ -103,8 +104,9 @@ def _resolve(
         job_dir=settings.job_dir, job_id=allocation.job_id, local_root=settings.local_root
     )
     recipe_dir = settings.recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
-    services, skipped = _runnable(loaded, settings)
+    services, skipped = _runnable(loaded, settings, allocation.kind == "local")
     common = job_values(loaded, lay, paths, recipe_dir)
+    common.update(kind_placeholders(services))
     ctx = PlanContext(
         loaded,
         plugins,
@@ -130,6 +132,12 @@ def _resolve(
     discovery = _discovery_env(ctx)
     units, phases = _units(ctx, discovery)
     ctx.problems.extend(ctx.ledger.problems())
+    if allocation.kind == "local":
+        for s, message in wildcard_collisions(ctx, units):
+            if settings.runs_here:
+                ctx.problems.append(Problem(s.eff.label_path, message))
+            else:  # dry-run --local: the same recipe may be meant for a cluster
+                ctx.warnings.append(f"services[{s.name}]: {message}")
     if ctx.problems:
         raise _recipe_error(loaded, ctx.problems)
     if settings.launcher is not None:
@@ -154,10 +162,51 @@ def _resolve(
         warnings=ctx.warnings,
         local_dir=paths.local_job_dir,
         slurm_launcher=settings.slurm_launcher,
+        env_passthrough=list(loaded.recipe.env_passthrough),
     )
 
 
-def _runnable(loaded: LoadedRecipe, settings: PlanSettings) -> tuple[list[Settled], list[str]]:
+def wildcard_collisions(ctx: PlanContext, units: list[PlannedUnit]) -> list[tuple[Settled, str]]:
+    """Services that bind a port on every interface, on a local run with several virtual
+    nodes: the virtual nodes share the machine's network, so the same port claimed on
+    another virtual node (by this service or another) cannot be bound there. On separate
+    machines (Slurm) the same recipe is fine, which is why only a local plan checks."""
+    by_port: dict[int, list[tuple[str, str]]] = {}
+    for entry in ctx.ledger.entries():
+        by_port.setdefault(int(entry["port"]), []).append((str(entry["node"]), str(entry["owner"])))
+    out: list[tuple[Settled, str]] = []
+    planned = {u.name: u for u in units}
+    for s in ctx.services:
+        if s.options is None or s.spec.external is not None:
+            continue
+        ports = s.kind.wildcard_ports(s.spec, s.options)
+        unit = planned.get(s.name)
+        if not ports or unit is None:
+            continue
+        mine = {i.node for i in unit.instances}
+        for port in ports:
+            others = sorted(
+                {f"{owner} on {node}" for node, owner in by_port.get(port, []) if node not in mine}
+                | {f"services[{s.name}] on {n}" for n in sorted(mine)[1:]}
+            )
+            if not others:
+                continue
+            where = ", ".join(sorted(mine))
+            out.append(
+                (
+                    s,
+                    f"binds 0.0.0.0:{port} on {where}; local virtual nodes share one network,"
+                    f" so port {port} is then taken for {', '.join(others)} too. Place these"
+                    " instances on one virtual node, give them different ports, or run the"
+                    " recipe on a cluster (Slurm), where nodes are separate machines",
+                )
+            )
+    return out
+
+
+def _runnable(
+    loaded: LoadedRecipe, settings: PlanSettings, local: bool
+) -> tuple[list[Settled], list[str]]:
     """The services the plan runs, and a warning for each that cannot run here.
 
     Only a plan that runs on this machine now asks the kinds (a dry run or an sbatch
@@ -173,6 +222,11 @@ def _runnable(loaded: LoadedRecipe, settings: PlanSettings) -> tuple[list[Settle
         if s.options is not None and s.spec.external is None:
             reason = s.kind.skip_reason(s.spec, s.options)
         if reason is None:
+            if local and s.options is not None and s.spec.external is None:
+                # only on this machine's virtual nodes: a cluster's nodes are the job's own
+                moved = s.kind.local_options(s.spec, s.options)
+                if moved is not s.options:
+                    s = dataclasses.replace(s, options=moved)
             kept.append(s)
         elif s.critical:
             refused.append(Problem(s.eff.label_path, f"cannot run on this machine: {reason}"))

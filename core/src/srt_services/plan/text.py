@@ -7,6 +7,7 @@ resolved address, metrics targets, and for implied services why they are there.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from collections.abc import Iterator, Mapping
 
@@ -87,7 +88,8 @@ def _first_instance_lines(inst: PlannedInstance, sub: str) -> Iterator[str]:
     if inst.ports:
         yield f"{sub}ports: {', '.join(map(str, inst.ports))}"
     for name in sorted(inst.files):
-        yield f"{sub}file {inst.work_dir}/{name} ({len(inst.files[name])} bytes)"
+        # a {log_dir} file is an absolute name: it lands there, as write_files puts it
+        yield f"{sub}file {posixpath.join(inst.work_dir, name)} ({len(inst.files[name])} bytes)"
 
 
 def _unit_head(unit: PlannedUnit) -> str:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from srt_services.contracts.kind import KIND_PLACEHOLDERS
 from srt_services.recipe.models import ROLE_NAMES
 from srt_services.recipe.placeholders import render
 
 if TYPE_CHECKING:
     from srt_services.checking.load import LoadedRecipe
+    from srt_services.checking.settled import Settled
     from srt_services.contracts.context import JobPaths, Layout, Node, Worker
     from srt_services.plan.context import PlanContext
 
@@ -49,6 +51,18 @@ def job_values(
         "python": sys.executable,
         **_role_values(lay),
     }
+
+
+def kind_placeholders(services: Iterable[Settled]) -> dict[str, str]:
+    """The job placeholders the services decide (the Mooncake master's ports), so
+    ``{master_port}`` follows a master whose ``rpc_port`` the recipe moved."""
+    out: dict[str, str] = {}
+    for s in services:
+        if s.options is None:
+            continue
+        given = s.kind.job_placeholders(s.spec, s.options)
+        out.update({k: v for k, v in given.items() if k in KIND_PLACEHOLDERS})
+    return out
 
 
 def _role_values(lay: Layout) -> dict[str, str]:

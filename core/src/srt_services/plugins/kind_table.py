@@ -29,6 +29,7 @@ def kind_row(plugins: PluginSet, name: str, kind: ServiceKind) -> dict[str, Any]
         ),
         "per": kind.default_per,
         "readiness_timeout": kind.default_readiness_timeout,
+        "readiness_timeout_summary": kind.readiness_timeout_summary,
         "readiness": getattr(kind, "readiness_summary", ""),
         "external": kind.supports_external,
         "dedicated": kind.supports_dedicated,

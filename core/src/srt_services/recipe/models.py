@@ -24,7 +24,13 @@ from pydantic import (
     model_validator,
 )
 
-from srt_services.names import ENV_NAME_PATTERN, NAME_PATTERN, env_name_problem, name_problem
+from srt_services.names import (
+    ENV_NAME_PATTERN,
+    NAME_PATTERN,
+    PASSTHROUGH_PATTERN,
+    env_name_problem,
+    name_problem,
+)
 from srt_services.recipe.revs import is_full_sha, rev_problem
 
 # --------------------------------------------------------------------------- scalar types
@@ -56,6 +62,10 @@ SCALAR_RULES: dict[str, ScalarRule] = {
     ENV_NAME_PATTERN: ScalarRule(
         "variable name", lambda v: env_name_problem(v) or "is not a variable name"
     ),
+    PASSTHROUGH_PATTERN: ScalarRule(
+        "variable name or PREFIX_*",
+        lambda v: "must be a variable name or a prefix ending in '*' (NCCL_*), got " + repr(v),
+    ),
     NO_NUL: ScalarRule("text", lambda v: "environment values must not contain NUL"),
 }
 
@@ -71,6 +81,7 @@ SafeName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_PATTERN)]
 EnvValue = Annotated[str, _NUMBERS_AS_TEXT, StringConstraints(pattern=NO_NUL)]
 Env = dict[EnvName, EnvValue]
+PassthroughName = Annotated[str, StringConstraints(pattern=PASSTHROUGH_PATTERN)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1)]
@@ -120,7 +131,8 @@ class ProbeBlock(StrictModel):
     timeout_seconds: Seconds | None = Field(
         None,
         description="Per instance: the job fails when the probe has not passed by then."
-        " Default 120 (a kind may set its own).",
+        " Default 120 (a kind may set its own). A service's readiness with timing only (no"
+        " probe) tunes its kind's default probe.",
     )
     interval_seconds: Seconds | None = Field(
         None,
@@ -648,6 +660,14 @@ class Recipe(StrictModel):
         description="`host:container[:options]` mounts of every process that runs in a"
         " container (the model directory at `/model`, a dataset): beside the site's"
         " `[containers] mounts`. Slurm/pyxis only.",
+    )
+    env_passthrough: list[PassthroughName] = Field(
+        default_factory=list,
+        description="Variables of the shell that runs srt which every process of the job"
+        " inherits, beside the built-in allow-list (`PATH`, `HOME`, `LANG`, `LC_*`...) and"
+        " the site's `[env] passthrough`: names (`HF_TOKEN`, `LD_LIBRARY_PATH`) or prefixes"
+        " ending in `*` (`NCCL_*`). A prefix never passes `SRT_*`, `LD_PRELOAD`, `LD_AUDIT`"
+        " or `PYTHONSTARTUP`.",
     )
     engine: EngineSpec = Field(default_factory=EngineSpec, description="Inference engine.")
     dynamo: DynamoSpec = Field(default_factory=DynamoSpec, description="Dynamo planes.")

@@ -13,9 +13,11 @@ only recorded.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from srt_services.contracts.servers import UNAVAILABLE_FILE
 from srt_services.jobdir.cause import StopCause, StopKind, death_signal
 from srt_services.supervise.runs import InstanceRun, JobRun, RequestStop, describe_code
 
@@ -42,6 +44,8 @@ class Exits:
         if self.run.stopping or inst.held is not None:
             inst.state = "stopped"
             return
+        if self._unavailable(inst):
+            return
         was = inst.state
         inst.state = "exited" if code == 0 else "failed"
         if was == "starting" and inst.planned.readiness is not None:
@@ -59,6 +63,25 @@ class Exits:
             self._critical_exited(inst, code)
         else:
             self.after_noncritical(inst, code)
+
+    def _unavailable(self, inst: InstanceRun) -> bool:
+        """A non-critical instance whose node lacks what it runs (the look-up on the node
+        left its reason in the work directory): ``unavailable``, never restarted, and the
+        job goes on without it. A critical one fails as any other exit does."""
+        u = inst.unit.planned
+        if u.critical or u.terminal or u.category != "service":
+            return False
+        p = inst.planned
+        try:
+            with open(os.path.join(p.work_dir, UNAVAILABLE_FILE), encoding="utf-8") as fh:
+                reason = fh.read().strip() or "not available on this node"
+        except OSError:
+            return False
+        inst.state = "unavailable"
+        inst.unavailable = reason
+        self.journal.emit("unavailable", step=p.step, unit=p.unit, node=p.node, reason=reason)
+        self.journal.mark_dirty()
+        return True
 
     def _record(self, inst: InstanceRun, code: int) -> None:
         if inst.handle is not None:

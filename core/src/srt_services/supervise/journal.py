@@ -251,4 +251,5 @@ def _instance_state(inst: InstanceRun) -> InstanceState:
         p.log,
         p.readiness.describe if p.readiness else None,
         h.extra if h else {},
+        inst.unavailable,
     )

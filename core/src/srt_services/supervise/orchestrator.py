@@ -166,7 +166,7 @@ class Orchestrator:
                 "SRT_JOB_DIR": self.job.path,
                 "SRT_JOB_ID": self.plan.job_id,
             },
-            self.options.site_passthrough,
+            (*self.options.site_passthrough, *self.plan.env_passthrough),
         )
         os.makedirs(self.job.logs, exist_ok=True)
         probing = Probing(

@@ -216,7 +216,8 @@ class Probing:
 
     def _exited_before_ready(self, inst: InstanceRun, code: int, spec: PlannedProbe) -> PhaseFailed:
         p = inst.planned
-        inst.state = "failed"
+        if inst.unavailable is None:  # an unavailable one keeps its state (see await_ready)
+            inst.state = "failed"
         log = self.job.inside(p.log)
         lines = process.tail(log, LOG_TAIL_LINES)
         shown = "\n".join(f"    {line}" for line in lines) if lines else "    (the log is empty)"
@@ -292,8 +293,16 @@ class ReadinessGate:
             await self.probing.wait_fleet(unit)
 
     async def await_ready(self, inst: InstanceRun) -> None:
-        """Wait for readiness of the current attempt (PhaseFailed if it fails), then mark it."""
-        await self.probing.wait_ready(inst)
+        """Wait for readiness of the current attempt (PhaseFailed if it fails), then mark it.
+
+        An instance found ``unavailable`` on its node (see :mod:`.exits`) ends the wait
+        without failing the phase: the job runs without it."""
+        try:
+            await self.probing.wait_ready(inst)
+        except PhaseFailed:
+            if inst.unavailable is not None:
+                return
+            raise
         self.mark_ready(inst)
 
     def mark_ready(self, inst: InstanceRun) -> None:

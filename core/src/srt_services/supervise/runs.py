@@ -51,6 +51,8 @@ class InstanceRun:
     unit: UnitRun
     handle: Handle | None = None
     state: InstanceStatus = "pending"
+    #: why the instance is ``unavailable`` (its node lacks what it runs), else ``None``
+    unavailable: str | None = None
     attempt: int = 0
     restarts: int = 0
     exit_code: int | None = None

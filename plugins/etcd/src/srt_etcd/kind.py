@@ -57,6 +57,16 @@ class EtcdOptions(ServerOptions):
 
 class EtcdKind(ServerKind):
     name: ClassVar[str] = KIND
+    implied_by_summary: ClassVar[str] = "frontend.type dynamo (on the infra node)"
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "The specification runs `/configs/etcd` from the job container; srt runs"
+        " `etcd` found on the node (the site's `[binaries]`, PATH, the venv's `[server]`"
+        " extra) or in a container the entry names: srt ships no `/configs` directory.",
+        "readiness": "The specification waits for the client port to accept; srt waits for"
+        " `GET /health` to answer 200, which etcd only does once it serves requests (a"
+        " stronger gate: the port accepts before etcd can answer). Timeout 300 s rather"
+        " than 120 s: cold containers on busy nodes needed it.",
+    }
     summary: ClassVar[str] = (
         "etcd for Dynamo discovery; fresh node-local data dir per job, binds the node IP."
     )

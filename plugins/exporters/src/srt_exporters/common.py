@@ -1,14 +1,16 @@
 """What the exporter kinds and the ``prometheus`` kind share: the ``if_missing`` rule, one port.
 
 Metrics are on by default, so these kinds are implied on machines that may not have the
-binaries (a laptop, a login node's test run). An implied one is skipped there with a
-warning, the job runs; a declared one fails clearly unless it says ``if_missing: skip``.
+binaries (a laptop, a compute node without DCGM). An implied one looks its binary up on the
+node that runs it, at launch; where it is missing that instance is ``unavailable`` and the
+job runs; a declared one fails clearly unless it says ``if_missing: skip``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -18,6 +20,22 @@ IfMissing = Literal["fail", "skip"]
 
 #: What the implied services carry; a recipe that declares the service decides itself.
 REASON = "observability.metrics"
+
+
+#: ports handed out by this process: the kernel may offer a closed one again, and two
+#: services of one plan must not get the same
+_GIVEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, on the loopback network local jobs run on."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def find_binary(binary: str) -> str | None:
@@ -37,9 +55,11 @@ class MetricsServerOptions(ServerOptions):
 
     if_missing: IfMissing = Field(
         "fail",
-        description="What happens when the binary is not on the machine srt runs on: `fail`"
-        " (the instance fails with the install hint) or `skip` (the service is dropped with a"
-        " warning; implied services use this, so a job runs where no exporter is installed).",
+        description="What happens when the binary is not on the node an instance runs on,"
+        " looked up there at launch: `fail` (the instance fails with the install hint) or"
+        " `skip` (that instance is `unavailable`, with the reason in `srt status`,"
+        " events.jsonl and the metrics summary, and the job runs without it; implied"
+        " services use this, so a job runs where no exporter is installed).",
     )
 
 
@@ -65,12 +85,15 @@ class MetricsServerKind(ServerKind):
             return None
         return super().preamble(spec, options, ctx)
 
-    def skip_reason(self, spec: ServiceSpec, options: Any) -> str | None:
-        if getattr(options, "if_missing", "fail") != "skip" or spec.command is not None:
-            return None
-        if spec.container is not None:
-            return None  # the image brings the binary
-        binary = self.binary(options)
-        if find_binary(binary) is not None:
-            return None
-        return f"{binary} not found on this machine (PATH, srt's venv); {self.install_hint}"
+    def local_options(self, spec: ServiceSpec, options: Any) -> Any:
+        # the default port is srt's choice, not the recipe's: on this machine, where a
+        # second job may already hold it, take one the kernel says is free (the scrape
+        # targets and SRT_SERVICE_PROMETHEUS_URL follow, both come from these options)
+        if "port" in spec.options or spec.command is not None:
+            return options
+        return options.model_copy(update={"port": free_port()})
+
+    def may_be_unavailable(self, spec: ServiceSpec, options: Any) -> bool:
+        # looked up on the node that runs it, at launch: never decided for every node on
+        # the machine that plans the job (under Slurm, the batch host)
+        return getattr(options, "if_missing", "fail") == "skip"

@@ -7,8 +7,9 @@ The exporters the spec lists, plus the scraper that makes them worth running:
 * ``process-exporter`` on every node of the job (its kind's default, ``all``);
 * ``prometheus`` on the infra node, scraping every target of the job.
 
-Each is skipped with a warning on a machine without its binary (``if_missing: skip``), so
-the default never breaks a job where nothing is installed; a service declared under the
+Each looks its binary up on the node that runs it, at launch (``if_missing: skip``): a node
+without it runs the job without that instance (``unavailable``, with the reason), so the
+default never breaks a job where nothing is installed; a service declared under the
 same name replaces the implied one (``enabled: false`` switches it off). The implied
 dcgm-exporter is not restarted: its usual failure, no GPU ("Failed to initialize NVML"),
 does not go away by retrying.

@@ -11,7 +11,7 @@ and a failing exporter fails its instance, never the job.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -52,6 +52,16 @@ class NodeExporterOptions(MetricsServerOptions):
 
 class NodeExporterKind(MetricsServerKind):
     name: ClassVar[str] = NODE
+    implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "The specification runs `/bin/node_exporter` in"
+        " `quay.io/prometheus/node-exporter`; srt runs the host binary"
+        " `prometheus-node-exporter` on the bare node. A declared `container` runs that same"
+        " command in the image, which the upstream image does not have (the spec's images"
+        " are not srt's defaults yet). The binary is looked up on each node at launch.",
+        "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
+        " is not part of srt), on every compute node rather than every worker node.",
+    }
     summary: ClassVar[str] = (
         "Prometheus node exporter (cpu, infiniband, meminfo) on every worker node."
     )
@@ -167,6 +177,13 @@ def group_config(groups: list[ProcessGroup]) -> str:
 
 class ProcessExporterKind(MetricsServerKind):
     name: ClassVar[str] = PROCESS
+    implied_by_summary: ClassVar[str] = "observability.metrics (on every node)"
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "The specification runs the static binary `make setup` installs; srt runs"
+        " Debian's `prometheus-process-exporter` (or `options.binary`), on the bare node.",
+        "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
+        " is not part of srt).",
+    }
     summary: ClassVar[str] = (
         "Per-process-group CPU, memory and threads on every node (host binary; skipped if absent)."
     )
@@ -213,6 +230,16 @@ class DcgmExporterOptions(MetricsServerOptions):
 
 class DcgmExporterKind(MetricsServerKind):
     name: ClassVar[str] = DCGM
+    implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "The specification runs `dcgm-exporter` in"
+        " `nvcr.io/nvidia/k8s/dcgm-exporter`; srt runs the host binary `dcgm-exporter` on"
+        " the bare node. A declared `container` runs that same command in the image (the"
+        " spec's image is not srt's default yet). The binary is looked up on each node at"
+        " launch.",
+        "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
+        " is not part of srt), on every compute node rather than every worker node.",
+    }
     summary: ClassVar[str] = "NVIDIA DCGM exporter: GPU utilisation, memory, power per GPU."
     readiness_summary: ClassVar[str] = "none"
     Options: ClassVar[type[DcgmExporterOptions]] = DcgmExporterOptions

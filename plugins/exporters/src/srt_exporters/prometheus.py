@@ -11,7 +11,7 @@ the job ended.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -85,6 +85,16 @@ def config_text(targets_file: str, interval: float, timeout: float | None) -> st
 
 class PrometheusKind(MetricsServerKind):
     name: ClassVar[str] = KIND
+    implied_by_summary: ClassVar[str] = "observability.metrics (on the infra node)"
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "implied by": "Not a kind of the specification (its tachometer scrapes the"
+        " exporters); srt's `observability.metrics` implies a Prometheus on the infra node"
+        " so that `srt metrics` can read the job's samples after it ended.",
+        "ports": "9099, not Prometheus's 9090: recipes (the specification's Ray example"
+        " among them) put their own metrics on 9090. Under `srt run` a port the recipe did"
+        " not write is a free one (every exporter's too), so two local jobs never collide;"
+        " the benchmark learns it from SRT_SERVICE_PROMETHEUS_URL.",
+    }
     summary: ClassVar[str] = (
         "Prometheus scraping every target of the job (file_sd); TSDB in the job directory."
     )

@@ -119,6 +119,21 @@ def sources(job: JobRecord) -> set[str]:
     return out
 
 
+def unavailable(job: JobRecord) -> list[dict[str, str]]:
+    """The instances that ran without what they run on their node (an exporter whose
+    binary the node lacks): which service, on which node, and why, from events.jsonl. The
+    metrics of those nodes are missing from the headlines, and this says so."""
+    seen: dict[str, dict[str, str]] = {}
+    for ev in job.events():
+        if ev.get("event") == "unavailable":
+            seen[str(ev.get("step"))] = {
+                "service": str(ev.get("unit", "")),
+                "node": str(ev.get("node", "")),
+                "reason": str(ev.get("reason", "")),
+            }
+    return list(seen.values())
+
+
 def applicable(job: JobRecord) -> list[Headline]:
     have = sources(job)
     return [h for h in HEADLINES if h.source in have]
@@ -161,6 +176,7 @@ def collect(client: PromClient, job: JobRecord, live: bool, url: str) -> dict[st
         "window": {"start": w.start, "end": w.end, "step": w.step},
         "targets": targets(client, job, w),
         "headlines": headlines(client, job, w),
+        "unavailable": unavailable(job),
         "file_sd": job.paths.scrape_targets_file,
     }
 
@@ -204,6 +220,12 @@ def render(report: dict[str, Any]) -> str:
         )
     lines.append("Targets (up: at the last scrape; failed: scrapes that failed):")
     lines.extend(_table(rows) if len(rows) > 1 else ["  none"])
+    missing = report.get("unavailable") or []
+    if missing:
+        lines.append("Ran without (unavailable on their node, so no metrics from them there):")
+        mrows = [["service", "node", "why"]]
+        mrows += [[m["service"], m["node"], m["reason"]] for m in missing]
+        lines.extend(_table(mrows))
     lines.append("Headlines (average, maximum and last value over the job):")
     if not report["headlines"]:
         lines.append("  none (no node-exporter, dcgm-exporter, process-exporter or worker metrics)")

@@ -18,7 +18,7 @@ node, whose nodes are virtual nodes of one machine under ``srt run``). The serve
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -98,6 +98,16 @@ def _wide(recipe: Recipe, role: str) -> bool:
 
 class GmsKind(ServiceKind):
     name: ClassVar[str] = KIND
+    implied_by_summary: ClassVar[str] = "engine.failover (one per worker)"
+    command_summary: ClassVar[str] = (
+        "a bash supervisor running `python3 -m gpu_memory_service --device k` per GPU"
+    )
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "implied by": "`engine.failover` implies it for every engine's workers, SGLang's"
+        " too; the specification speaks of vLLM workers only.",
+        "readiness": "The log line `GMS ready:` as specified; the timeout is 150 s (the"
+        " servers' 120 s start-up budget plus the supervisor's slack to report).",
+    }
     summary: ClassVar[str] = (
         "GPU Memory Service per engine worker (engine.failover): one server per GPU."
     )

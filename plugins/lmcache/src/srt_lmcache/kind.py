@@ -104,6 +104,13 @@ def bind_host(written: str | None, node_ip: str) -> str:
 
 class LMCacheServerKind(ServerKind):
     name: ClassVar[str] = KIND
+    implied_by_summary: ClassVar[str] = (
+        "a vLLM role with connector lmcache-mp (on that role's nodes)"
+    )
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "readiness": "`GET /healthcheck` as specified; the timeout is 300 s (LMCache imports"
+        " torch before it listens).",
+    }
     summary: ClassVar[str] = (
         "LMCache multi-process cache server per worker node (vLLM connector lmcache-mp)."
     )

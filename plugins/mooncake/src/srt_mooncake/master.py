@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, field_validator
@@ -155,6 +155,12 @@ def store_config_text(config: StoreConfig, options: MasterOptions, host: str) ->
 
 class MooncakeMasterKind(ServerKind):
     name: ClassVar[str] = env.MASTER_KIND
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "readiness": "The specification waits for the master's ports; srt waits for `GET"
+        " /health` on the metrics port, which answers 200 only once the RPC and metadata"
+        " servers are up (a stronger gate); with the entry's own command, the RPC port."
+        " Timeout 300 s: a cold container needed minutes.",
+    }
     summary: ClassVar[str] = (
         "Mooncake's KV-cache master: RPC, HTTP metadata and metrics ports srt owns; declared."
     )
@@ -237,6 +243,13 @@ class MooncakeMasterKind(ServerKind):
         host = url_host(ctx.node.ip)
         return {STORE_CONFIG_FILE: store_config_text(options.store_config, options, host)}
 
+    def wildcard_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        # Mooncake's HTTP metadata server binds 0.0.0.0 whatever its host flag says
+        assert isinstance(options, MasterOptions)
+        if spec.command is not None or options.metadata_port is None:
+            return ()
+        return (options.metadata_port,)
+
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         # /health is 200 only once the master serves (its admin server starts after the RPC
         # server and the metadata server are up); a recipe's own command may not serve it,
@@ -251,6 +264,19 @@ class MooncakeMasterKind(ServerKind):
     def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
         assert isinstance(options, MasterOptions)
         return [MetricsSpec(port=options.metrics_port, path="/metrics")]
+
+    def job_placeholders(self, spec: ServiceSpec, options: Any) -> dict[str, str]:
+        # {master_port}/{metadata_port} are this master's, wherever the recipe moved them
+        # (an external master: the port of its address); "" when no metadata server runs
+        assert isinstance(options, MasterOptions)
+        rpc: int | None = options.rpc_port
+        if spec.external is not None:
+            parts = env.split_address(spec.external)
+            rpc = parts[1] if parts is not None else None
+        out = {"metadata_port": "" if options.metadata_port is None else str(options.metadata_port)}
+        if rpc is not None:
+            out["master_port"] = str(rpc)
+        return out
 
     def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
         assert isinstance(options, MasterOptions)

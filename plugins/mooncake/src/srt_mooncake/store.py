@@ -15,7 +15,7 @@ with the master and mounted its segment, so a TCP accept on it is the readiness 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
@@ -100,6 +100,19 @@ def masters(recipe: Recipe) -> list[tuple[int, ServiceSpec]]:
 
 class MooncakeStoreKind(ServerKind):
     name: ClassVar[str] = env.STORE_KIND
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "The specification runs `python -m mooncake.mooncake_store_service`; srt"
+        " runs Mooncake's `mc_store_rest_server` with a config file pointing at the master:"
+        " the same store, with a REST port that opens only once it registered with the"
+        " master, which gives it a readiness gate the Python service lacks.",
+        "placement": "One store per worker node by default (the specification's example"
+        " places them per role), so the DRAM of every node that runs workers is pooled.",
+        "readiness": "A TCP connect to the REST port, open once the store registered its"
+        " segment with the master (the specification names none).",
+        "environment": "Workers on the store's nodes get `MOONCAKE_GLOBAL_SEGMENT_SIZE=0`"
+        " (the specification's Mooncake section: the store owns the node's DRAM, the"
+        " workers' embedded clients give none); workers on other nodes keep their own.",
+    }
     summary: ClassVar[str] = (
         "A standalone Mooncake store per node: gives the master's pool DRAM; needs a master."
     )
@@ -191,6 +204,11 @@ class MooncakeStoreKind(ServerKind):
             if value is not None:
                 out[key] = value
         return out
+
+    def wildcard_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        # the REST server binds 0.0.0.0 whatever address it is given
+        assert isinstance(options, StoreOptions)
+        return (rest_port(spec, options),)
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         assert isinstance(options, StoreOptions)

@@ -8,7 +8,7 @@ is configured through a file written into its work dir: a file is the only way t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
@@ -70,7 +70,16 @@ class NatsOptions(ServerOptions):
     )
 
 
-def config_text(options: NatsOptions, ip: str) -> str:
+def monitored(spec: ServiceSpec, options: NatsOptions) -> bool:
+    """Whether the monitoring port is opened (and claimed): only while srt's default
+    readiness probes it. An entry with its own command or its own probe does not use it,
+    and an unused 8222 would only refuse a recipe that puts something else there."""
+    if options.monitor_port is None or spec.command is not None:
+        return False
+    return spec.readiness is None or not spec.readiness.probe_entries
+
+
+def config_text(options: NatsOptions, ip: str, monitor: bool = True) -> str:
     """The server config. Quoted strings throughout: NATS's config parser reads an unquoted
     ``127.0.0.1:4222`` fine but mangles some paths and IPv6 forms."""
     host = url_host(ip)
@@ -78,7 +87,7 @@ def config_text(options: NatsOptions, ip: str) -> str:
         "# Written by srt-nats for this job; regenerated on every launch.",
         f'listen: "{host}:{options.port}"',
     ]
-    if options.monitor_port is not None:
+    if monitor and options.monitor_port is not None:
         lines.append(f'http: "{host}:{options.monitor_port}"')
     if options.max_payload_mb is not None:
         lines.append(f"max_payload: {options.max_payload_mb * MB}")
@@ -93,6 +102,22 @@ def config_text(options: NatsOptions, ip: str) -> str:
 
 class NatsKind(ServerKind):
     name: ClassVar[str] = KIND
+    implied_by_summary: ClassVar[str] = (
+        "dynamo.request_plane nats, dynamo.event_plane nats, or an entry's"
+        " options.max_payload_mb (on the infra node)"
+    )
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "The specification runs `/configs/nats-server -js`; srt runs `nats-server"
+        " -c <config> -js` found on the node, with a config file it writes (listen address,"
+        " monitoring, JetStream store under `{local_dir}`).",
+        "ports": "The monitoring port 8222 is claimed only while the default readiness uses"
+        " it (no `command` and no `readiness` of the entry's own); `monitor_port: null`"
+        " turns monitoring off.",
+        "readiness": "The specification waits for the client port 4222; srt waits for `GET"
+        " /healthz` on the monitoring port, which answers 200 only once the client listener"
+        " and JetStream are up (a stronger gate). With its own command, or"
+        " `monitor_port: null`, the client port as the specification says.",
+    }
     summary: ClassVar[str] = "JetStream NATS for Dynamo's NATS planes; config file per job."
     readiness_summary: ClassVar[str] = "http /healthz on 8222 (tcp 4222 unmonitored)"
     Options: ClassVar[type[NatsOptions]] = NatsOptions
@@ -115,6 +140,12 @@ class NatsKind(ServerKind):
     def ports(self, options: Any) -> Mapping[str, int | None]:
         assert isinstance(options, NatsOptions)
         return {"port": options.port, "monitor_port": options.monitor_port}
+
+    def listen_ports(self, spec: ServiceSpec, options: Any) -> Sequence[int]:
+        assert isinstance(options, NatsOptions)
+        if monitored(spec, options):
+            return (options.port, options.monitor_port or options.port)
+        return (options.port,)
 
     def validate_server(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         assert isinstance(options, NatsOptions)
@@ -152,14 +183,14 @@ class NatsKind(ServerKind):
 
     def files(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> dict[str, str]:
         assert isinstance(options, NatsOptions)
-        return {CONFIG_FILE: config_text(options, ctx.node.ip)}
+        return {CONFIG_FILE: config_text(options, ctx.node.ip, monitored(spec, options))}
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
         # /healthz is 200 only once the client listener and JetStream are up, which a TCP
         # accept on the client port does not prove. A recipe command may not open the
         # monitoring port, so then the client port is all we can rely on.
         assert isinstance(options, NatsOptions)
-        if options.monitor_port is not None and spec.command is None:
+        if monitored(spec, options) and options.monitor_port is not None:
             return DefaultProbe(
                 "http", {"port": options.monitor_port, "path": "/healthz", "status": 200}
             )

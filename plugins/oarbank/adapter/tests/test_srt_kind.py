@@ -385,3 +385,33 @@ def test_objects_of_an_attempt_that_dies_mid_job_are_reaped_while_the_job_runs(
         job.finish()
     assert not (outside / "keeper-disk").exists(), "the job's end did not reap the rest"
     assert not (outside / "stranger-disk").exists()
+def test_srt_kinds_states_the_readiness_dry_run_uses(tmp_path: Path) -> None:
+    """``srt kinds oarbank`` said 120 s and 2 s; the probe that runs waits as long as the
+    manifest allows and retries every second: the listing now says so."""
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    service = {"name": "vm", "exec": ["bin/x"], "start_timeout_s": 200, "ready_timeout_s": 900}
+    service["timeouts"] = {"fingerprint": 7}
+    (bundle / "oarbank-module.json").write_text(json.dumps({"name": "m", "services": [service]}))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "schema: 2\nname: k\nobservability: {metrics: false}\nservices:\n"
+        f"  - {{name: mod, type: oarbank, options: {{bundle: '{bundle}', service: vm}}}}\n"
+    )
+    srt = [sys.executable, "-m", "srt_services"]
+    listed = subprocess.run(
+        [*srt, "kinds", "oarbank", "--json"], capture_output=True, text=True, check=True
+    )
+    kind = json.loads(listed.stdout)
+    planned = subprocess.run(
+        [*srt, "dry-run", "--json", str(recipe)], capture_output=True, text=True, check=True
+    )
+    plan = json.loads(planned.stdout)
+    (unit,) = [u for u in plan["units"] if u["name"] == "mod"]
+    probe = unit["instances"][0]["readiness"]
+    assert probe["timeout"] == 7 + 200 + 900 + 30
+    assert probe["interval"] == kind["readiness_interval"] == 1.0
+    assert "manifest" in kind["readiness_timeout_summary"]
+    text = subprocess.run([*srt, "kinds", "oarbank"], capture_output=True, text=True, check=True)
+    (line,) = [ln for ln in text.stdout.splitlines() if ln.startswith("readiness timeout:")]
+    assert "120 s" not in line and "options.ready_timeout_seconds" in line

@@ -116,6 +116,10 @@ def _quote(text: str) -> str:
 
 class RayKind(ServerKind):
     name: ClassVar[str] = KIND
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "readiness": "As specified (head dashboard, members' log, every member ALIVE); the"
+        " timeout is 600 s, for a cluster of many nodes to form.",
+    }
     summary: ClassVar[str] = (
         "One Ray cluster over the service's nodes: the head on the first, the rest join it."
     )

@@ -38,11 +38,21 @@ def check_cross(ctx: RuleContext, settled: list[Settled]) -> None:
 
 
 def _infra_agrees(ctx: RuleContext, settled: list[Settled]) -> None:
-    """Written services sharing the infra node are all dedicated, or none is."""
+    """Services sharing the infra node that write a placement are all dedicated, or none is.
+
+    An entry that leaves ``placement.node`` to its kind (``infra``) follows the others: the
+    infra node is the dedicated node when one is reserved, so the specification's example
+    (etcd and NATS dedicated, a declared ``mooncake-master`` as it comes) shares one node.
+    Only a written ``head`` or ``infra`` beside a written ``dedicated`` says two things.
+    """
     infra = [
         s
         for s in settled
-        if s.kind.shares_infra_node and s.spec.external is None and s.eff.path is not None
+        if s.kind.shares_infra_node
+        and s.spec.external is None
+        and s.eff.path is not None
+        and s.spec.placement is not None
+        and s.spec.placement.node is not None
     ]
     flags = {s.placement == "dedicated" for s in infra}
     if len(flags) <= 1:

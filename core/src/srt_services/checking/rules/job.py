@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from srt_services.checking.rules import metrics, strings
 from srt_services.checking.settled import JobProbes, ProbeBinding
+from srt_services.names import NEVER_BY_PATTERN
 from srt_services.recipe import placeholders as ph
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
                 ("mounts", i),
                 f"must be host:container[:options] with an absolute container path, got {mount!r}",
             )
+    _passthrough(ctx)
     bound.frontend = _frontend(ctx, probes)
     _benchmark(ctx)
     for role, spec in ctx.recipe.roles.items():
@@ -40,6 +42,25 @@ def check_job(ctx: RuleContext, probes: ProbeRules) -> JobProbes:
         if binding is not None:
             bound.roles[role] = binding
     return bound
+
+
+def _passthrough(ctx: RuleContext) -> None:
+    """``env_passthrough`` entries srt cannot honour: its own names, and the loader
+    variables it refuses in ``env`` too (``LD_LIBRARY_PATH`` is fine: the usual reason to
+    pass one through)."""
+    for i, entry in enumerate(ctx.recipe.env_passthrough):
+        if entry.startswith("SRT_"):
+            ctx.add(
+                ("env_passthrough", i),
+                "names starting with SRT_ are srt's own (each job sets its own); a pattern"
+                " such as S* passes none of them either",
+            )
+        elif entry in NEVER_BY_PATTERN:
+            ctx.add(
+                ("env_passthrough", i),
+                f"{entry} changes how every program of the job is loaded, so srt does not"
+                " pass it through; export it in a `preamble` if you really mean it",
+            )
 
 
 def _frontend(ctx: RuleContext, probes: ProbeRules) -> ProbeBinding | None:

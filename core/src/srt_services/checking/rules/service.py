@@ -15,6 +15,7 @@ from srt_services.checking.rules import metrics, strings
 from srt_services.checking.rules.external import check_external
 from srt_services.checking.rules.implied_kinds import unprovided_kinds
 from srt_services.checking.settled import Settled
+from srt_services.contracts.kind import ServiceKind
 from srt_services.errors import PluginError
 from srt_services.recipe import placeholders as ph
 from srt_services.recipe import validation
@@ -27,9 +28,21 @@ if TYPE_CHECKING:
     from srt_services.checking.rules.context import RuleContext
     from srt_services.checking.rules.placement import PlacementRules
     from srt_services.checking.rules.probes import ProbeRules
-    from srt_services.contracts.kind import ServiceKind
-    from srt_services.recipe.models import ServiceSpec
+    from srt_services.recipe.models import ProbeBlock, ServiceSpec
     from srt_services.recipe.problems import Path
+
+
+def _timing_only(spec: ServiceSpec, kind: ServiceKind) -> ProbeBlock | None:
+    """A written ``readiness`` that names no probe, for a kind with a default probe: it
+    tunes that probe's timing (the specification's gms entry changes only
+    ``timeout_seconds``), so a kind's probe need not be restated to give it more time. A
+    kind without a default probe gets the usual "give exactly one probe" error."""
+    block = spec.readiness
+    if block is None or block.port is not None or block.__pydantic_extra__:
+        return None
+    if type(kind).readiness is ServiceKind.readiness:
+        return None
+    return block
 
 
 class ServiceRules:
@@ -76,7 +89,11 @@ class ServiceRules:
         self._command_and_source(at, spec, kind)
         per_worker = per == "worker"
         strings.service(self.ctx, at, spec, ph.ALL if per_worker else ph.COMMON)
-        readiness = self.probes.bind((*at, "readiness"), spec.readiness, None, per_worker)
+        timing = _timing_only(spec, kind)
+        if timing is not None:
+            readiness = None
+        else:
+            readiness = self.probes.bind((*at, "readiness"), spec.readiness, None, per_worker)
         liveness = self.probes.bind((*at, "liveness"), spec.liveness, None, per_worker)
         metrics.endpoints(self.ctx, at, spec.metrics, ph.ALL if per_worker else ph.COMMON)
         self._lifecycle(at, spec, critical)
@@ -97,6 +114,7 @@ class ServiceRules:
             name=spec.name,
             readiness=readiness,
             liveness=liveness,
+            readiness_timing=timing,
         )
 
     def _options(self, at: Path, kind: ServiceKind, written: dict[str, Any]) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -67,6 +67,11 @@ class OarbankOptions(KindOptions):
 
 class OarbankKind(ServiceKind):
     name: ClassVar[str] = "oarbank"
+    command_summary: ClassVar[str] = "srt's oarbank agent, driving the module's protocol"
+    spec_departures: ClassVar[Mapping[str, str]] = {
+        "command": "Not a kind of the specification: service protocol 1"
+        " (`service-protocol-1.md`), run under srt's agent.",
+    }
     summary: ClassVar[str] = "A service of a protocol-1 module, run under srt's oarbank agent."
     readiness_summary: ClassVar[str] = "the protocol's ready op"
     Options: ClassVar[type[OarbankOptions]] = OarbankOptions
@@ -76,6 +81,12 @@ class OarbankKind(ServiceKind):
     #: the protocol's stop may take 120 s, then destroy --force 60 s, then reaping (validate
     #: warns when a manifest's stop timeout needs more)
     default_stop_grace: ClassVar[float] = 190.0
+    #: what the readiness below uses, so ``srt kinds oarbank`` says what dry-run shows
+    readiness_timeout_summary: ClassVar[str] = (
+        "options.ready_timeout_seconds, else the manifest's fingerprint + start + ready"
+        f" timeouts + {READY_MARGIN_S:g} s (600 s when the bundle cannot be read)"
+    )
+    default_readiness_interval: ClassVar[float] = 1.0
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         from oarbank_protocol.execution.bundle import load_bundle
@@ -174,7 +185,6 @@ class OarbankKind(ServiceKind):
                 "agent_data": True,
             },
             timeout=options.ready_timeout_seconds or default_ready_timeout(options),
-            interval=1.0,
         )
 
 
