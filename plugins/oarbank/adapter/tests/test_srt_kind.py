@@ -385,6 +385,8 @@ def test_objects_of_an_attempt_that_dies_mid_job_are_reaped_while_the_job_runs(
         job.finish()
     assert not (outside / "keeper-disk").exists(), "the job's end did not reap the rest"
     assert not (outside / "stranger-disk").exists()
+
+
 def test_srt_kinds_states_the_readiness_dry_run_uses(tmp_path: Path) -> None:
     """``srt kinds oarbank`` said 120 s and 2 s; the probe that runs waits as long as the
     manifest allows and retries every second: the listing now says so."""
