@@ -10,11 +10,13 @@ last look found nothing.
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import time
 from dataclasses import dataclass
 
 from srt_services import procfs
+from srt_services.errors import SrtError
 from srt_services.jobdir.state import write_state
 from srt_services.jobdir.stop_request import write_stop_request
 from srt_services.jobdir.view import JobView
@@ -82,10 +84,51 @@ def _remove_cgroup(view: JobView) -> None:
         group.remove(wait=0.5)
 
 
+class NotYours(SrtError):
+    """Another user's job: only its owner (or root) may stop it."""
+
+
+def owner_uid(view: JobView) -> int | None:
+    """Who runs the job: its live orchestrator's user, else the job directory's owner."""
+    state = view.state
+    if state is not None and view.orchestrator_alive() and state.orchestrator.elsewhere() is None:
+        try:
+            return os.stat(f"/proc/{state.orchestrator.pid}").st_uid
+        except OSError:
+            pass
+    try:
+        return os.stat(view.job.path).st_uid
+    except OSError:
+        return None
+
+
+def check_may_act(view: JobView, what: str) -> None:
+    """:class:`NotYours` unless this user may ``what`` (``stop this job``): its owner and
+    root may; anyone else is refused before anything is written or signalled."""
+    me = os.geteuid()
+    owner = owner_uid(view)
+    if me == 0 or owner is None or owner == me:
+        return
+    raise NotYours(
+        f"refused: {view.job.path} belongs to uid {owner}, and you are uid {me}: only its"
+        f" owner (or root) may {what}"
+    )
+
+
 def stop_job(request: StopRequest, log: Log = print) -> int:
-    """``srt stop``: returns 0 when nothing of the job is left running."""
+    """``srt stop``: returns 0 when nothing of the job is left running. Another user's job
+    is refused (:class:`NotYours`); so is anything the system does not let this user do."""
+    view = JobView.read(request.job_dir)
+    check_may_act(view, "stop it")
+    try:
+        return _stop_job(view, request, log)
+    except PermissionError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise NotYours(f"refused: permission denied{where}: {exc.strerror}") from None
+
+
+def _stop_job(view: JobView, request: StopRequest, log: Log) -> int:
     path, now, timeout = request.job_dir, request.now, request.timeout
-    view = JobView.read(path)
     if view.slurm_job_id is not None:
         if view.result is None:
             write_stop_request(view.job, view.cookie, now)
