@@ -44,6 +44,8 @@ class EventLog:
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"t": round(time.time(), 6), "mono": round(time.monotonic(), 6), "event": event}
         record.update({k: v for k, v in fields.items() if v is not None})
+        if self._fh.closed:  # after the job's end (a signal's callback running late)
+            return record
         self._pending.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         if self.on_event is not None:
             try:
@@ -62,7 +64,7 @@ class EventLog:
 
     def flush(self) -> None:
         self._scheduled = False
-        if self._pending:
+        if self._pending and not self._fh.closed:
             data = b"".join(self._pending)
             self._pending.clear()
             try:
