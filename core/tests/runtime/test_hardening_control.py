@@ -284,6 +284,76 @@ def test_H24_fuzzed_requests_are_each_answered_once(jobs: Jobs) -> None:
     assert "Traceback" not in run.stderr
 
 
+FRAMES = st.lists(
+    st.one_of(
+        LINES,
+        st.integers(1, 20_000).map(lambda n: b"[" * n),  # unclosed, past the size limit too
+        st.integers(1, 600).map(lambda n: b'{"op":' * n + b'"hello"' + b"}" * n),
+        st.integers(1, 1500).map(lambda n: b"[" * n + b"]" * n),
+        st.binary(min_size=1, max_size=600),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _harmless(frame: bytes) -> bytes:
+    """A valid request for a real unit would act: point it at no unit at all."""
+    return frame.replace(b'"web"', b'"nosuch"').replace(b'"flaky"', b'"nosuch"')
+
+
+def test_H24_fuzzed_frames_never_end_the_job_and_its_state_keeps_being_written(
+    jobs: Jobs,
+) -> None:
+    """Several frames per connection, garbage and nesting between them, sent in random
+    pieces, with or without a final newline, the client reading the answers or hanging up
+    at once: every connection is answered or closed, the orchestrator lives, records no
+    error, and ``state.json`` keeps being written (the flaky service's restarts)."""
+    run = jobs.start(RECIPE)
+    run.wait_event("serving")
+    state = Path(run.job_dir, "state.json")
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        frames=FRAMES,
+        newline=st.booleans(),
+        pieces=st.integers(1, 6),
+        hang_up=st.booleans(),
+    )
+    def check(frames: list[bytes], newline: bool, pieces: int, hang_up: bool) -> None:
+        data = b"\n".join(_harmless(f).replace(b"\n", b" ") for f in frames)
+        data += b"\n" if newline else b""
+        step = max(1, len(data) // pieces)
+        with connect(run.job_dir) as s:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for at in range(0, len(data), step):
+                    s.sendall(data[at : at + step])
+                if hang_up:
+                    return
+                s.shutdown(socket.SHUT_WR)
+            received = b""
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := s.recv(65536):  # answered, then closed; or closed
+                    received += chunk
+        for raw in received.splitlines():
+            answer = json.loads(raw)
+            assert isinstance(answer, dict) and isinstance(answer.get("text", ""), str), answer
+            if answer.get("ok") is False:
+                assert answer["refused"] is True, answer
+        assert run.proc.poll() is None
+
+    check()
+    assert run.proc.poll() is None
+    written = state.stat().st_mtime_ns
+    wait_for(lambda: state.stat().st_mtime_ns != written, timeout=20, step=0.05)
+    assert json.loads(state.read_bytes())["status"] == "running"
+    assert not events_of(run, "control_error")
+    assert exchange(run.job_dir, b'{"op": "hello"}\n')["ok"] is True
+    run.stop()
+    run.wait(30)
+    assert "Traceback" not in run.stderr
+
+
 # --------------------------------------------------------------------------- other users
 
 
