@@ -5,9 +5,8 @@ garbage, and FIFOs and links out in place of any of them. Each command prints it
 output or a clear error (exit 1 or 2 with a message), never a traceback, never a bare
 exit status, never hangs; no secret is printed.
 
-The orchestrator a valid ``state.json`` names is this test's own parent's parent at most
-once removed from nothing: its PID is one that does not exist, so ``srt stop`` has nobody
-to signal. ID (docs/fault-matrix.md): H21 (job files), H30 (every reader command).
+A valid ``state.json`` names an orchestrator whose PID does not exist, so ``srt stop`` has
+nobody to signal. ID (docs/fault-matrix.md): H21 (job files), H35 (every reader command).
 """
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ def content(name: str) -> st.SearchStrategy[bytes]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
-def test_H30_every_reader_command_on_fuzzed_job_files(tmp_path: Path, data: Any) -> None:
+def test_H35_every_reader_command_on_fuzzed_job_files(tmp_path: Path, data: Any) -> None:
     root = tmp_path / f"root{os.urandom(4).hex()}"
     root.mkdir()
     secret = tmp_path / "secret"
@@ -132,7 +131,7 @@ def test_H30_every_reader_command_on_fuzzed_job_files(tmp_path: Path, data: Any)
                 other.communicate()
             raise AssertionError(f"srt {' '.join(cmd)} did not end in {TIMEOUT:g}s") from None
         said = out + err
-        assert "Traceback" not in said and "Error:" not in err[:0], (cmd, said)
+        assert "Traceback" not in said, (cmd, said)
         assert proc.returncode in (0, 1, 2), (cmd, proc.returncode, said)
         if proc.returncode != 0:
             assert err.strip(), f"srt {' '.join(cmd)}: exit {proc.returncode} and nothing said"

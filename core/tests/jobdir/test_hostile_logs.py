@@ -7,7 +7,7 @@ link out of the job directory in a log's place, or a log path in the job's files
 out of it, is named and not read, with and without ``-f``; marks stay at their offsets
 whatever the chunking of the writes and the reads (hypothesis).
 
-ID (docs/fault-matrix.md): H28.
+ID (docs/fault-matrix.md): H33.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def logfile(path: Path, *attempts: Attempt, max_line: int = 8) -> LogFile:
 # --------------------------------------------------------------------------- long lines
 
 
-def test_H28_a_long_line_is_cut_and_says_so_the_next_one_is_whole(tmp_path: Path) -> None:
+def test_H33_a_long_line_is_cut_and_says_so_the_next_one_is_whole(tmp_path: Path) -> None:
     log = tmp_path / "s.out"
     log.write_bytes(b"short\n" + b"x" * 30 + b"\nnext\n" + b"y" * 20)
     f = logfile(log)
@@ -67,7 +67,7 @@ def test_H28_a_long_line_is_cut_and_says_so_the_next_one_is_whole(tmp_path: Path
     assert f.flush_partial() == []
 
 
-def test_H28_a_cut_never_splits_a_character(tmp_path: Path) -> None:
+def test_H33_a_cut_never_splits_a_character(tmp_path: Path) -> None:
     log = tmp_path / "s.out"
     log.write_bytes(("abcdefgé" + "z" * 10 + "\n").encode())  # é is bytes 7-8
     [line] = shown(logfile(log).read_past())
@@ -75,7 +75,7 @@ def test_H28_a_cut_never_splits_a_character(tmp_path: Path) -> None:
     line.decode()
 
 
-def test_H28_an_attempt_starting_inside_a_cut_line_starts_its_own(tmp_path: Path) -> None:
+def test_H33_an_attempt_starting_inside_a_cut_line_starts_its_own(tmp_path: Path) -> None:
     log = tmp_path / "s.out"
     first = b"x" * 40  # the first attempt's last line: long, no newline
     log.write_bytes(first + b"second\n")
@@ -120,7 +120,7 @@ WRITES = st.lists(
     limit=st.integers(1, 16),
     known=st.integers(0, 4),
 )
-def test_H28_marks_stay_where_each_attempt_began_however_it_is_read(
+def test_H33_marks_stay_where_each_attempt_began_however_it_is_read(
     tmp_path_factory: pytest.TempPathFactory,
     runs: list[list[bytes]],
     reads: list[bool],
@@ -189,7 +189,7 @@ def secret(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link-out", "link-loop", "directory", "planned-out"])
-def test_H28_only_regular_files_in_the_job_directory_are_read(
+def test_H33_only_regular_files_in_the_job_directory_are_read(
     tmp_path: Path, secret: Path, kind: str
 ) -> None:
     job = make_job(tmp_path, log=str(secret) if kind == "planned-out" else "logs/service_etcd.out")
@@ -221,7 +221,7 @@ def test_H28_only_regular_files_in_the_job_directory_are_read(
     assert b"sbatch | the other log" in srt_logs(job.path, "sbatch").stdout
 
 
-def test_H28_following_a_fifo_says_so_and_does_not_hang(tmp_path: Path) -> None:
+def test_H33_following_a_fifo_says_so_and_does_not_hang(tmp_path: Path) -> None:
     """The job runs (its recorded orchestrator is this test), so ``-f`` keeps following:
     the FIFO is named at once, a regular file put in its place later is read."""
     job = make_job(tmp_path, orchestrator=OrchestratorInfo.this_process(time.time()))
@@ -269,7 +269,7 @@ def peak_rss(*args: str) -> tuple[int, int]:
     return proc.returncode, usage.ru_maxrss * 1024
 
 
-def test_H28_a_1GiB_log_and_a_100MB_line_cost_what_a_small_log_does(tmp_path: Path) -> None:
+def test_H33_a_1GiB_log_and_a_100MB_line_cost_what_a_small_log_does(tmp_path: Path) -> None:
     job = make_job(tmp_path)
     log = Path(job.logs) / "service_etcd.out"
     log.write_bytes(b"a small log\n" * 100)

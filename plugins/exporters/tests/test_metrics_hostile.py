@@ -13,7 +13,7 @@ that are wrong. Real jobs, a real Prometheus (the job's own, and the temporary o
 * PromQL that does not parse or fails when evaluated, on a live job and a finished one:
   an error saying what is wrong with the query.
 
-ID (docs/fault-matrix.md): H29.
+ID (docs/fault-matrix.md): H34.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def start_held(job_dir: str, scratch: Path) -> tuple[subprocess.Popen[str], psut
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_H29_every_ending_signal_stops_the_temporary_prometheus_and_removes_the_copy(
+def test_H34_every_ending_signal_stops_the_temporary_prometheus_and_removes_the_copy(
     srt_jobs: Jobs, ports: dict[str, int], tmp_path: Path, sig: signal.Signals
 ) -> None:
     run = finished_job(srt_jobs, ports)
@@ -130,7 +130,7 @@ def test_H29_every_ending_signal_stops_the_temporary_prometheus_and_removes_the_
     assert list(scratch.iterdir()) == [], "the copy of the database is removed"
 
 
-def test_H29_a_killed_command_still_ends_its_prometheus(
+def test_H34_a_killed_command_still_ends_its_prometheus(
     srt_jobs: Jobs, ports: dict[str, int], tmp_path: Path
 ) -> None:
     run = finished_job(srt_jobs, ports)
@@ -177,7 +177,7 @@ def damaged_copy(run: JobRun, tmp_path: Path, how: str) -> str:
     return str(copy)
 
 
-def test_H29_bad_databases_and_queries_get_errors_saying_what_is_wrong(
+def test_H34_bad_databases_and_queries_get_errors_saying_what_is_wrong(
     srt_jobs: Jobs, ports: dict[str, int], tmp_path: Path
 ) -> None:
     run = srt_jobs.start(recipe(ports, 1000))
