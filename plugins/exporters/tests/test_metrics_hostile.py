@@ -177,8 +177,9 @@ def damaged_copy(run: JobRun, tmp_path: Path, how: str) -> str:
     return str(copy)
 
 
-def test_H34_bad_databases_and_queries_get_errors_saying_what_is_wrong(
-    srt_jobs: Jobs, ports: dict[str, int], tmp_path: Path
+@pytest.mark.timeout(600)
+def test_H34_bad_queries_get_errors_saying_what_is_wrong_live_and_after(
+    srt_jobs: Jobs, ports: dict[str, int]
 ) -> None:
     run = srt_jobs.start(recipe(ports, 1000))
     run.wait_event("phase_ready", timeout=60, phase="benchmark")
@@ -190,17 +191,26 @@ def test_H34_bad_databases_and_queries_get_errors_saying_what_is_wrong(
         'label_replace(up, "a", "$1", "b", "(")': "failed while Prometheus evaluated it",
     }
 
-    def check_queries(where: str) -> None:
-        for query, said in bad.items():
+    def check_queries(where: str, queries: list[str]) -> None:
+        for query in queries:
+            said = bad[query]
             out = metrics(run.job_dir, "--query", query)
             assert out.returncode == 1, (where, query, out)
             assert f"--query {query!r} {said}" in out.stderr, (where, out.stderr)
             assert "Traceback" not in out.stderr
 
-    check_queries("live")
+    check_queries("live", list(bad))
     run.stop()
     run.wait(60)
-    check_queries("finished")
+    # each query on a finished job starts a Prometheus on a copy: two of them
+    check_queries("finished", ["up{", 'label_replace(up, "a", "$1", "b", "(")'])
+
+
+@pytest.mark.timeout(600)
+def test_H34_bad_databases_get_errors_naming_the_file(
+    srt_jobs: Jobs, ports: dict[str, int], tmp_path: Path
+) -> None:
+    run = finished_job(srt_jobs, ports)
 
     refused = {
         "fifo": "wal/00000099 is a FIFO (named pipe): a Prometheus database holds only",
