@@ -111,7 +111,13 @@ class _Follower:
             | flags.DELETE
             | flags.CLOSE_WRITE
         )
-        self.directories = {os.path.dirname(f.source.path) for f in files} | {job.path}
+        # a log named outside the job directory is never read: its directory is not watched
+        self.directories = {
+            os.path.dirname(f.source.path)
+            for f in files
+            if os.path.commonpath([os.path.abspath(f.source.path), os.path.abspath(job.path)])
+            == os.path.abspath(job.path)
+        } | {job.path}
         self.watched: dict[int, str] = {}
         self.watch()
 
