@@ -6,7 +6,7 @@ blocks, so a cycle dodged with a late import fails here too. The layers, bottom 
 =========  ============================================================================
 layer      packages
 =========  ============================================================================
-leaves     ``errors``, ``names``, ``procfs``, ``gcpause``, ``site_config``
+leaves     ``errors``, ``names``, ``procfs``, ``gcpause``, ``safefile``, ``site_config``
 recipe     ``recipe``: the document, its models and problems (no plugin set)
 contracts  ``contracts``: what plugins implement and the plan's value types
 plugins    ``hookspecs``, ``plugins``: the facade over pluggy
@@ -105,25 +105,26 @@ ALLOWED: dict[str, frozenset[str]] = {
     "names": frozenset(),
     "procfs": frozenset(),
     "gcpause": frozenset(),
-    "site_config": frozenset({"errors"}),
+    "safefile": frozenset({"errors"}),
+    "site_config": frozenset({"errors", "safefile"}),
     "recipe": frozenset({"errors", "names", "gcpause"}),
     "contracts": frozenset({"recipe", "errors", "names"}),
     "hookspecs": frozenset({"contracts", "recipe"}),
-    "plugins": frozenset({"hookspecs", "contracts", "recipe", "errors", "site_config"}),
+    "plugins": frozenset({"hookspecs", "contracts", "recipe", "errors", "site_config", "safefile"}),
     "checking": frozenset(
         {"plugins", "contracts", "recipe", "errors", "names", "gcpause", "hookspecs"}
     ),
-    "jobdir": frozenset({"contracts", "errors", "procfs"}),
-    "logview": frozenset({"jobdir", "errors", "procfs"}),
+    "jobdir": frozenset({"contracts", "errors", "procfs", "safefile"}),
+    "logview": frozenset({"jobdir", "errors", "procfs", "safefile"}),
     "kinds": frozenset({"contracts"}),
-    "probes": frozenset({"contracts", "recipe", "errors"}),
+    "probes": frozenset({"contracts", "recipe", "errors", "safefile"}),
     "plan": frozenset({"checking", "contracts", "plugins", "recipe", "names", "gcpause", "errors"}),
     "launch": frozenset(
-        {"contracts", "jobdir", "procfs", "recipe", "errors", "site_config", "names"}
+        {"contracts", "jobdir", "procfs", "recipe", "errors", "site_config", "names"} | {"safefile"}
     ),
     "supervise": frozenset(
         {"contracts", "jobdir", "launch", "plan", "probes", "procfs", "recipe", "errors"}
-        | {"gcpause"}
+        | {"gcpause", "safefile"}
     ),
 }
 

@@ -18,6 +18,8 @@ from typing import Any
 from srt_services.errors import SrtError
 
 DEFAULT_PATH = "/etc/srt/site.toml"
+#: The largest site config read (an admin's file is a few KB).
+MAX_SIZE = 1 << 20
 #: Node-local storage when neither the site nor the job names any.
 DEFAULT_NODE_LOCAL = "/tmp"
 
@@ -280,17 +282,27 @@ def load(path: str | None = None) -> SiteConfig:
     is an error (an admin who points at a file means it)."""
     explicit = path or os.environ.get("SRT_SITE_CONFIG")
     target = explicit or DEFAULT_PATH
+    from srt_services.safefile import UnsafeFile, read_file
+
+    if os.path.realpath(target) == os.devnull:  # "no site config", said explicitly
+        return parse({}, target)
     try:
-        with open(target, "rb") as fh:
-            data = tomllib.load(fh)
+        # a FIFO or a device there is refused at once, never waited on
+        raw = read_file(target, MAX_SIZE)
     except FileNotFoundError:
         if explicit:
             raise SiteConfigError(f"site config {target} does not exist") from None
         return SiteConfig()
+    except UnsafeFile as exc:
+        raise SiteConfigError(f"site config {exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SiteConfigError(f"{target} is not UTF-8 text: {exc.reason}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SiteConfigError(f"{target}: {exc}") from None
-    except OSError as exc:
-        raise SiteConfigError(f"cannot read site config {target}: {exc}") from None
+    except RecursionError:
+        raise SiteConfigError(f"{target}: tables or arrays nested too deeply") from None
     return parse(data, target)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from srt_services.logview.logfile import LogFile, Piece, tail_start, usable_mark
 from srt_services.logview.sources import LogSource
 
 
-def shown(pieces: list[Piece]) -> list[str]:
+def shown(pieces: Iterable[Piece]) -> list[str]:
     out = []
     for p in pieces:
         text = p.data.decode()
@@ -135,9 +136,9 @@ def test_following_appends_a_new_attempt_truncation_and_rotation(tmp_path: Path)
 def test_a_log_that_does_not_exist_yet_is_read_once_it_does(tmp_path: Path) -> None:
     log = tmp_path / "s.out"
     f = logfile(log)
-    assert f.read_past() == [] and f.poll() == []
+    assert list(f.read_past()) == [] and list(f.poll()) == []
     log.write_bytes(b"hello")
-    assert f.poll() == []
+    assert list(f.poll()) == []
     assert shown(f.flush_partial()) == ["hello"]
     f.close()
 

@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from srt_services.jobdir.control import ControlError, Request, ask
+from srt_services.jobdir.control import ControlError, ControlRefused, Request, ask
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,5 +46,5 @@ def act(request: ServiceRequest, note: Callable[[str], None]) -> ServiceOutcome:
             note,
         )
     except ControlError as exc:
-        return ServiceOutcome(False, False, str(exc))
+        return ServiceOutcome(False, isinstance(exc, ControlRefused), str(exc))
     return ServiceOutcome(reply.ok, reply.refused, reply.text)

@@ -138,6 +138,7 @@ def supervise(
             grace_override=grace,
             on_event=on_event,
             reserve=job.file(RESERVE),
+            absorb_late_stops=True,
         ),
     )
     code = orch.run()

@@ -9,13 +9,19 @@ last look found nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import signal
 import time
 from dataclasses import dataclass
 
 from srt_services import procfs
+from srt_services.errors import SrtError
+from srt_services.jobdir.cause import StopKind
+from srt_services.jobdir.result import JobResult
 from srt_services.jobdir.state import write_state
+from srt_services.jobdir.stop_request import StopRequest as PendingStop
 from srt_services.jobdir.stop_request import write_stop_request
 from srt_services.jobdir.view import JobView
 from srt_services.launch.cgroup import JobCgroup
@@ -82,10 +88,51 @@ def _remove_cgroup(view: JobView) -> None:
         group.remove(wait=0.5)
 
 
+class NotYours(SrtError):
+    """Another user's job: only its owner (or root) may stop it."""
+
+
+def owner_uid(view: JobView) -> int | None:
+    """Who runs the job: its live orchestrator's user, else the job directory's owner."""
+    state = view.state
+    if state is not None and view.orchestrator_alive() and state.orchestrator.elsewhere() is None:
+        try:
+            return os.stat(f"/proc/{state.orchestrator.pid}").st_uid
+        except OSError:
+            pass
+    try:
+        return os.stat(view.job.path).st_uid
+    except OSError:
+        return None
+
+
+def check_may_act(view: JobView, what: str) -> None:
+    """:class:`NotYours` unless this user may ``what`` (``stop this job``): its owner and
+    root may; anyone else is refused before anything is written or signalled."""
+    me = os.geteuid()
+    owner = owner_uid(view)
+    if me == 0 or owner is None or owner == me:
+        return
+    raise NotYours(
+        f"refused: {view.job.path} belongs to uid {owner}, and you are uid {me}: only its"
+        f" owner (or root) may {what}"
+    )
+
+
 def stop_job(request: StopRequest, log: Log = print) -> int:
-    """``srt stop``: returns 0 when nothing of the job is left running."""
+    """``srt stop``: returns 0 when nothing of the job is left running. Another user's job
+    is refused (:class:`NotYours`); so is anything the system does not let this user do."""
+    view = JobView.read(request.job_dir)
+    check_may_act(view, "stop it")
+    try:
+        return _stop_job(view, request, log)
+    except PermissionError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise NotYours(f"refused: permission denied{where}: {exc.strerror}") from None
+
+
+def _stop_job(view: JobView, request: StopRequest, log: Log) -> int:
     path, now, timeout = request.job_dir, request.now, request.timeout
-    view = JobView.read(path)
     if view.slurm_job_id is not None:
         if view.result is None:
             write_stop_request(view.job, view.cookie, now)
@@ -94,16 +141,56 @@ def stop_job(request: StopRequest, log: Log = print) -> int:
     if elsewhere is not None:
         return _orchestrator_elsewhere(view, elsewhere, log)
     alive = view.orchestrator_alive()
+    if not alive and view.result is not None:
+        log(f"the job has already ended ({_ended(view.result)})")
+        return _stop_directly(view, now, timeout, log)
+    sent = None
     if alive:
         # read by the orchestrator when the signal arrives: the job ends as stopped by us
-        write_stop_request(view.job, view.cookie, now)
-    if alive and _ask_orchestrator(view, now, timeout, log):
+        sent = write_stop_request(view.job, view.cookie, now)
+    if sent is not None and _ask_orchestrator(view, now, timeout, log):
         view = JobView.read(path)
+        _drop_if_left(view, sent)
         if not leftovers(view):
             _remove_cgroup(view)
-            log("stopped")
+            log(_outcome(view, sent))
             return 0
     return _stop_directly(view, now, timeout, log)
+
+
+def _ended(result: JobResult) -> str:
+    why = f": {result.cause.message}" if result.cause is not None and result.cause.message else ""
+    return f"{result.status}, exit code {result.exit_code}{why}"
+
+
+def _outcome(view: JobView, sent: PendingStop) -> str:
+    """What the orchestrator made of the stop: the job's record decides, so ``srt stop``
+    never says "stopped" about a job that ended on its own while the stop was on its way."""
+    result = view.result
+    if result is None:
+        return "stopped"
+    cause = result.cause
+    if cause is not None and cause.kind is StopKind.USER_STOP:
+        return "stopped" if cause.by in (None, sent.who) else f"stopped (by {cause.by})"
+    return (
+        f"the job had already ended on its own when the stop arrived ({_ended(result)});"
+        " the stop changed nothing"
+    )
+
+
+def _drop_if_left(view: JobView, sent: PendingStop) -> None:
+    """Our stop request, if the orchestrator ended before it took it (it takes it when the
+    signal arrives, and at its end): never left behind for a later run to find."""
+    from srt_services.jobdir.reading import JobFileError, read
+    from srt_services.jobdir.stop_request import StopRequest as Written
+
+    try:
+        there = read(Written, view.job.stop_request_file, "a stop request", 64 * 1024)
+    except JobFileError:
+        return
+    if there is not None and there.pid == sent.pid and there.t == sent.t:
+        with contextlib.suppress(OSError):
+            os.unlink(view.job.stop_request_file)
 
 
 def _orchestrator_elsewhere(view: JobView, elsewhere: str, log: Log) -> int:
@@ -128,7 +215,8 @@ def _stop_directly(view: JobView, now: bool, timeout: float | None, log: Log) ->
     """Stop what is left of the job without its orchestrator (gone, or too slow); 0 when
     nothing of the job is left running."""
     survivors = stop_leftovers(view, 0.0 if now else timeout, log)
-    if view.state is not None and not view.orchestrator_alive():
+    if view.state is not None and not view.state.finished and not view.orchestrator_alive():
+        # a lost job: its record says who ended it (one that ended keeps how it did)
         mark_stopped(view, "srt stop")
     left = leftovers(view)
     if survivors or left:

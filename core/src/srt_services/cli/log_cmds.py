@@ -122,7 +122,9 @@ def logs(
     work. Without NAME: every instance. Without JOBDIR: the latest job under the job root
     (named on stderr). Logs are printed one after the other; with -f, new lines from all of
     them interleave as they are written, across restarts, truncation and rotation, until
-    the job ends. Works the same for Slurm job directories (the logs are in the shared job
+    the job ends. A line longer than 1 MiB is cut there (the line says so); only regular
+    files inside the job directory are read (a FIFO, a device or a link out of it is
+    named, not read, and the exit status is 1). Works the same for Slurm job directories (the logs are in the shared job
     directory).
     """
     from srt_services.cli.job_cmds import pick_job_dir
@@ -152,10 +154,17 @@ def logs(
     if not follow or over():
         for f in files:
             printer.write(f.source.name, f.flush_partial())
-            f.close()
         printer.flush()
-        return
-    printer.flush()
-    from srt_services.logview.follow import follow as follow_logs
+    else:
+        printer.flush()
+        from srt_services.logview.follow import follow as follow_logs
 
-    follow_logs(view.job, files, printer, over)
+        follow_logs(view.job, files, printer, over)
+    refused = [f.refused for f in files if f.refused]
+    for f in files:
+        f.close()
+    if refused:
+        # said in the output where the log would be; the exit status says it too
+        from srt_services.jobdir.layout import JobDirError
+
+        raise JobDirError("not read: " + "; ".join(r for r in refused if r))

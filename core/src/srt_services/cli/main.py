@@ -174,6 +174,10 @@ def _dispatch(argv: list[str] | None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except PermissionError as exc:  # a user who may not act: a refusal, not a traceback
+        _traceback(exc)
+        _say(f"srt: refused: {exc.strerror}{f': {exc.filename}' if exc.filename else ''}\n")
+        return 1
     return 0
 
 

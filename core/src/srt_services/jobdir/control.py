@@ -32,15 +32,21 @@ import shlex
 import socket
 import stat
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
+
+import orjson
 
 from srt_services.jobdir.layout import CONTROL_SOCKET, JobDirError
 from srt_services.jobdir.view import JobView
 
-#: The longest line either end accepts.
+#: The longest line either end accepts (a reply's note quotes a service's words).
 MAX_LINE = 64 * 1024
+#: The longest request line the orchestrator reads (a request is a few dozen bytes).
+MAX_REQUEST = 4096
+#: The longest unit name a request may carry (names are far shorter).
+MAX_UNIT = 256
 #: How long a client waits to be connected (a full backlog would otherwise block).
 CONNECT_TIMEOUT = 5.0
 OPS = ("hello", "restart", "stop")
@@ -48,6 +54,10 @@ OPS = ("hello", "restart", "stop")
 
 class ControlError(JobDirError):
     """The orchestrator cannot be asked (or refused): the message says why and what to do."""
+
+
+class ControlRefused(ControlError):
+    """This user may not ask the orchestrator at all (another user's job)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,22 +100,42 @@ class Request:
 
     @classmethod
     def parse(cls, line: bytes) -> Request:
-        """A request line; ``ValueError`` naming what is wrong."""
+        """A request line; ``ValueError`` naming what is wrong, whatever the line holds.
+
+        orjson, not ``json``: it refuses nesting deeper than 1024 with an error instead of
+        recursing until a ``RecursionError``; and no value of the line is ever shown by its
+        ``repr`` (a nested one would recurse too), only scalars, cut short.
+        """
+        if len(line) > MAX_REQUEST:
+            raise ValueError(f"the request is longer than {MAX_REQUEST} bytes")
         try:
-            data = json.loads(line)
-        except ValueError:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
             raise ValueError("the request is not a JSON object") from None
         if not isinstance(data, dict):
             raise ValueError("the request is not a JSON object")
         op, unit = data.get("op"), data.get("unit", "")
-        if op not in OPS:
-            raise ValueError(f"op must be one of {', '.join(OPS)}, not {op!r}")
+        if not isinstance(op, str) or op not in OPS:
+            raise ValueError(f"op must be one of {', '.join(OPS)}, not {shown(op)}")
         if not isinstance(unit, str) or (op != "hello" and not unit):
             raise ValueError("unit must be a service name")
+        if len(unit) > MAX_UNIT or "\0" in unit:
+            raise ValueError(f"unit must be a service name (at most {MAX_UNIT} characters)")
         force, wait = data.get("force", False), data.get("wait", True)
         if not isinstance(force, bool) or not isinstance(wait, bool):
             raise ValueError("force and wait must be true or false")
         return cls(op, unit, force, wait)
+
+
+def shown(value: Any) -> str:
+    """A value of a request in a message: a short scalar as JSON would write it, anything
+    else by its kind (never a ``repr`` that could recurse or run long)."""
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)[:40]
+    if isinstance(value, str):
+        text = json.dumps(value)
+        return text if len(text) <= 40 else text[:36] + '..."'
+    return "a list" if isinstance(value, list) else "an object"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +143,15 @@ class Reply:
     ok: bool
     text: str
     refused: bool = False
+    #: refused because another operation on the same service is in progress (ask again
+    #: once it is done): the request was not queued
+    busy: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "text": self.text, "refused": self.refused}
+        out: dict[str, Any] = {"ok": self.ok, "text": self.text, "refused": self.refused}
+        if self.busy:
+            out["busy"] = True
+        return out
 
 
 # --------------------------------------------------------------------------- the client
@@ -149,22 +185,33 @@ def ask(
     )
 
 
-def _read_reply(reader: Iterable[bytes], on_note: Callable[[str], object]) -> Reply | None:
+def _read_reply(reader: BinaryIO, on_note: Callable[[str], object]) -> Reply | None:
     """The final answer after the notes (handed to ``on_note``); ``None`` if none came."""
-    for line in reader:
+    while True:
+        line = reader.readline(MAX_LINE + 1)
+        if not line:
+            return None
+        if len(line) > MAX_LINE:  # no line of ours: skip the rest of it
+            while line and not line.endswith(b"\n"):
+                line = reader.readline(MAX_LINE + 1)
+            continue
         try:
-            message = json.loads(line)
-        except ValueError:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
             continue
         if not isinstance(message, dict):
             continue
         if "note" in message:
-            on_note(str(message["note"]))
+            note = message["note"]
+            on_note(note if isinstance(note, str) else "(a note that is no text)")
             continue
+        text = message.get("text", "")
         return Reply(
-            bool(message.get("ok")), str(message.get("text", "")), bool(message.get("refused"))
+            message.get("ok") is True,
+            text if isinstance(text, str) else "(an answer without text)",
+            message.get("refused") is True,
+            message.get("busy") is True,
         )
-    return None
 
 
 def _check_running(view: JobView) -> None:
@@ -195,6 +242,8 @@ def _connect(view: JobView, command: str) -> socket.socket:
         ) from None
     except OSError as exc:
         sock.close()
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise ControlRefused(_not_yours(view)) from None
         raise ControlError(_unreachable(view, exc, command)) from None
     peer = peer_of(sock)
     if peer.uid not in (os.geteuid(), 0):
@@ -204,6 +253,17 @@ def _connect(view: JobView, command: str) -> socket.socket:
             f" {os.geteuid()}) or root: not talking to it"
         )
     return sock
+
+
+def _not_yours(view: JobView) -> str:
+    try:
+        owner = f"uid {os.stat(view.job.path).st_uid}"
+    except OSError:
+        owner = "another user"
+    return (
+        f"{view.job.path} belongs to {owner}, and you are uid {os.geteuid()}: its control"
+        " socket serves only the job's user"
+    )
 
 
 def _unreachable(view: JobView, exc: OSError, command: str) -> str:

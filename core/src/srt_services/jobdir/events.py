@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import orjson
 
 #: Event lines kept in memory while the file cannot be written (about: kept as bytes, at
 #: most this many lines of 256 bytes; the oldest go first).
@@ -27,7 +30,11 @@ class EventLog:
     """
 
     def __init__(self, path: str, on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the job
+        # not through a link planted where the file goes (O_NOFOLLOW)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        self._fh = open(fd, "ab", buffering=0)  # noqa: SIM115 - lives as long as the job
         self._pending: list[bytes] = []
         self._scheduled = False
         self.on_event = on_event
@@ -37,6 +44,8 @@ class EventLog:
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"t": round(time.time(), 6), "mono": round(time.monotonic(), 6), "event": event}
         record.update({k: v for k, v in fields.items() if v is not None})
+        if self._fh.closed:  # after the job's end (a signal's callback running late)
+            return record
         self._pending.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
         if self.on_event is not None:
             try:
@@ -55,7 +64,7 @@ class EventLog:
 
     def flush(self) -> None:
         self._scheduled = False
-        if self._pending:
+        if self._pending and not self._fh.closed:
             data = b"".join(self._pending)
             self._pending.clear()
             try:
@@ -85,18 +94,77 @@ class EventLog:
             self._fh.close()
 
 
+#: An event line longer than this is no event srt wrote (they are a few hundred bytes): it
+#: is skipped without being held in memory.
+MAX_EVENT_LINE = 256 * 1024
+_CHUNK = 1 << 20
+
+
+def iter_lines(fd: int, max_line: int = MAX_EVENT_LINE) -> Iterator[bytes]:
+    """The lines of ``fd`` (the last one also without its newline), each at most
+    ``max_line`` bytes; longer ones are skipped. Memory: one chunk and one line."""
+    pos = 0
+    partial = b""
+    skipping = False
+    while True:
+        chunk = os.pread(fd, _CHUNK, pos)
+        if not chunk:
+            if partial and not skipping:
+                yield partial
+            return
+        pos += len(chunk)
+        lines = chunk.split(b"\n")
+        for i, piece in enumerate(lines):
+            last = i == len(lines) - 1
+            if last:
+                if skipping:
+                    break
+                partial += piece
+                if len(partial) > max_line:
+                    partial, skipping = b"", True
+                break
+            if skipping:
+                skipping = False
+                continue
+            line, partial = partial + piece, b""
+            if len(line) <= max_line:
+                yield line
+
+
+def decode_event(line: bytes) -> dict[str, Any] | None:
+    """One line as an event, or ``None`` (not JSON, nested deeper than orjson's limit of
+    1024, not an object, no ``event`` name: an edited file or a line cut by a crash)."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(record, dict) and isinstance(record.get("event"), str):
+        return record
+    return None
+
+
+def iter_events(path: str) -> Iterator[dict[str, Any]]:
+    """Every complete event of ``path`` (none when it does not exist), streamed.
+
+    The file is opened like every job file (:mod:`srt_services.safefile`): a FIFO, a device
+    or a link out of the job directory there is :class:`~srt_services.safefile.UnsafeFile`.
+    """
+    from srt_services.safefile import open_beneath
+
+    root, name = os.path.split(path)
+    try:
+        fd = open_beneath(root or ".", name)
+    except FileNotFoundError:
+        return
+    try:
+        for line in iter_lines(fd):
+            record = decode_event(line)
+            if record is not None:
+                yield record
+    finally:
+        os.close(fd)
+
+
 def read_events(path: str) -> list[dict[str, Any]]:
     """Every complete event of ``path`` (none when it does not exist)."""
-    out = []
-    try:
-        with open(path, "rb") as fh:
-            for line in fh:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue  # a line cut by a crash
-                if isinstance(record, dict) and isinstance(record.get("event"), str):
-                    out.append(record)  # anything else is not an event (an edited file)
-    except FileNotFoundError:
-        pass
-    return out
+    return list(iter_events(path))

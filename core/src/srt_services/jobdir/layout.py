@@ -5,6 +5,7 @@ Writes are atomic (temporary file + rename) so that ``srt status`` never reads h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import time
@@ -38,10 +39,28 @@ def atomic_write(path: str, data: bytes) -> None:
     0.2-0.7 ms flush of the new data: ``state.json`` and ``result.json`` are what ``srt stop``
     and ``srt status`` recover a job from, and after a crash of the machine they must hold
     the old content or the new one, never nothing.
+
+    The temporary file is created exclusively (``O_EXCL``, which also never follows a
+    link): a link planted at its name (root writing ``state.json`` into a user's job
+    directory for ``srt stop``) is removed, not written through.
     """
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:  # left by a crash of a process with this PID, or planted
+        os.unlink(tmp)
+        fd = os.open(tmp, flags, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
 
 

@@ -9,7 +9,10 @@ so ``srt status`` never gets in the way of a starting ``srt run``. On NFS it is 
 lock, which the server arbitrates, so it holds across hosts too.
 
 The file's text names the holder (PID, host, start), for the message that refuses a
-second ``srt run``.
+second ``srt run``. It is created without following a link planted where it goes
+(``O_NOFOLLOW``) and written only when it is a regular file with no other name (a hard
+link to another file would be overwritten through it): anything else there is refused,
+named. Readers open it like every job file (:mod:`srt_services.safefile`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import errno
 import fcntl
 import os
 import socket
+import stat
 import struct
 import time
 
@@ -40,12 +44,46 @@ class JobLocked(JobDirError):
 
 
 def _describe(path: str) -> str:
+    from srt_services.safefile import UnsafeFile, open_beneath
+
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(500).strip()
+        fd = open_beneath(*os.path.split(path))
+    except (OSError, UnsafeFile):
+        return "another srt run"
+    try:
+        text = os.pread(fd, 500, 0).decode("utf-8", errors="replace").strip()
     except OSError:
         text = ""
+    finally:
+        os.close(fd)
     return text or "another srt run"
+
+
+def _open_lock(path: str) -> int:
+    """The lock file, created if need be, never through a link; :class:`JobDirError` when
+    what is there is not a plain file of its own."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise JobDirError(
+                f"{path} is a symbolic link: srt does not lock (or write) through it;"
+                " remove it, or use another --job-dir"
+            ) from None
+        raise
+    st = os.fstat(fd)
+    why = None
+    if not stat.S_ISREG(st.st_mode):
+        why = "is not a regular file"
+    elif st.st_nlink != 1:
+        why = f"has {st.st_nlink} names (a hard link to another file)"
+    if why is not None:
+        os.close(fd)
+        raise JobDirError(
+            f"{path} {why}: srt does not lock (or write) it; remove it, or use another --job-dir"
+        )
+    return fd
 
 
 class JobLock:
@@ -57,7 +95,7 @@ class JobLock:
 
     def acquire(self) -> None:
         """Take the lock; :class:`JobLocked` names the holder when another run has it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = _open_lock(self.path)
         try:
             fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _flock(fcntl.F_WRLCK))
         except OSError as exc:
@@ -87,10 +125,12 @@ class JobLock:
 
 def held(job_dir: str) -> str | None:
     """Who holds ``job_dir``'s lock (its text), or ``None`` when no ``srt run`` does."""
+    from srt_services.safefile import UnsafeFile, open_beneath
+
     path = os.path.join(job_dir, LOCK)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        fd = open_beneath(job_dir, LOCK)
+    except (OSError, UnsafeFile):
         return None
     try:
         got = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _flock(fcntl.F_WRLCK))

@@ -6,6 +6,10 @@ belongs, a PID of 400 digits, a missing key), it raises :class:`JobFileError` na
 file and the field, never a traceback, and never hands a caller a value it would act on
 wrongly (a PID outside the kernel's range is refused here, before anything signals it).
 
+Files are opened through :mod:`srt_services.safefile`: a FIFO, a device or a link out of
+the job directory in place of a job file is refused (named, with what it is), never waited
+on or followed, and a file larger than :data:`MAX_FILE` is not read.
+
 Validation is pydantic's (strict: no "3" for 3), run on the plain dataclasses of the
 models; the models themselves stay dataclasses so the orchestrator writes them at orjson's
 speed.
@@ -22,6 +26,9 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 T = TypeVar("T")
+
+#: The largest job file read (``plan.json`` of 10,000 instances is about 20 MB).
+MAX_FILE = 256 << 20
 
 #: Errors quoted in a message; a file of the wrong shape usually has one cause.
 SHOWN_ERRORS = 3
@@ -88,13 +95,15 @@ def parse(model: type[T], data: bytes, path: str, what: str) -> T:
     return value
 
 
-def read(model: type[T], path: str, what: str) -> T | None:
-    """The file at ``path`` as a ``model``; ``None`` when there is no such file."""
+def read(model: type[T], path: str, what: str, limit: int = MAX_FILE) -> T | None:
+    """The file at ``path`` (directly in its job directory) as a ``model``; ``None`` when
+    there is no such file."""
+    from srt_services.safefile import UnsafeFile, read_job_file
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_job_file(path, limit)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise JobFileError(f"{path} cannot be read: {exc.strerror}") from None
+    except UnsafeFile as exc:
+        raise JobFileError(str(exc)) from None
     return parse(model, data, path, what)

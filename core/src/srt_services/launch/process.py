@@ -330,13 +330,18 @@ def port_free(address: str, port: int) -> bool:
 
 def tail(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
     """Last ``lines`` lines of a file, reading at most ``max_bytes`` from its end."""
+    from srt_services.safefile import UnsafeFile, open_file
+
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
+        fd = open_file(path)  # never a FIFO or a device a service put there
+    except (OSError, UnsafeFile):
+        return []
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, max_bytes, max(0, size - max_bytes))
     except OSError:
         return []
+    finally:
+        os.close(fd)
     text = data.decode(errors="replace").splitlines()
     return text[-lines:]

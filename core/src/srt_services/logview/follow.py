@@ -13,13 +13,15 @@ the job is still running. An overflowed inotify queue means the same full check.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from srt_services import safefile
+from srt_services.errors import SrtError
 from srt_services.jobdir.attempts import Attempt, attempts_by_step
+from srt_services.jobdir.events import MAX_EVENT_LINE, decode_event
 from srt_services.jobdir.layout import RESULT, JobDir
 from srt_services.logview.logfile import LogFile, Piece
 from srt_services.logview.printer import Printer
@@ -32,6 +34,7 @@ class EventsTail:
         self.path = path
         self.pos = 0
         self._partial = b""
+        self._skipping = False
         self._seen: dict[str, int] = {}
         self._history: list[dict[str, Any]] = []
 
@@ -41,24 +44,26 @@ class EventsTail:
 
     def new_attempts(self) -> dict[str, list[Attempt]]:
         """step -> attempts that appeared since the last call."""
+        root, name = os.path.split(self.path)
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.pos)
-                data = fh.read()
-        except OSError:
-            return {}
-        self.pos += len(data)
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()
+            fd = safefile.open_beneath(root or ".", name)
+        except (OSError, SrtError):
+            return {}  # not there yet, or not a file srt reads (``srt logs`` said so at start)
         fresh = False
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                self._history.append(event)
-                fresh = fresh or event.get("event") == "launched"
+        try:
+            size = os.fstat(fd).st_size
+            while self.pos < size:
+                # a bounded piece at a time; a line longer than any event is skipped whole,
+                # as every reader of events.jsonl does
+                data = os.pread(fd, min(size - self.pos, MAX_EVENT_LINE * 4), self.pos)
+                if not data:
+                    break
+                self.pos += len(data)
+                fresh = self._take(data) or fresh
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         if not fresh:
             return {}
         out: dict[str, list[Attempt]] = {}
@@ -68,6 +73,23 @@ class EventsTail:
                 out[step] = attempts[seen:]
                 self._seen[step] = len(attempts)
         return out
+
+    def _take(self, data: bytes) -> bool:
+        """Whether ``data`` (the next bytes of the file) completes a ``launched`` event."""
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        fresh = False
+        for line in lines:
+            if self._skipping:
+                self._skipping = False  # the end of the over-long line
+                continue
+            event = decode_event(line)
+            if event is not None:
+                self._history.append(event)
+                fresh = fresh or event.get("event") == "launched"
+        if len(self._partial) > MAX_EVENT_LINE:
+            self._partial, self._skipping = b"", True
+        return fresh
 
 
 class _Follower:
@@ -89,7 +111,13 @@ class _Follower:
             | flags.DELETE
             | flags.CLOSE_WRITE
         )
-        self.directories = {os.path.dirname(f.source.path) for f in files} | {job.path}
+        # a log named outside the job directory is never read: its directory is not watched
+        self.directories = {
+            os.path.dirname(f.source.path)
+            for f in files
+            if os.path.commonpath([os.path.abspath(f.source.path), os.path.abspath(job.path)])
+            == os.path.abspath(job.path)
+        } | {job.path}
         self.watched: dict[int, str] = {}
         self.watch()
 
@@ -100,9 +128,8 @@ class _Follower:
             except OSError:
                 continue  # not there yet: tried again on the next full check
 
-    def show(self, f: LogFile, pieces: list[Piece]) -> None:
-        if pieces:
-            self.printer.write(f.source.name, pieces)
+    def show(self, f: LogFile, pieces: Iterable[Piece]) -> None:
+        self.printer.write(f.source.name, pieces)
 
     def read_attempts(self) -> None:
         for step, attempts in self.events.new_attempts().items():

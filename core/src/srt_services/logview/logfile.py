@@ -6,8 +6,19 @@ instance has been started more than once, a mark line is put exactly there (an a
 whose predecessor ended without a newline gets that last line flushed first). A file that
 shrinks was truncated (``copytruncate``) and is read again from its start; a path that
 now names another file was rotated: the old file is read to its end, then the new one
-from its start. Both are said in a note line. Reading is by offsets (``pread``), so the
-memory used is one chunk and one unfinished line, whatever the file's size.
+from its start. Both are said in a note line.
+
+Memory stays bounded whatever the file holds (a 1 GiB log, a 100 MB line without a
+newline): reading is by offsets (``pread``) a chunk at a time, and the pieces are handed
+out as they are made (every reading method is a generator), never gathered for the whole
+file. A line longer than ``max_line`` bytes is cut there, the cut said on the line itself
+(``... [line cut at 1048576 bytes]``) and the rest of it skipped up to its newline, or up
+to where the next attempt begins (that attempt's output starts a line of its own).
+
+A log is opened only as a regular file inside the job directory
+(:func:`srt_services.safefile.open_beneath`): a FIFO, a device or a link out of the job
+directory in its place (or a log path in ``plan.json`` that leads out of it) is not read;
+a note says why, once, and the file is tried again when following.
 
 Log files carry no time per line, so ``--since`` starts at the attempt that was running at
 that time (its start is known); a line written after the time is never left out, and a
@@ -19,14 +30,16 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from srt_services import safefile
 from srt_services.jobdir.attempts import Attempt
 from srt_services.logview.sources import LogSource
 
 CHUNK = 1 << 20
-#: An unfinished line longer than this is shown in pieces (memory stays bounded).
+#: A line longer than this is cut (memory stays bounded); the cut is said on the line.
 MAX_LINE = 1 << 20
 BACK_CHUNK = 64 * 1024
 
@@ -78,20 +91,55 @@ def mark_text(attempt: Attempt) -> bytes:
     return f"attempt {attempt.number}{pid} started {when}{why}".encode()
 
 
+def cut_text(limit: int) -> bytes:
+    """What ends a line cut at ``limit`` bytes."""
+    return f" [line cut at {limit} bytes]".encode()
+
+
+def _char_start(data: bytes, at: int) -> int:
+    """``at``, moved back to the start of the UTF-8 character it falls inside (a cut line
+    never ends in half a character; at most 3 bytes back, whatever the bytes are)."""
+    i = at
+    while i > 0 and at - i < 3 and i < len(data) and (data[i] & 0xC0) == 0x80:
+        i -= 1
+    return i if i > 0 and (data[i] & 0xC0) != 0x80 else at
+
+
+def open_log(source: LogSource) -> int:
+    """A read-only descriptor of ``source``'s file: a regular file inside the job directory
+    (or, without one, inside its own directory), never a FIFO, a device or a link out."""
+    if source.root is not None:
+        return safefile.open_beneath(source.root, os.path.relpath(source.path, source.root))
+    directory, name = os.path.split(source.path)
+    return safefile.open_beneath(directory or ".", name)
+
+
 @dataclass
 class LogFile:
     source: LogSource
     attempts: list[Attempt] = field(default_factory=list)
     pos: int = 0
+    #: lines longer than this are cut
+    max_line: int = MAX_LINE
     _fd: int | None = None
     _inode: int | None = None
     _partial: bytes = b""
+    #: the line being read was cut: what is left of it is skipped up to its newline
+    _cutting: bool = False
+    #: why the file could not be opened just now, and the last reason said in a note
+    _refusal: str | None = None
+    _said: str | None = None
     #: marks not printed yet, by offset, each with the file (inode) its offset is in
     _marks: list[tuple[Attempt, int | None]] = field(default_factory=list)
 
     @property
     def _marking(self) -> bool:
         return len(self.attempts) > 1
+
+    @property
+    def refused(self) -> str | None:
+        """Why the file was not read (the last reason said), if it was not."""
+        return self._said if self._fd is None else None
 
     def close(self) -> None:
         if self._fd is not None:
@@ -100,24 +148,41 @@ class LogFile:
             self._fd = None
 
     def _open(self) -> os.stat_result | None:
+        """Open the file the path names now; ``None`` when there is none or it is refused
+        (the previous descriptor is closed either way: it is not the file any more)."""
         try:
-            fd = os.open(self.source.path, os.O_RDONLY | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+            fd = open_log(self.source)
+        except OSError:  # not there (yet), or gone between a look and the open
+            fd = None
+        except safefile.UnsafeFile as exc:
+            self._refusal = str(exc)
+            fd = None
         self.close()
+        self._inode = None
+        if fd is None:
+            return None
         self._fd = fd
+        self._refusal = self._said = None
         st = os.fstat(fd)
         self._inode = st.st_ino
         return st
 
+    def _refusal_note(self) -> list[Piece]:
+        """The reason the file is not read, once per reason."""
+        if self._refusal is None or self._refusal == self._said:
+            return []
+        self._said = self._refusal
+        return [Piece("note", f"not read: {self._refusal}".encode())]
+
     # ------------------------------------------------------------------ the past
 
-    def read_past(self, lines: int | None = None, since: float | None = None) -> list[Piece]:
-        """What the file holds now (the last ``lines`` lines, or since ``since``)."""
+    def read_past(self, lines: int | None = None, since: float | None = None) -> Iterator[Piece]:
+        """What the file holds now (the last ``lines`` lines, or since ``since``), piece by
+        piece as it is read."""
         st = self._open()
         if st is None:
             self._marks = [(a, None) for a in self.attempts] if self._marking else []
-            return []
+            return iter(self._refusal_note())
         assert self._fd is not None
         size = st.st_size
         marks = usable_marks(self.attempts, size)
@@ -131,6 +196,7 @@ class LogFile:
         if lines is not None:
             start = max(start, tail_start(self._fd, start, size, lines))
         self.pos = start
+        self._partial, self._cutting = b"", False
         self._marks = [(a, st.st_ino) for a in marks if a.offset is not None and a.offset >= start]
         if not self._marking:
             self._marks = []
@@ -150,18 +216,20 @@ class LogFile:
             inode = None
         same_file = inode == self._inode
         if attempt.offset is None or (same_file and attempt.offset < self.pos):
-            return [*self._take_partial(), Piece("mark", mark_text(attempt))]  # late: mark now
+            # late: the output read already cannot be taken back; mark now
+            self._cutting = False
+            return [*self._take_partial(), Piece("mark", mark_text(attempt))]
         self._marks.append((attempt, inode))
         self._marks.sort(key=lambda m: m[0].offset or 0)
         return []
 
-    def poll(self) -> list[Piece]:
+    def poll(self) -> Iterator[Piece]:
         """What was appended since the last read (following truncation and rotation)."""
-        out: list[Piece] = []
         if self._fd is None:
             if self._open() is None:
-                return out
-            self.pos = 0
+                yield from self._refusal_note()
+                return
+            self.pos, self._cutting = 0, False
         assert self._fd is not None
         try:
             path_inode: int | None = os.stat(self.source.path).st_ino
@@ -169,17 +237,19 @@ class LogFile:
             path_inode = None  # moved away: the old file may still be written to
         size = os.fstat(self._fd).st_size
         if size < self.pos:
-            out += self._take_partial()
-            out.append(Piece("note", b"log file truncated: following it from its start"))
-            self.pos = 0
-        out += self._read_to(size)
+            yield from self._take_partial()
+            yield Piece("note", b"log file truncated: following it from its start")
+            self.pos, self._cutting = 0, False
+        yield from self._read_to(size)
         if path_inode is not None and path_inode != self._inode:
-            out += self._take_partial()
+            yield from self._take_partial()
             st = self._open()
-            self.pos = 0
-            out.append(Piece("note", b"log file replaced (rotated): following the new file"))
-            out += self._read_to(st.st_size if st is not None else 0)
-        return out
+            self.pos, self._cutting = 0, False
+            if st is None:
+                yield from self._refusal_note()
+                return
+            yield Piece("note", b"log file replaced (rotated): following the new file")
+            yield from self._read_to(st.st_size)
 
     def flush_partial(self) -> list[Piece]:
         """The unfinished last line, shown as it is (the end of a read, or a quiet spell)."""
@@ -201,34 +271,49 @@ class LogFile:
             if m[1] in (None, self._inode) and (offset is None or (m[0].offset or 0) <= offset)
         ]
 
-    def _marks_at(self, offset: int, out: list[Piece]) -> None:
+    def _marks_at(self, offset: int) -> list[Piece]:
+        out: list[Piece] = []
         for mark in self._due(offset):
             self._marks.remove(mark)
             out += self._take_partial()
+            self._cutting = False  # the new attempt's output starts a line of its own
             out.append(Piece("mark", mark_text(mark[0])))
+        return out
 
-    def _read_to(self, end: int) -> list[Piece]:
-        out: list[Piece] = []
+    def _read_to(self, end: int) -> Iterator[Piece]:
         if self._fd is None:
-            return out
+            return
         while self.pos < end:
-            self._marks_at(self.pos, out)
+            yield from self._marks_at(self.pos)
             limit = end
             due = self._due()
             if due:
                 limit = min(end, max(self.pos + 1, due[0][0].offset or 0))
-            data = os.pread(self._fd, min(CHUNK, limit - self.pos), self.pos)
+            try:
+                data = os.pread(self._fd, min(CHUNK, limit - self.pos), self.pos)
+            except OSError as exc:
+                yield Piece("note", f"log file cannot be read further: {exc.strerror}".encode())
+                break
             if not data:
                 break
             self.pos += len(data)
-            self._feed(data, out)
-        self._marks_at(self.pos, out)
-        return out
+            yield from self._feed(data)
+        yield from self._marks_at(self.pos)
 
-    def _feed(self, data: bytes, out: list[Piece]) -> None:
-        parts = (self._partial + data).split(b"\n")
+    def _feed(self, data: bytes) -> Iterator[Piece]:
+        if self._cutting:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return  # still inside the line that was cut
+            self._cutting = False
+            data = data[newline + 1 :]
+        parts = (self._partial + data).split(b"\n") if self._partial else data.split(b"\n")
         self._partial = parts.pop()
-        out.extend(Piece("line", p) for p in parts)
-        while len(self._partial) > MAX_LINE:
-            out.append(Piece("line", self._partial[:MAX_LINE]))
-            self._partial = self._partial[MAX_LINE:]
+        for part in parts:
+            yield self._cut(part) if len(part) > self.max_line else Piece("line", part)
+        if len(self._partial) > self.max_line:
+            yield self._cut(self._partial)
+            self._partial, self._cutting = b"", True
+
+    def _cut(self, line: bytes) -> Piece:
+        return Piece("line", line[: _char_start(line, self.max_line)] + cut_text(self.max_line))

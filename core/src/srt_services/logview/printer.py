@@ -10,10 +10,14 @@ set or ``--no-color`` given.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
 from srt_services.logview.logfile import Piece
+
+#: Output is written in batches of about this many bytes (the pieces come from a generator
+#: reading a file of any size: never gathered whole).
+BATCH = 1 << 16
 
 #: ANSI foreground colours, in the order instances get them.
 PALETTE = (36, 33, 32, 35, 34, 91, 92, 93, 94, 95, 96)
@@ -43,9 +47,10 @@ class Printer:
                 text = f"\x1b[{PALETTE[i % len(PALETTE)]}m{name.ljust(width)} |\x1b[0m "
             self._prefix[name] = text.encode()
 
-    def write(self, name: str, pieces: Sequence[Piece]) -> None:
+    def write(self, name: str, pieces: Iterable[Piece]) -> None:
         prefix = self._prefix.get(name, b"")
-        lines = []
+        lines: list[bytes] = []
+        size = 0
         for piece in pieces:
             if piece.kind == "line":
                 lines.append(prefix + piece.data + b"\n")
@@ -53,6 +58,11 @@ class Printer:
                 lines.append(prefix + b"=== " + piece.data + b" ===\n")
             else:
                 lines.append(prefix + b"--- " + piece.data + b" ---\n")
+            size += len(lines[-1])
+            if size >= BATCH:
+                self.out.write(b"".join(lines))
+                lines.clear()
+                size = 0
         if lines:
             self.out.write(b"".join(lines))
 

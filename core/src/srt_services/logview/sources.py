@@ -30,6 +30,8 @@ class LogSource:
     path: str
     unit: str | None = None
     step: str | None = None
+    #: the job directory: the file is read only if it is inside it (links included)
+    root: str | None = None
 
 
 def all_sources(view: JobView) -> tuple[list[LogSource], list[LogSource]]:
@@ -40,13 +42,23 @@ def all_sources(view: JobView) -> tuple[list[LogSource], list[LogSource]]:
             for inst in unit.instances:
                 instances.append(
                     LogSource(
-                        inst.step, os.path.join(view.job.path, inst.log), unit.name, inst.step
+                        inst.step,
+                        os.path.join(view.job.path, inst.log),
+                        unit.name,
+                        inst.step,
+                        view.job.path,
                     )
                 )
     elif view.state is not None:
         for step, recorded in view.state.instances.items():
             instances.append(
-                LogSource(step, os.path.join(view.job.path, recorded.log), recorded.unit, step)
+                LogSource(
+                    step,
+                    os.path.join(view.job.path, recorded.log),
+                    recorded.unit,
+                    step,
+                    view.job.path,
+                )
             )
     known = {s.path for s in instances}
     try:
@@ -54,7 +66,7 @@ def all_sources(view: JobView) -> tuple[list[LogSource], list[LogSource]]:
     except OSError:
         names = []
     others = [
-        LogSource(n.removesuffix(".out"), os.path.join(view.job.logs, n))
+        LogSource(n.removesuffix(".out"), os.path.join(view.job.logs, n), root=view.job.path)
         for n in names
         if n.endswith(".out") and os.path.join(view.job.logs, n) not in known
     ]

@@ -7,6 +7,7 @@ Nothing here decides *which* plugins are loaded before a call (that is
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -129,6 +130,13 @@ class HookCalls:
             raise PluginError(
                 f"plugin {label} failed in {hook_name}: {type(exc).__name__}: {exc}"
             ) from exc
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            raise  # the user's Ctrl-C; a cancellation of srt's own
+        except BaseException as exc:  # SystemExit, a plugin's own BaseException class
+            label = self.raiser(caller, exc)
+            raise PluginError(
+                f"plugin {label} failed in {hook_name}: raised {type(exc).__name__}: {exc}"
+            ) from exc
 
     def only(self, plugin: object, hook_name: str) -> Any:
         """A caller of ``hook_name`` that runs ``plugin``'s implementation (and its own
@@ -145,9 +153,13 @@ class HookCalls:
             label = self.label(impl.plugin_name)
             caller = self.only(impl.plugin, hook_name)
             try:
-                yield label, self.run(hook_name, caller, kwargs), None
-            except Exception as exc:
+                answer = self.run(hook_name, caller, kwargs)
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                raise
+            except BaseException as exc:  # whatever the plugin raised is its failure
                 yield label, [], exc
+                continue
+            yield label, answer, None
 
     def raiser(self, caller: Any, exc: BaseException) -> str:
         """The plugin whose implementation raised ``exc`` (innermost frame wins)."""

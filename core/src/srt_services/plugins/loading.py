@@ -1,9 +1,11 @@
 """From entry-point records to registered plugins: discovery under the site's controls,
 importing a plugin when one of its names or hooks is needed, and quarantine.
 
-A plugin that fails to import, or is refused when registered (unknown hooks, a registration
-hook that raises, a built-in's name), is marked ``failed`` with its error and traceback and
-logged; the rest of srt carries on, unless strict loading is on (``plugins.strict`` in the
+A plugin that fails to import (whatever it raises, ``SystemExit`` and
+``KeyboardInterrupt`` included, or an import that does not finish in time: see
+:mod:`~srt_services.plugins.guard`), or is refused when registered (unknown hooks, a
+registration hook that raises, a built-in's name), is marked ``failed`` with its error and
+traceback and logged; the rest of srt carries on, unless strict loading is on (``plugins.strict`` in the
 site config, ``SRT_STRICT_PLUGINS=1``), which turns the failure into an error.
 
 The core's own plugin is found here too, by name, the way an entry point names a plugin:
@@ -24,6 +26,7 @@ from srt_services import __version__ as CORE_VERSION
 from srt_services.errors import PluginError
 from srt_services.plugins.calls import HookCall
 from srt_services.plugins.discovery import Controls, PluginRecord, scan
+from srt_services.plugins.guard import PluginEscaped, PluginTimedOut, import_timeout, plugin_code
 
 if TYPE_CHECKING:
     from srt_services.plugins.calls import HookCalls
@@ -162,7 +165,21 @@ class Loader:
             return False
         started = time.perf_counter()
         try:
-            obj = import_target(record.module)
+            with plugin_code(import_timeout(self.env)):
+                obj = import_target(record.module)
+        except PluginTimedOut as exc:
+            self._quarantine(
+                record,
+                "import failed",
+                f"its import {exc}; srt gave up on it (SRT_PLUGIN_IMPORT_TIMEOUT sets the"
+                " limit; a plugin that declares its capabilities under srt.provides is"
+                " imported only for recipes that use them)",
+                None,
+            )
+            return False
+        except PluginEscaped as exc:
+            self._quarantine(record, "import failed", f"raised {exc}", exc.original)
+            return False
         except Exception as exc:
             self._quarantine(record, "import failed", f"{type(exc).__name__}: {exc}", exc)
             return False

@@ -186,30 +186,71 @@ def compare(lock: Lock, current: Lock) -> list[Difference]:
     return out
 
 
+#: The largest lock file read (one line per plugin: a few KB).
+MAX_LOCK_SIZE = 4 << 20
+
+
 def read_lock(path: str) -> Lock:
+    """The lock at ``path``; :class:`LockError` naming the file and the field when it
+    cannot be read or is not a lock (a FIFO there is refused, never waited on)."""
+    from srt_services.safefile import UnsafeFile, read_file
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        raw = read_file(path, MAX_LOCK_SIZE)
     except FileNotFoundError:
         raise LockError(
             f"plugin lock file {path} does not exist; write it with `srt plugins lock -o {path}`"
         ) from None
-    except (OSError, ValueError) as exc:
-        raise LockError(f"cannot read plugin lock file {path}: {exc}") from None
+    except UnsafeFile as exc:
+        raise LockError(f"plugin lock file {exc}") from None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise LockError(f"cannot read plugin lock file {path}: {_short(exc)}") from None
     version = doc.get("srt_plugin_lock") if isinstance(doc, dict) else None
-    if version not in READABLE_VERSIONS:
+    if type(version) is not int or version not in READABLE_VERSIONS:
         raise LockError(
             f"{path} is not an srt plugin lock (format {LOCK_VERSION}); write one with"
             f" `srt plugins lock -o {path}`"
         )
-    plugins = []
-    for item in doc.get("plugins", []):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise LockError(f"{path}: every plugin needs a name")
-        files = item.get("files_sha256") if version >= 2 else None
-        plugins.append(
-            LockedPlugin(
-                name=item["name"], version=str(item.get("version", "")), files_sha256=files
-            )
-        )
-    return Lock(plugins=plugins, core_version=doc.get("core"), format=version)
+    items = doc.get("plugins", [])
+    if not isinstance(items, list):
+        raise LockError(f"{path}: plugins must be a list, not {_type(items)}")
+    core = doc.get("core")
+    if core is not None and not isinstance(core, str):
+        raise LockError(f"{path}: core must be a version string, not {_type(core)}")
+    plugins = [
+        _locked_plugin(f"{path}: plugins[{i}]", item, version) for i, item in enumerate(items)
+    ]
+    return Lock(plugins=plugins, core_version=core, format=version)
+
+
+def _locked_plugin(where: str, item: Any, version: int) -> LockedPlugin:
+    """One entry of a lock's ``plugins``; :class:`LockError` naming the field if wrong."""
+    if not isinstance(item, dict):
+        raise LockError(f"{where} must be an object, not {_type(item)}")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise LockError(f"{where}.name: every plugin needs a name (a string)")
+    plugin_version = item.get("version", "")
+    if not isinstance(plugin_version, str):
+        raise LockError(f"{where}.version must be a string, not {_type(plugin_version)}")
+    files = item.get("files_sha256") if version >= 2 else None
+    if files is not None and not isinstance(files, str):
+        raise LockError(f"{where}.files_sha256 must be a string, not {_type(files)}")
+    return LockedPlugin(name=name, version=plugin_version, files_sha256=files)
+
+
+def _type(value: Any) -> str:
+    """A JSON value's kind, for messages (never its repr: it may be nested or huge)."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+        type(value), "an object" if isinstance(value, dict) else "a list"
+    )
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)[:200]

@@ -18,6 +18,7 @@ import pluggy
 
 from srt_services import hookspecs
 from srt_services.errors import PluginError
+from srt_services.plugins.guard import PluginEscaped, plugin_code
 from srt_services.plugins.registry import BUILTIN, REGISTRATION_HOOKS, Clash
 
 if TYPE_CHECKING:
@@ -136,7 +137,10 @@ class Registration:
             if not caller.get_hookimpls():
                 continue
             try:
-                results = self.calls.run(hook_name, caller, {})
+                with plugin_code():
+                    results = self.calls.run(hook_name, caller, {})
+            except PluginEscaped as exc:
+                raise PluginError(f"{label}: {hook_name} raised {exc}") from exc.original
             except Exception as exc:
                 raise PluginError(
                     f"{label}: {hook_name} raised {type(exc).__name__}: {exc}"

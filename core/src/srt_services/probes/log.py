@@ -93,11 +93,13 @@ class LineScanner:
 
     def poll(self) -> bool | None:
         """Read what is new; ``True`` on a match, ``None`` while the file does not exist."""
+        from srt_services.safefile import UnsafeFile, open_file
+
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        except OSError:
+            # a FIFO or a device put where the log goes is not waited on (it would stall
+            # the orchestrator's loop): it reads as a file that is not there yet
+            fd = open_file(self.path)
+        except (OSError, UnsafeFile):
             return None
         self.behind = False
         try:

@@ -76,6 +76,11 @@ class Journal:
         if self.events is not None:
             self.events.emit(event, **fields)
 
+    def flush_events(self) -> None:
+        """Write the pending events now (what a reader must see before what follows)."""
+        if self.events is not None:
+            self.events.flush()
+
     # ------------------------------------------------------------------ state.json
 
     def mark_dirty(self) -> None:

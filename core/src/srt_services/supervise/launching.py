@@ -4,6 +4,17 @@ and its exit registered with the child watcher before anything else can happen.
 A command that cannot be executed at all (ENOENT, a full disk while writing its files)
 is not an error of the orchestrator: the log says why and the attempt takes the ordinary
 exit path with code 127, what a shell reports.
+
+Whatever asks for a launch (the first start, the restart policy, ``srt restart``, a
+liveness failure) and however those interleave, this is the one place processes are
+started, and it keeps one rule: an instance has at most one live attempt, and nothing is
+started once the job is stopping. A launch asked for while the instance still runs, or
+after the teardown began, is refused and recorded (``launch_refused``), so no process is
+ever started that the orchestrator does not track and the teardown does not stop.
+
+Before a restart is started its ``launching`` event (the attempt and where its output will
+begin in the log) is written out at once: ``srt logs -f`` reads the log and then the
+events, so it always knows of an attempt before it reads a byte of its output.
 """
 
 from __future__ import annotations
@@ -48,8 +59,14 @@ class Launching:
         self.base_env = base_env
         self.on_exit = on_exit
 
-    def launch(self, inst: InstanceRun) -> None:
+    def launch(self, inst: InstanceRun) -> bool:
+        """Start the next attempt of ``inst``; ``False`` when the rule in the module
+        docstring refused it (nothing was started)."""
         p = inst.planned
+        why = self._refusal(inst)
+        if why is not None:
+            self.journal.emit("launch_refused", step=p.step, unit=p.unit, detail=why)
+            return False
         # Plan-made paths: step names are safe tokens, so no realpath walk per launch.
         log_path = os.path.join(self.job.path, p.log)
         env = dict(self.base_env)
@@ -58,6 +75,8 @@ class Launching:
         env["SRT_NODE"] = p.node
         env["SRT_NODE_IP"] = p.node_ip
         inst.attempt += 1
+        if inst.attempt > 1:
+            self._announce(inst, log_path)
         inst.exit_fut = asyncio.get_running_loop().create_future()
         inst.exit_code = None
         inst.killed_for = None
@@ -71,7 +90,7 @@ class Launching:
             handle = self.launcher.launch(p, env, log_path)
         except (OSError, ValueError) as exc:  # ValueError: a NUL a plugin put in argv
             self._cannot_execute(inst, log_path, exc)
-            return
+            return True
         inst.handle = handle
         inst.state = "starting"
         inst.waiting_since = time.monotonic()
@@ -89,6 +108,30 @@ class Launching:
             offset=handle.log_offset,  # where this attempt's output starts (srt logs)
         )
         self.journal.mark_dirty()
+        return True
+
+    def _refusal(self, inst: InstanceRun) -> str | None:
+        if self.journal.run.stopping:
+            return "the job is stopping: nothing is started any more"
+        if inst.running and inst.handle is not None:
+            return (
+                f"attempt {inst.attempt} (pid {inst.handle.pid}) still runs: an instance"
+                " has one live attempt at a time"
+            )
+        return None
+
+    def _announce(self, inst: InstanceRun, log_path: str) -> None:
+        """The ``launching`` event of a restart, on disk before its process exists."""
+        try:
+            offset: int | None = os.stat(log_path).st_size
+        except OSError:
+            offset = 0 if not os.path.lexists(log_path) else None
+        p = inst.planned
+        self.journal.emit(
+            "launching", step=p.step, unit=p.unit, node=p.node, attempt=inst.attempt,
+            offset=offset,
+        )  # fmt: skip
+        self.journal.flush_events()
 
     def _cannot_execute(self, inst: InstanceRun, log_path: str, error: Exception) -> None:
         """The command could not be executed at all: the log says why, and the instance

@@ -34,7 +34,7 @@ from srt_services.gcpause import gc_paused
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.identity import COOKIE_VAR
 from srt_services.jobdir.layout import JobDir
-from srt_services.jobdir.stop_request import clear_stop_request
+from srt_services.jobdir.stop_request import clear_stop_request, take_stop_request
 from srt_services.launch import process
 from srt_services.launch.children import ChildWatcher
 from srt_services.plan.waits import is_chain, phase_waits
@@ -51,7 +51,7 @@ from srt_services.supervise.restarting import Restarts
 from srt_services.supervise.runs import JobRun, PhaseFailed, RunOptions, UnitRun
 from srt_services.supervise.service_ops import ServiceOps
 from srt_services.supervise.shutdown import Shutdown, stop_instances
-from srt_services.supervise.signals import Signals
+from srt_services.supervise.signals import Signals, absorb_late_stops
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -92,8 +92,8 @@ class Orchestrator:
         self.watcher: ChildWatcher | None = None
         self.hub: InotifyHub | None = None
         self.control: ControlServer | None = None
-        #: SIGHUP's disposition before the job (given back when it ends)
-        self._sighup: Any = None
+        #: the signals' dispositions before the job (given back when it ends)
+        self._dispositions: dict[int, Any] = {}
         # built in _open, once the event loop runs
         self._launching: Launching | None = None
         self._gate: ReadinessGate | None = None
@@ -150,7 +150,7 @@ class Orchestrator:
         self._signals = Signals(
             self.run_state, self.job, self.options.cookie, emit, self.request_stop, self.kill_now
         )
-        self._sighup = self._signals.install(loop)
+        self._dispositions = self._signals.install(loop)
         self.journal.open()
         clear_stop_request(self.job)
         try:
@@ -260,7 +260,15 @@ class Orchestrator:
             task.cancel()
         code = self.run_state.exit_code if self.run_state.exit_code is not None else 1
         self.journal.finish(code)
-        Signals.remove(loop, self._sighup)
+        late = (
+            absorb_late_stops(self.job, self.options.cookie)
+            if self.options.absorb_late_stops
+            else None
+        )
+        Signals.remove(loop, self._dispositions, late)
+        # a stop that came after the end was decided (its signal handled by now, or still
+        # on its way to the handler above) leaves no request behind
+        take_stop_request(self.job, self.options.cookie)
         if self.hub is not None:
             self.hub.close()
         if self.control is not None:

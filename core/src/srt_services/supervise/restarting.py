@@ -28,7 +28,7 @@ class Restarts:
         self,
         run: JobRun,
         journal: Journal,
-        launch: Callable[[InstanceRun], None],
+        launch: Callable[[InstanceRun], bool],
         gate: ReadinessGate,
         request_stop: RequestStop,
         stop_instance: Callable[[InstanceRun, str], Awaitable[None]],
@@ -77,10 +77,9 @@ class Restarts:
     async def relaunch(self, inst: InstanceRun) -> None:
         """Start an instance again (restart policy, ``srt restart``): launch, readiness; a
         failed readiness is an exit, or for a critical unit (a forced restart) the job's end."""
-        if self.run.stopping:
-            return
+        if self.run.stopping or not self.launch(inst):
+            return  # refused (and recorded): the job is stopping, or an attempt still runs
         inst.restarts += 1
-        self.launch(inst)
         if inst.planned.readiness is None:
             self.gate.mark_ready(inst)
             return

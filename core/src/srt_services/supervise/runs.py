@@ -43,6 +43,9 @@ class RunOptions:
     on_event: Callable[[dict[str, Any]], None] | None = None
     #: a file holding space set aside for the last writes, removed if the disk fills up
     reserve: str | None = None
+    #: after the job's end, absorb stop signals until the process exits (``srt run``:
+    #: its exit status is the job's); otherwise the dispositions from before come back
+    absorb_late_stops: bool = False
 
 
 @dataclass(eq=False, slots=True)

@@ -13,6 +13,11 @@ What may be asked is decided here, before anything is touched: the benchmark and
 services end the job when they exit, so they are never restarted on their own; a critical
 unit's exit ends the job, so restarting (or stopping) one needs ``force``; a unit that has
 not finished its first start, or a job that is stopping, is left alone. Refusals say why.
+
+One operation per unit at a time: the unit is reserved in the same step that accepts the
+request (:meth:`ServiceOps.prepare`, synchronous on the event loop), so a second request
+for it, however close behind, is refused with ``busy`` and told which operation holds it;
+requests are not queued (the second one would act on a state its sender did not see).
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ class ServiceOps:
     #: set by a second signal: skip what is left of a grace
     kill_now: asyncio.Event
     grace_override: float | None = None
-    _busy: set[str] = field(default_factory=set)
+    #: unit -> the operation in progress on it ("restart from uid 0 (pid 12)")
+    _busy: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ checks
 
@@ -78,9 +84,18 @@ class ServiceOps:
         if isinstance(found, str):
             return self._refuse(request, found)
         unit, members = found
-        why = self._refusal(request, unit, members)
-        if why is not None:
-            return self._refuse(request, why)
+        holder = self._busy.get(unit.name)
+        if holder is not None:
+            why = (
+                f"a {holder} is in progress on {unit.planned.label}: this {request.op} was"
+                " refused, not queued; ask again once it is done"
+            )
+            self.emit("control_refused", op=request.op, unit=request.unit, detail=why)
+            return Reply(False, why, refused=True, busy=True)
+        refusal = self._refusal(request, unit, members)
+        if refusal is not None:
+            return self._refuse(request, refusal)
+        self._busy[unit.name] = f"{request.op} from {by}"  # released when run() ends
         return Operation(request, unit, members, by)
 
     def _refuse(self, request: Request, why: str) -> Reply:
@@ -120,8 +135,6 @@ class ServiceOps:
             return f"{u.label} has no instances in this job"
         if not unit.started:
             return f"{u.label} has not finished starting yet; ask again once it is ready"
-        if unit.name in self._busy:
-            return f"a restart or stop of {u.label} is already in progress"
         if u.critical and not request.force:
             if op == "restart":
                 return (
@@ -138,8 +151,8 @@ class ServiceOps:
     # ------------------------------------------------------------------ doing it
 
     async def run(self, op: Operation, note: Note) -> Reply:
+        """Do an operation :meth:`prepare` accepted (and reserved its unit for)."""
         name = op.unit.name
-        self._busy.add(name)
         try:
             self.emit(
                 "control_request",
@@ -150,10 +163,14 @@ class ServiceOps:
                 force=op.request.force or None,
             )
             if op.request.op == "stop":
-                return await self._stop_op(op, note)
-            return await self._restart_op(op, note)
+                reply = await self._stop_op(op, note)
+            else:
+                reply = await self._restart_op(op, note)
         finally:
-            self._busy.discard(name)
+            self._busy.pop(name, None)
+        # how the request ended, for the record (its answer may have had no listener)
+        self.emit("control_done", op=op.request.op, unit=name, ok=reply.ok, detail=reply.text)
+        return reply
 
     async def _stop_op(self, op: Operation, note: Note) -> Reply:
         if all(i.held is not None and not i.running for i in op.members):

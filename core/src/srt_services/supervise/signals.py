@@ -4,6 +4,21 @@ SIGTERM and SIGINT stop the job (a second one while stopping: kill at once); one
 ``srt stop`` finds its stop request in the job directory and the job ends as stopped by
 the user. SIGHUP is a terminal that went away: the job goes on. SIGUSR1 writes every
 pending coroutine's stack to ``debug-tasks.txt``, for a job that seems to hang.
+
+The job ends once, for its first cause: a stop that arrives after the job's own end was
+decided (the benchmark exited while ``srt stop`` was on its way) changes neither the exit
+status nor the record; its request is taken out of the job directory and the ``signal``
+event says it came too late. After the job's end, until ``srt run`` exits with the job's
+code, a stop signal is absorbed the same way (:func:`absorb_late_stops`) instead of killing
+``srt run`` with 143 over a job that succeeded.
+
+Stop signals are Python-level handlers, not asyncio's: asyncio dispatches a signal from
+the byte its C handler writes to the loop's wake-up socket, and a storm of SIGCHLD (2,000
+forks in a job, the orchestrator being their subreaper) fills that socket, so a SIGTERM's
+byte could be dropped and the stop lost, each dropped byte printing "Exception ignored
+... signal wakeup fd". A Python handler runs from the interpreter's own flag, never lost;
+the wake-up socket only wakes the loop, and a full one is already awake, so its warning
+is switched off.
 """
 
 from __future__ import annotations
@@ -12,6 +27,7 @@ import asyncio
 import contextlib
 import io
 import signal
+from typing import Any
 
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.layout import JobDir
@@ -40,27 +56,41 @@ class Signals:
         self.kill_now = kill_now
         self.count = 0
 
-    def install(self, loop: asyncio.AbstractEventLoop) -> object:
-        """Handle the signals on ``loop``; returns SIGHUP's disposition before the job
-        (given back by :meth:`remove`)."""
+    def install(self, loop: asyncio.AbstractEventLoop) -> dict[int, Any]:
+        """Handle the signals on ``loop``; returns their dispositions before the job (given
+        back by :meth:`remove`)."""
+        before: dict[int, Any] = {
+            int(sig): signal.getsignal(sig) for sig in (*STOP_SIGNALS, signal.SIGHUP)
+        }
+
+        def stop_signal(sig: int, frame: object) -> None:
+            loop.call_soon_threadsafe(self.on_stop_signal, sig)
+
         for sig in STOP_SIGNALS:
-            loop.add_signal_handler(sig, self.on_stop_signal, sig)
-        before = signal.getsignal(signal.SIGHUP)
-        if before != signal.SIG_IGN:  # not under nohup
+            signal.signal(sig, stop_signal)
+        if before[signal.SIGHUP] != signal.SIG_IGN:  # not under nohup
             loop.add_signal_handler(signal.SIGHUP, self.on_hangup)
         loop.add_signal_handler(signal.SIGUSR1, self.dump_tasks)
+        quiet_wakeup()
         return before
 
     @staticmethod
-    def remove(loop: asyncio.AbstractEventLoop, sighup: object) -> None:
-        """After ``job_finished``: removing a handler costs ~60 µs in asyncio (it lists
-        every valid signal), and a signal now finds the teardown done and changes nothing."""
-        for sig in (*STOP_SIGNALS, signal.SIGHUP, signal.SIGUSR1):
+    def remove(loop: asyncio.AbstractEventLoop, before: dict[int, Any], after: Any = None) -> None:
+        """After ``job_finished``: the dispositions from before the job, or ``after`` for
+        the stop signals (see :func:`absorb_late_stops`). Removing a handler costs ~60 µs in
+        asyncio (it lists every valid signal), and a signal now finds the teardown done and
+        changes nothing."""
+        for handled in (signal.SIGHUP, signal.SIGUSR1):
             with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-        if sighup is not None:  # a hang-up after the job must not kill srt either
+                loop.remove_signal_handler(handled)
+        for sig, was in before.items():
+            keep = after if after is not None and sig in STOP_SIGNALS else was
+            if keep is None:  # set from C, not Python: nothing to put back
+                keep = signal.SIG_DFL
+            if sig == signal.SIGHUP and was == signal.SIG_IGN:
+                continue
             with contextlib.suppress(Exception):
-                signal.signal(signal.SIGHUP, sighup)  # type: ignore[arg-type]
+                signal.signal(sig, keep)
 
     def on_stop_signal(self, sig: int) -> None:
         # act first, report second: reporting may fail (a closed terminal), acting may not
@@ -68,9 +98,20 @@ class Signals:
         name = signal.Signals(sig).name
         if self.count > 1 and self.run.stopping:
             self.kill_now.set()
+            take_stop_request(self.job, self.cookie)  # never left behind
             self.emit("signal", signal=name, detail="second signal: killing everything now")
             return
         request = take_stop_request(self.job, self.cookie)
+        cause = self.run.stop_cause
+        if cause is not None:
+            # the job's end was decided before this signal: it changes nothing
+            self.emit(
+                "signal",
+                signal=name,
+                by=request.who if request is not None else None,
+                detail=f"the job was already ending ({cause.kind.value}): the stop changes nothing",
+            )
+            return
         if request is not None:
             self.request_stop(request.cause(name), self.user_stop_code(sig))
         else:
@@ -106,3 +147,22 @@ class Signals:
             open(self.job.file("debug-tasks.txt"), "w", encoding="utf-8") as fh,
         ):
             fh.write(out.getvalue())
+
+
+def quiet_wakeup() -> None:
+    """Keep the loop's wake-up socket but stop the warning a full one prints (see the
+    module docstring: a full socket means the loop is awake already)."""
+    with contextlib.suppress(ValueError, OSError):
+        fd = signal.set_wakeup_fd(-1)
+        if fd != -1:
+            signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
+
+
+def absorb_late_stops(job: JobDir, cookie: str) -> Any:
+    """The stop signals' disposition from the job's end until ``srt run`` exits: ignored.
+    The job has ended with its own code, which a late ``srt stop`` or Ctrl-C must not turn
+    into 143. Ignored, not handled: the interpreter puts the default action (death) back
+    for Python handlers while it shuts down, never for an ignored signal. A late stop's
+    request is taken out of the job directory by the orchestrator's end or by ``srt stop``
+    itself, which reads the result and says the job had ended before its stop arrived."""
+    return signal.SIG_IGN

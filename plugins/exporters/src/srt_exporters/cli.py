@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import rich_click as click
+
+if TYPE_CHECKING:
+    from srt_services.extend import JobRecord
 
 
 @click.command()
@@ -50,37 +54,73 @@ def metrics(
     """
     from srt_services.extend import read_job
 
-    from srt_exporters.promapi import PromClient, PromError
-    from srt_exporters.summary import collect, job_window, render
-    from srt_exporters.viewer import NoMetrics, open_source
+    from srt_exporters.promapi import PromError
+    from srt_exporters.viewer import Interrupted, NoMetrics
 
     job = read_job(job_dir)
     try:
-        with open_source(job, binary) as source, PromClient(source.url) as client:
-            if promql is not None:
-                data = client.query_raw(promql, job_window(job).at)
-                if as_json:
-                    click.echo(json.dumps(data, indent=2))
-                else:
-                    click.echo(_query_text(data), nl=False)
-                return
-            if plot_out is not None:
-                from srt_exporters.plot import PlotError, plot
-
-                try:
-                    panels = plot(client, job, job_window(job), plot_out)
-                except PlotError as exc:
-                    raise click.ClickException(str(exc)) from None
-                sys.stderr.write(f"srt metrics: {panels} panel(s) written to {plot_out}\n")
-                if not as_json:
-                    return
-            report = collect(client, job, source.live, source.url)
+        _show(job, binary, promql, plot_out, as_json)
     except (NoMetrics, PromError) as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # the scratch directory, the log of the temporary Prometheus
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise click.ClickException(
+            f"cannot read the job's metrics: {where}{exc.strerror}"
+        ) from None
+    except Interrupted as exc:
+        sys.stderr.write(
+            f"srt metrics: {exc.name}: stopped (the temporary Prometheus, if one ran, is"
+            " stopped and its copy of the database removed)\n"
+        )
+        sys.exit(128 + exc.signum)
+
+
+def _show(
+    job: JobRecord, binary: str, promql: str | None, plot_out: str | None, as_json: bool
+) -> None:
+    from srt_exporters.promapi import PromClient, PromError
+    from srt_exporters.summary import collect, job_window, render
+    from srt_exporters.viewer import open_source
+
+    with open_source(job, binary) as source, PromClient(source.url) as client:
+        for warning in source.warnings:
+            sys.stderr.write(f"srt metrics: warning: {warning}\n")
+        if promql is not None:
+            try:
+                data = client.query_raw(promql, job_window(job).at)
+            except PromError as exc:
+                raise click.ClickException(query_error(promql, exc)) from None
+            click.echo(json.dumps(data, indent=2) if as_json else _query_text(data), nl=as_json)
+            return
+        if plot_out is not None:
+            from srt_exporters.plot import PlotError, plot
+
+            try:
+                panels = plot(client, job, job_window(job), plot_out)
+            except PlotError as exc:
+                raise click.ClickException(str(exc)) from None
+            sys.stderr.write(f"srt metrics: {panels} panel(s) written to {plot_out}\n")
+            if not as_json:
+                return
+        report = collect(client, job, source.live, source.url)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
         click.echo(render(report), nl=False)
+
+
+def query_error(promql: str, exc: Exception) -> str:
+    """Prometheus's refusal of ``--query``, said as what is wrong with the query."""
+    from srt_exporters.promapi import PromError
+
+    text = str(exc)
+    kind = exc.kind if isinstance(exc, PromError) else None
+    text = text.removeprefix(f"{kind}: ").replace('invalid parameter "query": ', "")
+    if kind == "bad_data":
+        return f"--query {promql!r} is not valid PromQL: {text}"
+    if kind in ("execution", "timeout", "canceled", "internal"):
+        return f"--query {promql!r} failed while Prometheus evaluated it ({kind}): {text}"
+    return f"--query {promql!r} failed: {text}"
 
 
 def _query_text(data: dict[str, object]) -> str:

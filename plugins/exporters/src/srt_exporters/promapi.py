@@ -14,7 +14,12 @@ import httpx
 
 
 class PromError(Exception):
-    """Prometheus could not be asked, or refused the query."""
+    """Prometheus could not be asked, or refused the query (``kind``: its ``errorType``,
+    such as ``bad_data`` for a query that does not parse)."""
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 #: One series of a result: its labels and its (time, value) samples.
@@ -47,14 +52,21 @@ class PromClient:
         except httpx.HTTPError as exc:
             raise PromError(f"cannot reach Prometheus at {self.base_url}: {exc}") from None
         try:
-            body: dict[str, Any] = response.json()
+            body: Any = response.json()
         except ValueError:
             raise PromError(
                 f"Prometheus at {self.base_url} answered {response.status_code} without JSON"
             ) from None
+        if not isinstance(body, dict):
+            raise PromError(
+                f"Prometheus at {self.base_url} answered {response.status_code}: {body!r:.200}"
+            )
         if body.get("status") != "success":
-            raise PromError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
-        data: dict[str, Any] = body["data"]
+            kind = str(body.get("errorType", "error"))
+            raise PromError(f"{kind}: {body.get('error', body)}", kind)
+        data = body.get("data")
+        if not isinstance(data, dict):
+            raise PromError(f"Prometheus at {self.base_url} answered without data: {body!r:.200}")
         return data
 
     def query_raw(self, expr: str, at: float | None = None) -> dict[str, Any]:
