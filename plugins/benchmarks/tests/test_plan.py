@@ -260,6 +260,13 @@ KEYS = st.sampled_from(
         "top_p",
         "top_k",
         "seed",
+        "trace_file",
+        "mooncake_workload",
+        "ttft_threshold_ms",
+        "itl_threshold_ms",
+        "block_size",
+        "synthetic_requests",
+        "aiperf_package",
         "bogus",
     ]
 )
@@ -269,7 +276,7 @@ KEYS = st.sampled_from(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    kind=st.sampled_from(["sa-bench", "gsm8k", "gpqa"]),
+    kind=st.sampled_from(["sa-bench", "gsm8k", "gpqa", "mooncake-router", "trace-replay"]),
     options=st.dictionaries(KEYS, ANY, max_size=5),
 )
 def test_fuzz_any_options_load_or_are_refused_with_a_located_error(
