@@ -9,27 +9,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jobtext import JOB, client  # type: ignore[import-not-found]
 from srt_benchmarks.flags import from_argv, to_argv
 from srt_benchmarks.options import GpqaOptions, Gsm8kOptions, SaBenchOptions
 from srt_services.extend import Plan
 
-JOB = """\
-schema: 2
-name: b
-engine: {model: /models/tiny, served_model_name: tiny}
-frontend: {type: vllm, command: [front], port: 8123}
-roles:
-  agg: {command: [worker]}
-"""
-
 
 def bench(block: str) -> str:
-    return JOB + block
-
-
-def client(plan: Plan) -> Any:
-    (inst,) = plan.unit("benchmark").instances
-    return inst
+    return f"{JOB}{block}"
 
 
 def test_sa_bench_runs_the_runner_with_srtctls_settings(srt_plan: Callable[..., Plan]) -> None:

@@ -192,6 +192,17 @@ def test_accuracy_suites_ask_every_question_of_the_builtin_sample(
     assert bench["latency_ms"]["p50"] > 0
 
 
+def run_bench(
+    jobs: Jobs, model: Path, env: dict[str, str], kind: str, options: dict[str, Any]
+) -> Any:
+    """The benchmark under ``srt run`` on the mocker job."""
+    return jobs.run(recipe(model, {"type": kind, "options": options}), env=env, timeout=240)
+
+
+def benchmark_log(run: Any) -> str:
+    return "".join(p.read_text() for p in Path(run.job_dir, "logs").glob("*benchmark*"))
+
+
 def _check_run(r: dict[str, Any], requests: int) -> None:
     assert r["requests"] == r["completed"] == requests and r["failed"] == 0
     assert r["request_throughput"] > 0 and r["output_throughput"] > 0
@@ -215,11 +226,7 @@ def test_mooncake_router_replays_the_synthetic_trace(
         "block_size": 32,
         "synthetic_requests": 12,
     }
-    run = srt_jobs.run(
-        recipe(tiny_model, {"type": "mooncake-router", "options": options}),
-        env=private,
-        timeout=240,
-    )
+    run = run_bench(srt_jobs, tiny_model, private, "mooncake-router", options)
     assert run.code == 0, run.stderr
     bench = run.result()["benchmark"]
     assert bench["type"] == "mooncake-router" and bench["passed"] is True
@@ -255,9 +262,7 @@ def test_trace_replay_replays_a_local_trace_per_concurrency(
         "aiperf_package": "aiperf>=0.7.0",
         "block_size": 32,
     }
-    run = srt_jobs.run(
-        recipe(tiny_model, {"type": "trace-replay", "options": options}), env=private, timeout=240
-    )
+    run = run_bench(srt_jobs, tiny_model, private, "trace-replay", options)
     assert run.code == 0, run.stderr
     bench = run.result()["benchmark"]
     assert bench["type"] == "trace-replay" and bench["passed"] is True
@@ -267,8 +272,7 @@ def test_trace_replay_replays_a_local_trace_per_concurrency(
         _check_run(r, 4)
         assert r["output_tokens"] == 6 + 5 + 4 + 3
         assert r["duration_s"] >= 0.9
-    log = Path(run.job_dir, "logs").glob("*benchmark*")
-    assert any("trace-replay concurrency=4" in p.read_text() for p in log)
+    assert "trace-replay concurrency=4" in benchmark_log(run)
 
 
 def test_a_broken_trace_fails_the_job_naming_its_line(
@@ -277,10 +281,7 @@ def test_a_broken_trace_fails_the_job_naming_its_line(
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"input_length": 4, "output_length": 2}\n{"output_length": 2}\n')
     options = {"trace_file": str(trace), "concurrencies": [1]}
-    run = srt_jobs.run(
-        recipe(tiny_model, {"type": "trace-replay", "options": options}), env=private, timeout=240
-    )
+    run = run_bench(srt_jobs, tiny_model, private, "trace-replay", options)
     assert run.code != 0
     assert run.result()["status"] == "failed"
-    log = Path(run.job_dir, "logs").glob("*benchmark*")
-    assert any(f"{trace}:2" in p.read_text() for p in log)
+    assert f"{trace}:2" in benchmark_log(run)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jobtext import JOB, client  # type: ignore[import-not-found]
 from srt_benchmarks.__main__ import main
 from srt_benchmarks.flags import from_argv, to_argv
 from srt_benchmarks.options import MooncakeRouterOptions, TraceReplayOptions
@@ -20,19 +21,9 @@ from srt_benchmarks.trace import Record, build_prompts, goodput, read_trace, syn
 from srt_services.extend import Plan
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-JOB = """\
-schema: 2
-name: b
-engine: {model: /models/tiny, served_model_name: tiny}
-frontend: {type: vllm, command: [front], port: 8123}
-roles:
-  agg: {command: [worker]}
-"""
-
 
 def client_argv(plan: Plan) -> list[str]:
-    (inst,) = plan.unit("benchmark").instances
-    return list(inst.argv)
+    return list(client(plan).argv)
 
 
 def test_mooncake_router_plans_with_srtctls_defaults(srt_plan: Callable[..., Plan]) -> None:
