@@ -140,10 +140,11 @@ def test_unknown_frontend_type(srt_problem) -> None:
 # --------------------------------------------------------------------------- benchmark
 
 
-def test_a_first_party_benchmark_names_its_missing_plugin(srt_problem) -> None:
+@pytest.mark.parametrize("kind", ["sa-bench", "mooncake-router", "trace-replay"])
+def test_a_first_party_benchmark_names_its_missing_plugin(srt_problem, kind) -> None:
     """srt-benchmarks is not registered here: the user is told which distribution to install,
     in the words tests/test_examples.py recognises as a missing plugin."""
-    p = srt_problem("schema: 2\nname: t\nbenchmark:\n  type: sa-bench\n")
+    p = srt_problem(f"schema: 2\nname: t\nbenchmark:\n  type: {kind}\n")
     assert (p.label, p.line) == ("benchmark.type", 4)
     assert p.message.endswith(
         "it is provided by srt-benchmarks, which is not installed (pip install srt-benchmarks)"

@@ -3,9 +3,15 @@ registered, jobs planned on loopback nodes with ``{job_dir}`` = ``/jobs/j``."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import srt_benchmarks.plugin
 from srt_services.testing.kit import KitSettings
+
+# the tests' shared recipe text (jobtext.py) is imported by name (--import-mode=importlib)
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture

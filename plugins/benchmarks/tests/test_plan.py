@@ -9,27 +9,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jobtext import JOB, client  # type: ignore[import-not-found]
 from srt_benchmarks.flags import from_argv, to_argv
 from srt_benchmarks.options import GpqaOptions, Gsm8kOptions, SaBenchOptions
 from srt_services.extend import Plan
 
-JOB = """\
-schema: 2
-name: b
-engine: {model: /models/tiny, served_model_name: tiny}
-frontend: {type: vllm, command: [front], port: 8123}
-roles:
-  agg: {command: [worker]}
-"""
-
 
 def bench(block: str) -> str:
-    return JOB + block
-
-
-def client(plan: Plan) -> Any:
-    (inst,) = plan.unit("benchmark").instances
-    return inst
+    return f"{JOB}{block}"
 
 
 def test_sa_bench_runs_the_runner_with_srtctls_settings(srt_plan: Callable[..., Plan]) -> None:
@@ -260,6 +247,13 @@ KEYS = st.sampled_from(
         "top_p",
         "top_k",
         "seed",
+        "trace_file",
+        "mooncake_workload",
+        "ttft_threshold_ms",
+        "itl_threshold_ms",
+        "block_size",
+        "synthetic_requests",
+        "aiperf_package",
         "bogus",
     ]
 )
@@ -269,7 +263,7 @@ KEYS = st.sampled_from(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    kind=st.sampled_from(["sa-bench", "gsm8k", "gpqa"]),
+    kind=st.sampled_from(["sa-bench", "gsm8k", "gpqa", "mooncake-router", "trace-replay"]),
     options=st.dictionaries(KEYS, ANY, max_size=5),
 )
 def test_fuzz_any_options_load_or_are_refused_with_a_located_error(

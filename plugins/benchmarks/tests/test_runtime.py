@@ -190,3 +190,98 @@ def test_accuracy_suites_ask_every_question_of_the_builtin_sample(
     assert 0 <= bench["correct"] <= bench["requests"]
     assert bench["accuracy"] == bench["correct"] / bench["requests"]
     assert bench["latency_ms"]["p50"] > 0
+
+
+def run_bench(
+    jobs: Jobs, model: Path, env: dict[str, str], kind: str, options: dict[str, Any]
+) -> Any:
+    """The benchmark under ``srt run`` on the mocker job."""
+    return jobs.run(recipe(model, {"type": kind, "options": options}), env=env, timeout=240)
+
+
+def benchmark_log(run: Any) -> str:
+    return "".join(p.read_text() for p in Path(run.job_dir, "logs").glob("*benchmark*"))
+
+
+def _check_run(r: dict[str, Any], requests: int) -> None:
+    assert r["requests"] == r["completed"] == requests and r["failed"] == 0
+    assert r["request_throughput"] > 0 and r["output_throughput"] > 0
+    for metric in ("ttft_ms", "tpot_ms", "e2e_latency_ms"):
+        stats = r[metric]
+        assert 0 < stats["p50"] <= stats["p90"] <= stats["p99"] <= stats["max"], (metric, stats)
+    assert 0 <= r["good_requests"] <= r["completed"]
+
+
+def test_mooncake_router_replays_the_synthetic_trace(
+    srt_jobs: Jobs, tiny_model: Path, private: dict[str, str]
+) -> None:
+    """srtctl's recipe keys, with no trace_file: the trace srt-benchmarks generates, sent at
+    its timestamps; every request answered with exactly its output length."""
+    from srt_benchmarks.trace import synthetic_trace
+
+    options = {
+        "mooncake_workload": "conversation",
+        "ttft_threshold_ms": 2000,
+        "itl_threshold_ms": 25,
+        "block_size": 32,
+        "synthetic_requests": 12,
+    }
+    run = run_bench(srt_jobs, tiny_model, private, "mooncake-router", options)
+    assert run.code == 0, run.stderr
+    bench = run.result()["benchmark"]
+    assert bench["type"] == "mooncake-router" and bench["passed"] is True
+    assert bench["mooncake_workload"] == "conversation"
+    assert bench["trace"].startswith("synthetic") and bench["trace_requests"] == 12
+    trace = synthetic_trace(12, 32, 0)
+    assert bench["trace_span_s"] == trace[-1].timestamp / 1000
+    (r,) = bench["runs"]
+    _check_run(r, 12)
+    assert r["concurrency"] is None  # a fixed schedule: no bound
+    assert r["output_tokens"] == sum(x.output_length for x in trace)
+    # the replay took at least the trace's span: requests waited for their timestamps
+    assert r["duration_s"] >= bench["trace_span_s"]
+    assert r["ttft_threshold_ms"] == 2000 and r["itl_threshold_ms"] == 25
+
+
+def test_trace_replay_replays_a_local_trace_per_concurrency(
+    srt_jobs: Jobs, tiny_model: Path, private: dict[str, str], tmp_path: Path
+) -> None:
+    lines = [
+        {"timestamp": 0, "input_length": 40, "output_length": 6, "hash_ids": [1, 2]},
+        {"timestamp": 200, "input_length": 50, "output_length": 5, "hash_ids": [1, 3]},
+        {"timestamp": 400, "text_input": "hello there", "output_length": 4},
+        {"timestamp": 900, "input_length": 20, "output_length": 3, "session_id": "a"},
+    ]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    options = {
+        "trace_file": str(trace),
+        "concurrencies": [1, 4],
+        "ttft_threshold_ms": 3000,
+        "itl_threshold_ms": 7,
+        "aiperf_package": "aiperf>=0.7.0",
+        "block_size": 32,
+    }
+    run = run_bench(srt_jobs, tiny_model, private, "trace-replay", options)
+    assert run.code == 0, run.stderr
+    bench = run.result()["benchmark"]
+    assert bench["type"] == "trace-replay" and bench["passed"] is True
+    assert (bench["trace"], bench["trace_requests"], bench["trace_span_s"]) == (str(trace), 4, 0.9)
+    assert [r["concurrency"] for r in bench["runs"]] == [1, 4]
+    for r in bench["runs"]:
+        _check_run(r, 4)
+        assert r["output_tokens"] == 6 + 5 + 4 + 3
+        assert r["duration_s"] >= 0.9
+    assert "trace-replay concurrency=4" in benchmark_log(run)
+
+
+def test_a_broken_trace_fails_the_job_naming_its_line(
+    srt_jobs: Jobs, tiny_model: Path, private: dict[str, str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"input_length": 4, "output_length": 2}\n{"output_length": 2}\n')
+    options = {"trace_file": str(trace), "concurrencies": [1]}
+    run = run_bench(srt_jobs, tiny_model, private, "trace-replay", options)
+    assert run.code != 0
+    assert run.result()["status"] == "failed"
+    assert f"{trace}:2" in benchmark_log(run)

@@ -5,7 +5,10 @@ by the installed engines (srt-dynamo, srt-direct); nothing of this plugin builds
 Per variant the comparison covers: the node count, the workers of each role with their node
 and GPUs, each worker's module and flags (a multiset: srtctl's flag order carries no
 meaning), the environment the recipe asks for, the frontends (count, nodes, module, flags),
-the balancer and its node, the benchmark type and client node, and etcd's node.
+the balancer and its node, the benchmark type and client node, and etcd's node. The
+benchmarks srt-benchmarks runs with srtctl's trace scripts' arguments (mooncake-router,
+trace-replay) are planned by srt-benchmarks itself and their settings compared with the
+arguments of srtctl's ``bench.sh``; the others are stood in for (their command is `true`).
 
 Where srt deliberately differs (docs/differences.md), the expected side is normalised by a
 NAMED rule, and a rule is applied only to the values it names; a difference no rule
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import srt_benchmarks.plugin
 import srt_direct.plugin
 import srt_dynamo.plugin
 import srt_etcd.plugin
@@ -64,21 +68,39 @@ UNSUPPORTED = {
 
 #: srtctl's benchmark types as srt names them.
 BENCHMARK_OF = {"custom": "command"}
-#: Benchmark plugins srtctl recipes name; their options are checked by srt-benchmarks, which
-#: is built elsewhere: here they are accepted as given (the plan's benchmark unit runs
-#: `true`). Only the benchmark's command is stood in for.
+#: Benchmark kinds planned by the real srt-benchmarks, with the settings compared.
+REAL_BENCHMARKS = ("mooncake-router", "trace-replay")
+#: Benchmark plugins srtctl recipes name whose options are not compared here: they are
+#: accepted as given (the plan's benchmark unit runs `true`).
 STAND_IN_BENCHMARKS = (
     "sa-bench",
     "gsm8k",
     "gpqa",
-    "mooncake-router",
-    "trace-replay",
     "router",
     "mmlu",
     "longbenchv2",
     "sglang-bench",
     "lm-eval",
 )
+#: srtctl's ``bench.sh`` arguments after the URL (design note section 10), by benchmark
+#: type: the option each carries, and how srtctl spells it.
+BENCH_ARGS = {
+    "mooncake-router": (
+        "model",
+        "mooncake_workload",
+        "ttft_threshold_ms",
+        "itl_threshold_ms",
+        "tokenizer",
+    ),
+    "trace-replay": (
+        "model",
+        "trace_file",
+        "concurrencies",
+        "ttft_threshold_ms",
+        "itl_threshold_ms",
+        "tokenizer",
+    ),
+}
 
 
 class _AnyOptions(BaseModel):
@@ -100,11 +122,15 @@ def _stand_in(name: str) -> type[BenchmarkKind]:
 class StandInBenchmarks:
     @hookimpl
     def srt_register_benchmarks(self) -> list[type[BenchmarkKind]]:
-        return [_stand_in(n) for n in STAND_IN_BENCHMARKS]
+        real = srt_benchmarks.plugin.srt_register_benchmarks()
+        return [k for k in real if k.name in REAL_BENCHMARKS] + [
+            _stand_in(n) for n in STAND_IN_BENCHMARKS
+        ]
 
 
 def plugins(with_benchmarks: bool = True) -> Any:
-    """Core, the engines and the format (and stand-ins for the benchmark plugins)."""
+    """Core, the engines and the format (and the benchmarks: srt-benchmarks' trace kinds,
+    stand-ins for the rest)."""
     found = kit.isolated_plugins()
     for module, name in (
         (srt_dynamo.plugin, "srt-dynamo"),
@@ -334,7 +360,31 @@ def compare(built: Built, exp: dict[str, Any], served: str | None = None) -> Com
         cmp.check("etcd node", etcd, [infra["node"]])
     want_bench = exp["benchmark"]["type"] if exp.get("benchmark") else "manual"
     cmp.check("benchmark", built.benchmark, BENCHMARK_OF.get(want_bench, want_bench))
+    if want_bench in BENCH_ARGS:
+        _compare_benchmark_args(cmp, plan, procs, want_bench)
     return cmp
+
+
+def _settings_of(argv: list[str]) -> dict[str, str]:
+    """The ``--key value`` words of srt-benchmarks' runner, keyed by option name."""
+    rest = argv[argv.index("srt_benchmarks") + 2 :]
+    return {k[2:].replace("-", "_"): v for k, v in zip(rest[::2], rest[1::2], strict=True)}
+
+
+def _compare_benchmark_args(
+    cmp: Comparison, plan: Plan, procs: list[dict[str, Any]], kind: str
+) -> None:
+    """srtctl's ``bench.sh URL ARG...`` against the settings srt's runner is given."""
+    (want,) = [p["argv"] for p in procs if p["stage"] == "benchmark"]
+    (got,) = [i.argv for u in plan.units if u.category == "benchmark" for i in u.instances]
+    cmp.check("benchmark runner", list(got[1:4]), ["-m", "srt_benchmarks", kind])
+    mine = _settings_of(list(got))
+    theirs = dict(zip(BENCH_ARGS[kind], want[3:], strict=True))
+    if "concurrencies" in theirs:  # srtctl joins the list with ",", srt with "x"
+        theirs["concurrencies"] = theirs["concurrencies"].replace(",", "x")
+    for key, value in theirs.items():
+        number = re.fullmatch(r"\d+", value) and key.endswith("_ms")
+        cmp.check(f"benchmark {key}", mine.get(key), f"{float(value)}" if number else value)
 
 
 def _compare_frontends(

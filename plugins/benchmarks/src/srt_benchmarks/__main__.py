@@ -15,14 +15,22 @@ from typing import Any
 from pydantic import ValidationError
 from srt_services.extend import RESULT_VAR
 
-from srt_benchmarks import accuracy, serving
+from srt_benchmarks import accuracy, serving, trace
 from srt_benchmarks.flags import from_argv
-from srt_benchmarks.options import GpqaOptions, Gsm8kOptions, SaBenchOptions
+from srt_benchmarks.options import (
+    GpqaOptions,
+    Gsm8kOptions,
+    MooncakeRouterOptions,
+    SaBenchOptions,
+    TraceReplayOptions,
+)
 
 MODELS: dict[str, type[Any]] = {
     "sa-bench": SaBenchOptions,
     "gsm8k": Gsm8kOptions,
     "gpqa": GpqaOptions,
+    "mooncake-router": MooncakeRouterOptions,
+    "trace-replay": TraceReplayOptions,
 }
 URL_VAR = "SRT_FRONTEND_URL"
 
@@ -63,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result, passed = asyncio.run(serving.run(base, options, _log))
     elif isinstance(options, Gsm8kOptions | GpqaOptions):
         result, passed = asyncio.run(accuracy.run(kind, base, options, _log))
+    elif isinstance(options, MooncakeRouterOptions | TraceReplayOptions):
+        result, passed = asyncio.run(trace.run(kind, base, options, _log))
     else:  # pragma: no cover - MODELS holds only these
         raise AssertionError(kind)
     write_result(result)

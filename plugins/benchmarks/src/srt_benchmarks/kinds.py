@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from srt_services.extend import BenchmarkKind, EngineProcess, Problem
 
 from srt_benchmarks.flags import to_argv
-from srt_benchmarks.options import GpqaOptions, Gsm8kOptions, SaBenchOptions
+from srt_benchmarks.options import (
+    GpqaOptions,
+    Gsm8kOptions,
+    MooncakeRouterOptions,
+    SaBenchOptions,
+    TraceReplayOptions,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -46,28 +52,55 @@ class _Kind(BenchmarkKind):
         return EngineProcess(argv=self.argv(recipe, options), env={"PYTHONUNBUFFERED": "1"})
 
 
-class SaBench(_Kind):
+def _tokenizer_problem(recipe: Recipe, options: Any, kind: str) -> Iterable[Problem]:
+    if not (options.tokenizer or getattr(options, "custom_tokenizer", None) or recipe.engine.model):
+        yield Problem(
+            ("benchmark", "options", "tokenizer"),
+            f"is required when engine.model is not set: {kind} builds its prompts with"
+            " the model's tokenizer",
+        )
+
+
+class _Prompted(_Kind):
+    """A benchmark that builds its prompts with the served model's tokenizer."""
+
+    def argv(self, recipe: Recipe, options: BaseModel) -> list[str]:
+        # the tokenizer is resolved here, so the plan shows which directory is read
+        own = getattr(options, "tokenizer", None) or getattr(options, "custom_tokenizer", None)
+        update: dict[str, Any] = {"tokenizer": own or recipe.engine.model}
+        if "custom_tokenizer" in type(options).model_fields:
+            update["custom_tokenizer"] = None
+        return super().argv(recipe, options.model_copy(update=update))
+
+    def validate(self, recipe: Recipe, options: Any) -> Iterable[Problem]:
+        yield from super().validate(recipe, options)
+        yield from _tokenizer_problem(recipe, options, self.name)
+
+
+class SaBench(_Prompted):
     name: ClassVar[str] = "sa-bench"
     summary: ClassVar[str] = (
         "serving throughput and TTFT/ITL/latency percentiles per concurrency (srtctl's sa-bench)"
     )
     Options: ClassVar[type[SaBenchOptions]] = SaBenchOptions
 
-    def argv(self, recipe: Recipe, options: BaseModel) -> list[str]:
-        assert isinstance(options, SaBenchOptions)
-        # the tokenizer is resolved here, so the plan shows which directory is read
-        tokenizer = options.tokenizer or options.custom_tokenizer or recipe.engine.model
-        settled = options.model_copy(update={"tokenizer": tokenizer, "custom_tokenizer": None})
-        return super().argv(recipe, settled)
 
-    def validate(self, recipe: Recipe, options: Any) -> Iterable[Problem]:
-        yield from super().validate(recipe, options)
-        if not (options.tokenizer or options.custom_tokenizer or recipe.engine.model):
-            yield Problem(
-                ("benchmark", "options", "tokenizer"),
-                "is required when engine.model is not set: sa-bench builds its prompts with"
-                " the model's tokenizer",
-            )
+class MooncakeRouter(_Prompted):
+    name: ClassVar[str] = "mooncake-router"
+    summary: ClassVar[str] = (
+        "a Mooncake trace (shared prefixes) replayed at its timestamps: throughput, goodput,"
+        " TTFT/ITL/latency percentiles (srtctl's mooncake-router)"
+    )
+    Options: ClassVar[type[MooncakeRouterOptions]] = MooncakeRouterOptions
+
+
+class TraceReplay(_Prompted):
+    name: ClassVar[str] = "trace-replay"
+    summary: ClassVar[str] = (
+        "a local trace file replayed with its timing per concurrency: throughput, goodput,"
+        " TTFT/ITL/latency percentiles (srtctl's trace-replay)"
+    )
+    Options: ClassVar[type[TraceReplayOptions]] = TraceReplayOptions
 
 
 class Gsm8k(_Kind):
@@ -82,5 +115,5 @@ class Gpqa(_Kind):
     Options: ClassVar[type[GpqaOptions]] = GpqaOptions
 
 
-KINDS: tuple[type[BenchmarkKind], ...] = (SaBench, Gsm8k, Gpqa)
+KINDS: tuple[type[BenchmarkKind], ...] = (SaBench, Gsm8k, Gpqa, MooncakeRouter, TraceReplay)
 OPTIONS: dict[str, type[BaseModel]] = {k.name: k.Options for k in KINDS}

@@ -22,6 +22,18 @@ Ratio = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 MAX_CONCURRENCY = 65536
 
 
+def split_concurrencies(cls: type, value: Any) -> Any:
+    """srtctl accepts ``"1x8x64"`` (and, for trace-replay, ``"1,8"``) as well as a list."""
+    if isinstance(value, str):
+        words = value.replace(",", "x").split("x")
+        if not all(w.strip().isdigit() for w in words):
+            raise ValueError("must be a list of integers or an `AxBxC` string of them")
+        return [int(w) for w in words]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    return value
+
+
 class _Common(KindOptions):
     model: str | None = Field(
         None,
@@ -83,18 +95,7 @@ class SaBenchOptions(_Common):
         " requests is above this (srt).",
     )
 
-    @field_validator("concurrencies", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        """srtctl accepts ``"1x8x64"`` as well as a list."""
-        if isinstance(value, str):
-            words = value.split("x")
-            if not all(w.strip().isdigit() for w in words):
-                raise ValueError("must be a list of integers or an `AxBxC` string of them")
-            return [int(w) for w in words]
-        if isinstance(value, int) and not isinstance(value, bool):
-            return [value]
-        return value
+    _split = field_validator("concurrencies", mode="before")(split_concurrencies)
 
     @field_validator("req_rate", mode="before")
     @classmethod
@@ -168,3 +169,80 @@ class GpqaOptions(_Accuracy):
     num_threads: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = Field(
         128, description="Requests in flight at once."
     )
+
+
+Millis = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Trace(_Common):
+    """What both trace benchmarks share: prompts built from a Mooncake-format trace, replayed
+    on the chat endpoint, with srtctl's goodput thresholds."""
+
+    ttft_threshold_ms: Millis = Field(
+        2000.0,
+        description="Goodput threshold: a request counts as good when its TTFT is at most this"
+        " and its ITL at most `itl_threshold_ms` (srtctl: 2000).",
+    )
+    itl_threshold_ms: Millis = Field(
+        25.0,
+        description="Goodput threshold on a request's inter-token latency,"
+        " `(latency - TTFT) / (output tokens - 1)` (srtctl: 25).",
+    )
+    tokenizer: str | None = Field(
+        None,
+        description="Directory holding the served model's `tokenizer.json`, used to build the"
+        " trace's prompts (srtctl passes the model's path). Default: `engine.model`.",
+    )
+    block_size: Annotated[int, Field(ge=1, le=65536)] = Field(
+        512,
+        description="Tokens per `hash_ids` entry: the same id gives the same block of tokens,"
+        " so requests sharing ids share a prompt prefix (srt; Mooncake's traces use 512).",
+    )
+    aiperf_package: str | None = Field(
+        None,
+        description="srtctl's AIPerf version pin: accepted so srtctl recipes load, unused"
+        " (srt-benchmarks replays the trace itself; see the README).",
+    )
+    seed: int = Field(0, description="Seed of the prompt tokens drawn for each block (srt).")
+    max_failed_ratio: Ratio = Field(
+        0.0,
+        description="The benchmark fails when the failed share of any run's requests is above"
+        " this (srt).",
+    )
+
+
+class MooncakeRouterOptions(_Trace):
+    """srtctl's ``mooncake-router``: a Mooncake trace (arrival times, input lengths, block
+    hashes shared between requests, output lengths) replayed at its own timestamps against
+    the frontend, to show what KV-aware routing gains on shared prefixes."""
+
+    mooncake_workload: Literal["conversation", "toolagent", "synthetic", "mooncake"] = Field(
+        "conversation",
+        description="Which of Mooncake's published traces the run stands for (srtctl downloads"
+        " `<workload>_trace.jsonl`; here give it as `trace_file`). Recorded in the result.",
+    )
+    trace_file: str | None = Field(
+        None,
+        description="A local Mooncake-format trace (JSON Lines; srt: jobs cannot download)."
+        " Default: a synthetic trace srt-benchmarks generates from `seed`"
+        " (`synthetic_requests` requests of multi-turn conversations sharing prefixes).",
+    )
+    synthetic_requests: Annotated[int, Field(ge=1, le=100000)] = Field(
+        32, description="Requests in the generated trace when `trace_file` is not set (srt)."
+    )
+
+
+class TraceReplayOptions(_Trace):
+    """srtctl's ``trace-replay``: a local trace file replayed once per concurrency, each
+    request at its timestamp, at most ``concurrency`` in flight."""
+
+    trace_file: str = Field(
+        description="The trace to replay: JSON Lines of Mooncake's format (`timestamp` ms,"
+        " `input_length`, `output_length`, `hash_ids`, or the prompt itself as `text_input`)."
+    )
+    concurrencies: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] = Field(
+        min_length=1,
+        description="Requests in flight at most, one replay each: a list, or `AxB`.",
+    )
+
+    _split = field_validator("concurrencies", mode="before")(split_concurrencies)

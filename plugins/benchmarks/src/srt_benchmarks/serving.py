@@ -65,14 +65,20 @@ def load_tokenizer(directory: str) -> Any:
     return Tokenizer.from_file(str(path))
 
 
+def ordinary_ids(tokenizer: Any) -> list[int]:
+    """The vocabulary's ids but the special tokens: what a random prompt is drawn from."""
+    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    vocab = sorted(i for tok, i in tokenizer.get_vocab().items() if tok not in special)
+    if not vocab:
+        raise SystemExit("benchmark: the tokenizer has no ordinary tokens")
+    return vocab
+
+
 def make_prompts(
     tokenizer: Any, options: SaBenchOptions, count: int, rng: random.Random
 ) -> list[Prompt]:
     """``count`` random prompts; ids from the ordinary vocabulary (no special tokens)."""
-    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
-    vocab = [i for tok, i in tokenizer.get_vocab().items() if tok not in special]
-    if not vocab:
-        raise SystemExit("sa-bench: the tokenizer has no ordinary tokens")
+    vocab = ordinary_ids(tokenizer)
     low_in = max(1, int(options.isl * options.random_range_ratio))
     low_out = max(1, int(options.osl * options.random_range_ratio))
     out: list[Prompt] = []
@@ -144,16 +150,29 @@ async def one_request(
     )
 
 
-async def _batch(
+def poisson_starts(count: int, rate: float, rng: random.Random) -> list[float]:
+    """Start offsets (s) of ``count`` requests arriving at ``rate`` per second (all at 0
+    for ``inf``)."""
+    if rate == float("inf"):
+        return [0.0] * count
+    starts, now = [], 0.0
+    for _ in range(count):
+        starts.append(now)
+        now += rng.expovariate(rate)
+    return starts
+
+
+async def batch(
     client: httpx.AsyncClient,
     url: str,
     model: str,
     prompts: list[Prompt],
     concurrency: int,
-    rate: float,
+    starts: list[float],
     chat: bool,
-    rng: random.Random,
 ) -> tuple[list[Outcome], float]:
+    """Each prompt sent at its start offset (s from now, ascending), at most
+    ``concurrency`` in flight: a request due while all slots are busy waits for one."""
     gate = asyncio.Semaphore(concurrency)
 
     async def bounded(prompt: Prompt) -> Outcome:
@@ -162,16 +181,17 @@ async def _batch(
 
     start = time.perf_counter()
     tasks: list[asyncio.Task[Outcome]] = []
-    for prompt in prompts:
+    for prompt, due in zip(prompts, starts, strict=True):
+        wait = due - (time.perf_counter() - start)
+        if wait > 0:
+            await asyncio.sleep(wait)
         tasks.append(asyncio.create_task(bounded(prompt)))
-        if rate != float("inf"):
-            await asyncio.sleep(rng.expovariate(rate))
     outcomes = list(await asyncio.gather(*tasks))
     return outcomes, time.perf_counter() - start
 
 
-def _report(
-    concurrency: int, prompts: list[Prompt], outcomes: list[Outcome], duration: float
+def report(
+    concurrency: int | None, prompts: list[Prompt], outcomes: list[Outcome], duration: float
 ) -> dict[str, Any]:
     good = [(p, o) for p, o in zip(prompts, outcomes, strict=True) if o.ok]
     failed = [o for o in outcomes if not o.ok]
@@ -200,6 +220,19 @@ def _report(
     }
 
 
+def judge(label: str, run_report: dict[str, Any], max_failed_ratio: float, log: Any) -> bool:
+    """Whether a run stayed under ``max_failed_ratio``, logged in one line."""
+    ok = bool(run_report["failed_ratio"] <= max_failed_ratio)
+    log(
+        f"{label}: {run_report['completed']}/{run_report['requests']} ok,"
+        f" {run_report['request_throughput'] or 0:.2f} req/s,"
+        f" {run_report['output_throughput'] or 0:.1f} output tok/s,"
+        f" TTFT p50 {run_report['ttft_ms']['p50'] or 0:.1f} ms"
+        + ("" if ok else f" FAILED: {run_report['failed_ratio']:.1%} of requests failed")
+    )
+    return ok
+
+
 async def run(base: str, options: SaBenchOptions, log: Any) -> tuple[dict[str, Any], bool]:
     """Every concurrency in order; the summary and whether every run stayed under
     ``max_failed_ratio``."""
@@ -215,21 +248,15 @@ async def run(base: str, options: SaBenchOptions, log: Any) -> tuple[dict[str, A
         for c in options.concurrencies:
             warm = make_prompts(tokenizer, options, c * options.num_warmup_mult, rng)
             if warm:
-                await _batch(client, url, model, warm, c, float("inf"), chat, rng)
+                await batch(client, url, model, warm, c, [0.0] * len(warm), chat)
             prompts = make_prompts(tokenizer, options, c * options.num_prompts_mult, rng)
-            outcomes, duration = await _batch(
-                client, url, model, prompts, c, options.rate, chat, rng
-            )
-            report = _report(c, prompts, outcomes, duration)
-            runs.append(report)
-            ok = report["failed_ratio"] <= options.max_failed_ratio
-            passed = passed and ok
-            log(
-                f"sa-bench concurrency={c}: {report['completed']}/{report['requests']} ok,"
-                f" {report['request_throughput'] or 0:.2f} req/s,"
-                f" {report['output_throughput'] or 0:.1f} output tok/s,"
-                f" TTFT p50 {report['ttft_ms']['p50'] or 0:.1f} ms"
-                + ("" if ok else f" FAILED: {report['failed_ratio']:.1%} of requests failed")
+            starts = poisson_starts(len(prompts), options.rate, rng)
+            outcomes, duration = await batch(client, url, model, prompts, c, starts, chat)
+            run_report = report(c, prompts, outcomes, duration)
+            runs.append(run_report)
+            passed = (
+                judge(f"sa-bench concurrency={c}", run_report, options.max_failed_ratio, log)
+                and passed
             )
     result = {
         "type": "sa-bench",

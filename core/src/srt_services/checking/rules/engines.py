@@ -39,7 +39,8 @@ FIRST_PARTY_ENGINES: dict[str, str] = {
     "trtllm-serve": "srt-direct",
 }
 FIRST_PARTY_BENCHMARKS: dict[str, str] = dict.fromkeys(
-    ("sa-bench", "gsm8k", "gpqa", "mmlu", "longbenchv2"), "srt-benchmarks"
+    ("sa-bench", "gsm8k", "gpqa", "mooncake-router", "trace-replay", "mmlu", "longbenchv2"),
+    "srt-benchmarks",
 )
 
 
