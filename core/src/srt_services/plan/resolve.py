@@ -217,7 +217,7 @@ def unstartable_spans(launcher: type[Launcher], units: Iterable[PlannedUnit]) ->
         out.append(
             Problem(
                 where,
-                f"a {unit.name} worker is one launch across {len(wide.nodes)} nodes (an MPI"
+                f"each {unit.name} worker is one launch across {len(wide.nodes)} nodes (an MPI"
                 f" job), which the {launcher.name} launcher cannot start: its nodes are"
                 " virtual nodes of this machine, with no MPI across them; run it in a Slurm"
                 " allocation (srt apply), or use at most gpus_per_node GPUs per worker",
