@@ -160,3 +160,19 @@ def test_dry_run_shows_the_step_and_its_srun_line(tmp_path: Path) -> None:
     srun = kit.run_cli(["dry-run", str(recipe), "--srun"], plugins=_plugins()).stdout
     line = next(x for x in srun.splitlines() if x.startswith("  agg_0_node0: srun "))
     assert "--nodes=2 --ntasks=8 --ntasks-per-node=4 --nodelist=node0,node1" in line
+
+
+def test_the_allocation_holds_the_ranks_of_the_widest_step() -> None:
+    """`srt apply` asks for as many tasks per node as one step starts there, or srun
+    refuses the step on a cluster that allocates CPUs ("More processors requested")."""
+    from srt_services.app.apply import tasks_per_node
+    from srt_services.launch.slurm.sbatch import ScriptInputs, render_script
+    from srt_services.recipe.models import SlurmSpec
+    from srt_services.site_config import SlurmDefaults
+
+    assert tasks_per_node(kit.plan(_plugins(), _recipe())) == 4
+    assert tasks_per_node(kit.plan(_plugins(), _recipe(gpus=2))) == 1
+    script = render_script(
+        ScriptInputs("j", 4, "/j", "/j/r.yaml", SlurmSpec(), SlurmDefaults(), tasks_per_node=4)
+    )
+    assert "#SBATCH --ntasks-per-node=4" in script.splitlines()
