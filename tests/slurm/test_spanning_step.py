@@ -45,11 +45,11 @@ def test_an_instance_across_two_nodes_is_one_step_with_ranks_on_each(
 ) -> None:
     tmp_path.chmod(0o755)
     job = shell.run(
-        # whole nodes, as GPU jobs get them: a rank per GPU needs the node's CPUs
+        # the allocation srt apply asks for a plan whose widest step starts 2 tasks a node
         "sbatch",
         "--parsable",
         "--nodes=2",
-        "--exclusive",
+        "--ntasks-per-node=2",
         "--job-name=span-holder",
         "--wrap",
         "sleep 120",
