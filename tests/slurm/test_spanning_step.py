@@ -50,6 +50,7 @@ def test_an_instance_across_two_nodes_is_one_step_with_ranks_on_each(
         "--parsable",
         "--nodes=2",
         "--ntasks-per-node=2",
+        f"--output={tmp_path}/holder.out",
         "--job-name=span-holder",
         "--wrap",
         "sleep 120",
