@@ -187,6 +187,34 @@ def test_trtllm_serve_disaggregated_as_srtctl(srt_plan: Callable[..., Plan]) -> 
     assert orchestrator.srun_options == {"mpi": "pmix"}
 
 
+def test_trtllm_serve_worker_wider_than_a_node_is_one_mpi_launch(
+    srt_plan: Callable[..., Plan],
+) -> None:
+    """A 16-GPU generation server on 8-GPU nodes: one launch over its two nodes, a rank per
+    GPU (srtctl: `--nodes 2 --ntasks 16 --nodelist a,b --mpi pmix`), its leader's address in
+    ser.yaml."""
+    plan = srt_plan(
+        {
+            "schema": 2,
+            "name": "t",
+            "container": "trtllm",
+            "resources": {"gpus_per_node": 8},
+            "engine": {"type": "trtllm", "model": "/model"},
+            "frontend": {"type": "trtllm-serve"},
+            "roles": {
+                "prefill": {"workers": 1},
+                "decode": {"workers": 1, "gpus_per_worker": 16},
+            },
+        }
+    )
+    (decode,) = plan.unit("decode").instances
+    assert (decode.node, decode.nodes, decode.tasks_per_node) == ("node1", ["node1", "node2"], 8)
+    assert decode.srun_options == {"mpi": "pmix", "oversubscribe": "", "cpu-bind": "verbose,none"}
+    assert decode.argv[5:7] == ["--port", "6100"]
+    ser = yaml.safe_load(instance(plan, "frontend").files[f"{LOG}/ser.yaml"])
+    assert ser["generation_servers"] == {"num_instances": 1, "urls": ["<node1-ip>:6100"]}
+
+
 def test_trtllm_serve_aggregated_worker_serves_the_public_port(
     srt_plan: Callable[..., Plan],
 ) -> None:

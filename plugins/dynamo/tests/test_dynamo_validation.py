@@ -98,14 +98,28 @@ roles: {prefill: {}, decode: {}}
     assert "would be 32768, above 32767" in p.message
 
 
-def test_a_trtllm_worker_wider_than_a_node_is_refused(srt_problem: Callable[..., Any]) -> None:
-    p = srt_problem(
+def test_a_trtllm_worker_wider_than_a_node_is_refused_by_the_local_launcher(
+    srt_plan: Callable[..., Plan],
+) -> None:
+    """One MPI launch across nodes cannot run on the local launcher's virtual nodes: `srt
+    run` refuses it when the plan is made, at the role's gpus_per_worker, saying why."""
+    from srt_services.testing import RecipeError
+
+    text = (
         HEAD
         + "frontend: {type: dynamo}\nengine: {type: trtllm, model: /m/x}\n"
         + "roles: {agg: {gpus_per_worker: 8}}\n"
     )
+    with pytest.raises(RecipeError) as caught:
+        srt_plan(text, runs_here=True, job_dir="/jobs/j")
+    (p,) = caught.value.errors
     assert p.label == "roles.agg.gpus_per_worker"
-    assert "one MPI launch across its nodes" in p.message
+    assert "each agg worker is one launch across 2 nodes" in p.message
+    assert "the local launcher cannot start" in p.message
+    # without a launcher (a dry run, or the plan an sbatch script runs), it plans
+    plan = srt_plan(text, local=False)
+    (worker,) = plan.unit("agg").instances
+    assert worker.nodes == ["node0", "node1"]
 
 
 def test_a_served_name_in_config_against_the_engine_one_is_refused(

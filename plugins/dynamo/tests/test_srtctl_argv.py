@@ -245,6 +245,47 @@ def test_trtllm_engine_yaml_and_mpi_launch_as_srtctl(srt_plan: Callable[..., Pla
     assert decode.env["TRTLLM_EPLB_SHM_NAME"].startswith("moe_shared_")
 
 
+def test_trtllm_worker_wider_than_a_node_is_one_mpi_launch_across_its_nodes(
+    srt_plan: Callable[..., Plan],
+) -> None:
+    """trtllm/gb200-fp8/1k8k/stp/ctx1_gen1_dep32_...: a decode worker of 32 GPUs on 4-GPU
+    nodes is ONE srun step over its 8 nodes with a rank per GPU (srtctl: `--mpi pmix
+    --oversubscribe --cpu-bind=verbose,none --nodes 8 --ntasks 32 --nodelist ...`), the
+    argv srtctl builds, and no process of its own on the other nodes."""
+    plan = srt_plan(
+        recipe(
+            container="dynamo-trtllm",
+            resources={"gpus_per_node": 4},
+            engine={"type": "trtllm", "model": "/model", "served_model_name": "dsr1-fp8"},
+            dynamo={"request_plane": "nats"},
+            frontend={"type": "dynamo"},
+            roles={
+                "prefill": {"workers": 1, "gpus_per_worker": 8},
+                "decode": {"workers": 1, "gpus_per_worker": 32},
+            },
+        ),
+        local=False,
+    )
+    (prefill,) = plan.unit("prefill").instances
+    (decode,) = plan.unit("decode").instances
+    assert prefill.nodes == ["node0", "node1"]
+    assert decode.node == "node2"
+    assert decode.nodes == [f"node{i}" for i in range(2, 10)]
+    assert decode.tasks_per_node == 4
+    assert decode.gpus == [0, 1, 2, 3]
+    assert plan.unit("decode").nodes == decode.nodes
+    assert decode.argv == [
+        "trtllm-llmapi-launch", "python3", "-m", "dynamo.trtllm", "--model-path", "/model",
+        "--served-model-name", "dsr1-fp8", "--disaggregation-mode", "decode",
+        "--extra-engine-args", f"{LOG}/trtllm_config_decode.yaml", "--request-plane", "nats",
+    ]  # fmt: skip
+    # srtctl counts every node's process in its port formulas: the follower on node1 is
+    # process 1, so the decode leader's system port is 7502, as srtctl's
+    assert decode.env["DYN_SYSTEM_PORT"] == "7502"
+    assert "CUDA_VISIBLE_DEVICES" not in decode.env
+    assert decode.srun_options == {"mpi": "pmix", "oversubscribe": "", "cpu-bind": "verbose,none"}
+
+
 def flag_values(argv: list[str], flag: str) -> list[str]:
     return [argv[i + 1] for i, word in enumerate(argv) if word == flag]
 

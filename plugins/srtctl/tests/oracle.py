@@ -55,16 +55,7 @@ DIFFERENCES = {
 
 #: Variants srt cannot plan yet, by recipe and selector, with the reason (never a blanket
 #: skip: a variant that starts planning fails the test until it is removed from here).
-UNSUPPORTED = {
-    (
-        "trtllm/gb200-fp8/1k8k/stp/ctx1_gen1_dep32_batch64_eplb0_mtp0_2048.yaml",
-        None,
-    ): "trtllm worker wider than a node (one MPI launch over 8 nodes): srt-dynamo refuses it",
-    (
-        "trtllm/gb300-fp4/1k8k/stp/ctx1_gen1_dep32_batch128_eplb288_mtp0.yaml",
-        None,
-    ): "trtllm worker wider than a node (one MPI launch over 8 nodes): srt-dynamo refuses it",
-}
+UNSUPPORTED: dict[tuple[str, str | None], str] = {}
 
 #: srtctl's benchmark types as srt names them.
 BENCHMARK_OF = {"custom": "command"}
@@ -347,6 +338,7 @@ def compare(built: Built, exp: dict[str, Any], served: str | None = None) -> Com
             continue
         inst = candidates.pop(0)
         _compare_flags(cmp, p["name"], list(inst.argv), p["argv"], served)
+        _compare_launch(cmp, p, inst)
         got_env = {k: _placeholders(v) for k, v in inst.env.items()}
         for k, v in _recipe_env(p).items():
             cmp.check(f"{p['name']} env {k}", got_env.get(k), v)
@@ -385,6 +377,17 @@ def _compare_benchmark_args(
     for key, value in theirs.items():
         number = re.fullmatch(r"\d+", value) and key.endswith("_ms")
         cmp.check(f"benchmark {key}", mine.get(key), f"{float(value)}" if number else value)
+def _compare_launch(cmp: Comparison, p: dict[str, Any], inst: Any) -> None:
+    """The launch shape of a worker: its nodes (one MPI launch across several for a trtllm
+    worker wider than a node), its task count and its MPI plugin, as srtctl's srun."""
+    srun = p["srun"]
+    nodes = list(inst.nodes or [inst.node])
+    cmp.check(f"{p['name']} launch nodes", nodes, p["nodes"])
+    one_node = int(inst.srun_options.get("ntasks", "1"))
+    tasks = (inst.tasks_per_node or 1) * len(nodes) if inst.nodes else one_node
+    cmp.check(f"{p['name']} srun --ntasks", tasks, srun["ntasks"])
+    cmp.check(f"{p['name']} srun --nodes", len(nodes), srun["nodes"])
+    cmp.check(f"{p['name']} srun --mpi", inst.srun_options.get("mpi"), srun["mpi"])
 
 
 def _compare_frontends(

@@ -31,6 +31,7 @@ from srt_services.recipe.source import Document
 if TYPE_CHECKING:
     from srt_services.app.compose import Setup
     from srt_services.checking.load import LoadedRecipe
+    from srt_services.contracts.plan import Plan
 
 
 @dataclass(slots=True)
@@ -123,6 +124,7 @@ def stage(
             site=site.slurm,
             site_config=site.path,
             recipe_dir=compose.recipe_dir(recipe_path),
+            tasks_per_node=tasks_per_node(plan),
         )
     )
     script_path = job.file(SCRIPT)
@@ -130,6 +132,19 @@ def stage(
     return Submission(
         job_dir=job.path, script=script_path, recipe=staged, nodes=len(plan.nodes), pins=pins
     )
+
+
+def tasks_per_node(plan: Plan) -> int:
+    """The most tasks one of the plan's steps starts on a node: an instance across nodes
+    says so (``tasks_per_node``), an instance on one node by its ``ntasks`` srun option."""
+    most = 1
+    for inst in plan.instances():
+        count = inst.tasks_per_node or 1
+        ntasks = inst.srun_options.get("ntasks", "1")
+        if not inst.nodes and ntasks.isdigit():
+            count = int(ntasks)
+        most = max(most, count)
+    return most
 
 
 def _refuse_unpinned(doc: Document, failed: list[Pin]) -> None:

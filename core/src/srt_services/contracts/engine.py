@@ -57,6 +57,13 @@ class EngineProcess:
     #: srt sets ``CUDA_VISIBLE_DEVICES`` to a worker's GPUs when it has part of a node;
     #: ``False`` for an engine that hands the GPUs over otherwise (vLLM's ``--device-ids``)
     visible_devices: bool = True
+    #: the worker's leader process is ONE launch across every node of the worker (an MPI
+    #: job: ``srun --nodes=K`` starts its ranks on each node), not a process per node; srt
+    #: then plans no instance on the worker's other nodes. Only a launcher that can start
+    #: such a step runs it (Slurm); the local launcher refuses it when the plan is made.
+    spans_nodes: bool = False
+    #: tasks (MPI ranks) the launch starts on each node, with ``spans_nodes``
+    tasks_per_node: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,10 @@ class Launcher:
     #: cluster may set the others; the run says so before it starts, instead of starting
     #: the process without its image or its CPU binding and saying nothing.
     applies: ClassVar[frozenset[str]] = frozenset(LAUNCH_SETTINGS)
+    #: Whether it starts one launch across several nodes (``PlannedInstance.nodes``: an
+    #: MPI worker wider than a node). A plan with one is refused for a launcher that
+    #: cannot: the worker could not run as the engine built it.
+    spans_nodes: ClassVar[bool] = False
 
     def __init__(self, plan: Plan, job_dir: str, settings: LaunchSettings | None = None) -> None:
         self.plan = plan

@@ -81,6 +81,16 @@ class PlannedInstance:
     #: how a Slurm job starts it: ``agent`` (its node's srt agent) or ``step`` (an ``srun``
     #: step of its own); ``None`` outside Slurm (see ``Plan.slurm_launcher``)
     via: str | None = None
+    #: every node of one launch across several nodes (an MPI worker), ``node`` first; empty
+    #: for an instance on one node. Its ``ports`` are claimed on ``node`` only: they are
+    #: what its leader rank listens on
+    nodes: list[str] = field(default_factory=list)
+    #: tasks the launch starts on each of ``nodes`` (``None``: one process on ``node``)
+    tasks_per_node: int | None = None
+
+    def all_nodes(self) -> list[str]:
+        """The nodes the instance runs on: ``nodes``, or its one ``node``."""
+        return self.nodes or [self.node]
 
 
 @dataclass
@@ -220,7 +230,7 @@ class Plan:
                 nodes.update(dict.fromkeys(unit.build.nodes))
             for i in unit.instances:
                 if i.node not in nodes and _names(root, i):
-                    nodes[i.node] = None
+                    nodes.update(dict.fromkeys(i.all_nodes()))
         return list(nodes)
 
     def unit(self, name: str) -> PlannedUnit:

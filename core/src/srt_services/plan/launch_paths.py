@@ -15,8 +15,9 @@ from collections.abc import Iterable
 
 from srt_services.contracts.plan import PlannedInstance, PlannedUnit
 
-#: What only ``srun`` applies: an instance that sets one of these is a step of its own.
-STEP_ONLY = ("container", "cpus_per_task", "cpu_bind", "srun_options")
+#: What only ``srun`` applies: an instance that sets one of these is a step of its own
+#: (``nodes``: one launch across several nodes, which no node's agent can start).
+STEP_ONLY = ("container", "cpus_per_task", "cpu_bind", "srun_options", "nodes")
 
 
 def choose(recipe: str | None, site: str | None, agents_above: int, nodes: int) -> str:

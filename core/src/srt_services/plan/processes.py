@@ -161,7 +161,11 @@ def _process_instance(
         srun_options=dict(built.srun_options) if built is not None else {},
         mounts=ctx.mounts if container else [],
     )
+    if built is not None and built.spans_nodes and worker is not None and len(worker.nodes) > 1:
+        inst.nodes = [n.name for n in worker.nodes]
+        inst.tasks_per_node = built.tasks_per_node
     if built is not None:
+        # an instance across nodes: its ports are its leader rank's, on its first node
         owner = ".".join(written)
         for port in built.ports:
             if port not in inst.ports:
@@ -254,7 +258,9 @@ def _engine_worker(ctx: PlanContext, settled: SettledEngine, process: WorkerProc
 def worker_unit(
     ctx: PlanContext, role: str, spec: RoleSpec, discovery: dict[str, str]
 ) -> PlannedUnit:
-    """A role's workers: one instance per node of each worker, the first one probed."""
+    """A role's workers: one instance per node of each worker, the first one probed; or,
+    for a worker the engine launches once across its nodes (``EngineProcess.spans_nodes``),
+    one instance carrying every node."""
     readiness = bound(
         spec.readiness, ctx.loaded.job_probes.roles.get(role), f"roles.{role}", "readiness"
     )
@@ -295,6 +301,8 @@ def worker_unit(
             if spec.metrics and rank == 0:
                 _claim_metrics(ctx, inst, spec.metrics, f"roles.{role}", worker.slot)
             instances.append(inst)
+            if inst.nodes:
+                break  # one launch across the worker's nodes: no instance per node
     return PlannedUnit(
         name=role,
         category="workers",
@@ -308,7 +316,7 @@ def worker_unit(
         stop_grace=_grace(spec, "workers", settled),
         instances=instances,
         placement=role,
-        nodes=list(dict.fromkeys(i.node for i in instances)),
+        nodes=list(dict.fromkeys(n for i in instances for n in i.all_nodes())),
         container=instances[0].container if instances else None,
     )
 

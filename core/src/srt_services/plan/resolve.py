@@ -138,6 +138,8 @@ def _resolve(
                 ctx.problems.append(Problem(s.eff.label_path, message))
             else:  # dry-run --local: the same recipe may be meant for a cluster
                 ctx.warnings.append(f"services[{s.name}]: {message}")
+    if settings.launcher is not None and not settings.launcher.spans_nodes:
+        ctx.problems.extend(unstartable_spans(settings.launcher, units))
     if ctx.problems:
         raise _recipe_error(loaded, ctx.problems)
     if settings.launcher is not None:
@@ -253,6 +255,28 @@ def unapplied_settings(launcher: type[Launcher], units: Iterable[PlannedUnit]) -
                 f"{unit.label}: the {launcher.name} launcher does not apply {', '.join(found)};"
                 " it runs the process without them"
             )
+    return out
+
+
+def unstartable_spans(launcher: type[Launcher], units: Iterable[PlannedUnit]) -> list[Problem]:
+    """One problem per role whose workers are one launch across several nodes (an MPI
+    worker wider than a node), which ``launcher`` cannot start: the local launcher's
+    virtual nodes are one machine, with no MPI launch across them."""
+    out = []
+    for unit in units:
+        wide = next((i for i in unit.instances if i.nodes), None)
+        if wide is None:
+            continue
+        where = ("roles", unit.name, "gpus_per_worker") if unit.category == "workers" else ()
+        out.append(
+            Problem(
+                where,
+                f"each {unit.name} worker is one launch across {len(wide.nodes)} nodes (an MPI"
+                f" job), which the {launcher.name} launcher cannot start: its nodes are"
+                " virtual nodes of this machine, with no MPI across them; run it in a Slurm"
+                " allocation (srt apply), or use at most gpus_per_node GPUs per worker",
+            )
+        )
     return out
 
 

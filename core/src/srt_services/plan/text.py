@@ -52,6 +52,9 @@ def _instance_lines(
 ) -> Iterator[str]:
     """An instance: the first one in full, the others by what differs from the first."""
     where = f"{inst.step} on {inst.node} ({inst.node_ip})"
+    if inst.nodes:
+        per = inst.tasks_per_node or 1
+        where += f" and {','.join(inst.nodes[1:])}: one launch of {per} task(s) per node"
     if inst.worker:
         where += f" for worker {inst.worker} gpus {','.join(map(str, inst.gpus or []))}"
     if agents and inst.via == "step":

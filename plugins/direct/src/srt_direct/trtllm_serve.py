@@ -3,7 +3,8 @@
 Aggregated, the single worker serves the public port itself. Disaggregated, every worker
 serves on its own port and ``trtllm-serve disaggregated`` routes between them, reading
 ``ser.yaml`` (which names each worker's address), written into the log directory. Each
-worker is one MPI launch with a rank per GPU; the role's config is the engine's YAML file.
+worker is one MPI launch with a rank per GPU, across its nodes for a worker wider than a
+node; the role's config is the engine's YAML file.
 """
 
 from __future__ import annotations
@@ -69,15 +70,7 @@ def ser_config(
     }
 
 
-def _wide_workers(recipe: Recipe) -> Iterator[Problem]:
-    gpn = recipe.resources.gpus_per_node
-    for role, spec in recipe.roles.items():
-        if spec.command is None and (spec.gpus_per_worker or gpn) > gpn:
-            yield Problem(
-                ("roles", role, "gpus_per_worker"),
-                "a trtllm worker wider than a node is one MPI launch across its nodes, which"
-                " srt cannot start yet; use at most gpus_per_node GPUs per worker",
-            )
+def _agg_problems(recipe: Recipe) -> Iterator[Problem]:
     agg = recipe.roles.get("agg")
     if agg is not None and agg.command is None and not disaggregated(recipe) and agg.workers != 1:
         yield Problem(
@@ -100,7 +93,7 @@ class TrtllmServeEngine(Engine):
 
     def validate(self, recipe: Recipe, options: Any) -> Iterable[Problem]:
         yield from model_problems(recipe, "srt-direct's trtllm-serve engine")
-        yield from _wide_workers(recipe)
+        yield from _agg_problems(recipe)
 
     def worker(
         self,
@@ -130,6 +123,12 @@ class TrtllmServeEngine(Engine):
                 argv += [f"--{key}", str(config[key])]
         argv += ["--config", _config_path(role)]
         gpus = len(process.worker.gpus)
+        # a worker wider than a node is one MPI launch across its nodes: srt gives srun the
+        # task counts (a rank per GPU on each node); on one node, --ntasks is the GPUs
+        spans = len(process.worker.nodes) > 1
+        srun = {"mpi": "pmix", "oversubscribe": "", "cpu-bind": "verbose,none"}
+        if not spans:
+            srun = {"mpi": "pmix", "ntasks": str(gpus), **srun}
         return EngineProcess(
             argv=argv,
             files={_config_path(role): yaml.safe_dump(config)},
@@ -138,12 +137,9 @@ class TrtllmServeEngine(Engine):
             },
             readiness=http_probe(port, "/health", opts.readiness_timeout_seconds),
             ports=(port,),
-            srun_options={
-                "mpi": "pmix",
-                "ntasks": str(gpus),
-                "oversubscribe": "",
-                "cpu-bind": "verbose,none",
-            },
+            srun_options=srun,
+            spans_nodes=spans,
+            tasks_per_node=gpus if spans else 1,
         )
 
     def frontend(

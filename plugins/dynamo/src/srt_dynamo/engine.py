@@ -93,8 +93,10 @@ class DynamoEngine(Engine):
         if recipe.engine.type == "sglang" and slots.http_port is not None:
             ports.append(slots.http_port)
         srun: dict[str, str] = {}
+        # a trtllm worker wider than a node is one MPI launch across its nodes, a rank per GPU
+        spans = recipe.engine.type == "trtllm" and len(process.worker.nodes) > 1
         if recipe.engine.type == "trtllm":
-            srun = mpi_options(len(process.worker.gpus))
+            srun = mpi_options(len(process.worker.gpus), spans)
         preamble = _joined(
             install_command(opts.install) if opts.install is not False else None,
             sequential_wait(build),
@@ -112,6 +114,8 @@ class DynamoEngine(Engine):
             ports=tuple(dict.fromkeys(ports)),
             srun_options=srun,
             visible_devices=backend.visible_devices(build),
+            spans_nodes=spans,
+            tasks_per_node=len(process.worker.gpus) if spans else 1,
         )
 
     def frontend(

@@ -131,16 +131,9 @@ def worker_problems(recipe: Recipe) -> Iterator[Problem]:
             " node or in the container, or a hub id)",
         )
     backend = BACKENDS.get(recipe.engine.type)
-    gpn = recipe.resources.gpus_per_node
     served = served_model_name(recipe) if recipe.engine.model else None
     for role in roles:
         spec = recipe.roles[role]  # type: ignore[index]
-        if recipe.engine.type == "trtllm" and (spec.gpus_per_worker or gpn) > gpn:
-            yield Problem(
-                ("roles", role, "gpus_per_worker"),
-                "a trtllm worker wider than a node is one MPI launch across its nodes, which"
-                " srt cannot start yet; use at most gpus_per_node GPUs per worker",
-            )
         if backend is None or recipe.engine.type == "trtllm":
             continue
         for key in spec.config:

@@ -35,18 +35,29 @@ def option_flags(options: Mapping[str, str]) -> list[str]:
     return [f"--{k}={v}" if v != "" else f"--{k}" for k, v in options.items()]
 
 
-def step_argv(job_id: str, node: str, name: str, srun: str = "srun") -> list[str]:
+def step_argv(
+    job_id: str,
+    node: str,
+    name: str,
+    srun: str = "srun",
+    nodes: Sequence[str] = (),
+    tasks_per_node: int | None = None,
+) -> list[str]:
     """The start of every ``srun`` srt runs inside its allocation: one task on ``node``, a
-    step named ``name`` that runs beside the job's other steps (``--overlap``)."""
-    return [
-        srun,
-        f"--jobid={job_id}",
-        "--overlap",
-        "--nodes=1",
-        "--ntasks=1",
-        f"--nodelist={node}",
-        f"--job-name={name}",
-    ]
+    step named ``name`` that runs beside the job's other steps (``--overlap``). With
+    ``nodes`` (one launch across several nodes, an MPI worker): ``tasks_per_node`` tasks on
+    each of them, in one step, so Slurm starts, signals and ends every rank together."""
+    if len(nodes) > 1:
+        per = tasks_per_node or 1
+        where = [
+            f"--nodes={len(nodes)}",
+            f"--ntasks={per * len(nodes)}",
+            f"--ntasks-per-node={per}",
+            f"--nodelist={','.join(nodes)}",
+        ]
+    else:
+        where = ["--nodes=1", "--ntasks=1", f"--nodelist={node}"]
+    return [srun, f"--jobid={job_id}", "--overlap", *where, f"--job-name={name}"]
 
 
 def srun_argv(
@@ -60,7 +71,9 @@ def srun_argv(
     srun: str = "srun",
 ) -> list[str]:
     argv = [
-        *step_argv(job_id, instance.node, instance.step, srun),
+        *step_argv(
+            job_id, instance.node, instance.step, srun, instance.nodes, instance.tasks_per_node
+        ),
         f"--output={log_path}",
         "--open-mode=append",
         "--export=ALL",

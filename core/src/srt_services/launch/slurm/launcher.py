@@ -70,6 +70,7 @@ class SlurmLauncher(Launcher):
         " node (slurm.launcher)."
     )
     local_processes: ClassVar[bool] = False
+    spans_nodes: ClassVar[bool] = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

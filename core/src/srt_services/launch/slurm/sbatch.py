@@ -29,6 +29,10 @@ class ScriptInputs:
     site_config: str | None = None
     #: the directory of the recipe as submitted: ``{recipe_dir}`` in the staged copy
     recipe_dir: str | None = None
+    #: the most tasks one step of the job starts on a node (an MPI worker's ranks): the
+    #: allocation must hold that many on each node, or srun refuses the step ("More
+    #: processors requested than permitted") on a cluster that allocates by CPU
+    tasks_per_node: int = 1
 
 
 #: What a path may hold to go into an sbatch directive and an srun --output unchanged:
@@ -65,7 +69,7 @@ def render_script(inp: ScriptInputs) -> str:
         "#!/bin/bash",
         f"#SBATCH --job-name={inp.job_name}",
         f"#SBATCH --nodes={inp.nodes}",
-        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --ntasks-per-node={max(1, inp.tasks_per_node)}",
         f"#SBATCH --output={directive_value(inp.job_dir + '/logs/sbatch.out')}",
         f"#SBATCH --chdir={directive_value(inp.job_dir)}",
     ]

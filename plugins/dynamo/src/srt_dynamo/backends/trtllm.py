@@ -2,7 +2,8 @@
 
 The role's config is not turned into flags: it is the engine's YAML file (srtctl writes it
 with ``yaml.safe_dump``, keys sorted), written into the job's log directory before launch.
-The worker is one MPI launch with one rank per GPU.
+The worker is one MPI launch with one rank per GPU; a worker wider than a node is one
+launch across its nodes (one srun step with a rank per GPU on each node).
 """
 
 from __future__ import annotations
@@ -69,8 +70,12 @@ def forced_env(b: WorkerBuild) -> dict[str, str]:
     return {"TRTLLM_EPLB_SHM_NAME": f"moe_shared_{{job_id}}_{b.role}_{b.proc.worker.index}"}
 
 
-def mpi_options(gpus: int) -> dict[str, str]:
-    """One MPI rank per GPU of the worker, in one step (srtctl's srun shape)."""
+def mpi_options(gpus: int, spans: bool = False) -> dict[str, str]:
+    """One MPI rank per GPU of the worker, in one step (srtctl's srun shape). A worker
+    across nodes (``spans``) gets its task counts from srt (``EngineProcess.tasks_per_node``:
+    ``--ntasks``, ``--ntasks-per-node``, ``--nodes``), not from an option here."""
+    if spans:
+        return {"mpi": "pmix", "oversubscribe": "", "cpu-bind": "verbose,none"}
     return {"mpi": "pmix", "ntasks": str(gpus), "oversubscribe": "", "cpu-bind": "verbose,none"}
 
 
