@@ -25,7 +25,8 @@ def status_rows(path: str) -> dict[str, Any]:
     alive_orch = view.orchestrator_alive()
     now = time.time()
     instances = state.instances if state is not None else {}
-    rows = [_row(view, step, inst, alive_orch, now) for step, inst in instances.items()]
+    over = state is not None and state.finished
+    rows = [_row(view, step, inst, alive_orch, now, over) for step, inst in instances.items()]
     slurm: dict[str, Any] | None = None
     if view.slurm_job_id is not None:
         slurm = _slurm_status(view.slurm_job_id, rows)
@@ -39,7 +40,7 @@ def status_rows(path: str) -> dict[str, Any]:
     if status in {"running", "stopping"} and not alive_orch:
         status = "lost"  # never "running" about a job whose orchestrator is gone
     builds = state.builds if state is not None else {}
-    rows += [_row(view, step, b, alive_orch, now, build=True) for step, b in builds.items()]
+    rows += [_row(view, step, b, alive_orch, now, over, build=True) for step, b in builds.items()]
     return {
         "slurm": slurm,
         "job": (state.job_name if state else None) or (view.plan.job_name if view.plan else None),
@@ -60,6 +61,7 @@ def _row(
     inst: InstanceState,
     alive_orch: bool,
     now: float,
+    over: bool,
     build: bool = False,
 ) -> dict[str, Any]:
     pid = inst.pid
@@ -68,7 +70,11 @@ def _row(
     state_name: str = inst.state
     if build and state_name == "starting":
         state_name = "building"
-    if not running and state_name in LIVE_STATES and not alive_orch and pid:
+    if over and state_name in LIVE_STATES:
+        # the job ended (``srt stop`` cleaned up after its orchestrator, or the watchdog
+        # of a detached run did): nothing of it runs on, whatever the last write said
+        state_name = "stopped"
+    elif not running and state_name in LIVE_STATES and not alive_orch and pid:
         state_name = f"{state_name} (orchestrator gone)"
     return {
         "step": step,

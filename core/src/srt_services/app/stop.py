@@ -39,11 +39,25 @@ class StopRequest:
     timeout: float | None = None
 
 
+#: Instance states only a running orchestrator can keep up.
+LIVE_STATES = frozenset({"pending", "starting", "ready", "unhealthy", "backoff", "stopping"})
+
+
 def mark_stopped(view: JobView, note: str) -> None:
-    """Record in ``state.json`` that the job was stopped from outside (and by what)."""
+    """Record in ``state.json`` that the job was stopped from outside (and by what).
+
+    Its instances are stopped too: an instance the dead orchestrator last saw ``ready`` is
+    not ready in a job that says ``stopped`` (``srt status`` would show both otherwise).
+    """
     if view.state is None:
         return
-    stopped = dataclasses.replace(view.state, status="stopped", stopped_by=note)
+    instances = {
+        step: dataclasses.replace(inst, state="stopped") if inst.state in LIVE_STATES else inst
+        for step, inst in view.state.instances.items()
+    }
+    stopped = dataclasses.replace(
+        view.state, status="stopped", stopped_by=note, instances=instances
+    )
     write_state(view.job, stopped)
 
 
