@@ -298,6 +298,17 @@ def test_dry_run_unknown_unit_suggests_a_close_name(srt, repo: Path) -> None:
     assert "--unit router: the plan has no unit of that name; did you mean kv-router?" in r.err
 
 
+def test_dry_run_unknown_unit_lists_the_units(srt, repo: Path) -> None:
+    """Nothing close to the name: the units there are, so the user can pick one."""
+    r = srt("dry-run", str(repo / "examples" / "disagg-services.yaml"), "--unit", "nosuch")
+    assert r.code == 2
+    line = next(x for x in r.err.splitlines() if x.startswith("Error: --unit nosuch"))
+    units = line.split("(units: ", 1)[1].rstrip(")").split(", ")
+    plan = json.loads(srt("dry-run", str(repo / "examples" / "disagg-services.yaml"), "--json").out)
+    assert units == [u["name"] for u in plan["units"]]
+    assert "kv-router" in units and "frontend" in units
+
+
 def test_dry_run_unit_is_for_the_text(srt, repo: Path) -> None:
     path = str(repo / "examples" / "disagg-services.yaml")
     r = srt("dry-run", path, "--unit", "kv-router", "--json")

@@ -215,7 +215,10 @@ def _known_units(plan: Any, names: tuple[str, ...]) -> frozenset[str]:
         if name not in known:
             close = get_close_matches(name, known, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise click.UsageError(f"--unit {name}: the plan has no unit of that name{hint}")
+            raise click.UsageError(
+                f"--unit {name}: the plan has no unit of that name{hint}"
+                f" (units: {', '.join(known) or 'none'})"
+            )
     return frozenset(names)
 
 
