@@ -383,10 +383,43 @@ def test_a_shape_error_outside_the_services_holds_back_the_checks(srt_problems) 
 
 
 def test_yaml_syntax_error_has_the_line(srt_problem) -> None:
+    """The `[` of line 3 is never closed: that is where to look, not the end of the file
+    where the parser gave up."""
     p = srt_problem("schema: 2\nname: t\nservices: [\n  {name: a, command: [a]}\n")
     assert p.label == ""
     assert p.message.startswith("YAML syntax error: ")
-    assert p.line == 5
+    assert (p.line, p.column) == (3, 11)
+    assert "the '[' opened here is never closed (the parser gave up at 5:1)" in p.message
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "opened"),
+    [
+        # the unclosed `{` of line 6, reported at 7:1 before
+        (
+            "schema: 2\nname: x\nresources: {gpus_per_node: 8}\nroles:\n"
+            "  decode: {workers: 1, command: [a]}\nservices: [{name: a, command: [x]\n",
+            (6, 12),
+            "'{'",
+        ),
+        ("schema: 2\nname: t\nresources: {gpus_per_node: 8\n\n\n", (3, 12), "'{'"),
+        ('schema: 2\nname: "t\nfrontend: {type: none}\n', (2, 7), "quote"),
+    ],
+)
+def test_an_unclosed_bracket_is_reported_where_it_opens(
+    srt_problem, text: str, where: tuple[int, int], opened: str
+) -> None:
+    p = srt_problem(text)
+    assert (p.line, p.column) == where
+    assert f"the {opened} opened here is never closed" in p.message
+
+
+def test_a_bracket_closed_wrongly_on_its_own_line_is_reported_where_it_goes_wrong(
+    srt_problem,
+) -> None:
+    p = srt_problem("schema: 2\nname: t\nresources: {gpus_per_node: [8}\n")
+    assert (p.line, p.column) == (3, 30)  # the `}` where a `]` belongs
+    assert "never closed" not in p.message
 
 
 def test_unclosed_quote(srt_problem) -> None:
