@@ -221,7 +221,7 @@ def _comments(node: Any) -> str:
     ca = getattr(node, "ca", None)
     if ca is None:
         return ""
-    out = []
+    out: list[str] = []
     keys = list(node) if isinstance(node, dict) else list(range(len(node)))
     for key in keys:
         out.extend(t.value for t in _tokens(ca.items.get(key)))
