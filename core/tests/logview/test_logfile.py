@@ -185,3 +185,24 @@ def test_since_clock_times_and_nonsense() -> None:
     assert parse_since("12:30", now=now) == time.mktime((2024, 5, 1, 12, 30, 0, 0, 0, -1))
     with pytest.raises(click.BadParameter, match="is not a time"):
         parse_since("yesterday")
+
+
+def test_the_tail_counts_lines_not_newlines_when_attempts_split_them(tmp_path: Path) -> None:
+    """`srt logs -n 1` of a service restarted after leaving a line unfinished: the last
+    line and its attempt's mark, not the previous attempt's unfinished line and mark too."""
+    log = tmp_path / "s.out"
+    chunk = b"start\nunfinished"
+    log.write_bytes(chunk * 3 + b"start\n")
+    attempts = [attempt(n + 1, n * len(chunk)) for n in range(4)]
+    assert shown(logfile(log, *attempts).read_past(lines=1)) == [
+        "[mark] attempt 4 (pid 104) started " + _when(0),
+        "start",
+    ]
+    two = shown(logfile(log, *attempts).read_past(lines=2))
+    assert two == ["unfinished", "[mark] attempt 4 (pid 104) started " + _when(0), "start"]
+    log.write_bytes(chunk * 3)  # the last attempt's line is unfinished too
+    f = logfile(log, *attempts[:3])
+    assert shown(f.read_past(lines=1)) == []
+    assert shown(f.flush_partial()) == ["unfinished"]
+    f = logfile(log, *attempts[:3])
+    assert shown(f.read_past(lines=0)) + shown(f.flush_partial()) == []

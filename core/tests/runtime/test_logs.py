@@ -73,6 +73,9 @@ def test_logs_of_a_running_job_with_restarts(jobs: Jobs) -> None:
         "service_ticker",
         "service_flaky",
     }
+    one = srt("logs", run.job_dir, "flaky", "-n", "1", "--no-prefix").stdout.splitlines()
+    assert len([t for t in one if not t.startswith("===")]) == 1, one
+    assert len(one) <= 2 and not one[-1].startswith("==="), one
     tail = srt("logs", run.job_dir, "ticker", "-n", "3").stdout.splitlines()
     assert len(tail) == 3 and tail[-1].startswith("service_ticker | tick ")
     unknown = srt("logs", run.job_dir, "nope")

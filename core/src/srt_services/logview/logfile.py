@@ -134,7 +134,25 @@ class LogFile:
         self._marks = [(a, st.st_ino) for a in marks if a.offset is not None and a.offset >= start]
         if not self._marking:
             self._marks = []
-        return self._read_to(size)
+        pieces = self._read_to(size)
+        if lines is None:
+            return pieces
+        return self._last_lines(pieces, lines)
+
+    def _last_lines(self, pieces: list[Piece], lines: int) -> list[Piece]:
+        """Only the last ``lines`` lines of ``pieces`` (and the unfinished one), and the marks
+        among them: a mark splits a line the previous attempt left unfinished, so the tail
+        counted in the file's newlines can hold a line more per mark than was asked for."""
+        excess = sum(p.kind == "line" for p in pieces) + bool(self._partial) - lines
+        if excess <= 0:
+            return pieces
+        for i, piece in enumerate(pieces):
+            if piece.kind == "line":
+                excess -= 1
+                if excess == 0:
+                    return pieces[i + 1 :]
+        self._partial = b""  # asked for none
+        return []
 
     # ------------------------------------------------------------------ what comes
 
