@@ -138,6 +138,20 @@ def _orchestrator_elsewhere(view: JobView, elsewhere: str, log: Log) -> int:
     return 1
 
 
+def stop_lost_job(view: JobView, log: Log, by: str) -> list[str]:
+    """Stop what a dead orchestrator left, tier by tier with the plan's graces, and record
+    the job stopped ``by``; returns what could not be stopped (the watchdog of ``srt run -d``)."""
+    survivors = stop_leftovers(view, None, log)
+    mark_stopped(view, by)
+    left = survivors or [f"pid {f.pid} ({f.step or '?'})" for f in leftovers(view)]
+    if left:
+        log("could not stop: " + ", ".join(left))
+    else:
+        _remove_cgroup(view)
+        log("nothing of the job is running")
+    return left
+
+
 def _stop_directly(view: JobView, now: bool, timeout: float | None, log: Log) -> int:
     """Stop what is left of the job without its orchestrator (gone, or too slow); 0 when
     nothing of the job is left running."""

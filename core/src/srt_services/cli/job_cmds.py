@@ -45,6 +45,12 @@ class Seconds(click.FloatRange):
     hidden=True,
     help="Launcher plugin (the sbatch script passes slurm).",
 )
+@click.option(
+    "-d",
+    "--detach",
+    is_flag=True,
+    help="Start the job in the background: print its directory and return once it is up.",
+)
 def run(
     recipe: str,
     job_dir: str | None,
@@ -53,15 +59,27 @@ def run(
     plain: bool | None,
     grace: float | None,
     launcher: str,
+    detach: bool,
 ) -> None:
     """Run a recipe on this machine and supervise it until it ends.
 
     Phases start in order (infra, before_workers, workers, frontend, after_frontend,
     benchmark); Ctrl-C stops everything (twice: at once). The exit status is the
     benchmark's or the terminal services' worst, 1 for a failed job, 128+N after signal N.
+
+    With -d the job runs on after the shell is gone, its orchestrator watched: if the
+    orchestrator dies (kill -9), the watchdog stops its services within their stop graces.
+    `srt status`, `srt logs -f` and `srt stop` work on it as on any job; the orchestrator's
+    own output is `srt logs JOBDIR orchestrator`.
     """
     from srt_services.app import compose
     from srt_services.app.run import RunRequest, run_job
+
+    request = RunRequest(
+        recipe=recipe, job_dir=job_dir, nodes=nodes, launcher=launcher, grace=grace
+    )
+    if detach:
+        raise SystemExit(_detached(compose.setup(), request))
     from srt_services.cli.progress import make_progress
     from srt_services.cli.run_views import summary
 
@@ -70,15 +88,32 @@ def run(
     def note(message: str) -> None:
         progress({"event": "note", "detail": message})
 
-    request = RunRequest(
-        recipe=recipe, job_dir=job_dir, nodes=nodes, launcher=launcher, grace=grace
-    )
     try:
         result = run_job(compose.setup(), request, progress, note)
     finally:
         progress.close()
     summary(result)
     raise SystemExit(result.code)
+
+
+def _detached(where: Any, request: Any) -> int:
+    """``srt run -d``: the job directory on stdout (for scripts), the rest on stderr."""
+    from srt_services.app.detach import start
+
+    started = start(where, request)
+    if started.code is not None:
+        sys.stderr.write(f"srt run: the job ended before it was up (exit {started.code}):\n")
+        sys.stderr.write("".join(f"  {line}\n" for line in started.output))
+        click.echo(started.job_dir)
+        return started.code or 1
+    pid = started.orchestrator_pid
+    up = f"orchestrator pid {pid}" if pid is not None else "still starting"
+    sys.stderr.write(
+        f"srt run: detached ({up}, watchdog pid {started.watchdog_pid});"
+        f" srt status / logs -f / stop {started.job_dir}\n"
+    )
+    click.echo(started.job_dir)
+    return 0
 
 
 def pick_job_dir(job_dir: str | None, command: str) -> str:
