@@ -36,6 +36,7 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("srt_services.cli.job_cmds", "status"),
     "stop": ("srt_services.cli.job_cmds", "stop"),
     "logs": ("srt_services.cli.log_cmds", "logs"),
+    "events": ("srt_services.cli.event_cmds", "events"),
     "restart": ("srt_services.cli.control_cmds", "restart"),
     "ps": ("srt_services.cli.job_cmds", "ps"),
     "jobs": ("srt_services.cli.job_cmds", "jobs"),
