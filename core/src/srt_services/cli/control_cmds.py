@@ -8,6 +8,8 @@ import sys
 
 import rich_click as click
 
+from srt_services.cli.job_args import JOB_DIR, complete_unit, root_option
+
 
 def ask_orchestrator(op: str, job_dir: str, service: str, force: bool, wait: bool) -> int:
     """Send one request; print its progress on stderr and its outcome; return the exit code."""
@@ -28,8 +30,9 @@ def ask_orchestrator(op: str, job_dir: str, service: str, force: bool, wait: boo
 
 
 @click.command()
-@click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
-@click.argument("service")
+@click.argument("job_dir", type=JOB_DIR)
+@click.argument("service", shell_complete=complete_unit)
+@root_option
 @click.option(
     "--force",
     is_flag=True,

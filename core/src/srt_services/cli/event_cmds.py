@@ -9,6 +9,8 @@ from typing import Any
 
 import rich_click as click
 
+from srt_services.cli.job_args import JOB_DIR, root_option
+
 #: Fields every event has; the rest are the event's own.
 _COMMON = ("t", "mono", "event")
 
@@ -51,7 +53,8 @@ class _Lines:
 
 
 @click.command()
-@click.argument("job_dir", required=False, type=click.Path(exists=True, file_okay=False))
+@click.argument("job_dir", required=False, type=JOB_DIR)
+@root_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new events until the job ends.")
 @click.option("-n", "--tail", "last", type=click.IntRange(0), help="Only the last N events.")
 @click.option("--json", "as_json", is_flag=True, help="The events as they are, one per line.")

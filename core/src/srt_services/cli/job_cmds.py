@@ -8,6 +8,8 @@ from typing import Any
 
 import rich_click as click
 
+from srt_services.cli.job_args import JOB_DIR, complete_unit, root_option
+
 
 class Seconds(click.FloatRange):
     """A number of seconds in a range; ``nan`` and ``inf`` are refused (a NaN compares
@@ -25,8 +27,9 @@ class Seconds(click.FloatRange):
 @click.option(
     "--job-dir",
     type=click.Path(file_okay=False),
-    help="Job directory (default: ./srt-jobs/<name>-<time>).",
+    help="Job directory (default: <job root>/<name>-<time>).",
 )
+@root_option
 @click.option(
     "--nodes",
     type=click.IntRange(1, 254),
@@ -126,14 +129,15 @@ def pick_job_dir(job_dir: str | None, command: str) -> str:
     latest = latest_job()
     if latest is None:
         raise click.UsageError(
-            f"no job directories under {job_root()}: give JOBDIR (or set SRT_JOB_ROOT)"
+            f"no job directories under {job_root()}: give JOBDIR (or --root / SRT_JOB_ROOT)"
         )
     sys.stderr.write(f"srt {command}: latest job: {latest}\n")
     return latest
 
 
 @click.command()
-@click.argument("job_dir", required=False, type=click.Path(exists=True, file_okay=False))
+@click.argument("job_dir", required=False, type=JOB_DIR)
+@root_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option(
     "-w",
@@ -145,9 +149,10 @@ def pick_job_dir(job_dir: str | None, command: str) -> str:
 def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
     """Show every instance of a job (running or ended): state, PID, uptime, readiness, log.
 
-    Without JOBDIR: the latest job under the job root (./srt-jobs or $SRT_JOB_ROOT), named
-    on stderr. On a terminal the table fits its width (the log path relative to the job
-    directory, less useful columns left out); in a pipe every column is printed in full.
+    Without JOBDIR: the latest job under the job root (--root, $SRT_JOB_ROOT, else
+    ~/.local/state/srt/jobs), named on stderr; JOBDIR may be a job's name under it. On a
+    terminal the table fits its width (the log path relative to the job directory, less
+    useful columns left out); in a pipe every column is printed in full.
     """
     from srt_services.app.status import status_rows
 
@@ -173,8 +178,9 @@ def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
 
 
 @click.command()
-@click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
-@click.argument("service", required=False)
+@click.argument("job_dir", type=JOB_DIR)
+@click.argument("service", required=False, shell_complete=complete_unit)
+@root_option
 @click.option("--now", is_flag=True, help="Skip the graces: SIGKILL at once.")
 @click.option(
     "--timeout",
@@ -214,17 +220,13 @@ def _list_command(name: str, alias_of: str | None = None) -> click.Command:
     """``srt ps`` and its alias ``srt jobs`` (one command, two names)."""
 
     @click.command(name)
-    @click.option(
-        "--root",
-        type=click.Path(file_okay=False),
-        help="Where the job directories are (default: $SRT_JOB_ROOT, else ./srt-jobs).",
-    )
+    @root_option
     @click.option("-n", "--last", type=click.IntRange(1), help="Only the newest N jobs.")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-    def command(root: str | None, last: int | None, as_json: bool) -> None:
+    def command(last: int | None, as_json: bool) -> None:
         from srt_services.app.jobs import job_rows
 
-        data = job_rows(root)
+        data = job_rows()
         if last is not None:
             data["jobs"] = data["jobs"][:last]
         if as_json:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import rich_click as click
 
+from srt_services.cli.job_args import root_option
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _CLOCK = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
@@ -48,12 +50,16 @@ def parse_since(text: str, now: float | None = None) -> float:
 def split_args(args: tuple[str, ...]) -> tuple[str | None, list[str]]:
     """(JOBDIR or None, the names): the first argument is the job directory when it is one
     (or looks like a path); otherwise every argument is a name in the latest job."""
+    from srt_services.cli.job_args import resolve_job_dir
     from srt_services.jobdir.layout import is_job_dir
 
-    if args and (os.sep in args[0] or (os.path.isdir(args[0]) and is_job_dir(args[0]))):
-        if not os.path.isdir(args[0]):
+    if not args:
+        return None, []
+    found = resolve_job_dir(args[0])
+    if os.sep in args[0] or (found is not None and is_job_dir(found)):
+        if found is None:
             raise click.BadParameter(f"{args[0]} is not a directory", param_hint="JOBDIR")
-        return args[0], list(args[1:])
+        return found, list(args[1:])
     return None, list(args)
 
 
@@ -89,6 +95,7 @@ def job_over(path: str) -> Callable[[], bool]:
 
 @click.command()
 @click.argument("args", nargs=-1, metavar="[JOBDIR] [NAME]...")
+@root_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option(
     "-n",
