@@ -38,6 +38,7 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("srt_services.cli.log_cmds", "logs"),
     "events": ("srt_services.cli.event_cmds", "events"),
     "restart": ("srt_services.cli.control_cmds", "restart"),
+    "exec": ("srt_services.cli.exec_cmds", "exec_"),
     "rm": ("srt_services.cli.clean_cmds", "rm"),
     "prune": ("srt_services.cli.clean_cmds", "prune"),
     "ps": ("srt_services.cli.job_cmds", "ps"),
