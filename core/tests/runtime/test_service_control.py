@@ -71,6 +71,10 @@ def test_restart_stops_and_starts_one_service_through_its_readiness(jobs: Jobs, 
     assert pid_of(run, "service_core") == core, "nothing else was touched"
     web = run.state()["instances"]["service_web"]
     assert (web["state"], web["attempt"], web["restarts"]) == ("ready", 2, 1)
+    shown = json.loads(srt("status", run.job_dir, "--json").stdout)["instances"]
+    assert {r["step"]: r["ports"] for r in shown} == {"service_web": [port], "service_core": []}
+    table = srt("status", run.job_dir).stdout.splitlines()
+    assert table[1].split()[4] == "PORTS" and table[2].split()[4] == str(port), table
     (request,) = events_of(run, "control_request")
     assert request["op"] == "restart" and request["steps"] == ["service_web"]
     assert re.fullmatch(rf"uid {os.geteuid()} \(pid \d+\)", request["by"]), request

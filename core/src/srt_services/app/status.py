@@ -26,7 +26,12 @@ def status_rows(path: str) -> dict[str, Any]:
     now = time.time()
     instances = state.instances if state is not None else {}
     over = state is not None and state.finished
-    rows = [_row(view, step, inst, alive_orch, now, over) for step, inst in instances.items()]
+    plan = view.plan
+    ports = {i.step: i.ports for u in plan.units for i in u.instances} if plan else {}
+    rows = [
+        _row(view, step, inst, alive_orch, now, over, ports=ports)
+        for step, inst in instances.items()
+    ]
     slurm: dict[str, Any] | None = None
     if view.slurm_job_id is not None:
         slurm = _slurm_status(view.slurm_job_id, rows)
@@ -63,7 +68,9 @@ def _row(
     now: float,
     over: bool,
     build: bool = False,
+    ports: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
+    ports = ports or {}
     pid = inst.pid
     running = pid is not None and procfs.same_process(pid, inst.start_ticks)
     uptime = now - inst.started if running and inst.started is not None else None
@@ -89,6 +96,7 @@ def _row(
         "exit_code": inst.exit_code,
         "readiness": inst.readiness,
         "log": os.path.join(view.job.path, inst.log),
+        "ports": list(ports.get(step, ())),
     }
 
 
