@@ -8,6 +8,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import rich_click as click
 
@@ -111,6 +112,12 @@ def job_over(path: str) -> Callable[[], bool]:
     " '2024-05-01 12:30'. Logs carry no time per line: each log starts at the attempt that"
     " ran at TIME.",
 )
+@click.option(
+    "-t",
+    "--timestamps",
+    is_flag=True,
+    help="Begin each line with when it was written (to 0.25 s; followed lines: when read).",
+)
 @click.option("--no-prefix", is_flag=True, help="Print the lines without the instance name.")
 @click.option("--no-color", is_flag=True, help="No colours, even on a terminal.")
 def logs(
@@ -118,6 +125,7 @@ def logs(
     follow: bool,
     lines: int | None,
     since: str | None,
+    timestamps: bool,
     no_prefix: bool,
     no_color: bool,
 ) -> None:
@@ -127,10 +135,10 @@ def logs(
     NAME selects a service or role (all its instances), a step (service_web_0), a worker
     (decode_0), `services` or `workers`, or another file in logs/ (sbatch); shell patterns
     work. Without NAME: every instance. Without JOBDIR: the latest job under the job root
-    (named on stderr). Logs are printed one after the other; with -f, new lines from all of
-    them interleave as they are written, across restarts, truncation and rotation, until
-    the job ends. Works the same for Slurm job directories (the logs are in the shared job
-    directory).
+    (named on stderr). The logs are merged in the order their lines were written (srt
+    records when each log grew, every 0.25 s); with -f, new lines keep coming as they are
+    written, across restarts, truncation and rotation, until the job ends. Works the same
+    for Slurm job directories (the logs are in the shared job directory).
     """
     from srt_services.cli.job_cmds import pick_job_dir
     from srt_services.jobdir.attempts import attempts_by_step
@@ -151,14 +159,15 @@ def logs(
     attempts = attempts_by_step(read_events(view.job.events_file))
     out = sys.stdout.buffer
     color = use_color(out, False if no_color else None)
-    printer = Printer(out, [s.name for s in sources], prefix=not no_prefix, color=color)
+    printer = Printer(
+        out, [s.name for s in sources], prefix=not no_prefix, color=color, timestamps=timestamps
+    )
     files = [LogFile(s, list(attempts.get(s.step or "", []))) for s in sources]
-    for f in files:
-        printer.write(f.source.name, f.read_past(lines, start))
     over = job_over(view.job.path)
-    if not follow or over():
+    following = follow and not over()
+    _print_past(files, printer, lines, start, following)
+    if not following:
         for f in files:
-            printer.write(f.source.name, f.flush_partial())
             f.close()
         printer.flush()
         return
@@ -166,3 +175,26 @@ def logs(
     from srt_services.logview.follow import follow as follow_logs
 
     follow_logs(view.job, files, printer, over)
+
+
+def _print_past(
+    files: list[Any], printer: Any, lines: int | None, start: float | None, following: bool
+) -> None:
+    """What the logs hold now, merged by when it was written (one log after the other for
+    a job without the logs' size history); the unfinished last lines too unless following."""
+    from srt_services.logview.past import merged, timed
+
+    parts = []
+    for f in files:
+        pieces = f.read_past(lines, start)
+        if not following:
+            pieces += f.flush_partial()
+        parts.append((f, pieces, timed(f, pieces)))
+    if all(times is not None for _, _, times in parts):
+        known = [(f.source.name, pieces, times) for f, pieces, times in parts if times is not None]
+        stamped = printer.timestamps
+        for name, piece, t in merged(known):
+            printer.write(name, [piece], [t] if stamped else None)
+        return
+    for f, pieces, times in parts:
+        printer.write(f.source.name, pieces, times if printer.timestamps else None)

@@ -118,7 +118,11 @@ class _Follower:
 
     def show(self, f: LogFile, pieces: list[Piece]) -> None:
         if pieces:
-            self.printer.write(f.source.name, pieces)
+            # followed: a line is seen within milliseconds of its write (inotify), so the
+            # time it was read is when it was written
+            now = time.time()
+            times = [p.at or now for p in pieces] if self.printer.timestamps else None
+            self.printer.write(f.source.name, pieces, times)
 
     def read_attempts(self) -> None:
         for step, attempts in self.events.new_attempts().items():

@@ -35,6 +35,50 @@ BACK_CHUNK = 64 * 1024
 class Piece:
     kind: Literal["line", "mark", "note"]
     data: bytes
+    #: a line: the file offset just past it (its newline); a mark: its attempt's start time
+    end: int | None = None
+    at: float | None = None
+
+
+def read_times(path: str) -> list[tuple[int, float]] | None:
+    """``path``'s size history (``<log>.times``, see
+    :mod:`srt_services.supervise.logclock`) since its last drop (a truncation or a new
+    file); ``None`` when there is none (a job of an older srt)."""
+    try:
+        with open(path + ".times", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    out: list[tuple[int, float]] = []
+    for line in raw.split(b"\n"):
+        try:
+            size_text, t_text = line.split()
+            size, t = int(size_text), float(t_text)
+        except ValueError:
+            continue
+        if out and size < out[-1][0]:
+            out = []
+        out.append((size, t))
+    return out
+
+
+def stamp(pieces: list[Piece], times: list[tuple[int, float]], last: float) -> list[float]:
+    """When each piece was written, at the latest: a line by the first recorded size that
+    holds it (``last`` when none does yet: the file's modification time), a mark at its
+    attempt's start; never earlier than the piece before it, so a file's order holds."""
+    import bisect
+
+    sizes = [s for s, _ in times]
+    out: list[float] = []
+    prev = 0.0
+    for p in pieces:
+        t: float | None = p.at
+        if t is None and p.end is not None:
+            i = bisect.bisect_left(sizes, p.end)
+            t = times[i][1] if i < len(times) else last
+        prev = max(prev, t if t is not None else prev)
+        out.append(prev)
+    return out
 
 
 def tail_start(fd: int, start: int, end: int, lines: int) -> int:
@@ -168,7 +212,7 @@ class LogFile:
             inode = None
         same_file = inode == self._inode
         if attempt.offset is None or (same_file and attempt.offset < self.pos):
-            return [*self._take_partial(), Piece("mark", mark_text(attempt))]  # late: mark now
+            return [*self._take_partial(), Piece("mark", mark_text(attempt), at=attempt.t)]
         self._marks.append((attempt, inode))
         self._marks.sort(key=lambda m: m[0].offset or 0)
         return []
@@ -209,7 +253,7 @@ class LogFile:
         if not self._partial:
             return []
         line, self._partial = self._partial, b""
-        return [Piece("line", line)]
+        return [Piece("line", line, end=self.pos)]
 
     def _due(self, offset: int | None = None) -> list[tuple[Attempt, int | None]]:
         """Pending marks in the open file (at or before ``offset``), by offset."""
@@ -223,7 +267,7 @@ class LogFile:
         for mark in self._due(offset):
             self._marks.remove(mark)
             out += self._take_partial()
-            out.append(Piece("mark", mark_text(mark[0])))
+            out.append(Piece("mark", mark_text(mark[0]), at=mark[0].t))
 
     def _read_to(self, end: int) -> list[Piece]:
         out: list[Piece] = []
@@ -246,7 +290,10 @@ class LogFile:
     def _feed(self, data: bytes, out: list[Piece]) -> None:
         parts = (self._partial + data).split(b"\n")
         self._partial = parts.pop()
-        out.extend(Piece("line", p) for p in parts)
+        end = self.pos - len(data) - (len(parts[0]) - data.find(b"\n")) if parts else 0
+        for p in parts:  # each line's end: where its newline is in the file, plus one
+            end += len(p) + 1
+            out.append(Piece("line", p, end=end))
         while len(self._partial) > MAX_LINE:
             out.append(Piece("line", self._partial[:MAX_LINE]))
             self._partial = self._partial[MAX_LINE:]

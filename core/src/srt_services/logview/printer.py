@@ -10,6 +10,7 @@ set or ``--no-color`` given.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import BinaryIO
 
@@ -30,11 +31,24 @@ def use_color(stream: BinaryIO, wanted: bool | None) -> bool:
         return False
 
 
+def stamp_text(t: float) -> bytes:
+    """``2024-05-01T12:00:03.120 `` (local time, milliseconds), as ``docker logs -t``."""
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+    return f"{whole}.{int(t % 1 * 1000):03d} ".encode()
+
+
 class Printer:
     def __init__(
-        self, out: BinaryIO, names: Sequence[str], prefix: bool = True, color: bool = False
+        self,
+        out: BinaryIO,
+        names: Sequence[str],
+        prefix: bool = True,
+        color: bool = False,
+        timestamps: bool = False,
     ) -> None:
         self.out = out
+        #: print when each line was written (``--timestamps``)
+        self.timestamps = timestamps
         width = max((len(n) for n in names), default=0)
         self._prefix: dict[str, bytes] = {}
         for i, name in enumerate(names):
@@ -43,16 +57,20 @@ class Printer:
                 text = f"\x1b[{PALETTE[i % len(PALETTE)]}m{name.ljust(width)} |\x1b[0m "
             self._prefix[name] = text.encode()
 
-    def write(self, name: str, pieces: Sequence[Piece]) -> None:
+    def write(
+        self, name: str, pieces: Sequence[Piece], times: Sequence[float] | None = None
+    ) -> None:
+        """``pieces`` of ``name``'s log; ``times``: when each was written (``--timestamps``)."""
         prefix = self._prefix.get(name, b"")
         lines = []
-        for piece in pieces:
+        for i, piece in enumerate(pieces):
+            head = prefix if times is None else prefix + stamp_text(times[i])
             if piece.kind == "line":
-                lines.append(prefix + piece.data + b"\n")
+                lines.append(head + piece.data + b"\n")
             elif piece.kind == "mark":
-                lines.append(prefix + b"=== " + piece.data + b" ===\n")
+                lines.append(head + b"=== " + piece.data + b" ===\n")
             else:
-                lines.append(prefix + b"--- " + piece.data + b" ---\n")
+                lines.append(head + b"--- " + piece.data + b" ---\n")
         if lines:
             self.out.write(b"".join(lines))
 

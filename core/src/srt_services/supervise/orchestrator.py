@@ -42,6 +42,7 @@ from srt_services.supervise.control import ControlServer
 from srt_services.supervise.exits import Exits
 from srt_services.supervise.journal import Journal
 from srt_services.supervise.launching import Launching
+from srt_services.supervise.logclock import LogClock
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub
 from srt_services.supervise.readiness import Probing, ReadinessGate
@@ -91,6 +92,7 @@ class Orchestrator:
         self.watcher: ChildWatcher | None = None
         self.hub: InotifyHub | None = None
         self.control: ControlServer | None = None
+        self._clock: LogClock | None = None
         #: SIGHUP's disposition before the job (given back when it ends)
         self._sighup: Any = None
         # built in _open, once the event loop runs
@@ -192,6 +194,9 @@ class Orchestrator:
             self._spawn_task,
         )
         self._open_control()
+        logs = sorted({i.planned.log for i in self.instances})
+        self._clock = LogClock(self.job.path, lambda: logs)
+        self._clock.start(loop)
         emit(
             "job_started",
             job=self.plan.job_name,
@@ -255,6 +260,8 @@ class Orchestrator:
         for task in list(self._tasks):
             task.cancel()
         code = self.run_state.exit_code if self.run_state.exit_code is not None else 1
+        if self._clock is not None:
+            self._clock.close()
         self.journal.finish(code)
         Signals.remove(loop, self._sighup)
         if self.hub is not None:
