@@ -48,6 +48,9 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("srt_services.cli.plugin_cmds", "plugins"),
 }
 
+#: Commands of first-party plugins: a name here without its plugin says what to install.
+PLUGIN_COMMANDS: dict[str, str] = {"metrics": "srt-exporters", "oarbank": "srt-oarbank"}
+
 EPILOG = (
     "Exit codes: 0 success, 2 invalid recipe or usage, 1 any other failure (a failed job"
     " exits with its own status). Plugin commands such as `srt oarbank` load on first use;"
@@ -69,6 +72,16 @@ class SuggestingGroup(click.RichGroup):
         name = args[0]
         if ctx.resilient_parsing or name.startswith("-") or self.get_command(ctx, name):
             return super().resolve_command(ctx, args)
+        dist = PLUGIN_COMMANDS.get(name)
+        if dist is not None:
+            from srt_services.plugins.hints import pip_command
+
+            raise click.UsageError(
+                f"`srt {name}` comes with the {dist} plugin, which is not installed or not"
+                f" loaded: {pip_command(dist)} (`srt plugins list` shows why a plugin is not"
+                " loaded)",
+                ctx,
+            )
         from difflib import get_close_matches
 
         close = get_close_matches(name, self.command_names(ctx), n=3, cutoff=0.6)
