@@ -73,6 +73,19 @@ def test_a_detached_job_runs_in_its_own_session_and_stops_like_any(
     assert status.returncode == 0, status.stderr
     assert f"job bg: running; orchestrator pid {orch} running" in status.stdout
 
+    # a second run -d into the same directory: its orchestrator is refused (the lock), and
+    # its watchdog must not take that for a lost job and stop the running one
+    again = srt("run", "-d", jobs.recipe(RECIPE), "--job-dir", job_dir, timeout=180)
+    assert again.returncode == 1, again
+    assert "srt run: the job ended before it was up (exit 1):" in again.stderr
+    assert "belongs to a running job" in again.stderr or "is in use" in again.stderr, again.stderr
+    assert again.stdout == job_dir + "\n"
+    assert procfs.alive(orch) and procfs.alive(watchdog)
+    assert state_of(job_dir)["status"] == "running"
+    with open(os.path.join(job_dir, "detached.json")) as fh:
+        assert json.load(fh) == pids, "the running job's record, not the refused run's"
+    assert not [e for e in events(job_dir) if e["event"] == "orchestrator_lost"]
+
     follower = subprocess.Popen(
         [sys.executable, "-m", "srt_services", "logs", "-f", job_dir, "ticker", "--no-prefix"],
         stdout=subprocess.PIPE,

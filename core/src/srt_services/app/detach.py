@@ -3,8 +3,9 @@
 The shell's ``srt`` loads the recipe (a bad one is refused here, at its line, before
 anything starts), then starts a watchdog in a session of its own (no terminal: the job
 survives the shell and its hang-up) and returns once the orchestrator has written the
-job's state. The watchdog starts the orchestrator (an ordinary ``srt run --plain``, its
-output in ``logs/orchestrator.out``) as its child and waits for it.
+job's state (then ``detached.json`` names the watchdog and the orchestrator). The watchdog
+starts the orchestrator (an ordinary ``srt run --plain``, its output in
+``logs/orchestrator.out``) as its child and waits for it.
 
 Why a parent and not a poll: the watchdog learns of the orchestrator's death the moment it
 happens (``waitpid``). An orchestrator that ends the job writes ``result.json`` first; one
@@ -18,7 +19,6 @@ down (the orchestrator goes on, unwatched), and both killed at once is ``srt sto
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -74,8 +74,6 @@ def start(where: Setup, request: RunRequest, wait: float = START_WAIT) -> Detach
     job_dir = os.path.abspath(request.job_dir or default_job_dir(loaded.recipe.name))
     job = JobDir(job_dir)
     os.makedirs(job.logs, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(job.file(DETACHED))
     log_path = os.path.join(job.logs, ORCHESTRATOR_LOG)
     with open(log_path, "ab") as out, open(os.devnull, "rb") as null:
         watchdog = subprocess.Popen(
@@ -91,34 +89,32 @@ def start(where: Setup, request: RunRequest, wait: float = START_WAIT) -> Detach
         code = watchdog.poll()
         if code is not None:
             return Detached(job_dir, watchdog.pid, None, code, tail(log_path, 20))
-        orch = _up(job)
+        orch = _up(job, watchdog.pid)
         if orch is not None:
+            # written once this run holds the directory: a run refused there (another job
+            # holds it) must not overwrite the record of the one that runs
+            atomic_write(
+                job.file(DETACHED),
+                json.dumps({"watchdog": watchdog.pid, "orchestrator": orch}).encode(),
+            )
             return Detached(job_dir, watchdog.pid, orch)
         time.sleep(0.05)
-    return Detached(job_dir, watchdog.pid, _watched(job))
+    return Detached(job_dir, watchdog.pid, None)
 
 
-def _watched(job: JobDir) -> int | None:
-    try:
-        with open(job.file(DETACHED), encoding="utf-8") as fh:
-            pid = json.load(fh).get("orchestrator")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return pid if isinstance(pid, int) else None
-
-
-def _up(job: JobDir) -> int | None:
-    """The orchestrator's PID once it has written the job's state (not an older run's)."""
+def _up(job: JobDir, watchdog: int) -> int | None:
+    """The orchestrator's PID once it has written the job's state: the state's
+    orchestrator is the watchdog's child (not an older run's, nor another's)."""
     from srt_services.jobdir.state import read_state
 
-    pid = _watched(job)
-    if pid is None:
-        return None
     try:
         state = read_state(job)
     except Exception:
         return None  # being written, or an older run's unreadable one
-    return pid if state is not None and state.orchestrator.pid == pid else None
+    if state is None:
+        return None
+    ids = procfs.stat_ids(state.orchestrator.pid)
+    return state.orchestrator.pid if ids is not None and ids[0] == watchdog else None
 
 
 def exit_words(code: int) -> str:
@@ -131,16 +127,6 @@ def watch(job_dir: str, argv: Sequence[str]) -> int:
     job = JobDir(job_dir)
     # no terminal in this session: nothing sends SIGINT or SIGHUP to either
     orch = subprocess.Popen(list(argv), close_fds=True)
-    atomic_write(
-        job.file(DETACHED),
-        json.dumps(
-            {
-                "watchdog": os.getpid(),
-                "orchestrator": orch.pid,
-                "orchestrator_start_ticks": procfs.start_ticks(orch.pid),
-            }
-        ).encode(),
-    )
     code = orch.wait()
     status = 128 - code if code < 0 else code
     if code < 0 or not os.path.exists(job.file("result.json")):
