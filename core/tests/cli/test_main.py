@@ -170,3 +170,15 @@ def test_a_first_party_plugin_command_without_its_plugin_says_what_to_install(
         "Error: `srt metrics` comes with the srt-exporters plugin, which is not installed or not"
         " loaded: pip install 'srt-services[exporters]'" in " ".join(out.stderr.split())
     )
+
+
+def test_kind_names_complete_in_the_shell() -> None:
+    env = {**os.environ, "_SRT_COMPLETE": "bash_complete", "COMP_WORDS": "srt kinds gen"}
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, "COMP_CWORD": "2"},
+    )
+    assert out.stdout.splitlines() == ["plain,generic"], out

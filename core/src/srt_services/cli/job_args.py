@@ -87,7 +87,7 @@ def job_names(prefix: str = "") -> list[str]:
 
 
 def unit_names(job_dir: str | None, prefix: str = "") -> list[str]:
-    """What SERVICE may name in the job: its units, roles' workers and steps."""
+    """What SERVICE may name in the job: its units (services, roles), workers, steps."""
     from srt_services.jobdir.layout import JobDirError
     from srt_services.jobdir.view import JobView
 
@@ -102,13 +102,24 @@ def unit_names(job_dir: str | None, prefix: str = "") -> list[str]:
         return []
     if plan is None:
         return []
-    names: dict[str, None] = {}
-    for unit in plan.units:
-        names[unit.name] = None
-    for unit in plan.units:
-        for inst in unit.instances:
-            names[inst.step] = None
-    return [n for n in names if n.startswith(prefix)]
+    instances = [i for u in plan.units for i in u.instances]
+    ordered = [u.name for u in plan.units]
+    ordered += [i.worker for i in instances if i.worker is not None]
+    ordered += [i.step for i in instances]
+    return [n for n in dict.fromkeys(ordered) if n.startswith(prefix)]
+
+
+def complete_kind(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of a service kind's name (every installed plugin's)."""
+    from click.shell_completion import CompletionItem
+
+    from srt_services.app import compose
+
+    try:
+        names = sorted(compose.setup().plugins.kinds())
+    except Exception:
+        return []  # a broken plugin set completes nothing rather than a traceback
+    return [CompletionItem(n) for n in names if n.startswith(incomplete)]
 
 
 def complete_unit(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:

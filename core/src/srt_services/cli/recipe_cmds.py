@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import rich_click as click
 
+from srt_services.cli.job_args import complete_kind
+
 if TYPE_CHECKING:
     from srt_services.recipe.problems import LocatedProblem
 
@@ -239,7 +241,7 @@ def schema(output: str | None) -> None:
 
 
 @click.command()
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_kind)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def kinds(name: str | None, as_json: bool) -> None:
     """List the service kinds with their defaults and the plugin that provides each.
