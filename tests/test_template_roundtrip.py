@@ -85,7 +85,11 @@ def test_a_generated_plugin_works_as_its_readme_says(tmp_path: Path) -> None:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("SRT_", "PYTHON", "VIRTUAL_ENV"))
     }
-    env.update(SRT_SITE_CONFIG=str(site), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # the user's job root (not the package: srt run there must not put logs in the sdist)
+    state = tmp_path / "state"
+    env.update(
+        SRT_SITE_CONFIG=str(site), PIP_DISABLE_PIP_VERSION_CHECK="1", XDG_STATE_HOME=str(state)
+    )
     body = "".join(f"echo {shlex.quote(MARK + c)}\n{c}\n" for c in script)
     result = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + body],
@@ -108,7 +112,8 @@ def test_a_generated_plugin_works_as_its_readme_says(tmp_path: Path) -> None:
         "srt_demo-0.1.0-py3-none-any.whl",
         "srt_demo-0.1.0.tar.gz",
     ]
-    (job,) = (package / "srt-jobs").iterdir()
+    assert not (package / "srt-jobs").exists()
+    (job,) = (state / "srt" / "jobs").iterdir()
     assert_no_survivors(str(job))
 
     # 3. The venv holds the wheel's core (not this checkout) and the plugin, and only it.

@@ -897,3 +897,43 @@ def test_an_interface_without_an_address_fails_the_job_naming_every_node(
     for node in ("n1", "n2", "n3"):
         assert f"{node}: no address in" in log, log
     assert not job.events("launched"), log
+
+
+def test_exec_runs_on_the_instances_node_in_its_environment(submit: Any, cluster: Any) -> None:
+    """`srt exec JOBDIR web -- CMD` from the submitting host: a step of the job's allocation
+    on the node web runs on (srun --overlap), with the environment srt gave web."""
+    job = submit(
+        """
+        schema: 2
+        name: ex
+        slurm: {signal_before_end_seconds: 0}
+        services:
+          - name: web
+            nodes: 1
+            command: [bash, -c, "echo web up on $(hostname); exec sleep 1000"]
+            readiness: {log: {pattern: web up}}
+            env: {GREETING: "hello there"}
+          - name: base
+            nodes: 2
+            command: [bash, -c, "echo base up; exec sleep 1000"]
+            readiness: {log: {pattern: base up}}
+        """
+    )
+    env = cluster.env()
+    job.wait_event("serving")
+    node = job.srt_state().instances["service_web"].node
+    shown = srt(
+        "exec", str(job.job_dir), "web", "--", "bash", "-c",
+        'echo "$(hostname)|$GREETING|$SRT_INSTANCE|$SRT_NODE|${SRT_JOB_COOKIE:-none}"; exit 5',
+        env=env,
+    )  # fmt: skip
+    assert shown.returncode == 5, shown.stderr + job.sbatch_log()
+    assert shown.stdout == f"{node}|hello there|service_web|{node}|none\n"
+    assert f"srt exec: as service_web on {node} (Slurm job {job.job_id})" in shown.stderr
+    several = srt("exec", str(job.job_dir), "base", "--", "true", env=env)
+    assert several.returncode == 1 and "'base' has 2 instances; name one" in several.stderr
+
+    stopped = srt("stop", str(job.job_dir), env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert job.wait_done() == "COMPLETED", job.sbatch_log()
+    job.assert_nothing_left()

@@ -152,3 +152,33 @@ def test_H10_non_finite_seconds_are_refused(tmp_path, value: str) -> None:
         assert out.returncode == 2, out.stderr
         assert "Traceback" not in out.stderr
     assert not (tmp_path / "srt-jobs").exists()
+
+
+def test_a_first_party_plugin_command_without_its_plugin_says_what_to_install(
+    tmp_path: Path,
+) -> None:
+    """`srt metrics` without srt-exporters (here: disabled) said only "No such command"."""
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services", "metrics", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SRT_DISABLED_PLUGINS": "srt-exporters"},
+    )
+    assert out.returncode == 2
+    assert (
+        "Error: `srt metrics` comes with the srt-exporters plugin, which is not installed or not"
+        " loaded: pip install 'srt-services[exporters]'" in " ".join(out.stderr.split())
+    )
+
+
+def test_kind_names_complete_in_the_shell() -> None:
+    env = {**os.environ, "_SRT_COMPLETE": "bash_complete", "COMP_WORDS": "srt kinds gen"}
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, "COMP_CWORD": "2"},
+    )
+    assert out.stdout.splitlines() == ["plain,generic"], out

@@ -298,6 +298,17 @@ def test_dry_run_unknown_unit_suggests_a_close_name(srt, repo: Path) -> None:
     assert "--unit router: the plan has no unit of that name; did you mean kv-router?" in r.err
 
 
+def test_dry_run_unknown_unit_lists_the_units(srt, repo: Path) -> None:
+    """Nothing close to the name: the units there are, so the user can pick one."""
+    r = srt("dry-run", str(repo / "examples" / "disagg-services.yaml"), "--unit", "nosuch")
+    assert r.code == 2
+    line = next(x for x in r.err.splitlines() if x.startswith("Error: --unit nosuch"))
+    units = line.split("(units: ", 1)[1].rstrip(")").split(", ")
+    plan = json.loads(srt("dry-run", str(repo / "examples" / "disagg-services.yaml"), "--json").out)
+    assert units == [u["name"] for u in plan["units"]]
+    assert "kv-router" in units and "frontend" in units
+
+
 def test_dry_run_unit_is_for_the_text(srt, repo: Path) -> None:
     path = str(repo / "examples" / "disagg-services.yaml")
     r = srt("dry-run", path, "--unit", "kv-router", "--json")
@@ -968,3 +979,71 @@ def test_migrate_keeps_a_backend_type_that_disagrees_with_engine(
     assert r.code == 2
     assert "kept backend.type sglang: engine.type says vllm (drop one by hand)" in r.err
     assert yaml.safe_load(r.out)["backend"] == {"type": "sglang"}
+
+
+@pytest.mark.parametrize(
+    ("v1", "migrated"),
+    [
+        (
+            "name: old\nbackend:\n  type: vllm   # the engine\nresources: {gpus_per_node: 8}\n",
+            "schema: 2\nname: old\nengine:\n  type: vllm   # the engine\n"
+            "resources: {gpus_per_node: 8}\n",
+        ),
+        (
+            "name: old\nengine:\n  failover: false   # no\nbackend:\n"
+            "  type: vllm   # the engine\n  other: 1\n",
+            "schema: 2\nname: old\nengine:\n  failover: false   # no\n"
+            "  type: vllm   # the engine\nbackend:\n  other: 1\n",
+        ),
+        (
+            "name: old\nbackend: {type: vllm}   # the engine\nresources: 1\n",
+            "schema: 2\nname: old\nengine: {type: vllm}    # the engine\nresources: 1\n",
+        ),
+        (
+            "name: old\nengine: {failover: false}\nbackend:\n  type: vllm   # the engine\n",
+            "schema: 2\nname: old\nengine: {failover: false, type: vllm} # the engine\n",
+        ),
+    ],
+)
+def test_migrate_keeps_the_comment_of_a_moved_setting(
+    srt, tmp_path: Path, v1: str, migrated: str
+) -> None:
+    """`backend.type` becomes `engine.type`: its inline comment moves with it."""
+    r = srt("migrate", write(tmp_path, "v1.yaml", v1))
+    assert "backend.type -> engine.type" in r.err
+    assert r.out == migrated
+
+
+def test_migrate_keeps_the_comments_of_the_blocks_it_rewrites(
+    srt, tmp_path: Path, v1_kinds
+) -> None:
+    """`infra:` and `backend.mooncake_kv_store` go away: what was said on and in them, and
+    the comment lines after them that introduce the next setting, stay."""
+    v1 = (
+        "name: old\n"
+        "frontend: {type: dynamo, command: [f]}\n"
+        "infra:   # the plane\n"
+        "  etcd_nats_dedicated_node: true   # own node\n"
+        "\n"
+        "# the workers\n"
+        "roles:\n"
+        "  agg: {workers: 1, command: [x]}\n"
+        "backend:   # be\n"
+        "  type: sglang\n"
+        "  mooncake_kv_store:   # mc\n"
+        "    container: mc   # image\n"
+        "\n"
+        "# the end\n"
+        "resources: {gpus_per_node: 8}\n"
+    )
+    r = srt("migrate", write(tmp_path, "v1.yaml", v1))
+    assert r.code == 0, r.err
+    comments = [line.split("#", 1)[1].strip() for line in r.out.splitlines() if "#" in line]
+    assert comments == ["the plane", "own node", "the workers", "be", "mc", "image", "the end"]
+    assert r.out.index("# the workers\nroles:") > r.out.index("node: dedicated")
+    assert "# the end\nresources:" in r.out
+    assert yaml.safe_load(r.out)["services"][0] == {
+        "name": "etcd",
+        "type": "etcd",
+        "placement": {"node": "dedicated"},
+    }

@@ -65,6 +65,7 @@ def data(**over: Any) -> dict[str, Any]:
                 "exit_code": 143,
                 "readiness": "tcp 127.0.0.1:9000",
                 "log": "/srv/jobs/demo-20261201/logs/service_web.out",
+                "ports": [9000, 9001],
             },
             {
                 "step": "service_flaky",
@@ -88,11 +89,12 @@ def test_status_in_a_pipe_is_every_column_in_full() -> None:
     assert status_text(data(), None).splitlines() == [
         "job demo: succeeded (exit 0); orchestrator pid 41 not running",
         "cause: terminal services finished",
-        "STEP           NODE   STATE                  PID  UPTIME  RESTARTS  EXIT       READINESS"
-        "           LOG",
-        "service_web    node0  stopped                100  -       0         signal 15  tcp"
-        " 127.0.0.1:9000  /srv/jobs/demo-20261201/logs/service_web.out",
-        "service_flaky  node0  stopped (was backoff)  101  -       2         3          -"
+        "STEP           NODE   STATE                  PID  PORTS      UPTIME  RESTARTS  EXIT     "
+        "  READINESS           LOG",
+        "service_web    node0  stopped                100  9000,9001  -       0         signal 15"
+        "  tcp 127.0.0.1:9000  /srv/jobs/demo-20261201/logs/service_web.out",
+        "service_flaky  node0  stopped (was backoff)  101  -          -       2         3        "
+        "  -"
         "                   /srv/jobs/demo-20261201/logs/service_flaky.out",
     ]
 

@@ -3,6 +3,7 @@ of the wrong shape is one clear error naming the file and the field, never a tra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -131,7 +132,13 @@ def test_stopped_by_is_written_only_when_set(job: JobDir) -> None:
     assert raw["stopped_by"] == "srt stop"
     again = read_state(job)
     assert again is not None
-    assert again.instances == _state().instances
+    # a job that says stopped holds no instance in a live state (issue 28: `srt status`
+    # showed `ready (orchestrator gone)` under it); everything else is kept as it was
+    before = _state().instances
+    assert {s: i.state for s, i in before.items()} == {"service_etcd": "ready"}
+    assert again.instances == {
+        s: dataclasses.replace(i, state="stopped") for s, i in before.items()
+    }
 
 
 def test_cause_on_disk_is_flat_with_only_its_fields() -> None:

@@ -186,3 +186,50 @@ def test_since_clock_times_and_nonsense() -> None:
     assert parse_since("12:30", now=now) == time.mktime((2024, 5, 1, 12, 30, 0, 0, 0, -1))
     with pytest.raises(click.BadParameter, match="is not a time"):
         parse_since("yesterday")
+
+
+def test_the_tail_counts_lines_not_newlines_when_attempts_split_them(tmp_path: Path) -> None:
+    """`srt logs -n 1` of a service restarted after leaving a line unfinished: the last
+    line and its attempt's mark, not the previous attempt's unfinished line and mark too."""
+    log = tmp_path / "s.out"
+    chunk = b"start\nunfinished"
+    log.write_bytes(chunk * 3 + b"start\n")
+    attempts = [attempt(n + 1, n * len(chunk)) for n in range(4)]
+    assert shown(logfile(log, *attempts).read_past(lines=1)) == [
+        "[mark] attempt 4 (pid 104) started " + _when(0),
+        "start",
+    ]
+    two = shown(logfile(log, *attempts).read_past(lines=2))
+    assert two == ["unfinished", "[mark] attempt 4 (pid 104) started " + _when(0), "start"]
+    log.write_bytes(chunk * 3)  # the last attempt's line is unfinished too
+    f = logfile(log, *attempts[:3])
+    assert shown(f.read_past(lines=1)) == []
+    assert shown(f.flush_partial()) == ["unfinished"]
+    f = logfile(log, *attempts[:3])
+    assert shown(f.read_past(lines=0)) + shown(f.flush_partial()) == []
+
+
+def test_each_line_gets_the_first_recorded_size_that_holds_it(tmp_path: Path) -> None:
+    from srt_services.logview.logfile import read_times, stamp
+    from srt_services.logview.past import merged
+
+    a, b = tmp_path / "a.out", tmp_path / "b.out"
+    a.write_bytes(b"a1\na2\npart")
+    b.write_bytes(b"b1\n")
+    # a grew to 3 bytes at 10.0 and to 11 at 12.0; a drop (truncation) starts over
+    (tmp_path / "a.out.times").write_text("50 1.0\n3 10.0\n11 12.0\n")
+    (tmp_path / "b.out.times").write_text("3 11.0\nnot a line\n")
+    assert read_times(str(a)) == [(3, 10.0), (11, 12.0)]
+    assert read_times(str(tmp_path / "none.out")) is None
+    fa, fb = logfile(a), logfile(b)
+    pa = fa.read_past() + fa.flush_partial()
+    pb = fb.read_past()
+    assert [p.end for p in pa] == [3, 6, 10]
+    ta = stamp(pa, read_times(str(a)) or [], 99.0)
+    assert ta == [10.0, 12.0, 12.0]
+    tb = stamp(pb, read_times(str(b)) or [], 99.0)
+    out = [(n, p.data.decode(), t) for n, p, t in merged([("a", pa, ta), ("b", pb, tb)])]
+    assert out == [("a", "a1", 10.0), ("b", "b1", 11.0), ("a", "a2", 12.0), ("a", "part", 12.0)]
+    # not recorded yet: the file's modification time; a mark: its attempt's start
+    late = stamp([Piece("line", b"x", end=99), Piece("mark", b"m", at=5.0)], [(3, 10.0)], 20.0)
+    assert late == [20.0, 20.0]  # never earlier than the line before it

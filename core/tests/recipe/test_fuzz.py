@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -424,3 +425,27 @@ def test_migrate_mutated_v1(data: st.DataObject) -> None:
 )
 def test_migrate_random_fragments(head: str, parts: list[str]) -> None:
     _check_migrate(head + "".join(parts))
+
+
+@settings(FUZZ, max_examples=100 * SCALE)
+@given(
+    order=st.permutations(sorted(V1_SEED)),
+    said=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=40, max_size=40),
+)
+def test_migrate_keeps_every_comment(order: list[str], said: list[tuple[bool, bool]]) -> None:
+    """Comments are promised to be kept: whatever the v1 keys it rewrites (and in whatever
+    order), each comment of the recipe is in the result once, in the order it was written."""
+    from srt_services.recipe.migrate import migrate_text
+
+    text = yaml.safe_dump({k: V1_SEED[k] for k in order}, sort_keys=False)
+    lines: list[str] = []
+    n = 0
+    for line, (inline, above) in zip(text.splitlines(), said, strict=False):
+        if above and not line.startswith((" ", "-")):  # above a top-level key
+            lines += ["", f"# c{n} about {line.split(':')[0]}"]
+            n += 1
+        lines.append(f"{line}   # c{n}" if inline else line)
+        n += inline
+    out, _ = migrate_text("\n".join(lines) + "\n", "v1.yaml")
+    found = re.findall(r"# (c\d+)", out)
+    assert found == [f"c{i}" for i in range(n)], out

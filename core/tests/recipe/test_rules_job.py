@@ -383,7 +383,8 @@ def test_beside_shape_errors_a_duplicate_name_gives_the_document_position(srt_pr
     assert found[1].message == "duplicate service name 'a' (also services[1])"
 
 
-def test_a_shape_error_outside_the_services_holds_back_the_checks(srt_problems) -> None:
+def test_beside_a_shape_error_outside_the_services_the_entries_are_checked(srt_problems) -> None:
+    """Every problem at once: the service entries' own rules run beside a bad count."""
     found = srt_problems(
         """
         schema: 2
@@ -395,17 +396,117 @@ def test_a_shape_error_outside_the_services_holds_back_the_checks(srt_problems) 
             command: [a, "{nod}"]
         """
     )
-    assert [p.label for p in found] == ["resources.gpus_per_node"]
+    assert [p.label for p in found] == ["resources.gpus_per_node", "services[a].command[1]"]
+
+
+def test_a_structural_error_a_duplicate_name_and_an_unknown_type_in_one_pass(
+    srt_problems,
+) -> None:
+    """Reported in two rounds before: the duplicate and the unknown type only once the
+    role's unknown key was fixed."""
+    found = srt_problems(
+        """
+        schema: 2
+        name: two
+        resources: {gpus_per_node: 8}
+        roles:
+          decode: {workers: 1, command: [python3, -m, x], bogus: 1}
+        frontend: {type: vllm, command: [f]}
+        services:
+          - name: a
+            command: [x]
+          - name: a
+            command: [y]
+          - name: b
+            type: nosuchkind
+        """
+    )
+    assert [(p.label, p.line) for p in found] == [
+        ("roles.decode.bogus", 5),
+        ("services[a].name", 10),
+        ("services[b].type", 13),
+    ]
+    assert found[1].message == "duplicate service name 'a' (also services[0])"
+    assert "service type 'nosuchkind' is not known" in found[2].message
+
+
+def test_the_job_wide_rules_wait_while_a_part_of_the_job_is_cut_out(srt_problems) -> None:
+    """With `frontend.port` cut out for its shape, a rule about the job as a whole would
+    judge another job: only the entries' own rules speak."""
+    found = srt_problems(
+        """
+        schema: 2
+        name: t
+        resources: {gpus_per_node: 8}
+        frontend: {type: sglang, port: "x"}
+        services:
+          - name: a
+            command: [a]
+        """
+    )
+    assert [p.label for p in found] == ["frontend.port"]
+
+
+def test_a_whole_role_of_the_wrong_shape_holds_back_the_checks(srt_problems) -> None:
+    """Nothing to cut without changing the job: a role that is not a mapping cannot be
+    left out (services may be placed by it), so the later checks wait."""
+    found = srt_problems(
+        """
+        schema: 2
+        name: t
+        resources: {gpus_per_node: 8}
+        frontend: {type: vllm, command: [f]}
+        roles:
+          decode: 3
+        services:
+          - name: a
+            command: [a, "{nod}"]
+        """
+    )
+    assert [p.label for p in found] == ["roles.decode"]
 
 
 # --------------------------------------------------------------------------- the file itself
 
 
 def test_yaml_syntax_error_has_the_line(srt_problem) -> None:
+    """The `[` of line 3 is never closed: that is where to look, not the end of the file
+    where the parser gave up."""
     p = srt_problem("schema: 2\nname: t\nservices: [\n  {name: a, command: [a]}\n")
     assert p.label == ""
     assert p.message.startswith("YAML syntax error: ")
-    assert p.line == 5
+    assert (p.line, p.column) == (3, 11)
+    assert "the '[' opened here is never closed (the parser gave up at 5:1)" in p.message
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "opened"),
+    [
+        # the unclosed `{` of line 6, reported at 7:1 before
+        (
+            "schema: 2\nname: x\nresources: {gpus_per_node: 8}\nroles:\n"
+            "  decode: {workers: 1, command: [a]}\nservices: [{name: a, command: [x]\n",
+            (6, 12),
+            "'{'",
+        ),
+        ("schema: 2\nname: t\nresources: {gpus_per_node: 8\n\n\n", (3, 12), "'{'"),
+        ('schema: 2\nname: "t\nfrontend: {type: none}\n', (2, 7), "quote"),
+    ],
+)
+def test_an_unclosed_bracket_is_reported_where_it_opens(
+    srt_problem, text: str, where: tuple[int, int], opened: str
+) -> None:
+    p = srt_problem(text)
+    assert (p.line, p.column) == where
+    assert f"the {opened} opened here is never closed" in p.message
+
+
+def test_a_bracket_closed_wrongly_on_its_own_line_is_reported_where_it_goes_wrong(
+    srt_problem,
+) -> None:
+    p = srt_problem("schema: 2\nname: t\nresources: {gpus_per_node: [8}\n")
+    assert (p.line, p.column) == (3, 30)  # the `}` where a `]` belongs
+    assert "never closed" not in p.message
 
 
 def test_unclosed_quote(srt_problem) -> None:

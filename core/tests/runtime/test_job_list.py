@@ -146,11 +146,39 @@ def test_ps_lists_every_kind_of_job_newest_first(
     running.wait(30)
 
 
-def test_the_default_root_is_srt_jobs_here(tmp_path: Path) -> None:
-    empty = srt("ps", cwd=str(tmp_path), env={"SRT_JOB_ROOT": ""})
-    assert empty.returncode == 0
-    assert empty.stdout == ""
-    assert empty.stderr == f"no jobs under {tmp_path / 'srt-jobs'}\n"
-    none = srt("status", cwd=str(tmp_path), env={"SRT_JOB_ROOT": ""})
+def test_the_default_root_is_the_users_whatever_the_directory(tmp_path: Path) -> None:
+    """A job started without --job-dir in one directory is found from any other (before:
+    ./srt-jobs, so `srt status` elsewhere said no jobs); --root and SRT_JOB_ROOT override;
+    a job's name under the root stands for its directory."""
+    home, here, there = tmp_path / "home", tmp_path / "a", tmp_path / "b"
+    for d in (home, here, there):
+        d.mkdir()
+    user = {"HOME": str(home), "SRT_JOB_ROOT": "", "XDG_STATE_HOME": ""}
+    root = home / ".local" / "state" / "srt" / "jobs"
+    empty = srt("ps", cwd=str(there), env=user)
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert empty.stderr == f"no jobs under {root}\n"
+    none = srt("status", cwd=str(there), env=user)
     assert none.returncode == 2
-    assert f"no job directories under {tmp_path / 'srt-jobs'}" in none.stderr
+    assert f"no job directories under {root}" in none.stderr
+
+    recipe = here / "done.yaml"
+    recipe.write_text(DONE)
+    ran = srt("run", str(recipe), "--plain", cwd=str(here), env=user)
+    assert ran.returncode == 3, ran.stderr
+    (job,) = root.iterdir()
+    assert not (here / "srt-jobs").exists()
+    found = srt("status", cwd=str(there), env=user)
+    assert found.returncode == 0, found.stderr
+    assert found.stderr == f"srt status: latest job: {job}\n"
+    by_name = srt("status", job.name, "--json", cwd=str(there), env=user)
+    assert json.loads(by_name.stdout)["job_dir"] == str(job)
+    listed = srt("ps", cwd=str(there), env=user).stdout
+    assert listed.startswith("JOB") and job.name in listed
+    xdg = srt("ps", cwd=str(there), env={**user, "XDG_STATE_HOME": str(tmp_path / "xdg")})
+    assert xdg.stderr == f"no jobs under {tmp_path / 'xdg' / 'srt' / 'jobs'}\n"
+    other = srt("status", "--root", str(there), cwd=str(here), env=user)
+    assert other.returncode == 2 and f"no job directories under {there}" in other.stderr
+    unknown = srt("status", "nosuch", cwd=str(there), env=user)
+    assert unknown.returncode == 2
+    assert f"nosuch is neither a directory nor a job under {root}" in unknown.stderr

@@ -71,6 +71,10 @@ def test_restart_stops_and_starts_one_service_through_its_readiness(jobs: Jobs, 
     assert pid_of(run, "service_core") == core, "nothing else was touched"
     web = run.state()["instances"]["service_web"]
     assert (web["state"], web["attempt"], web["restarts"]) == ("ready", 2, 1)
+    shown = json.loads(srt("status", run.job_dir, "--json").stdout)["instances"]
+    assert {r["step"]: r["ports"] for r in shown} == {"service_web": [port], "service_core": []}
+    table = srt("status", run.job_dir).stdout.splitlines()
+    assert table[1].split()[4] == "PORTS" and table[2].split()[4] == str(port), table
     (request,) = events_of(run, "control_request")
     assert request["op"] == "restart" and request["steps"] == ["service_web"]
     assert re.fullmatch(rf"uid {os.geteuid()} \(pid \d+\)", request["by"]), request
@@ -385,3 +389,43 @@ def test_a_job_that_cannot_make_its_socket_still_runs_and_says_why(jobs: Jobs, t
     run.stop()
     run.wait(30)
     assert (job_dir / "control.sock").read_text().startswith("not a socket")
+
+
+def test_a_shell_pattern_selects_what_srt_logs_would(jobs: Jobs, port: int) -> None:
+    """`srt restart J 'tick*'` restarts what `srt logs J 'tick*'` shows (refused before:
+    no service of that name); the critical one it also matches is refused on its own."""
+    run = jobs.start(
+        recipe(
+            port,
+            """
+          - name: ticker
+            command: [bash, -c, "while true; do echo tick; sleep 0.2; done"]
+          - name: tick-tock
+            command: [bash, -c, "echo up; exec sleep 1000"]
+            readiness: {log: {pattern: up}}
+        """,
+        )
+    )
+    run.wait_event("serving")
+    before = {s: pid_of(run, s) for s in ("service_ticker", "service_tick-tock", "service_web")}
+    done = srt("restart", run.job_dir, "tick*")
+    assert done.returncode == 0, done.stderr
+    assert "'tick*' selects ticker, tick-tock" in done.stderr
+    assert done.stdout.count("restarted in ") == 2
+    after = {s: pid_of(run, s) for s in before}
+    assert after["service_ticker"] != before["service_ticker"]
+    assert after["service_tick-tock"] != before["service_tick-tock"]
+    assert after["service_web"] == before["service_web"]
+    assert sorted(e["unit"] for e in events_of(run, "restarted")) == ["tick-tock", "ticker"]
+
+    mixed = srt("stop", run.job_dir, "*o*")  # tick-tock and core (critical): one refused
+    assert mixed.returncode == 1
+    assert "stopped service_tick-tock" in mixed.stdout
+    assert "refused: services[core] is critical" in mixed.stderr
+    nothing = srt("restart", run.job_dir, "zz*")
+    assert nothing.returncode == 1
+    assert "no service, role or step named 'zz*' (units: core, tick-tock, ticker, web)" in (
+        nothing.stderr
+    )
+    run.stop()
+    run.wait(30)

@@ -70,6 +70,7 @@ def test_status_text_of_a_job_with_a_service_in_backoff(
         "NODE",
         "STATE",
         "PID",
+        "PORTS",
         "UPTIME",
         "RESTARTS",
         "EXIT",

@@ -3,6 +3,7 @@ the final state leaves no instance in a state only a running job can hold."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -116,3 +117,22 @@ def test_services_waiting_to_restart_or_never_started_end_stopped(jobs: Jobs) ->
     # stopped while starting up: the job did not get to serve, so 143
     assert run.code == 143
     assert run.result()["status"] == "stopped"
+
+
+def test_status_after_srt_stop_cleaned_up_a_lost_job_shows_nothing_running(jobs: Jobs) -> None:
+    """A lost job that `srt stop` cleaned up reads `stopped`, and so does every instance the
+    dead orchestrator last saw ready (no `ready (orchestrator gone)` under `stopped`)."""
+    run = jobs.start(SLEEPER)
+    run.wait_event("serving")
+    os.kill(run.proc.pid, signal.SIGKILL)
+    run.wait(10)
+    lost = run_srt("status", run.job_dir, "--json")
+    assert json.loads(lost.stdout)["status"] == "lost"
+    stopped = srt_stop(run.job_dir, "--timeout", "5")
+    assert stopped.returncode == 0, stopped.stderr
+    data = json.loads(run_srt("status", run.job_dir, "--json").stdout)
+    assert data["status"] == "stopped"
+    assert [(r["step"], r["state"]) for r in data["instances"]] == [("service_svc", "stopped")]
+    text = run_srt("status", run.job_dir).stdout
+    assert "orchestrator gone" not in text
+    assert re.search(r"^service_svc\s+node0\s+stopped\s", text, re.M), text

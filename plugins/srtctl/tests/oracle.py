@@ -377,6 +377,8 @@ def _compare_benchmark_args(
     for key, value in theirs.items():
         number = re.fullmatch(r"\d+", value) and key.endswith("_ms")
         cmp.check(f"benchmark {key}", mine.get(key), f"{float(value)}" if number else value)
+
+
 def _compare_launch(cmp: Comparison, p: dict[str, Any], inst: Any) -> None:
     """The launch shape of a worker: its nodes (one MPI launch across several for a trtllm
     worker wider than a node), its task count and its MPI plugin, as srtctl's srun."""

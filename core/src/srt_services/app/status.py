@@ -25,7 +25,13 @@ def status_rows(path: str) -> dict[str, Any]:
     alive_orch = view.orchestrator_alive()
     now = time.time()
     instances = state.instances if state is not None else {}
-    rows = [_row(view, step, inst, alive_orch, now) for step, inst in instances.items()]
+    over = state is not None and state.finished
+    plan = view.plan
+    ports = {i.step: i.ports for u in plan.units for i in u.instances} if plan else {}
+    rows = [
+        _row(view, step, inst, alive_orch, now, over, ports=ports)
+        for step, inst in instances.items()
+    ]
     slurm: dict[str, Any] | None = None
     if view.slurm_job_id is not None:
         slurm = _slurm_status(view.slurm_job_id, rows, instances)
@@ -39,7 +45,7 @@ def status_rows(path: str) -> dict[str, Any]:
     if status in {"running", "stopping"} and not alive_orch:
         status = "lost"  # never "running" about a job whose orchestrator is gone
     builds = state.builds if state is not None else {}
-    rows += [_row(view, step, b, alive_orch, now, build=True) for step, b in builds.items()]
+    rows += [_row(view, step, b, alive_orch, now, over, build=True) for step, b in builds.items()]
     return {
         "slurm": slurm,
         "job": (state.job_name if state else None) or (view.plan.job_name if view.plan else None),
@@ -60,15 +66,22 @@ def _row(
     inst: InstanceState,
     alive_orch: bool,
     now: float,
+    over: bool,
     build: bool = False,
+    ports: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
+    ports = ports or {}
     pid = inst.pid
     running = pid is not None and procfs.same_process(pid, inst.start_ticks)
     uptime = now - inst.started if running and inst.started is not None else None
     state_name: str = inst.state
     if build and state_name == "starting":
         state_name = "building"
-    if not running and state_name in LIVE_STATES and not alive_orch and pid:
+    if over and state_name in LIVE_STATES:
+        # the job ended (``srt stop`` cleaned up after its orchestrator, or the watchdog
+        # of a detached run did): nothing of it runs on, whatever the last write said
+        state_name = "stopped"
+    elif not running and state_name in LIVE_STATES and not alive_orch and pid:
         state_name = f"{state_name} (orchestrator gone)"
     return {
         "step": step,
@@ -85,6 +98,7 @@ def _row(
         "log": os.path.join(view.job.path, inst.log),
         #: why an ``unavailable`` instance is (its node lacks what it runs)
         "reason": inst.reason,
+        "ports": list(ports.get(step, ())),
     }
 
 

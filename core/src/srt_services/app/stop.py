@@ -45,11 +45,25 @@ class StopRequest:
     timeout: float | None = None
 
 
+#: Instance states only a running orchestrator can keep up.
+LIVE_STATES = frozenset({"pending", "starting", "ready", "unhealthy", "backoff", "stopping"})
+
+
 def mark_stopped(view: JobView, note: str) -> None:
-    """Record in ``state.json`` that the job was stopped from outside (and by what)."""
+    """Record in ``state.json`` that the job was stopped from outside (and by what).
+
+    Its instances are stopped too: an instance the dead orchestrator last saw ``ready`` is
+    not ready in a job that says ``stopped`` (``srt status`` would show both otherwise).
+    """
     if view.state is None:
         return
-    stopped = dataclasses.replace(view.state, status="stopped", stopped_by=note)
+    instances = {
+        step: dataclasses.replace(inst, state="stopped") if inst.state in LIVE_STATES else inst
+        for step, inst in view.state.instances.items()
+    }
+    stopped = dataclasses.replace(
+        view.state, status="stopped", stopped_by=note, instances=instances
+    )
     write_state(view.job, stopped)
 
 
@@ -209,6 +223,20 @@ def _orchestrator_elsewhere(view: JobView, elsewhere: str, log: Log) -> int:
         " run `srt stop` there"
     )
     return 1
+
+
+def stop_lost_job(view: JobView, log: Log, by: str) -> list[str]:
+    """Stop what a dead orchestrator left, tier by tier with the plan's graces, and record
+    the job stopped ``by``; returns what could not be stopped (the watchdog of ``srt run -d``)."""
+    survivors = stop_leftovers(view, None, log)
+    mark_stopped(view, by)
+    left = survivors or [f"pid {f.pid} ({f.step or '?'})" for f in leftovers(view)]
+    if left:
+        log("could not stop: " + ", ".join(left))
+    else:
+        _remove_cgroup(view)
+        log("nothing of the job is running")
+    return left
 
 
 def _stop_directly(view: JobView, now: bool, timeout: float | None, log: Log) -> int:

@@ -116,15 +116,19 @@ _TOP_LEVEL = frozenset(f.alias or name for name, f in Recipe.model_fields.items(
 
 
 def _checks_beside(data: dict[str, Any], shape: ProblemList, plugins: PluginSet) -> ProblemList:
-    """The plugin-aware problems of the parts of the recipe whose shape is valid.
+    """The plugin-aware problems of the parts of the recipe whose shape is valid, so a user
+    fixing a recipe sees all of its problems in one pass rather than a second list (a
+    duplicate name, an unknown ``type``) after the first is fixed.
 
     An unknown top-level key means nothing to any rule, so the checks run as if it were
     not there: a typo such as ``servcies:`` beside a real ``services:`` list does not hide
-    that list's own problems. When every other shape error lies inside service entries,
-    the rest of the recipe is sound, so the checks run on it without those entries, and a
-    user fixing a recipe sees all of its problems in one pass rather than a second list
-    after the first is fixed. With a shape error anywhere else (a role, the frontend, the
-    job), the later checks would work from a half-read job, so they wait.
+    that list's own problems. A service entry with a shape error is left out and the
+    checks run on the others, reporting the job's own problems and those of each entry.
+    A shape error elsewhere (a role's unknown key, a count out of range) is cut out of
+    the document, the rest checked, and only what the service entries' own rules find is
+    reported with it: the job-wide rules would judge a job that is not the one written.
+    Where cutting cannot make the rest valid (a required setting missing, a whole role or
+    section of the wrong type), the later checks wait.
     """
     if shape.more_errors:  # only the first problems are known: the others could be anywhere
         return ProblemList()
@@ -139,28 +143,63 @@ def _checks_beside(data: dict[str, Any], shape: ProblemList, plugins: PluginSet)
             except ValidationError:  # pragma: no cover - nothing else was wrong with its shape
                 return ProblemList()
             return check(recipe, plugins).problems
+    outside = [p for p in left if not _in_entry(p)]
+    if outside:
+        cut = _cut(data, [p.path for p in outside])
+        if cut is None:
+            return ProblemList()
+        data = cut
     entries = data.get("services")
     if not isinstance(entries, list):
         return ProblemList()
-    broken: set[int] = set()
-    for p in left:
-        if len(p.path) < 2 or p.path[0] != "services" or not isinstance(p.path[1], int):
-            return ProblemList()
-        broken.add(p.path[1])
+    broken = {p.path[1] for p in left if _in_entry(p)}
     kept = [i for i in range(len(entries)) if i not in broken]
     try:
         recipe = validation.validate(Recipe, {**data, "services": [entries[i] for i in kept]})
-    except ValidationError:  # pragma: no cover - the shape errors were all in left-out entries
+    except ValidationError:  # the cut did not make the rest valid: nothing more is sure
         return ProblemList()
     found = check(recipe, plugins, origin=kept).problems
     # the job's own problems and those of written entries; not ones about the services as
-    # a whole or an implied entry, which a left-out entry may have caused
+    # a whole or an implied entry, which a left-out entry may have caused; with a part of
+    # the job cut out, only what each entry's own rules say
     out = ProblemList(
         p
         for p in found
-        if p.path[:1] != ("services",) or (len(p.path) > 1 and isinstance(p.path[1], int))
+        if (p.path[:1] != ("services",) and not outside)
+        or (len(p.path) > 1 and p.path[0] == "services" and isinstance(p.path[1], int))
     )
     out.count_more(found.more_errors)
+    return out
+
+
+def _in_entry(problem: Problem) -> bool:
+    """Whether ``problem`` lies inside one service entry."""
+    path = problem.path
+    return len(path) >= 2 and path[0] == "services" and isinstance(path[1], int)
+
+
+def _cut(data: dict[str, Any], paths: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """``data`` without the values at ``paths`` (each an optional setting with a default),
+    or ``None`` when a path is a whole section or a whole role, whose absence would change
+    what the rest of the recipe means."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for path in paths:
+        if len(path) < 2 or (path[0] == "roles" and len(path) < 3):
+            return None
+        parent: Any = out
+        for part in path[:-1]:
+            try:
+                parent = parent[part]
+            except (KeyError, IndexError, TypeError):
+                return None
+        if isinstance(parent, dict) and path[-1] in parent:
+            del parent[path[-1]]
+        elif isinstance(parent, list) and isinstance(path[-1], int) and path[-1] < len(parent):
+            return None  # an item of a list (an argv word): the rest would be read shifted
+        else:
+            return None  # nothing there to cut (a required key is missing): no guessing
     return out
 
 

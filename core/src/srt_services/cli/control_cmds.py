@@ -8,26 +8,31 @@ import sys
 
 import rich_click as click
 
+from srt_services.cli.job_args import JOB_DIR, complete_unit, root_option
+
 
 def ask_orchestrator(op: str, job_dir: str, service: str, force: bool, wait: bool) -> int:
     """Send one request; print its progress on stderr and its outcome; return the exit code."""
-    from srt_services.app.control import ServiceRequest, act
+    from srt_services.app.control import ServiceRequest, act_on
 
     def note(text: str) -> None:
         sys.stderr.write(f"srt {op}: {text}\n")
 
-    outcome = act(ServiceRequest(op, job_dir, service, force, wait), note)
-    if outcome.ok:
-        click.echo(outcome.text)
-        return 0
-    prefix = "refused: " if outcome.refused else ""
-    sys.stderr.write(f"srt {op}: {prefix}{outcome.text}\n")
-    return 1
+    code = 0
+    for outcome in act_on(ServiceRequest(op, job_dir, service, force, wait), note):
+        if outcome.ok:
+            click.echo(outcome.text)
+            continue
+        prefix = "refused: " if outcome.refused else ""
+        sys.stderr.write(f"srt {op}: {prefix}{outcome.text}\n")
+        code = 1
+    return code
 
 
 @click.command()
-@click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
-@click.argument("service")
+@click.argument("job_dir", type=JOB_DIR)
+@click.argument("service", shell_complete=complete_unit)
+@root_option
 @click.option(
     "--force",
     is_flag=True,
@@ -39,7 +44,8 @@ def restart(job_dir: str, service: str, force: bool, no_wait: bool) -> None:
     """Restart one service of a running job: stop its instances as the teardown would (stop
     signal, grace, SIGKILL), start them again and wait until they are ready.
 
-    SERVICE is a service (or role) name, or one instance's step. The running orchestrator
+    SERVICE is a service (or role) name, one instance's step, a worker (decode_0) or a shell
+    pattern ('tick*') matching them, as in `srt logs`. The running orchestrator
     does it, asked through the job directory's control socket (only the job's user may), and
     records it in events.jsonl. The benchmark and terminal services are never restarted on
     their own; a critical unit only with --force.

@@ -8,6 +8,8 @@ from typing import Any
 
 import rich_click as click
 
+from srt_services.cli.job_args import JOB_DIR, complete_unit, root_option
+
 
 class Seconds(click.FloatRange):
     """A number of seconds in a range; ``nan`` and ``inf`` are refused (a NaN compares
@@ -25,8 +27,9 @@ class Seconds(click.FloatRange):
 @click.option(
     "--job-dir",
     type=click.Path(file_okay=False),
-    help="Job directory (default: ./srt-jobs/<name>-<time>).",
+    help="Job directory (default: <job root>/<name>-<time>).",
 )
+@root_option
 @click.option(
     "--nodes",
     type=click.IntRange(1, 254),
@@ -51,6 +54,12 @@ class Seconds(click.FloatRange):
     help="The job of another tool's sweep file to run (srtctl's selectors, e.g."
     " zip_override_tp[1]); required when the file holds several.",
 )
+@click.option(
+    "-d",
+    "--detach",
+    is_flag=True,
+    help="Start the job in the background: print its directory and return once it is up.",
+)
 def run(
     recipe: str,
     job_dir: str | None,
@@ -60,22 +69,21 @@ def run(
     grace: float | None,
     launcher: str,
     variant: str | None,
+    detach: bool,
 ) -> None:
     """Run a recipe on this machine and supervise it until it ends.
 
     Phases start in order (infra, before_workers, workers, frontend, after_frontend,
     benchmark); Ctrl-C stops everything (twice: at once). The exit status is the
     benchmark's or the terminal services' worst, 1 for a failed job, 128+N after signal N.
+
+    With -d the job runs on after the shell is gone, its orchestrator watched: if the
+    orchestrator dies (kill -9), the watchdog stops its services within their stop graces.
+    `srt status`, `srt logs -f` and `srt stop` work on it as on any job; the orchestrator's
+    own output is `srt logs JOBDIR orchestrator`.
     """
     from srt_services.app import compose
     from srt_services.app.run import RunRequest, run_job
-    from srt_services.cli.progress import make_progress
-    from srt_services.cli.run_views import summary
-
-    progress = make_progress(quiet, plain)
-
-    def note(message: str) -> None:
-        progress({"event": "note", "detail": message})
 
     request = RunRequest(
         recipe=recipe,
@@ -85,12 +93,42 @@ def run(
         grace=grace,
         variant=variant,
     )
+    if detach:
+        raise SystemExit(_detached(compose.setup(), request))
+    from srt_services.cli.progress import make_progress
+    from srt_services.cli.run_views import summary
+
+    progress = make_progress(quiet, plain)
+
+    def note(message: str) -> None:
+        progress({"event": "note", "detail": message})
+
     try:
         result = run_job(compose.setup(), request, progress, note)
     finally:
         progress.close()
     summary(result)
     raise SystemExit(result.code)
+
+
+def _detached(where: Any, request: Any) -> int:
+    """``srt run -d``: the job directory on stdout (for scripts), the rest on stderr."""
+    from srt_services.app.detach import start
+
+    started = start(where, request)
+    if started.code is not None:
+        sys.stderr.write(f"srt run: the job ended before it was up (exit {started.code}):\n")
+        sys.stderr.write("".join(f"  {line}\n" for line in started.output))
+        click.echo(started.job_dir)
+        return started.code or 1
+    pid = started.orchestrator_pid
+    up = f"orchestrator pid {pid}" if pid is not None else "still starting"
+    sys.stderr.write(
+        f"srt run: detached ({up}, watchdog pid {started.watchdog_pid});"
+        f" srt status / logs -f / stop {started.job_dir}\n"
+    )
+    click.echo(started.job_dir)
+    return 0
 
 
 def pick_job_dir(job_dir: str | None, command: str) -> str:
@@ -103,14 +141,15 @@ def pick_job_dir(job_dir: str | None, command: str) -> str:
     latest = latest_job()
     if latest is None:
         raise click.UsageError(
-            f"no job directories under {job_root()}: give JOBDIR (or set SRT_JOB_ROOT)"
+            f"no job directories under {job_root()}: give JOBDIR (or --root / SRT_JOB_ROOT)"
         )
     sys.stderr.write(f"srt {command}: latest job: {latest}\n")
     return latest
 
 
 @click.command()
-@click.argument("job_dir", required=False, type=click.Path(exists=True, file_okay=False))
+@click.argument("job_dir", required=False, type=JOB_DIR)
+@root_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option(
     "-w",
@@ -122,9 +161,10 @@ def pick_job_dir(job_dir: str | None, command: str) -> str:
 def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
     """Show every instance of a job (running or ended): state, PID, uptime, readiness, log.
 
-    Without JOBDIR: the latest job under the job root (./srt-jobs or $SRT_JOB_ROOT), named
-    on stderr. On a terminal the table fits its width (the log path relative to the job
-    directory, less useful columns left out); in a pipe every column is printed in full.
+    Without JOBDIR: the latest job under the job root (--root, $SRT_JOB_ROOT, else
+    ~/.local/state/srt/jobs), named on stderr; JOBDIR may be a job's name under it. On a
+    terminal the table fits its width (the log path relative to the job directory, less
+    useful columns left out); in a pipe every column is printed in full.
     """
     from srt_services.app.status import status_rows
 
@@ -150,8 +190,9 @@ def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
 
 
 @click.command()
-@click.argument("job_dir", type=click.Path(exists=True, file_okay=False))
-@click.argument("service", required=False)
+@click.argument("job_dir", type=JOB_DIR)
+@click.argument("service", required=False, shell_complete=complete_unit)
+@root_option
 @click.option("--now", is_flag=True, help="Skip the graces: SIGKILL at once.")
 @click.option(
     "--timeout",
@@ -191,17 +232,13 @@ def _list_command(name: str, alias_of: str | None = None) -> click.Command:
     """``srt ps`` and its alias ``srt jobs`` (one command, two names)."""
 
     @click.command(name)
-    @click.option(
-        "--root",
-        type=click.Path(file_okay=False),
-        help="Where the job directories are (default: $SRT_JOB_ROOT, else ./srt-jobs).",
-    )
+    @root_option
     @click.option("-n", "--last", type=click.IntRange(1), help="Only the newest N jobs.")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-    def command(root: str | None, last: int | None, as_json: bool) -> None:
+    def command(last: int | None, as_json: bool) -> None:
         from srt_services.app.jobs import job_rows
 
-        data = job_rows(root)
+        data = job_rows()
         if last is not None:
             data["jobs"] = data["jobs"][:last]
         if as_json:

@@ -7,9 +7,12 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import rich_click as click
+
+from srt_services.cli.job_args import root_option
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -48,12 +51,16 @@ def parse_since(text: str, now: float | None = None) -> float:
 def split_args(args: tuple[str, ...]) -> tuple[str | None, list[str]]:
     """(JOBDIR or None, the names): the first argument is the job directory when it is one
     (or looks like a path); otherwise every argument is a name in the latest job."""
+    from srt_services.cli.job_args import resolve_job_dir
     from srt_services.jobdir.layout import is_job_dir
 
-    if args and (os.sep in args[0] or (os.path.isdir(args[0]) and is_job_dir(args[0]))):
-        if not os.path.isdir(args[0]):
+    if not args:
+        return None, []
+    found = resolve_job_dir(args[0])
+    if os.sep in args[0] or (found is not None and is_job_dir(found)):
+        if found is None:
             raise click.BadParameter(f"{args[0]} is not a directory", param_hint="JOBDIR")
-        return args[0], list(args[1:])
+        return found, list(args[1:])
     return None, list(args)
 
 
@@ -89,6 +96,7 @@ def job_over(path: str) -> Callable[[], bool]:
 
 @click.command()
 @click.argument("args", nargs=-1, metavar="[JOBDIR] [NAME]...")
+@root_option
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option(
     "-n",
@@ -104,6 +112,12 @@ def job_over(path: str) -> Callable[[], bool]:
     " '2024-05-01 12:30'. Logs carry no time per line: each log starts at the attempt that"
     " ran at TIME.",
 )
+@click.option(
+    "-t",
+    "--timestamps",
+    is_flag=True,
+    help="Begin each line with when it was written (to 0.25 s; followed lines: when read).",
+)
 @click.option("--no-prefix", is_flag=True, help="Print the lines without the instance name.")
 @click.option("--no-color", is_flag=True, help="No colours, even on a terminal.")
 def logs(
@@ -111,6 +125,7 @@ def logs(
     follow: bool,
     lines: int | None,
     since: str | None,
+    timestamps: bool,
     no_prefix: bool,
     no_color: bool,
 ) -> None:
@@ -120,11 +135,12 @@ def logs(
     NAME selects a service or role (all its instances), a step (service_web_0), a worker
     (decode_0), `services` or `workers`, or another file in logs/ (sbatch); shell patterns
     work. Without NAME: every instance. Without JOBDIR: the latest job under the job root
-    (named on stderr). Logs are printed one after the other; with -f, new lines from all of
-    them interleave as they are written, across restarts, truncation and rotation, until
-    the job ends. A line longer than 1 MiB is cut there (the line says so); only regular
-    files inside the job directory are read (a FIFO, a device or a link out of it is
-    named, not read, and the exit status is 1). Works the same for Slurm job directories (the logs are in the shared job
+    (named on stderr). The logs are merged in the order their lines were written (srt
+    records when each log grew, every 0.25 s); with -f, new lines keep coming as they are
+    written, across restarts, truncation and rotation, until the job ends. A line longer
+    than 1 MiB is cut there (the line says so); only regular files inside the job directory
+    are read (a FIFO, a device or a link out of it is named, not read, and the exit status
+    is 1). Works the same for Slurm job directories (the logs are in the shared job
     directory).
     """
     from srt_services.cli.job_cmds import pick_job_dir
@@ -146,17 +162,15 @@ def logs(
     attempts = attempts_by_step(read_events(view.job.events_file))
     out = sys.stdout.buffer
     color = use_color(out, False if no_color else None)
-    printer = Printer(out, [s.name for s in sources], prefix=not no_prefix, color=color)
+    printer = Printer(
+        out, [s.name for s in sources], prefix=not no_prefix, color=color, timestamps=timestamps
+    )
     files = [LogFile(s, list(attempts.get(s.step or "", []))) for s in sources]
-    for f in files:
-        printer.write(f.source.name, f.read_past(lines, start))
     over = job_over(view.job.path)
-    if not follow or over():
-        for f in files:
-            printer.write(f.source.name, f.flush_partial())
-        printer.flush()
-    else:
-        printer.flush()
+    following = follow and not over()
+    _print_past(files, printer, lines, start, following)
+    printer.flush()
+    if following:
         from srt_services.logview.follow import follow as follow_logs
 
         follow_logs(view.job, files, printer, over)
@@ -168,3 +182,25 @@ def logs(
         from srt_services.jobdir.layout import JobDirError
 
         raise JobDirError("not read: " + "; ".join(r for r in refused if r))
+
+
+def _print_past(
+    files: list[Any], printer: Any, lines: int | None, start: float | None, following: bool
+) -> None:
+    """What the logs hold now, merged by when it was written (one log after the other for
+    a job without the logs' size history); the unfinished last lines too unless following.
+    Everything streams: a log of any size is read a chunk at a time, never held whole."""
+    from srt_services.logview.past import merged_timed, timed
+
+    def pieces_of(f: Any) -> Iterator[Any]:
+        yield from f.read_past(lines, start)
+        if not following:
+            yield from f.flush_partial()
+
+    streams = [timed(f, pieces_of(f)) for f in files]
+    if all(stream is not None for stream in streams):
+        named = [(f.source.name, st) for f, st in zip(files, streams, strict=True) if st]
+        printer.write_merged(merged_timed(named))
+        return
+    for f in files:
+        printer.write(f.source.name, pieces_of(f))

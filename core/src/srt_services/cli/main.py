@@ -36,13 +36,20 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("srt_services.cli.job_cmds", "status"),
     "stop": ("srt_services.cli.job_cmds", "stop"),
     "logs": ("srt_services.cli.log_cmds", "logs"),
+    "events": ("srt_services.cli.event_cmds", "events"),
     "restart": ("srt_services.cli.control_cmds", "restart"),
+    "exec": ("srt_services.cli.exec_cmds", "exec_"),
+    "rm": ("srt_services.cli.clean_cmds", "rm"),
+    "prune": ("srt_services.cli.clean_cmds", "prune"),
     "ps": ("srt_services.cli.job_cmds", "ps"),
     "jobs": ("srt_services.cli.job_cmds", "jobs"),
     "apply": ("srt_services.cli.slurm_cmds", "apply"),
     "render": ("srt_services.cli.slurm_cmds", "render"),
     "plugins": ("srt_services.cli.plugin_cmds", "plugins"),
 }
+
+#: Commands of first-party plugins: a name here without its plugin says what to install.
+PLUGIN_COMMANDS: dict[str, str] = {"metrics": "srt-exporters", "oarbank": "srt-oarbank"}
 
 EPILOG = (
     "Exit codes: 0 success, 2 invalid recipe or usage, 1 any other failure (a failed job"
@@ -65,6 +72,16 @@ class SuggestingGroup(click.RichGroup):
         name = args[0]
         if ctx.resilient_parsing or name.startswith("-") or self.get_command(ctx, name):
             return super().resolve_command(ctx, args)
+        dist = PLUGIN_COMMANDS.get(name)
+        if dist is not None:
+            from srt_services.plugins.hints import pip_command
+
+            raise click.UsageError(
+                f"`srt {name}` comes with the {dist} plugin, which is not installed or not"
+                f" loaded: {pip_command(dist)} (`srt plugins list` shows why a plugin is not"
+                " loaded)",
+                ctx,
+            )
         from difflib import get_close_matches
 
         close = get_close_matches(name, self.command_names(ctx), n=3, cutoff=0.6)

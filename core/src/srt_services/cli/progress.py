@@ -47,17 +47,19 @@ SHOWN = {
     "job_dir_error": "{detail}",
     "job_dir_recovered": "{detail}",
     "internal_error": "internal error {detail}",
+    "orchestrator_lost": "the orchestrator (pid {pid}) died ({code_text}) without ending the job",
+    "watchdog_stopped": "the watchdog stopped what the orchestrator (pid {pid}) left",
 }
 
 
-def _text(record: dict[str, Any]) -> str | None:
+def event_text(record: dict[str, Any]) -> str | None:
+    """An event in words (``None``: one the display does not show)."""
     template = SHOWN.get(record["event"])
     if template is None:
         return None
     values = dict(record)
-    code = values.get("code")
-    if code is not None:
-        sig = values.get("signal")
+    code, sig = values.get("code"), values.get("signal")
+    if code is not None or (sig and record["event"] == "orchestrator_lost"):
         values["code_text"] = f"signal {sig}" if sig else f"code {code}"
     values["units_text"] = ", ".join(values.get("units") or [])
     values["steps_text"] = ", ".join(values.get("steps") or []) or "(escaped processes only)"
@@ -136,7 +138,7 @@ class PlainProgress:
             or (record["event"] == "stop_requested" and record.get("code"))
         ):
             return
-        text = _text(record)
+        text = event_text(record)
         if text is None or self.broken:
             return
         try:
@@ -222,9 +224,9 @@ class LiveProgress:
                 "liveness_failed",
                 "escalated",
             }:
-                row.update(state=ev, detail=_text(record) or "")
+                row.update(state=ev, detail=event_text(record) or "")
         elif ev in {"stop_requested", "signal", "serving", "phase_started", "unkillable", "note"}:
-            text = _text(record)
+            text = event_text(record)
             if text:
                 self.messages.append(text)
         self.live.update(self._render())

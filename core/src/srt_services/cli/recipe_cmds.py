@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import rich_click as click
 
+from srt_services.cli.job_args import complete_kind
+
 if TYPE_CHECKING:
     from srt_services.recipe.problems import LocatedProblem
 
@@ -278,7 +280,10 @@ def _known_units(plan: Any, names: tuple[str, ...]) -> frozenset[str]:
         if name not in known:
             close = get_close_matches(name, known, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise click.UsageError(f"--unit {name}: the plan has no unit of that name{hint}")
+            raise click.UsageError(
+                f"--unit {name}: the plan has no unit of that name{hint}"
+                f" (units: {', '.join(known) or 'none'})"
+            )
     return frozenset(names)
 
 
@@ -299,7 +304,7 @@ def schema(output: str | None) -> None:
 
 
 @click.command()
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_kind)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def kinds(name: str | None, as_json: bool) -> None:
     """List the service kinds with their defaults and the plugin that provides each.

@@ -7,9 +7,12 @@ import sys
 
 import rich_click as click
 
+from srt_services.cli.job_args import root_option
+
 
 @click.command()
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
+@root_option
 @click.option(
     "-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create."
 )
@@ -57,6 +60,7 @@ def apply(
 
 @click.command()
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False))
+@root_option
 @click.option(
     "-o", "--output", "out_dir", type=click.Path(file_okay=False), help="Job directory to create."
 )

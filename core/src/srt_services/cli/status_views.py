@@ -128,6 +128,7 @@ def status_text(data: dict[str, Any], width: int | None) -> str:
         Column("NODE"),
         Column("STATE", cut="end"),
         Column("PID"),
+        Column("PORTS", cut="end"),
         Column("UPTIME"),
         Column("RESTARTS"),
         Column("EXIT"),
@@ -140,6 +141,7 @@ def status_text(data: dict[str, Any], width: int | None) -> str:
             r["node"],
             shown_state(r, ended),
             _pid_text(r, live),
+            ",".join(str(p) for p in r.get("ports") or ()) or "-",
             _age(r["uptime"]),
             r["restarts"] or 0,
             exit_text(r["exit_code"]),
@@ -151,6 +153,7 @@ def status_text(data: dict[str, Any], width: int | None) -> str:
     steps = (
         Step("short", "LOG"),
         Step("drop", "READINESS"),
+        Step("drop", "PORTS"),
         Step("drop", "UPTIME"),
         Step("drop", "NODE"),
         Step("drop", "LOG"),

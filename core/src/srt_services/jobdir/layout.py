@@ -65,9 +65,19 @@ def atomic_write(path: str, data: bytes) -> None:
 
 
 def job_root(root: str | None = None) -> str:
-    """Where new job directories go and where ``srt ps`` looks: ``root``, else
-    ``$SRT_JOB_ROOT``, else ``./srt-jobs``."""
-    return root or os.environ.get("SRT_JOB_ROOT") or os.path.join(os.getcwd(), "srt-jobs")
+    """Where new job directories go and where every command looks for jobs: ``root``, else
+    ``$SRT_JOB_ROOT``, else the user's own (:func:`user_job_root`), whatever the current
+    directory (a job started in one directory is found from any other)."""
+    return root or os.environ.get("SRT_JOB_ROOT") or user_job_root()
+
+
+def user_job_root() -> str:
+    """``$XDG_STATE_HOME/srt/jobs`` (``~/.local/state/srt/jobs``): per user, in the home
+    directory, which a Slurm cluster shares with its nodes."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(state, "srt", "jobs")
 
 
 def default_job_dir(name: str, root: str | None = None) -> str:

@@ -37,6 +37,9 @@ class EventsTail:
         self._skipping = False
         self._seen: dict[str, int] = {}
         self._history: list[dict[str, Any]] = []
+        #: steps whose last attempt exited and whose next one is not recorded yet: what
+        #: their log gets now is the next attempt's output, to be shown after its mark
+        self.between: set[str] = set()
 
     def skip_to_end(self) -> None:
         """Start from what is there now (the past was read in one go)."""
@@ -86,14 +89,24 @@ class EventsTail:
             event = decode_event(line)
             if event is not None:
                 self._history.append(event)
+                self._note_between(event)
                 fresh = fresh or event.get("event") == "launched"
         if len(self._partial) > MAX_EVENT_LINE:
             self._partial, self._skipping = b"", True
         return fresh
 
+    def _note_between(self, event: dict[str, Any]) -> None:
+        step = event.get("step")
+        if not isinstance(step, str):
+            return
+        if event.get("event") == "exited":
+            self.between.add(step)
+        elif event.get("event") == "launched":
+            self.between.discard(step)
+
 
 class _Follower:
-    def __init__(self, job: JobDir, files: list[LogFile], printer: Printer) -> None:
+    def __init__(self, job: JobDir, files: list[LogFile], printer: Printer, period: float) -> None:
         from inotify_simple import INotify, flags
 
         self.job = job
@@ -120,6 +133,9 @@ class _Follower:
         } | {job.path}
         self.watched: dict[int, str] = {}
         self.watch()
+        self.period = period
+        #: log files held back since when (their step is between attempts)
+        self.held: dict[int, float] = {}
 
     def watch(self) -> None:
         for directory in self.directories - set(self.watched.values()):
@@ -129,7 +145,13 @@ class _Follower:
                 continue  # not there yet: tried again on the next full check
 
     def show(self, f: LogFile, pieces: Iterable[Piece]) -> None:
-        self.printer.write(f.source.name, pieces)
+        if not self.printer.timestamps:
+            self.printer.write(f.source.name, pieces)
+            return
+        # followed: a line is seen within milliseconds of its write (inotify), so the
+        # time it was read is when it was written
+        now = time.time()
+        self.printer.write_merged((f.source.name, p, p.at or now) for p in pieces)
 
     def read_attempts(self) -> None:
         for step, attempts in self.events.new_attempts().items():
@@ -137,6 +159,22 @@ class _Follower:
                 if f.source.step == step:
                     for attempt in attempts:
                         self.show(f, f.add_attempt(attempt))
+                    if self.held.pop(id(f), None) is not None:
+                        self.show(f, f.poll())  # what was held back, now after its mark
+
+    def hold(self, f: LogFile) -> bool:
+        """Whether to leave ``f`` unread for now: its instance exited and was not launched
+        again yet, so what it got is the next attempt's output, written before the launch
+        was recorded (the process runs before its pid can be written down). Held at most
+        ``period`` seconds, so a write that belongs to no new attempt is shown anyway."""
+        step = f.source.step
+        if step is None or step not in self.events.between:
+            return False
+        since = self.held.setdefault(id(f), time.monotonic())
+        if time.monotonic() - since < self.period:
+            return True
+        del self.held[id(f)]
+        return False
 
     def changes(self, timeout: float) -> tuple[set[str], bool]:
         """The paths inotify reported within ``timeout``, and whether it overflowed."""
@@ -148,18 +186,20 @@ class _Follower:
                 changed.add(os.path.join(directory, ev.name))
         return changed, any(ev.mask & self.flags.Q_OVERFLOW for ev in got)
 
-    def round(self, changed: set[str] | None) -> None:
-        """Read what ``changed`` names (``None``: everything)."""
+    def round(self, changed: set[str] | None, final: bool = False) -> None:
+        """Read what ``changed`` names (``None``: everything; ``final``: nothing held)."""
         # first, so a new attempt's mark is known before its first lines are read (its
-        # launch is recorded right after the process started, usually before it writes)
+        # launch is recorded right after the process started, often after it wrote)
         self.read_attempts()
         for f in self.files:
-            if changed is None or f.source.path in changed:
+            named = changed is None or f.source.path in changed
+            if named and (final or not self.hold(f)):
                 self.show(f, f.poll())
         if changed is None:
             self.watch()
             for f in self.files:
-                self.show(f, f.flush_partial())
+                if final or id(f) not in self.held:
+                    self.show(f, f.flush_partial())
         self.printer.flush()
 
     def close(self) -> None:
@@ -176,7 +216,7 @@ def follow(
     period: float = 2.0,
 ) -> None:
     """Print what the ``files`` get until ``over()`` says the job ended (then the rest)."""
-    follower = _Follower(job, files, printer)
+    follower = _Follower(job, files, printer, period)
     result = job.file(RESULT)
     try:
         last_full = time.monotonic()
@@ -188,6 +228,6 @@ def follow(
                 last_full = time.monotonic()
             if result in changed or (full and over()):
                 break
-        follower.round(None)  # what was written just before the end
+        follower.round(None, final=True)  # what was written just before the end
     finally:
         follower.close()

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,6 +48,56 @@ BACK_CHUNK = 64 * 1024
 class Piece:
     kind: Literal["line", "mark", "note"]
     data: bytes
+    #: a line: the file offset just past it (its newline); a mark: its attempt's start time
+    end: int | None = None
+    at: float | None = None
+
+
+def read_times(path: str) -> list[tuple[int, float]] | None:
+    """``path``'s size history (``<log>.times``, see
+    :mod:`srt_services.supervise.logclock`) since its last drop (a truncation or a new
+    file); ``None`` when there is none (a job of an older srt)."""
+    try:
+        with open(path + ".times", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    out: list[tuple[int, float]] = []
+    for line in raw.split(b"\n"):
+        try:
+            size_text, t_text = line.split()
+            size, t = int(size_text), float(t_text)
+        except ValueError:
+            continue
+        if out and size < out[-1][0]:
+            out = []
+        out.append((size, t))
+    return out
+
+
+def stamped(
+    pieces: Iterable[Piece], times: list[tuple[int, float]], last: float
+) -> Iterator[tuple[Piece, float]]:
+    """Each piece with when it was written, at the latest: a line by the first recorded
+    size that holds it (``last`` when none does yet: the file's modification time), a mark
+    at its attempt's start; never earlier than the piece before it, so a file's order
+    holds. A generator: the pieces of a file of any size go through one at a time."""
+    import bisect
+
+    sizes = [s for s, _ in times]
+    prev = 0.0
+    for p in pieces:
+        t: float | None = p.at
+        if t is None and p.end is not None:
+            i = bisect.bisect_left(sizes, p.end)
+            t = times[i][1] if i < len(times) else last
+        prev = max(prev, t if t is not None else prev)
+        yield p, prev
+
+
+def stamp(pieces: Iterable[Piece], times: list[tuple[int, float]], last: float) -> list[float]:
+    """:func:`stamped`'s times alone, as a list."""
+    return [t for _, t in stamped(pieces, times, last)]
 
 
 def tail_start(fd: int, start: int, end: int, lines: int) -> int:
@@ -200,7 +250,26 @@ class LogFile:
         self._marks = [(a, st.st_ino) for a in marks if a.offset is not None and a.offset >= start]
         if not self._marking:
             self._marks = []
-        return self._read_to(size)
+        if lines is None:
+            return self._read_to(size)
+        # the tail is held to drop what a mark pushed over the count: ``lines`` lines of at
+        # most ``max_line`` bytes each, whatever the file's size
+        return iter(self._last_lines(list(self._read_to(size)), lines))
+
+    def _last_lines(self, pieces: list[Piece], lines: int) -> list[Piece]:
+        """Only the last ``lines`` lines of ``pieces`` (and the unfinished one), and the marks
+        among them: a mark splits a line the previous attempt left unfinished, so the tail
+        counted in the file's newlines can hold a line more per mark than was asked for."""
+        excess = sum(p.kind == "line" for p in pieces) + bool(self._partial) - lines
+        if excess <= 0:
+            return pieces
+        for i, piece in enumerate(pieces):
+            if piece.kind == "line":
+                excess -= 1
+                if excess == 0:
+                    return pieces[i + 1 :]
+        self._partial = b""  # asked for none
+        return []
 
     # ------------------------------------------------------------------ what comes
 
@@ -218,7 +287,7 @@ class LogFile:
         if attempt.offset is None or (same_file and attempt.offset < self.pos):
             # late: the output read already cannot be taken back; mark now
             self._cutting = False
-            return [*self._take_partial(), Piece("mark", mark_text(attempt))]
+            return [*self._take_partial(), Piece("mark", mark_text(attempt), at=attempt.t)]
         self._marks.append((attempt, inode))
         self._marks.sort(key=lambda m: m[0].offset or 0)
         return []
@@ -261,7 +330,7 @@ class LogFile:
         if not self._partial:
             return []
         line, self._partial = self._partial, b""
-        return [Piece("line", line)]
+        return [Piece("line", line, end=self.pos)]
 
     def _due(self, offset: int | None = None) -> list[tuple[Attempt, int | None]]:
         """Pending marks in the open file (at or before ``offset``), by offset."""
@@ -277,7 +346,7 @@ class LogFile:
             self._marks.remove(mark)
             out += self._take_partial()
             self._cutting = False  # the new attempt's output starts a line of its own
-            out.append(Piece("mark", mark_text(mark[0])))
+            out.append(Piece("mark", mark_text(mark[0]), at=mark[0].t))
         return out
 
     def _read_to(self, end: int) -> Iterator[Piece]:
@@ -307,13 +376,21 @@ class LogFile:
                 return  # still inside the line that was cut
             self._cutting = False
             data = data[newline + 1 :]
-        parts = (self._partial + data).split(b"\n") if self._partial else data.split(b"\n")
+        previous = self._partial
+        parts = (previous + data).split(b"\n") if previous else data.split(b"\n")
         self._partial = parts.pop()
+        # each line's end: the file offset just past its newline (when it was written, by
+        # the size history); the first line began with the unfinished one kept from before
+        end = self.pos - len(data) - len(previous)
         for part in parts:
-            yield self._cut(part) if len(part) > self.max_line else Piece("line", part)
+            end += len(part) + 1
+            yield (
+                self._cut(part, end) if len(part) > self.max_line else Piece("line", part, end=end)
+            )
         if len(self._partial) > self.max_line:
-            yield self._cut(self._partial)
+            yield self._cut(self._partial, self.pos)
             self._partial, self._cutting = b"", True
 
-    def _cut(self, line: bytes) -> Piece:
-        return Piece("line", line[: _char_start(line, self.max_line)] + cut_text(self.max_line))
+    def _cut(self, line: bytes, end: int) -> Piece:
+        cut = line[: _char_start(line, self.max_line)] + cut_text(self.max_line)
+        return Piece("line", cut, end=end)

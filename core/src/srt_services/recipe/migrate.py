@@ -16,6 +16,7 @@ import copy
 import io
 import json
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from srt_services.recipe.problems import LocatedProblem, Problem, RecipeError, locate
@@ -55,26 +56,42 @@ def migrate_document(tree: Any, plain: dict[str, Any]) -> list[str]:
     front: list[dict[str, Any]] = []
     back: list[dict[str, Any]] = []
     where = None
+    infra_said = _Said()
     if "infra" in tree:
         where = list(tree).index("infra")
-        del tree["infra"]
+        infra_said = _delete(tree, "infra")
         front = _infra_entries(plain.get("infra") or {}, ftype, planes_nats, notes)
     backend = plain.get("backend")
     if isinstance(backend, dict) and "mooncake_kv_store" in backend:
         kept = tree["backend"]
-        del kept["mooncake_kv_store"]
+        at = list(kept).index("mooncake_kv_store")
+        said = _delete(kept, "mooncake_kv_store")
+        said_text = said.eol + said.after
         master = _mooncake_master(tree, backend["mooncake_kv_store"] or {}, kept, notes)
         if any(e.get("placement") == {"node": "dedicated"} for e in front):
             # v1 ran the master where etcd and NATS ran; schema 2 says so, as the three
             # share the infra node (all dedicated or none)
             master["placement"] = {"node": "dedicated"}
         back = [master]
-        if not kept:
-            del tree["backend"]
+        if kept:
+            _keep(kept, at - 1, said_text)
+        else:
+            at = list(tree).index("backend")
+            block = _delete(tree, "backend")
+            _keep(tree, at - 1, block.eol + block.after + said_text)
     if isinstance(backend, dict) and "type" in backend:
         _backend_type(tree, plain, backend["type"], notes)
+    replaced = where is not None and "services" not in tree and bool(front or back)
     if front or back:
         _add_services(tree, front, back, where)
+    if where is not None:
+        # what was said in and after the v1 block stays where it was: on and after the
+        # services that replaced it, or after the setting before it
+        if replaced:
+            _set_comment(tree, "services", infra_said)
+            _keep(tree, where, infra_said.after)
+        else:
+            _keep(tree, where - 1, infra_said.eol + infra_said.after)
     _insert(tree, 0, "schema", 2)
     return notes
 
@@ -131,16 +148,162 @@ def _backend_type(tree: Any, plain: dict[str, Any], engine_type: Any, notes: lis
             f"kept backend.type {engine_type}: engine.type says {written} (drop one by hand)"
         )
         return
+    from ruamel.yaml.comments import CommentedMap
+
     kept = tree["backend"]
     where = list(tree).index("backend")
-    del kept["type"]
-    if not kept:
-        del tree["backend"]
+    flow = _is_flow(kept)
+    # the setting's own comment goes with it (`type: vllm  # the engine`); the lines after
+    # it belong to what follows, and stay where they are
+    at = list(kept).index("type")
+    said = _delete(kept, "type")
+    block_said = _Said()
+    if kept:
+        _keep(kept, at - 1, said.after)
+    else:
+        block_said = _delete(tree, "backend")
+    after = said.after + block_said.after
     if engine is None:
-        _insert(tree, where, "engine", {"type": engine_type})
-    elif written is None:
-        tree["engine"]["type"] = engine_type
+        block = CommentedMap(type=engine_type)
+        if flow:
+            block.fa.set_flow_style()  # written as the backend block was
+            _set_comment(tree, "engine", block_said if block_said.eol else said)
+        else:
+            _set_comment(block, "type", said)
+            _set_comment(tree, "engine", block_said)
+        _insert(tree, where, "engine", block)
+        _keep(tree, where, after)
+        notes.append("backend.type -> engine.type")
+        return
+    target = tree["engine"]
+    if written is None:
+        target["type"] = engine_type
+    if _is_flow(target):  # a comment cannot sit inside `{...}`: it goes after it
+        _set_comment(tree, "engine", said if said.eol else block_said)
+    else:
+        _set_comment(target, "type", said)
+        _set_comment(tree, "engine", block_said)
+    if not kept:
+        _keep(tree, where - 1, after)
     notes.append("backend.type -> engine.type")
+
+
+# ---------------------------------------------------------------- comments of what moves
+#
+# ruamel keeps a comment with the node it follows: `key: value  # note` and the comment
+# lines after it up to the next key are one token on `key`. Deleting a key would delete
+# them; these helpers take them off first and give them to the node that now comes
+# before that place, so a migrated recipe keeps every comment it had.
+
+
+@dataclass(slots=True)
+class _Said:
+    """The comments of a deleted key: its end-of-line comment (and the column it was at),
+    and every other comment line in and after its value."""
+
+    eol: str = ""
+    column: int = 0
+    after: str = ""
+
+
+def _tokens(entry: Any) -> list[Any]:
+    """The comment tokens of one ``ca.items`` entry."""
+    found = []
+    for token in entry or ():
+        for t in token if isinstance(token, list) else [token]:
+            if t is not None and hasattr(t, "value"):
+                found.append(t)
+    return found
+
+
+def _comments(node: Any) -> str:
+    """Every comment inside ``node`` (a ruamel map or list), in document order."""
+    ca = getattr(node, "ca", None)
+    if ca is None:
+        return ""
+    out: list[str] = []
+    keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+    for key in keys:
+        out.extend(t.value for t in _tokens(ca.items.get(key)))
+        out.append(_comments(node[key]))
+    return "".join(out)
+
+
+def _delete(mapping: Any, key: str) -> _Said:
+    """Delete ``key`` from ``mapping``; return the comments on it and inside its value."""
+    ca = getattr(mapping, "ca", None)
+    tokens = _tokens(ca.items.pop(key, None) if ca is not None else None)
+    text = "".join(t.value for t in tokens)
+    said = _Said()
+    if text.startswith("#"):
+        head, _, text = text.partition("\n")
+        said = _Said(head + "\n", tokens[0].column or 0)
+    elif text.startswith("\n"):
+        text = text[1:]  # the end of the key's own line, not a blank line
+    said.after = text + _comments(mapping[key])
+    del mapping[key]
+    return said
+
+
+def _set_comment(mapping: Any, key: str, said: _Said) -> None:
+    """``said``'s end-of-line comment on ``key`` of ``mapping`` (unless it has one), at the
+    column it had."""
+    ca = getattr(mapping, "ca", None)
+    if not said.eol or ca is None or key in ca.items:
+        return
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
+    ca.items[key] = [None, None, CommentToken(said.eol, CommentMark(said.column), None), None]
+
+
+def _keep(mapping: Any, index: int, said: str) -> None:
+    """Write ``said`` (comment lines) right after entry ``index`` of ``mapping`` (after the
+    last line of its value); with no entry before, at the top of ``mapping``."""
+    text = "\n".join(line.strip() for line in said.splitlines()).rstrip("\n")
+    if not text.strip() or getattr(mapping, "ca", None) is None:
+        return
+    keys = list(mapping)
+    if index < 0 or not keys:
+        from ruamel.yaml.error import CommentMark
+        from ruamel.yaml.tokens import CommentToken
+
+        # the comments above the first key (the document's own, kept in front of these)
+        if mapping.ca.comment is None:
+            mapping.ca.comment = [None, []]
+        if mapping.ca.comment[1] is None:
+            mapping.ca.comment[1] = []
+        text = text.lstrip("\n")
+        mapping.ca.comment[1].append(CommentToken(text + "\n", CommentMark(0), None))
+        return
+    container, key = mapping, keys[min(index, len(keys) - 1)]
+    while True:  # down to the last line of that entry's value
+        value = container[key]
+        if not value or not isinstance(value, dict | list) or _is_flow(value):
+            break
+        if getattr(value, "ca", None) is None:
+            break
+        container, key = value, (list(value)[-1] if isinstance(value, dict) else len(value) - 1)
+    _append_comment(container, key, text + "\n")
+
+
+def _append_comment(container: Any, key: Any, text: str) -> None:
+    """``text`` after the line of ``key`` in ``container`` (a map or a list)."""
+    from ruamel.yaml.error import CommentMark
+    from ruamel.yaml.tokens import CommentToken
+
+    slot = 2 if isinstance(container, dict) else 0
+    entry = container.ca.items.setdefault(key, [None, None, None, None])
+    token = entry[slot]
+    if token is None:
+        entry[slot] = CommentToken("\n" + text, CommentMark(0), None)
+    else:
+        token.value = token.value.rstrip("\n") + "\n" + text
+
+
+def _is_flow(node: Any) -> bool:
+    fa = getattr(node, "fa", None)
+    return bool(fa is not None and fa.flow_style())
 
 
 def _mooncake_master(tree: Any, kv: dict[str, Any], kept: Any, notes: list[str]) -> dict[str, Any]:
@@ -185,15 +348,26 @@ def _add_services(
     services = data.get("services")
     if isinstance(services, list):
         for i, entry in enumerate(front):
-            services.insert(i, entry)
-        services.extend(back)
+            services.insert(i, _commented(entry))
+        services.extend(_commented(e) for e in back)
         return
-    seq = CommentedSeq([*front, *back])
+    seq = CommentedSeq([_commented(e) for e in [*front, *back]])
     if "services" in data:  # `services:` with nothing under it
         data["services"] = seq
         return
     # where `infra` was, so the discovery plane stays where the reader expects it
     _insert(data, where if where is not None else len(data), "services", seq)
+
+
+def _commented(value: Any) -> Any:
+    """A new entry as ruamel's own map (so comments can be kept on it)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(value, dict):
+        return CommentedMap((k, _commented(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return CommentedSeq(_commented(v) for v in value)
+    return value
 
 
 def _insert(data: Any, pos: int, key: str, value: Any) -> None:

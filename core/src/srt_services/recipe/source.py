@@ -250,11 +250,30 @@ def _parse_text(text: str, source: str) -> Document:
     return Document(source=source, data=data, text=text)
 
 
+#: What the parser was inside of when it names where that began: a bracket or quote that
+#: is still open when the parser gives up on a later line was never closed.
+_OPENERS = {
+    "while parsing a flow mapping": "'{'",
+    "while parsing a flow sequence": "'['",
+    "while scanning a quoted scalar": "quote",
+}
+
+
 def _syntax_error(text: str, source: str, exc: yaml.MarkedYAMLError) -> RecipeError:
     mark = exc.problem_mark or exc.context_mark
     problem = (exc.problem or "syntax error").strip()
     if exc.context:
         problem = f"{problem} ({exc.context.strip()})"
+    opened = _OPENERS.get((exc.context or "").strip())
+    start, end = exc.context_mark, exc.problem_mark
+    if opened is not None and start is not None and end is not None and end.line > start.line:
+        # The parser only notices a missing `}` where it runs out of ways to go on, often
+        # the end of the file; where the user must look is the bracket that stays open.
+        problem += (
+            f": the {opened} opened here is never closed"
+            f" (the parser gave up at {end.line + 1}:{end.column + 1})"
+        )
+        mark = start
     if mark is not None and _tab_indented(text, mark.line):
         problem += "; YAML does not allow tabs for indentation, use spaces"
     return RecipeError(

@@ -43,6 +43,7 @@ from srt_services.supervise.control import ControlServer
 from srt_services.supervise.exits import Exits
 from srt_services.supervise.journal import Journal
 from srt_services.supervise.launching import Launching
+from srt_services.supervise.logclock import LogClock
 from srt_services.supervise.portpoll import PortPoller
 from srt_services.supervise.probing import InotifyHub
 from srt_services.supervise.readiness import Probing, ReadinessGate
@@ -94,6 +95,7 @@ class Orchestrator:
         self.control: ControlServer | None = None
         #: the signals' dispositions before the job (given back when it ends)
         self._dispositions: dict[int, Any] = {}
+        self._clock: LogClock | None = None
         # built in _open, once the event loop runs
         self._launching: Launching | None = None
         self._gate: ReadinessGate | None = None
@@ -193,6 +195,9 @@ class Orchestrator:
             self._spawn_task,
         )
         self._open_control()
+        logs = sorted({i.planned.log for i in self.instances})
+        self._clock = LogClock(self.job.path, lambda: logs)
+        self._clock.start(loop)
         emit(
             "job_started",
             job=self.plan.job_name,
@@ -259,6 +264,8 @@ class Orchestrator:
         for task in list(self._tasks):
             task.cancel()
         code = self.run_state.exit_code if self.run_state.exit_code is not None else 1
+        if self._clock is not None:
+            self._clock.close()
         self.journal.finish(code)
         late = (
             absorb_late_stops(self.job, self.options.cookie)
