@@ -222,8 +222,8 @@ def test_each_line_gets_the_first_recorded_size_that_holds_it(tmp_path: Path) ->
     assert read_times(str(a)) == [(3, 10.0), (11, 12.0)]
     assert read_times(str(tmp_path / "none.out")) is None
     fa, fb = logfile(a), logfile(b)
-    pa = fa.read_past() + fa.flush_partial()
-    pb = fb.read_past()
+    pa = [*fa.read_past(), *fa.flush_partial()]
+    pb = list(fb.read_past())
     assert [p.end for p in pa] == [3, 6, 10]
     ta = stamp(pa, read_times(str(a)) or [], 99.0)
     assert ta == [10.0, 12.0, 12.0]
