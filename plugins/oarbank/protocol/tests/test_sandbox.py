@@ -1,0 +1,205 @@
+"""The module sandbox (bubblewrap): a module reaching outside its grants fails, a granted
+reach works, and a module that cannot be confined as it asks is refused before it runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oarbank_protocol.documents import Fingerprint
+from oarbank_protocol.errors import ManifestError, SandboxRefused
+from oarbank_protocol.execution.bundle import Bundle, load_bundle
+from oarbank_protocol.execution.sandbox import SitePolicy, ungranted
+from oarbank_protocol.manifest import MANIFEST_FILE, SandboxSpec
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+# The probe does what its settings say and reports healthy only if that worked.
+PROBE = """#!/usr/bin/python3
+import json, os, socket, subprocess, sys
+settings = json.load(open(os.environ["OARBANK_SETTINGS_FILE"]))
+action, target = settings["action"], settings.get("target", "")
+try:
+    if action == "write":
+        with open(target, "w") as handle:
+            handle.write("x")
+    elif action == "read":
+        with open(target) as handle:
+            handle.read()
+    elif action == "connect":
+        host, port = target.rsplit(":", 1)
+        socket.create_connection((host, int(port)), timeout=2).close()
+    elif action == "tool":
+        tools = json.load(open(os.environ["OARBANK_TOOLS_FILE"]))
+        subprocess.run([tools[target], "ok"], check=True, capture_output=True)
+    doc = {"health": "healthy"}
+except Exception as exc:
+    doc = {"health": "unhealthy", "detail": f"{type(exc).__name__}: {exc}"}
+print(json.dumps(doc))
+"""
+
+
+def make_bundle(root: Path, sandbox: dict[str, Any] | None) -> Bundle:
+    root.mkdir(parents=True)
+    probe = root / "bin" / "probe"
+    probe.parent.mkdir()
+    probe.write_text(PROBE)
+    probe.chmod(0o755)
+    manifest: dict[str, Any] = {"name": "boxed", "probes": [{"name": "cap", "exec": ["bin/probe"]}]}
+    if sandbox is not None:
+        manifest["sandbox"] = sandbox
+    (root / MANIFEST_FILE).write_text(json.dumps(manifest))
+    return load_bundle(root)
+
+
+def fingerprint(
+    bundle: Bundle,
+    data: Path,
+    settings: dict[str, Any],
+    site: SitePolicy | None = None,
+    tools: dict[str, Any] | None = None,
+) -> Fingerprint:
+    context = bundle.context(
+        node_id="n1", data_dir=data, settings=settings, tools=tools or {}, site=site
+    )
+    executor = bundle.executor(bundle.manifest.probe("cap"), context)
+    return executor.call_sync("fingerprint", Fingerprint).document
+
+
+@pytest.fixture
+def listener() -> Iterator[str]:
+    """A loopback TCP listener that accepts (and drops) connections."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.close()
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@needs_bwrap
+def test_a_confined_module_writes_only_its_data_directory(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "bundle", {})
+    data = tmp_path / "data"
+    outside = tmp_path / "outside.txt"
+    inside = data / "inside.txt"
+    assert fingerprint(bundle, data, {"action": "write", "target": str(inside)}).health == (
+        "healthy"
+    )
+    assert inside.read_text() == "x"
+    refused = fingerprint(bundle, data, {"action": "write", "target": str(outside)})
+    assert refused.health == "unhealthy"
+    assert not outside.exists()
+    # the bundle itself is read-only
+    in_bundle = bundle.root / "dropped"
+    assert fingerprint(bundle, data, {"action": "write", "target": str(in_bundle)}).health == (
+        "unhealthy"
+    )
+    assert not in_bundle.exists()
+
+
+@needs_bwrap
+def test_a_confined_module_reads_only_granted_paths(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "model.txt").write_text("weights")
+    data = tmp_path / "data"
+    settings = {"action": "read", "target": str(shared / "model.txt")}
+    unconfined = make_bundle(tmp_path / "plain", None)
+    assert fingerprint(unconfined, data, settings).health == "healthy"
+    without = make_bundle(tmp_path / "without", {})
+    result = fingerprint(without, data, settings)
+    assert result.health == "unhealthy"
+    assert "FileNotFoundError" in result.detail
+    granted = make_bundle(tmp_path / "granted", {"paths": [{"path": str(shared)}]})
+    site = SitePolicy(approved_paths=(tmp_path,))
+    assert fingerprint(granted, data, settings, site=site).health == "healthy"
+    # read-only unless the grant says write
+    write = {"action": "write", "target": str(shared / "new.txt")}
+    assert fingerprint(granted, data, write, site=site).health == "unhealthy"
+    writable = make_bundle(tmp_path / "writable", {"paths": [{"path": str(shared), "write": True}]})
+    assert fingerprint(writable, data, write, site=site).health == "healthy"
+    assert (shared / "new.txt").read_text() == "x"
+
+
+@needs_bwrap
+def test_network_only_when_granted_and_approved(tmp_path: Path, listener: str) -> None:
+    data = tmp_path / "data"
+    settings = {"action": "connect", "target": listener}
+    no_net = make_bundle(tmp_path / "nonet", {})
+    assert fingerprint(no_net, data, settings).health == "unhealthy"
+    net = make_bundle(tmp_path / "net", {"network": True})
+    assert fingerprint(net, data, settings, site=SitePolicy(allow_network=True)).health == (
+        "healthy"
+    )
+    with pytest.raises(SandboxRefused, match="network is not approved"):
+        fingerprint(net, data, settings)
+
+
+@needs_bwrap
+def test_host_tools_are_bound_in_only_when_declared(tmp_path: Path) -> None:
+    tool_dir = tmp_path / "opt-tools"
+    tool_dir.mkdir()
+    tool = tool_dir / "mytool"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    data = tmp_path / "data"
+    settings = {"action": "tool", "target": "mytool"}
+    declared = make_bundle(tmp_path / "declared", {"tools": ["mytool"]})
+    tools = {"mytool": str(tool), "other": "/usr/bin/true"}
+    assert fingerprint(declared, data, settings, tools=tools).health == "healthy"
+    # the tools file holds only the declared tools
+    assert json.loads((data / ".oarbank" / "tools.json").read_text()) == {"mytool": str(tool)}
+    undeclared = make_bundle(tmp_path / "undeclared", {})
+    result = fingerprint(undeclared, tmp_path / "data2", settings, tools=tools)
+    assert result.health == "unhealthy"
+    with pytest.raises(SandboxRefused, match="host tool 'mytool' is not granted"):
+        fingerprint(declared, data, settings, tools={})
+
+
+def test_an_unapproved_path_refuses_the_module_before_it_runs(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "bundle", {"paths": [{"path": "/srv/models", "write": True}]})
+    with pytest.raises(SandboxRefused, match="/srv/models \\(read-write\\) is not inside"):
+        bundle.context(node_id="n1", data_dir=tmp_path / "data", site=SitePolicy())
+    assert not (tmp_path / "data").exists()
+    approved = SitePolicy(approved_paths=(Path("/srv"),))
+    assert (
+        ungranted(SandboxSpec.model_validate({"paths": [{"path": "/srv/models"}]}), approved, {})
+        == []
+    )
+
+
+def test_no_bubblewrap_refuses_unless_the_site_allows_unconfined(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "bundle", {})
+    with pytest.raises(SandboxRefused, match="bubblewrap \\(bwrap\\) is not installed"):
+        bundle.context(node_id="n1", data_dir=tmp_path / "data", site=SitePolicy(bwrap=None))
+    context = bundle.context(
+        node_id="n1",
+        data_dir=tmp_path / "data",
+        site=SitePolicy(bwrap=None, allow_unconfined=True),
+    )
+    assert context.confinement is None
+
+
+def test_a_relative_granted_path_is_a_manifest_error(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match=re.escape("sandbox.paths.0.path")):
+        make_bundle(tmp_path / "bundle", {"paths": [{"path": "models"}]})
