@@ -180,5 +180,5 @@ def test_probe_entry() -> None:
 def test_broker_containers_are_not_silently_accepted() -> None:
     """srt runs the sandbox but no container broker yet; a manifest that declares containers
     is told so (rather than believing its containers are brokered)."""
-    with pytest.raises(ManifestError, match="sandbox.containers"):
+    with pytest.raises(ManifestError, match=r"sandbox\.containers"):
         parse_manifest({"name": "m", "sandbox": {"containers": ["redis"]}})

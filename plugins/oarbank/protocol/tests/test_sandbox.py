@@ -4,20 +4,24 @@ reach works, and a module that cannot be confined as it asks is refused before i
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from oarbank_protocol.documents import Fingerprint
+from oarbank_protocol.documents import Fingerprint, OpResult, Status
 from oarbank_protocol.errors import ManifestError, SandboxRefused
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.sandbox import SitePolicy, ungranted
 from oarbank_protocol.manifest import MANIFEST_FILE, SandboxSpec
+from oarbank_testkit import wait_until
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -203,3 +207,80 @@ def test_no_bubblewrap_refuses_unless_the_site_allows_unconfined(tmp_path: Path)
 def test_a_relative_granted_path_is_a_manifest_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=re.escape("sandbox.paths.0.path")):
         make_bundle(tmp_path / "bundle", {"paths": [{"path": "models"}]})
+
+
+# A service whose start leaves a daemon behind: the daemon outlives the confined op (no PID
+# namespace) and stays confined (it cannot write outside the data directory either).
+SERVICE = """#!/bin/sh
+pidfile="$OARBANK_MODULE_DATA/daemon.pid"
+running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+case "$1" in
+  start)
+    running || { setsid sh -c 'echo escaped > "$OARBANK_MODULE_DATA/../escaped.txt"
+        exec sleep 300' </dev/null >/dev/null 2>&1 & echo $! > "$pidfile"; }
+    echo '{"changed": true}' ;;
+  stop)
+    running && kill "$(cat "$pidfile")"; rm -f "$pidfile"; echo '{"changed": true}' ;;
+  status|ready)
+    if running; then echo '{"running": true, "ready": true}';
+    else echo '{"running": false, "ready": false}'; fi ;;
+  fingerprint)
+    if running; then r=true; else r=false; fi
+    echo "{\\"health\\": \\"healthy\\", \\"running\\": $r}" ;;
+  list_owned) echo '{"objects": []}' ;;
+  destroy) echo '{}' ;;
+esac
+"""
+
+
+@needs_bwrap
+def test_a_confined_service_keeps_its_daemon_and_the_daemon_stays_confined(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "svcbundle"
+    (root / "bin").mkdir(parents=True)
+    script = root / "bin" / "svc"
+    script.write_text(SERVICE)
+    script.chmod(0o755)
+    manifest = {"name": "boxed", "services": [{"name": "svc", "exec": ["bin/svc"]}], "sandbox": {}}
+    (root / MANIFEST_FILE).write_text(json.dumps(manifest))
+    bundle = load_bundle(root)
+    data = tmp_path / "data"
+    escape = tmp_path / "escaped.txt"
+    context = bundle.context(node_id="n1", data_dir=data)
+    assert context.confinement is not None
+    executor = bundle.executor(bundle.manifest.service("svc"), context)
+    executor.call_sync("start", OpResult)
+    try:
+        assert executor.call_sync("status", Status).document.running
+        pid = int((data / "daemon.pid").read_text())
+        assert Path(f"/proc/{pid}").exists()
+        # the daemon lives in the sandbox's mount namespace, not the agent's
+        assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        # once it is `sleep`, it has tried its write outside the data directory
+        assert wait_until(lambda: b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        assert not escape.exists()
+    finally:
+        executor.call_sync("stop", OpResult)
+    assert not executor.call_sync("status", Status).document.running
+
+
+def test_the_node_agent_refuses_a_module_whose_grants_the_site_does_not_approve(
+    tmp_path: Path,
+) -> None:
+    bundle = make_bundle(tmp_path / "bundle", {"paths": [{"path": str(tmp_path / "models")}]})
+    command = [
+        sys.executable,
+        "-m",
+        "oarbank_protocol.agent.node",
+        "--bundle",
+        str(bundle.root),
+        "--node-id",
+        "n1",
+        "--data-root",
+        str(tmp_path / "data"),
+    ]
+    refused = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "is not inside a path the site approves" in refused.stderr
+    assert str(tmp_path / "models") in refused.stderr

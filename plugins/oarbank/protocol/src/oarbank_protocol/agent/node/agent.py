@@ -30,6 +30,7 @@ from oarbank_protocol.errors import (
 )
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.environment import SAFE_PATH
+from oarbank_protocol.execution.sandbox import SitePolicy
 from oarbank_protocol.lifecycle.host_memory import HostLimits
 from oarbank_protocol.lifecycle.manager import ModuleManager
 from oarbank_protocol.lifecycle.options import SupervisorOptions
@@ -54,6 +55,8 @@ class NodeAgentConfig:
     live_attempts: Path | None = None
     platform: str | None = None
     path: str = SAFE_PATH
+    #: what the site approves for sandboxed modules
+    site: SitePolicy = field(default_factory=SitePolicy)
     options: SupervisorOptions = field(default_factory=SupervisorOptions)
     #: the host's real memory (None: the budget alone, as before it was measured)
     host_memory: HostLimits | None = field(default_factory=HostLimits)
@@ -92,6 +95,7 @@ class NodeAgent:
                 settings=config.settings.get(name, {}),
                 platform=config.platform,
                 path=config.path,
+                site=config.site,
             )
             store = StateStore((config.state_dir / f"{name}.state.json").resolve())
             self.stores[name] = store
