@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oarbank_protocol.conformance.cli import main as conformance_main
 from oarbank_protocol.documents import Fingerprint, OpResult, Status
 from oarbank_protocol.errors import ManifestError, SandboxRefused
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
@@ -284,3 +285,24 @@ def test_the_node_agent_refuses_a_module_whose_grants_the_site_does_not_approve(
     assert refused.returncode != 0
     assert "is not inside a path the site approves" in refused.stderr
     assert str(tmp_path / "models") in refused.stderr
+
+
+@needs_bwrap
+def test_conformance_flags_a_module_that_needs_an_ungranted_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "model.txt").write_text("weights")
+    bundle = make_bundle(tmp_path / "bundle", {"paths": [{"path": str(shared)}]})
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"action": "read", "target": str(shared / "model.txt")}))
+    common = ["--probe", "--bundle", str(bundle.root), "--settings", str(settings)]
+    assert conformance_main([*common, "--data", str(tmp_path / "d1")]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL SP-035" in out
+    assert f"path {shared} (read-only) is not inside a path the site approves" in out
+    granted = [*common, "--data", str(tmp_path / "d2"), "--grant-path", str(tmp_path)]
+    assert conformance_main(granted) == 0
+    out = capsys.readouterr().out
+    assert "SP-035" in out and "confined with bubblewrap" in out

@@ -120,6 +120,16 @@ def ungranted(spec: SandboxSpec, site: SitePolicy, tools: Mapping[str, Any]) -> 
     return problems
 
 
+def approved_part(spec: SandboxSpec, site: SitePolicy, tools: Mapping[str, Any]) -> SandboxSpec:
+    """The declared grants the site approves, the rest dropped (the conformance runner runs a
+    module this way, so a module that truly needs an unapproved grant fails where it uses it)."""
+    return SandboxSpec(
+        paths=[grant for grant in spec.paths if _approved(grant.path, site)],
+        network=spec.network and site.allow_network,
+        tools=[name for name in spec.tools if _tool_path(name, tools.get(name)) is not None],
+    )
+
+
 def resolve(
     module: str,
     spec: SandboxSpec | None,
