@@ -114,6 +114,12 @@ def test_a_confined_module_writes_only_its_data_directory(tmp_path: Path) -> Non
     refused = fingerprint(bundle, data, {"action": "write", "target": str(outside)})
     assert refused.health == "unhealthy"
     assert not outside.exists()
+    # nor through a host process's root (/proc/PID/root of the agent, same user)
+    via_proc = f"/proc/{os.getpid()}/root{outside}"
+    assert fingerprint(bundle, data, {"action": "write", "target": via_proc}).health == (
+        "unhealthy"
+    )
+    assert not outside.exists()
     # the bundle itself is read-only
     in_bundle = bundle.root / "dropped"
     assert fingerprint(bundle, data, {"action": "write", "target": str(in_bundle)}).health == (

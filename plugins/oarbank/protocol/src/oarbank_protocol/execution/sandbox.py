@@ -7,7 +7,8 @@ mechanism Flatpak uses): a private mount namespace in which the system's ``/usr`
 HOME and TMPDIR), and nothing else of the host exists except the approved grants (paths,
 host tools); without a network grant the executable gets a new network namespace with only a
 loopback that is down. No PID namespace: a service's ``start`` leaves a daemon behind that
-must outlive the op, and the agent kills op trees by process group from outside.
+must outlive the op, and the agent kills op trees by process group from outside; so no
+``/proc`` either (``/proc/PID/root`` of a host process is a way out), and no capabilities.
 
 A declared grant the site does not approve refuses the module before anything starts (the
 module said it needs it, so running it without would only fail later and less clearly).
@@ -69,7 +70,10 @@ class Confinement:
                 args += ["--symlink", os.readlink(host), host]
             elif os.path.isdir(host):
                 args += ["--ro-bind", host, host]
-        args += ["--proc", "/proc", "--dev", "/dev"]
+        # No /proc: without a PID namespace it would show the host's processes, and
+        # /proc/PID/root of any of them (the agent's own) is the host's root, writable; and no
+        # capabilities, so root inside cannot mount its way out either.
+        args += ["--dev", "/dev", "--cap-drop", "ALL"]
         args += ["--ro-bind", str(self.bundle_root), str(self.bundle_root)]
         args += ["--bind", str(self.data_dir), str(self.data_dir)]
         for path, write in self.paths:
