@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oarbank_protocol.agent.control import request
 from oarbank_protocol.conformance.cli import main as conformance_main
 from oarbank_protocol.documents import Fingerprint, OpResult, Status
 from oarbank_protocol.errors import ManifestError, SandboxRefused
@@ -312,3 +313,39 @@ def test_conformance_flags_a_module_that_needs_an_ungranted_path(
     assert conformance_main(granted) == 0
     out = capsys.readouterr().out
     assert "SP-035" in out and "confined with bubblewrap" in out
+
+
+@needs_bwrap
+def test_the_node_agent_admits_on_a_confined_probe_and_reports_the_sandbox(
+    tmp_path: Path, short_dir: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "model.txt").write_text("weights")
+    bundle = make_bundle(tmp_path / "bundle", {"paths": [{"path": str(shared)}]})
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"action": "read", "target": str(shared / "model.txt")}))
+    sock = short_dir / "agent.sock"
+    argv = [
+        *[sys.executable, "-m", "oarbank_protocol.agent.node", "--bundle", str(bundle.root)],
+        *["--node-id", "n1", "--data-root", str(tmp_path / "data"), "--socket", str(sock)],
+        *["--settings", f"boxed={settings}", "--grant-path", str(shared)],
+    ]
+    log = tmp_path / "agent.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=out)
+    try:
+        assert wait_until(sock.exists, 20), log.read_text()
+        # the probe read its granted path inside the sandbox: the capability is there
+        got = request(sock, {"op": "admit", "attempt_id": "a1", "needs": ["boxed/cap"]}, 60)
+        assert got["ok"], got
+        status = request(sock, {"op": "status"}, 10)
+        assert status["modules"]["boxed"]["sandbox"] == {
+            "confined": "bwrap",
+            "paths": [{"path": str(shared), "write": False}],
+            "network": False,
+            "tools": [],
+        }
+    finally:
+        proc.terminate()
+        assert proc.wait(60) == 0, log.read_text()

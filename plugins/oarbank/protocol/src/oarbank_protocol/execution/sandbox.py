@@ -58,6 +58,15 @@ class Confinement:
     network: bool = False
     tool_paths: tuple[str, ...] = ()
 
+    def describe(self) -> dict[str, Any]:
+        """What the module may reach, for status reports."""
+        return {
+            "confined": "bwrap",
+            "paths": [{"path": path, "write": write} for path, write in self.paths],
+            "network": self.network,
+            "tools": list(self.tool_paths),
+        }
+
     def argv(self, inner: Sequence[str]) -> list[str]:
         """``bwrap ... -- inner``; ``inner[0]`` must be an absolute path."""
         args = [self.bwrap]

@@ -30,7 +30,7 @@ from oarbank_protocol.errors import (
 )
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.environment import SAFE_PATH
-from oarbank_protocol.execution.sandbox import SitePolicy
+from oarbank_protocol.execution.sandbox import Confinement, SitePolicy
 from oarbank_protocol.lifecycle.host_memory import HostLimits
 from oarbank_protocol.lifecycle.manager import ModuleManager
 from oarbank_protocol.lifecycle.options import SupervisorOptions
@@ -86,6 +86,8 @@ class NodeAgent:
             raise ManifestError(f"settings for modules that are not loaded: {unknown}")
         self.stores: dict[str, StateStore] = {}
         self.managers: dict[str, ModuleManager] = {}
+        #: each module's sandbox, for the status report
+        self.confinements: dict[str, Confinement | None] = {}
         self.doctors = Doctor(self.managers)
         self.router = Router(config.node_id, self.managers)
         for name, bundle in self.bundles.items():
@@ -97,6 +99,7 @@ class NodeAgent:
                 path=config.path,
                 site=config.site,
             )
+            self.confinements[name] = context.confinement
             store = StateStore((config.state_dir / f"{name}.state.json").resolve())
             self.stores[name] = store
             self.managers[name] = ModuleManager.for_bundle(
@@ -382,7 +385,7 @@ class NodeAgent:
         return self.managers[module].reset(local)
 
     def status(self) -> dict[str, Any]:
-        return node_status(self.config.node_id, self.managers, self.resources)
+        return node_status(self.config.node_id, self.managers, self.resources, self.confinements)
 
     async def doctor(self, reason: str = "requested") -> dict[str, Any]:
         return await self.doctors.run_all(reason)
