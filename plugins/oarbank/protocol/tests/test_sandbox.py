@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oarbank_protocol.agent.control import request
 from oarbank_protocol.conformance.cli import main as conformance_main
 from oarbank_protocol.documents import Fingerprint, OpResult, Status
 from oarbank_protocol.errors import ManifestError, SandboxRefused
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.sandbox import SitePolicy, ungranted
-from oarbank_protocol.manifest import MANIFEST_FILE, SandboxSpec
+from oarbank_protocol.manifest import MANIFEST_FILE, SandboxSpec, parse_manifest
 from oarbank_testkit import wait_until
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -349,3 +351,43 @@ def test_the_node_agent_admits_on_a_confined_probe_and_reports_the_sandbox(
     finally:
         proc.terminate()
         assert proc.wait(60) == 0, log.read_text()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+SANDBOX_LIKE = st.fixed_dictionaries(
+    {},
+    optional={
+        "paths": st.lists(
+            st.fixed_dictionaries({"path": st.text(max_size=30) | JSON}, optional={"write": JSON}),
+            max_size=3,
+        )
+        | JSON,
+        "network": JSON,
+        "tools": st.lists(st.text(max_size=10), max_size=3) | JSON,
+        "containers": JSON,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sandbox=SANDBOX_LIKE | JSON, approved=st.lists(st.text(max_size=20), max_size=3))
+def test_any_sandbox_table_parses_or_is_a_manifest_error(sandbox: Any, approved: list[str]) -> None:
+    """Whatever a manifest's ``sandbox`` holds: a model, or one ManifestError; a parsed one
+    gives the site's verdict as sentences, never another error."""
+    message = ""
+    try:
+        manifest = parse_manifest({"name": "m", "sandbox": sandbox})
+    except ManifestError as exc:
+        message = str(exc)
+    if message:
+        assert "sandbox" in message
+        return
+    if manifest.sandbox is None:
+        return
+    site = SitePolicy(approved_paths=tuple(Path("/" + a) for a in approved), bwrap="/bin/false")
+    problems = ungranted(manifest.sandbox, site, {"t": "/usr/bin/true"})
+    assert all(isinstance(p, str) and p for p in problems)
