@@ -121,3 +121,11 @@ def test_validate_refuses_a_grant_the_recipe_does_not_approve(tmp_path: Path) ->
     assert f"path {granted} (read-write) is not inside a path the site approves" in out.stderr
     approved = recipe(tmp_path, bundle, {"sandbox": {"grant_paths": [str(tmp_path)]}})
     assert run_srt("validate", str(approved)).returncode == 0
+
+
+def test_an_approved_path_must_be_absolute(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "bundle", tmp_path / "models")
+    out = run_srt("validate", str(recipe(tmp_path, bundle, {"sandbox": {"grant_paths": ["srv"]}})))
+    assert out.returncode == 2, out.stderr
+    assert "services[mod].options.sandbox.grant_paths" in out.stderr
+    assert "must be absolute" in out.stderr

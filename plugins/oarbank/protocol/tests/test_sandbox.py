@@ -388,6 +388,16 @@ def test_any_sandbox_table_parses_or_is_a_manifest_error(sandbox: Any, approved:
         return
     if manifest.sandbox is None:
         return
-    site = SitePolicy(approved_paths=tuple(Path("/" + a) for a in approved), bwrap="/bin/false")
+    roots = tuple(Path("/" + a) if i % 2 else Path(a) for i, a in enumerate(approved))
+    site = SitePolicy(approved_paths=roots, bwrap="/bin/false")
     problems = ungranted(manifest.sandbox, site, {"t": "/usr/bin/true"})
     assert all(isinstance(p, str) and p for p in problems)
+
+
+def test_a_site_path_that_names_no_file_approves_nothing() -> None:
+    spec = SandboxSpec.model_validate({"paths": [{"path": "/srv/models"}]})
+    for root in ("/srv\x00x", "srv"):
+        site = SitePolicy(approved_paths=(Path(root),))
+        assert ungranted(spec, site, {}) == [
+            "path /srv/models (read-only) is not inside a path the site approves"
+        ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from oarbank_protocol.execution.sandbox import SitePolicy
-from pydantic import Field
+from pydantic import Field, field_validator
 from srt_services.extend import StrictModel
 
 
@@ -26,6 +26,14 @@ class SandboxApproval(StrictModel):
         description="Run a module that declares a sandbox unconfined on a node without "
         "bubblewrap (refused otherwise).",
     )
+
+    @field_validator("grant_paths")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not path.startswith("/") or "\x00" in path:
+                raise ValueError(f"{path!r}: an approved path must be absolute (every node)")
+        return paths
 
     def site(self) -> SitePolicy:
         return SitePolicy(

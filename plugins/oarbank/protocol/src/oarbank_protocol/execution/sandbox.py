@@ -107,8 +107,14 @@ def _tool_path(name: str, value: Any) -> str | None:
 
 
 def _approved(path: str, site: SitePolicy) -> bool:
+    """Inside an approved directory once symlinks are resolved (a link out is not inside).
+
+    A site path that cannot name a file (a NUL in it, from a YAML escape) approves nothing.
+    """
     real = os.path.realpath(path)
     for root in site.approved_paths:
+        if "\x00" in str(root) or not os.path.isabs(root):
+            continue
         base = os.path.realpath(root)
         if os.path.commonpath([real, base]) == base:
             return True
