@@ -401,3 +401,17 @@ def test_a_site_path_that_names_no_file_approves_nothing() -> None:
         assert ungranted(spec, site, {}) == [
             "path /srv/models (read-only) is not inside a path the site approves"
         ]
+
+
+@needs_bwrap
+def test_a_granted_path_missing_on_this_node_is_absent_not_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "not-here"
+    bundle = make_bundle(tmp_path / "bundle", {"paths": [{"path": str(missing)}]})
+    site = SitePolicy(approved_paths=(tmp_path,))
+    data = tmp_path / "data"
+    inside = data / "ok.txt"
+    assert fingerprint(
+        bundle, data, {"action": "write", "target": str(inside)}, site=site
+    ).health == ("healthy")
+    result = fingerprint(bundle, data, {"action": "read", "target": str(missing)}, site=site)
+    assert result.health == "unhealthy" and "FileNotFoundError" in result.detail

@@ -85,10 +85,12 @@ class Confinement:
         args += ["--dev", "/dev", "--cap-drop", "ALL"]
         args += ["--ro-bind", str(self.bundle_root), str(self.bundle_root)]
         args += ["--bind", str(self.data_dir), str(self.data_dir)]
+        # a grant missing on this node is simply absent inside (as if not granted) rather
+        # than a bwrap error on every op
         for path, write in self.paths:
-            args += ["--bind" if write else "--ro-bind", path, path]
+            args += ["--bind-try" if write else "--ro-bind-try", path, path]
         for path in self.tool_paths:
-            args += ["--ro-bind", path, path]
+            args += ["--ro-bind-try", path, path]
         if not self.network:
             args.append("--unshare-net")
         # the root (and the directories bwrap made for mount points) read-only last: a write
