@@ -248,6 +248,7 @@ def test_cli_exit_codes_and_probe_mode(
         "SP-004",
         "SP-005",
         "SP-031",
+        "SP-035",
     ]
     assert "FAIL SP-005" in out
     fake.update_config(broken=[])

@@ -74,6 +74,11 @@ class ManifestError(OarbankError):
     """The module manifest or bundle layout is invalid; nothing is started."""
 
 
+class SandboxRefused(ManifestError):
+    """The module cannot run confined as it asks: a grant the site does not approve, or no
+    sandbox on this host while the site does not allow unconfined modules. Nothing starts."""
+
+
 # --------------------------------------------------------------------------- executor
 
 

@@ -145,6 +145,34 @@ class ProbeSpec(StrictModel):
     platforms: list[str] = Field(default_factory=list)
 
 
+def _check_absolute(value: str) -> str:
+    if not value.startswith("/") or "\x00" in value:
+        raise ValueError("a granted path must be absolute (and contain no NUL)")
+    return value
+
+
+class PathGrant(StrictModel):
+    """A host path the module needs inside its sandbox."""
+
+    path: Annotated[str, AfterValidator(_check_absolute)]
+    write: bool = Field(False, description="Bound read-write; read-only otherwise.")
+
+
+class SandboxSpec(StrictModel):
+    """``sandbox``: what the module's services and probes need beyond their bundle and data.
+
+    A module that declares this table runs confined (bubblewrap): the bundle read-only, its
+    data directory read-write, the system's ``/usr`` and ``/etc`` read-only, and only these
+    grants, each of which the site must approve before anything starts.
+    """
+
+    paths: list[PathGrant] = Field(default_factory=list)
+    network: bool = Field(False, description="Share the host's network; a new empty one otherwise.")
+    tools: list[Name] = Field(
+        default_factory=list, description="Host tools (names in the tools file) bound in read-only."
+    )
+
+
 class ModuleManifest(StrictModel):
     """``oarbank-module.json`` at the bundle root."""
 
@@ -153,6 +181,7 @@ class ModuleManifest(StrictModel):
     protocol: Literal[1] = 1
     services: list[ServiceSpec] = Field(default_factory=list)
     probes: list[ProbeSpec] = Field(default_factory=list)
+    sandbox: SandboxSpec | None = None
 
     @model_validator(mode="after")
     def _unique_names(self) -> Self:

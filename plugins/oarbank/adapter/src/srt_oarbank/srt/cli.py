@@ -70,11 +70,14 @@ def expose(recipe: str, service: str, out: str, address: str, module: str | None
 def check(args: tuple[str, ...]) -> None:
     """Run the protocol's conformance checks against an executable:
     `srt oarbank check [--bundle DIR] [--service NAME] [--tap|--junit FILE] [--probe]
-    [--spec-only] [--list] [EXEC [ARGS...]]`.
+    [--spec-only] [--list] [--grant-path DIR] [--grant-network] [--tools FILE]
+    [EXEC [ARGS...]]`.
 
     Every requirement is a numbered check (SP-001...), marked `spec` or `srt schema` (srt's
     rules where the spec is silent); with a manifest in --bundle, its names, exec and
-    timeouts are used. Exit 0 only when none failed. Destructive: it starts, stops and
+    timeouts are used, and a module that declares a sandbox runs confined with the grants
+    the --grant-* options approve (SP-035 names the others). Exit 0 only when none failed.
+    Destructive: it starts, stops and
     destroys what the executable manages."""
     from oarbank_protocol.conformance.cli import main
 
@@ -87,13 +90,16 @@ def agent(args: tuple[str, ...]) -> None:
     """Run module bundles on this node and admit work against them:
     `srt oarbank agent --bundle DIR [--bundle DIR...] --node-id ID --data-root DIR
     [--socket PATH] [--mem-budget-gb GB] [--min-free-gb GB] [--psi-limit PERCENT]
-    [--no-host-memory] [--live-attempts FILE] [--settings MODULE=FILE]`.
+    [--no-host-memory] [--live-attempts FILE] [--settings MODULE=FILE]
+    [--grant-path DIR] [--grant-network] [--allow-unconfined]`.
 
     Keeps `always` services up, starts `on_demand` ones for the admissions that need them,
     judges memory by the host's real memory (MemAvailable, PSI) within the budget, stops
     idle `yieldable` ones under memory pressure, runs probes and reaping, and answers
-    `srt oarbank admit|release|status|doctor` on its control socket. SIGTERM stops every
-    service through the protocol; SIGHUP runs a doctor."""
+    `srt oarbank admit|release|status|doctor` on its control socket. A module whose manifest
+    declares a sandbox runs confined (bubblewrap) with the grants the --grant-* options
+    approve, and is refused when it asks for more. SIGTERM stops every service through the
+    protocol; SIGHUP runs a doctor."""
     from oarbank_protocol.agent.node import main
 
     sys.exit(main(list(args), prog="srt oarbank agent"))

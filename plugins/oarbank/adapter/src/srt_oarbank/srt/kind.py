@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 from srt_services.extend import DefaultProbe, KindOptions, Problem, ServiceKind, processes
 
+from srt_oarbank.srt.sandbox_options import SandboxApproval
+
 if TYPE_CHECKING:
     from srt_services.extend import InstanceContext, Recipe, ServiceSpec
 
@@ -56,6 +58,12 @@ class OarbankOptions(KindOptions):
         description="How often the agent destroys owned objects of the job's attempts that "
         "died (an attempt is one instance of a unit: srt.<job id>.<step>); at the job's end "
         "every attempt counts as gone.",
+    )
+    sandbox: SandboxApproval = Field(
+        default_factory=SandboxApproval,
+        description="What the site approves for a module whose manifest declares a sandbox "
+        "(run confined with bubblewrap); a declared grant not approved here is refused by "
+        "`srt validate`.",
     )
     ready_timeout_seconds: float | None = Field(
         None,
@@ -111,6 +119,20 @@ class OarbankKind(ServiceKind):
         except Exception as exc:
             out.append(Problem(("options",), f"cannot use module bundle {options.bundle}: {exc}"))
             return out
+        from oarbank_protocol.errors import SandboxRefused
+        from oarbank_protocol.execution.sandbox import resolve
+
+        try:
+            resolve(
+                bundle.name,
+                bundle.manifest.sandbox,
+                options.sandbox.site(),
+                bundle_root=bundle.root,
+                data_dir=Path("/nonexistent"),
+                tools=options.tools,
+            )
+        except SandboxRefused as exc:
+            out.append(Problem(("options", "sandbox"), str(exc)))
         stop = options.timeouts.get("stop") or manifest.op_timeout("stop") or DEFAULT_STOP_S
         needed = stop + ESCALATION_S + TEARDOWN_MARGIN_S
         grace = spec.stop_grace_seconds
@@ -159,6 +181,7 @@ class OarbankKind(ServiceKind):
         ]
         for op, seconds in sorted(options.timeouts.items()):
             argv += ["--timeout", f"{op}={seconds:g}"]
+        argv += options.sandbox.agent_args()
         # What the module starts carries srt's job cookie, so srt still finds it at job end
         # (the protocol's stop and reaping come first; this is the net under them).
         for name in (processes.COOKIE_VAR, processes.INSTANCE_VAR):
@@ -183,6 +206,8 @@ class OarbankKind(ServiceKind):
                 "timeouts": dict(options.timeouts),
                 "status_file": "{work_dir}/status.json",
                 "agent_data": True,
+                "tools": dict(options.tools),
+                "sandbox": options.sandbox.model_dump(mode="json"),
             },
             timeout=options.ready_timeout_seconds or default_ready_timeout(options),
         )

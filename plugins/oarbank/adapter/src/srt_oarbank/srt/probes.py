@@ -21,6 +21,8 @@ from srt_services.extend import (
     render,
 )
 
+from srt_oarbank.srt.sandbox_options import SandboxApproval
+
 
 class ReadyConfig(StrictModel):
     bundle: str = Field(description="Module bundle directory.")
@@ -41,6 +43,12 @@ class ReadyConfig(StrictModel):
         description="The data dir is an oarbank agent's (the `oarbank` kind's): leave its "
         "settings, tools and limits files as the agent wrote them.",
     )
+    tools: dict[str, Any] = Field(
+        default_factory=dict, description="Granted host tools (a sandbox binds these in)."
+    )
+    sandbox: SandboxApproval = Field(
+        default_factory=SandboxApproval, description="The site's sandbox approvals."
+    )
 
 
 class ProbeConfig(StrictModel):
@@ -49,6 +57,12 @@ class ProbeConfig(StrictModel):
     node_id: str = Field("{node}", description="OARBANK_NODE_ID.")
     data_dir: str = Field("{work_dir}/oarbank-probe", description="Data dir for the probe.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Module settings.")
+    tools: dict[str, Any] = Field(
+        default_factory=dict, description="Granted host tools (a sandbox binds these in)."
+    )
+    sandbox: SandboxApproval = Field(
+        default_factory=SandboxApproval, description="The site's sandbox approvals."
+    )
 
 
 def _plan(config: Any, ctx: InstanceContext) -> dict[str, Any]:
@@ -108,6 +122,8 @@ class OarbankReadyProbe(Probe):
             settings=cfg.get("settings") or None,
             timeouts=cfg.get("timeouts") or None,
             write_files=not cfg.get("agent_data", False),
+            tools=cfg.get("tools") or None,
+            site=SandboxApproval.model_validate(cfg.get("sandbox") or {}).site(),
         )
         return ProbeResult(got.ready, got.detail)
 
@@ -135,5 +151,7 @@ class OarbankProbe(Probe):
             node_id=cfg["node_id"],
             data_dir=Path(cfg["data_dir"]),
             settings=cfg["settings"] or None,
+            tools=cfg.get("tools") or None,
+            site=SandboxApproval.model_validate(cfg.get("sandbox") or {}).site(),
         )
         return ProbeResult(got.ready, got.detail)

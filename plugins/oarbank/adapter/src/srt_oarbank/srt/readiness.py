@@ -18,6 +18,7 @@ from oarbank_protocol.documents import Status
 from oarbank_protocol.errors import ExecError
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.client import ProtocolClient
+from oarbank_protocol.execution.sandbox import SitePolicy
 from oarbank_protocol.lifecycle.probes import check_probe
 from oarbank_protocol.platforms import platform_matches
 
@@ -51,6 +52,8 @@ async def service_ready(
     timeout_s: float | None = None,
     timeouts: Mapping[str, float] | None = None,
     write_files: bool = True,
+    tools: Mapping[str, Any] | None = None,
+    site: SitePolicy | None = None,
 ) -> Readiness:
     """Run the service's ``ready`` op once (ManifestError for a bad bundle, else no raise).
 
@@ -67,6 +70,8 @@ async def service_ready(
         settings=settings,
         platform=platform,
         write_files=write_files,
+        tools=tools,
+        site=site,
     )
     if not platform_matches(spec.platforms, context.platform):
         return _unsupported("service", service, spec.platforms, context.platform)
@@ -92,12 +97,19 @@ async def probe_ready(
     data_dir: Path,
     settings: Mapping[str, Any] | None = None,
     platform: str | None = None,
+    tools: Mapping[str, Any] | None = None,
+    site: SitePolicy | None = None,
 ) -> Readiness:
     """Fingerprint a probe once: ready means ``health == healthy``."""
     loaded = _bundle(bundle)
     spec = loaded.manifest.probe(probe)
     context = loaded.context(
-        node_id=node_id, data_dir=data_dir, settings=settings, platform=platform
+        node_id=node_id,
+        data_dir=data_dir,
+        settings=settings,
+        platform=platform,
+        tools=tools,
+        site=site,
     )
     if not platform_matches(spec.platforms, context.platform):
         return _unsupported("probe", probe, spec.platforms, context.platform)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from oarbank_protocol.agent.process import STOP_SIGNALS, setup_logging, stop_on_signals
+from oarbank_protocol.agent.site import add_site_arguments, site_from_args
 from oarbank_protocol.errors import ManifestError, StateLocked
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.environment import (
@@ -118,6 +119,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         action="store_true",
         help="do not exit 3 when the service becomes unhealthy",
     )
+    add_site_arguments(parser)
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -194,6 +196,7 @@ def _load(args: argparse.Namespace) -> tuple[Bundle, ServiceSpec, ExecContext]:
         platform=args.platform,
         path=args.path,
         extra_env=_inherited_env(args.inherit_env),
+        site=site_from_args(args),
     )
     return bundle, spec, context
 

@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from oarbank_protocol.agent.site import add_site_arguments, site_from_args
 from oarbank_protocol.conformance.report import (
     format_junit,
     format_table,
@@ -63,6 +64,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--module", help="OARBANK_MODULE (default: the manifest's name)")
     parser.add_argument("--node-id", default="conformance-node", help="OARBANK_NODE_ID")
     parser.add_argument("--settings", type=Path, help="settings file (JSON object)")
+    parser.add_argument("--tools", type=Path, help="granted host tools file (JSON object)")
     parser.add_argument("--probe", action="store_true", help="a probe: check fingerprint only")
     parser.add_argument(
         "--ready-timeout-s",
@@ -81,6 +83,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument(
         "--list", action="store_true", help="print the checks as a Markdown table and exit"
     )
+    add_site_arguments(parser)
     output = parser.add_argument_group("output")
     output.add_argument("--tap", action="store_true", help="TAP on stdout")
     output.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML")
@@ -129,6 +132,8 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], RunnerOptions]:
         repeat=max(args.repeat, 1),
         probe=args.probe,
         spec_only=args.spec_only,
+        site=site_from_args(args),
+        tools=load_json_file(args.tools, "tools") if args.tools else {},
     )
     exec_argv = list(args.exec)
     entry, module = _manifest_entry(args, exec_argv)
@@ -147,6 +152,7 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], RunnerOptions]:
             options.reserves_host_memory = entry.reserves_host_memory
             options.yieldable = entry.yieldable
         exec_argv = exec_argv or list(entry.exec)
+        options.sandbox = load_bundle(args.bundle).manifest.sandbox
     else:
         if not exec_argv:
             raise UsageError(f"EXEC is required when {args.bundle} holds no {MANIFEST_FILE}")

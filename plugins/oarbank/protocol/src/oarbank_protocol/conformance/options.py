@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oarbank_protocol.execution.sandbox import SitePolicy
+from oarbank_protocol.manifest import SandboxSpec
+
 
 @dataclass
 class RunnerOptions:
@@ -30,3 +33,8 @@ class RunnerOptions:
     reserves_host_memory: bool = False
     #: from the manifest entry: the agent may stop it for memory and start it again
     yieldable: bool = False
+    #: from the manifest: the module's sandbox (None: it runs unconfined)
+    sandbox: SandboxSpec | None = None
+    #: what the site approves (the runner's --grant-* options)
+    site: SitePolicy = field(default_factory=SitePolicy)
+    tools: dict[str, Any] = field(default_factory=dict)

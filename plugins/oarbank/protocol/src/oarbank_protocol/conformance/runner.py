@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +30,7 @@ from oarbank_protocol.conformance.suite import CHECK_BY_ID, CHECKS, ProtocolChec
 from oarbank_protocol.errors import DocumentError, ExecError
 from oarbank_protocol.execution.environment import ExecContext
 from oarbank_protocol.execution.executor import ExecResult, Executor
+from oarbank_protocol.execution.sandbox import approved_part, resolve
 
 # What the CLI, the reports and callers import from here, wherever it is defined.
 __all__ = [
@@ -77,6 +78,19 @@ class ConformanceRunner:
         context_kwargs: dict[str, Any] = {}
         if opts.platform:
             context_kwargs["platform"] = opts.platform
+        if opts.sandbox is not None:
+            # confined with what the site approves and nothing else: SP-035 names the rest,
+            # and a module that really needs it fails where it reaches for it
+            granted = approved_part(opts.sandbox, opts.site, opts.tools)
+            context_kwargs["confinement"] = resolve(
+                opts.module,
+                granted,
+                replace(opts.site, allow_unconfined=True),
+                bundle_root=opts.bundle_root.resolve(),
+                data_dir=data_dir.resolve(),
+                tools=opts.tools,
+            )
+            context_kwargs["tools"] = {name: opts.tools[name] for name in granted.tools}
         context = ExecContext(
             bundle_root=opts.bundle_root.resolve(),
             module=opts.module,

@@ -40,6 +40,7 @@ from oarbank_protocol.documents import (
 )
 from oarbank_protocol.errors import DocumentError
 from oarbank_protocol.execution.executor import ExecResult
+from oarbank_protocol.execution.sandbox import ungranted
 
 UNKNOWN_ID: Final = "oarbank-conformance-no-such-object"
 UNKNOWN_OP: Final = "oarbank-conformance-no-such-op"
@@ -540,6 +541,22 @@ class ProtocolChecks:
         finally:
             self.session.stop_quietly()
         return None
+
+    @check(
+        "SP-035",
+        "the module's sandbox asks only for grants the site approves (paths, network, tools)",
+        probe=True,
+    )
+    def sandbox_grants(self) -> str | None:
+        spec = self.options.sandbox
+        if spec is None:
+            return "no sandbox declared: nothing to approve (the module runs unconfined)"
+        problems = ungranted(spec, self.options.site, self.options.tools)
+        if problems:
+            raise CheckFailed("not approved (the module ran without them): " + "; ".join(problems))
+        if self.options.site.bwrap is None:
+            return "approved, but bubblewrap is missing here: the module ran unconfined"
+        return "confined with bubblewrap"
 
     def running_again(self) -> None:
         """Start the (stopped) service and wait for ready, for the checks that need it up

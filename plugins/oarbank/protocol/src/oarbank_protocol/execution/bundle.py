@@ -21,6 +21,7 @@ from typing import Any
 from oarbank_protocol.errors import ManifestError
 from oarbank_protocol.execution.environment import SAFE_PATH, ExecContext
 from oarbank_protocol.execution.executor import ExecLimits, Executor
+from oarbank_protocol.execution.sandbox import SitePolicy, resolve
 from oarbank_protocol.manifest import (
     MANIFEST_FILE,
     OPS,
@@ -62,8 +63,26 @@ class Bundle:
         extra_env: Mapping[str, str] | None = None,
         secret_keys: frozenset[str] = frozenset(),
         write_files: bool = True,
+        site: SitePolicy | None = None,
     ) -> ExecContext:
-        """The :class:`ExecContext` for running this bundle's executables on one node."""
+        """The :class:`ExecContext` for running this bundle's executables on one node.
+
+        A manifest with a ``sandbox`` table runs confined with the grants ``site`` approves
+        (default: none, and unconfined only if bubblewrap is missing and the site allows it);
+        its tools file then holds only the tools it declares, the ones bound in.
+        """
+        spec = self.manifest.sandbox
+        granted_tools = dict(tools or {})
+        confinement = resolve(
+            self.manifest.name,
+            spec,
+            site or SitePolicy(),
+            bundle_root=self.root,
+            data_dir=data_dir,
+            tools=granted_tools,
+        )
+        if spec is not None:
+            granted_tools = {name: granted_tools[name] for name in spec.tools}
         return ExecContext(
             bundle_root=self.root,
             module=self.manifest.name,
@@ -71,12 +90,13 @@ class Bundle:
             data_dir=data_dir,
             platform=platform or current_platform(),
             settings=dict(settings or {}),
-            tools=dict(tools or {}),
+            tools=granted_tools,
             limits=dict(limits or {}),
             path=path,
             extra_env=dict(extra_env or {}),
             secret_keys=secret_keys,
             write_files=write_files,
+            confinement=confinement,
         )
 
     def executor(

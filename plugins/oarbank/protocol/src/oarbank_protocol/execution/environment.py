@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from oarbank_protocol.execution.sandbox import Confinement
 from oarbank_protocol.names import check_name
 from oarbank_protocol.platforms import current_platform
 
@@ -67,6 +68,8 @@ class ExecContext:
     """False for a reader that shares an agent's data directory (srt's readiness probe): the
     settings, tools and limits files are the agent's, and a second writer with less to say
     (no tools, no limits) must not replace them under the module's feet."""
+    confinement: Confinement | None = None
+    """The module's sandbox; None runs its executables unconfined."""
 
     def __post_init__(self) -> None:
         check_name(self.module, "module name")

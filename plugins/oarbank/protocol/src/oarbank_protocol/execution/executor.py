@@ -510,6 +510,10 @@ class Executor:
 
     def _spawn(self, op: str, argv: list[str], *, last_try: bool) -> subprocess.Popen[bytes] | None:
         executable = resolve_executable(argv[0], self.context.bundle_root, self.context.path, op)
+        confinement = self.context.confinement
+        if confinement is not None:
+            argv = confinement.argv([executable, *argv[1:]])
+            executable = confinement.bwrap
         try:
             return subprocess.Popen(
                 argv,

@@ -30,6 +30,7 @@ from oarbank_protocol.errors import (
 )
 from oarbank_protocol.execution.bundle import Bundle, load_bundle
 from oarbank_protocol.execution.environment import SAFE_PATH
+from oarbank_protocol.execution.sandbox import Confinement, SitePolicy
 from oarbank_protocol.lifecycle.host_memory import HostLimits
 from oarbank_protocol.lifecycle.manager import ModuleManager
 from oarbank_protocol.lifecycle.options import SupervisorOptions
@@ -54,6 +55,8 @@ class NodeAgentConfig:
     live_attempts: Path | None = None
     platform: str | None = None
     path: str = SAFE_PATH
+    #: what the site approves for sandboxed modules
+    site: SitePolicy = field(default_factory=SitePolicy)
     options: SupervisorOptions = field(default_factory=SupervisorOptions)
     #: the host's real memory (None: the budget alone, as before it was measured)
     host_memory: HostLimits | None = field(default_factory=HostLimits)
@@ -83,6 +86,8 @@ class NodeAgent:
             raise ManifestError(f"settings for modules that are not loaded: {unknown}")
         self.stores: dict[str, StateStore] = {}
         self.managers: dict[str, ModuleManager] = {}
+        #: each module's sandbox, for the status report
+        self.confinements: dict[str, Confinement | None] = {}
         self.doctors = Doctor(self.managers)
         self.router = Router(config.node_id, self.managers)
         for name, bundle in self.bundles.items():
@@ -92,7 +97,9 @@ class NodeAgent:
                 settings=config.settings.get(name, {}),
                 platform=config.platform,
                 path=config.path,
+                site=config.site,
             )
+            self.confinements[name] = context.confinement
             store = StateStore((config.state_dir / f"{name}.state.json").resolve())
             self.stores[name] = store
             self.managers[name] = ModuleManager.for_bundle(
@@ -378,7 +385,7 @@ class NodeAgent:
         return self.managers[module].reset(local)
 
     def status(self) -> dict[str, Any]:
-        return node_status(self.config.node_id, self.managers, self.resources)
+        return node_status(self.config.node_id, self.managers, self.resources, self.confinements)
 
     async def doctor(self, reason: str = "requested") -> dict[str, Any]:
         return await self.doctors.run_all(reason)

@@ -21,6 +21,7 @@ from oarbank_protocol.agent import control
 from oarbank_protocol.agent.node.agent import NodeAgent, NodeAgentConfig
 from oarbank_protocol.agent.node.requests import answer
 from oarbank_protocol.agent.process import setup_logging, stop_on_signals
+from oarbank_protocol.agent.site import add_site_arguments, site_from_args
 from oarbank_protocol.errors import ManifestError, StateLocked
 from oarbank_protocol.execution.environment import SAFE_PATH, load_json_file
 from oarbank_protocol.lifecycle.host_memory import HostLimits
@@ -87,6 +88,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--reap-period-s", type=seconds_arg, default=60.0)
     parser.add_argument("--platform", help="override OARBANK_PLATFORM (default: detected)")
     parser.add_argument("--path", default=SAFE_PATH, help="PATH for the executables")
+    add_site_arguments(parser)
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -103,6 +105,7 @@ def _config(args: argparse.Namespace, state_dir: Path) -> NodeAgentConfig:
         live_attempts=args.live_attempts,
         platform=args.platform,
         path=args.path,
+        site=site_from_args(args),
         options=SupervisorOptions(reap_period_s=args.reap_period_s),
         host_memory=None
         if args.no_host_memory

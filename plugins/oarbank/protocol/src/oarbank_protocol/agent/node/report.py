@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oarbank_protocol.execution.sandbox import Confinement
 from oarbank_protocol.lifecycle.manager import ModuleManager
 from oarbank_protocol.lifecycle.resources import NodeResources
 
@@ -46,11 +47,19 @@ def module_status(manager: ModuleManager) -> dict[str, Any]:
 
 
 def node_status(
-    node_id: str, managers: Mapping[str, ModuleManager], resources: NodeResources
+    node_id: str,
+    managers: Mapping[str, ModuleManager],
+    resources: NodeResources,
+    confinements: Mapping[str, Confinement | None] | None = None,
 ) -> dict[str, Any]:
+    """``confinements``: each module's sandbox (None or absent: it runs unconfined)."""
+    modules = {name: module_status(manager) for name, manager in managers.items()}
+    for name, report in modules.items():
+        confinement = (confinements or {}).get(name)
+        report["sandbox"] = confinement.describe() if confinement else {"confined": False}
     return {
         "node_id": node_id,
-        "modules": {name: module_status(manager) for name, manager in managers.items()},
+        "modules": modules,
         "memory": {
             "budget_gb": resources.mem_budget_gb,
             "charged_gb": resources.mem_charged_gb,
