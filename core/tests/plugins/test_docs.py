@@ -18,6 +18,7 @@ PAGES = ["plugin-authors.md", "site-admins.md"]
 NOT_HOOKS = {
     "srt_services": "the core's import package",
     "srt_my_cache": "the example plugin's import package",
+    "srt_my_stack": "the example engine plugin's import package",
     "srt_etcd": "a distribution name spelled with an underscore (normalisation example)",
     "srt_register_kinds": "the misspelled hook in the quarantine example",
 }
