@@ -51,6 +51,25 @@ def test_sa_bench_runs_the_runner_with_srtctls_settings(srt_plan: Callable[..., 
     assert unit.terminal and unit.category == "benchmark"
 
 
+def test_numbers_written_as_text_in_the_list_are_numbers_as_in_srtctl(
+    srt_plan: Callable[..., Plan], srt_problem: Callable[..., Any]
+) -> None:
+    """Two published srtctl TRTLLM recipes write ``concurrencies: ['2048']``; srtctl runs
+    them, so srt loads them too. Text that is not a number is still refused at its line."""
+    plan = srt_plan(
+        bench(
+            "benchmark:\n  type: sa-bench\n  options: {isl: 8, osl: 8, concurrencies: ['2048', 4]}\n"
+        )
+    )
+    options = from_argv(SaBenchOptions, client(plan).argv[4:])
+    assert isinstance(options, SaBenchOptions)
+    assert options.concurrencies == [2048, 4]
+    p = srt_problem(
+        bench("benchmark:\n  type: sa-bench\n  options: {isl: 8, osl: 8, concurrencies: ['x']}\n")
+    )
+    assert p.label == "benchmark.options.concurrencies[0]"
+
+
 def test_in_a_container_the_runner_is_the_images_python3(srt_plan: Callable[..., Plan]) -> None:
     """The host interpreter's path (``{python}``) does not exist inside an image."""
     block = "benchmark: {type: gpqa, container: bench:1}\n"

@@ -61,8 +61,8 @@ UNSUPPORTED: dict[tuple[str, str | None], str] = {}
 BENCHMARK_OF = {"custom": "command"}
 #: Benchmark kinds planned by the real srt-benchmarks, with the settings compared.
 REAL_BENCHMARKS = ("mooncake-router", "trace-replay")
-#: Benchmark plugins srtctl recipes name whose options are not compared here: they are
-#: accepted as given (the plan's benchmark unit runs `true`).
+#: srtctl benchmark types: those srt-benchmarks has are planned by it (their options
+#: validated as a user's are); the others are accepted as given (the unit runs `true`).
 STAND_IN_BENCHMARKS = (
     "sa-bench",
     "gsm8k",
@@ -113,10 +113,11 @@ def _stand_in(name: str) -> type[BenchmarkKind]:
 class StandInBenchmarks:
     @hookimpl
     def srt_register_benchmarks(self) -> list[type[BenchmarkKind]]:
+        # every kind srt-benchmarks has is the real one (its options checked as a user's
+        # would be: srtctl's ``concurrencies: ['2048']`` was refused while a stand-in hid it)
         real = srt_benchmarks.plugin.srt_register_benchmarks()
-        return [k for k in real if k.name in REAL_BENCHMARKS] + [
-            _stand_in(n) for n in STAND_IN_BENCHMARKS
-        ]
+        have = {k.name for k in real}
+        return [*real, *(_stand_in(n) for n in STAND_IN_BENCHMARKS if n not in have)]
 
 
 def plugins(with_benchmarks: bool = True) -> Any:

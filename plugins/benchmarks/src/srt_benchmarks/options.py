@@ -23,7 +23,8 @@ MAX_CONCURRENCY = 65536
 
 
 def split_concurrencies(cls: type, value: Any) -> Any:
-    """srtctl accepts ``"1x8x64"`` (and, for trace-replay, ``"1,8"``) as well as a list."""
+    """srtctl accepts ``"1x8x64"`` (and, for trace-replay, ``"1,8"``) as well as a list, and
+    numbers written as text in that list (two of its published TRTLLM recipes do)."""
     if isinstance(value, str):
         words = value.replace(",", "x").split("x")
         if not all(w.strip().isdigit() for w in words):
@@ -31,6 +32,9 @@ def split_concurrencies(cls: type, value: Any) -> Any:
         return [int(w) for w in words]
     if isinstance(value, int) and not isinstance(value, bool):
         return [value]
+    if isinstance(value, list):
+        # srtctl reads its lists leniently: ``['2048']`` (a quoted number) is 2048 there
+        return [int(v) if isinstance(v, str) and v.strip().isdigit() else v for v in value]
     return value
 
 
