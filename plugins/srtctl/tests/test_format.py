@@ -203,6 +203,31 @@ def test_a_real_srtctl_sweep_dry_runs_per_variant(found: Any, tmp_path: Path) ->
     )
 
 
+def test_apply_stages_one_job_per_variant(found: Any, tmp_path: Path) -> None:
+    """``srt apply`` of a sweep file: one job per variant (as srtctl submits them), each in
+    its own directory with its own script and recipe; ``--variant`` picks one."""
+    recipe = data_dir() / "recipes" / "b200-fp4" / "1k1k.yaml"
+    out = tmp_path / "jobs"
+    r = run(["apply", str(recipe), "--dry-run", "--json", "-o", str(out)], found)
+    assert r.code == 0, r.stderr
+    subs = json.loads(r.stdout)
+    names = json.loads(run(["dry-run", str(recipe), "--json"], found).stdout)["variants"]
+    assert [Path(s["job_dir"]).name for s in subs] == [v["variant"] for v in names]
+    assert len({s["script"] for s in subs}) == len(subs) == 8
+    for sub in subs:
+        assert Path(sub["job_dir"]).parent == out and sub["job_id"] is None
+        assert Path(sub["script"]).is_file() and Path(sub["recipe"]).is_file()
+        assert "#SBATCH" in Path(sub["script"]).read_text()
+    one = run(
+        ["apply", str(recipe), "--dry-run", "--json", "-o", str(tmp_path / "one"), "--variant",
+         "zip_override_stp_lowlat[0]"],
+        found,
+    )  # fmt: skip
+    assert one.code == 0, one.stderr
+    picked = json.loads(one.stdout)
+    assert isinstance(picked, dict) and picked["job_dir"] == str(tmp_path / "one")
+
+
 CLUSTER = "model_paths:\n  tiny: {model}\ncontainers:\n  short: registry/image:1\n"
 
 
