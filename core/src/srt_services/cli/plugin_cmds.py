@@ -454,3 +454,5 @@ def new(name: str, output: str, template: str | None, force: bool) -> None:
     click.echo(f"created {target} ({len(files)} files): distribution {values['dist']},")
     click.echo(f"package {values['package']}, service kind {values['kind']!r}. Next:")
     click.echo(f"  cd {target} && pip install -e '.[test]' && pytest")
+    # that install takes core from the package index: say where the way around it is
+    click.echo("(core not on your package index yet? README.md, Develop, says what to do)")

@@ -32,7 +32,16 @@ def stop_leftover_runs() -> int:
 
 @dataclass
 class JobRun:
-    """A finished (or running) ``srt run``."""
+    """A finished (or running) ``srt run``, as ``srt_jobs.run``/``start`` return it: what a
+    plugin's runtime test asserts on, so each part says where it comes from.
+
+    ``code`` is the exit status (``None`` while it runs), ``stdout``/``stderr`` what it
+    printed (filled by :meth:`wait`); :meth:`log` reads ``logs/<step>.out`` (a service's
+    step is ``service_<name>``), :meth:`events` the job's ``events.jsonl`` (dicts with
+    ``event`` and ``step``), :meth:`result` and :meth:`state` its ``result.json`` and
+    ``state.json``. Documented for authors in docs/plugin-authors.md ("Testing with the
+    kit").
+    """
 
     job_dir: str
     proc: subprocess.Popen[str]

@@ -213,8 +213,11 @@ def srt_free_port() -> kit.FreePorts:
 
 @pytest.fixture
 def srt_jobs(tmp_path: Path) -> Iterator[Jobs]:
-    """``srt run`` on recipe text; at teardown, every job still running is stopped and none
-    may have left a process behind (a test that leaks fails even when its body passed)."""
+    """``srt run`` on recipe text: ``srt_jobs.run(text, *args, env=None, timeout=60)`` waits
+    for it, ``srt_jobs.start(...)`` does not; both return a
+    :class:`~srt_services.testing.jobs.JobRun` (``.code``, ``.log(step)``, ``.events()``,
+    ``.result()``...). At teardown, every job still running is stopped and none may have
+    left a process behind (a test that leaks fails even when its body passed)."""
     from srt_services.testing.jobs import Jobs
 
     jobs = Jobs(tmp_path)
