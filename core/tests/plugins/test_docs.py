@@ -121,3 +121,44 @@ def test_every_command_and_option_exists(page: str) -> None:
             if word.startswith("-"):
                 option = word.split("=", 1)[0]
                 assert option in known, f"{page}: `{line}`: {option} is not an option of it"
+
+
+def _rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| `")]
+
+
+def test_every_kind_method_and_attribute_has_one_row() -> None:
+    """A method listed twice (with two different descriptions) leaves the reader guessing
+    which is right; a placement rule that lives in two attributes must say so."""
+    from srt_services.contracts.kind import ServiceKind
+
+    rows = _rows((DOCS / "plugin-authors.md").read_text(encoding="utf-8"))
+    for name in ("fleet_readiness", "worker_env", "readiness", "service_facts"):
+        assert len([r for r in rows if r.startswith(f"| `{name}(")]) == 1, name
+    assert hasattr(ServiceKind, "supports_dedicated")
+    (row,) = [r for r in rows if r.startswith("| `supports_dedicated`")]
+    assert "dedicated" in row.split("|")[2] and "allowed_placements" in row
+
+
+def test_srt_jobs_results_are_documented() -> None:
+    """What ``srt_jobs.run`` returns is what a runtime test asserts on: every public field
+    and method of JobRun is named in the authors' page."""
+    from dataclasses import fields
+
+    from srt_services.testing.jobs import JobRun
+
+    text = (DOCS / "plugin-authors.md").read_text(encoding="utf-8")
+    public = {f.name for f in fields(JobRun) if not f.name.startswith("_")} - {"proc"}
+    public -= {"event_offset"}
+    methods = {n for n in vars(JobRun) if not n.startswith("_") and callable(vars(JobRun)[n])}
+    missing = sorted(n for n in public if f"`{n}`" not in text)
+    missing += sorted(n for n in methods if f"`{n}(" not in text)
+    assert not missing, f"JobRun's {missing} not in docs/plugin-authors.md"
+
+
+def test_quick_start_installs_core_before_the_package() -> None:
+    """Before core is on the index, ``pip install -e '.[test]'`` fails: the way around it
+    must come before that line in the quick start, not a section later."""
+    text = (DOCS / "plugin-authors.md").read_text(encoding="utf-8")
+    quick = text.split("## Start from the template", 1)[1].split("\n## ", 1)[0]
+    assert quick.index("srt_services-") < quick.index("pip install -e '.[test]'")
