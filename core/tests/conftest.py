@@ -17,7 +17,7 @@ import struct
 import subprocess
 import sys
 import termios
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -94,3 +94,21 @@ def python() -> str:
 def repo() -> Path:
     """The repository root (examples/, docs/, bench/ are below it)."""
     return REPO
+
+
+_GUARDED = ("SIGHUP", "SIGTERM", "SIGINT", "SIGQUIT", "SIGPIPE", "SIGUSR1", "SIGUSR2")
+
+
+@pytest.fixture(autouse=True)
+def _signal_dispositions_restored() -> Iterator[None]:
+    """Every test starts with the dispositions pytest had. Code run in this process (the
+    CLI through ``kit.run_cli``, an orchestrator in-process) may ignore or catch signals;
+    an ignored SIGHUP is inherited by every later child (``nohup``'s rule), so a later test
+    of srt's hang-up handling saw a job that, rightly, kept ignoring it."""
+    import signal
+
+    saved = {name: signal.getsignal(getattr(signal, name)) for name in _GUARDED}
+    yield
+    for name, handler in saved.items():
+        if handler is not None and signal.getsignal(getattr(signal, name)) is not handler:
+            signal.signal(getattr(signal, name), handler)
