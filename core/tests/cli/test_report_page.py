@@ -94,6 +94,8 @@ def test_the_model_has_one_row_per_instance_with_its_attempts(tmp_path: Path) ->
     assert flaky.state == "failed" and flaky.restarts == 1
     web = rows["service_web"]
     assert [(s.start, s.ready, s.end, s.signal) for s in web.spans] == [(0.2, 1.0, 4.5, 15)]
+    # what the teardown ended is no failure, whatever its code; the exit that caused it is
+    assert [s.failed for s in flaky.spans] == [True, True] and not web.spans[0].failed
     assert [m.kind for m in report.marks] == ["phase", "stop", "end"]
     assert [t.step for t in report.tails] == [EVIL_STEP]
     assert report.tails[0].lines[-1] == "fatal: disk & <gone>"

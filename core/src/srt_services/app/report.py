@@ -42,6 +42,9 @@ class Span:
     signal: int | None = None
     #: it was still running when the record ends (stopped by the teardown or still up)
     open: bool = False
+    #: it ended on its own with a non-zero code, before the job was asked to stop (an
+    #: attempt the teardown ended is not a failure, whatever its code)
+    failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +123,9 @@ def build_report(path: str, plugins: PluginSet | None) -> Report:
     events = list(iter_events(view.job.events_file))
     started = _start(view, events)
     end = _end(view, events, started)
-    rows = _rows(view, events, started, end)
     marks = _job_marks(events, started)
+    stop = min((m.t for m in marks if m.kind == "stop"), default=None)
+    rows = _rows(view, events, started, end, stop)
     status = _status(view)
     cause = None
     if view.result is not None and view.result.cause is not None:
@@ -166,7 +170,7 @@ def build_report(path: str, plugins: PluginSet | None) -> Report:
         marks=marks,
         units=units,
         nodes=nodes,
-        tails=_tails(view, rows, min((m.t for m in marks if m.kind == "stop"), default=None)),
+        tails=_tails(view, rows),
         sections=sections,
     )
 
@@ -214,9 +218,11 @@ def _status(view: JobView) -> str:
     return view.state.status
 
 
-def _rows(view: JobView, events: Iterable[dict[str, Any]], started: float, end: float) -> list[Row]:
+def _rows(
+    view: JobView, events: Iterable[dict[str, Any]], started: float, end: float, stop: float | None
+) -> list[Row]:
     rows = _planned_rows(view)
-    spans = _Spans(rows)
+    spans = _Spans(rows, stop)
     for e in events:
         step = e.get("step")
         t = _num(e, "t")
@@ -250,8 +256,9 @@ _TROUBLE = frozenset({"unhealthy", "ready_timeout", "launch_failed", "liveness_f
 class _Spans:
     """Turns an instance's events into its attempts (spans) and marks."""
 
-    def __init__(self, rows: dict[str, Row]) -> None:
+    def __init__(self, rows: dict[str, Row], stop: float | None) -> None:
         self.rows = rows
+        self.stop = stop
         #: step -> the attempt running: (attempt, start, ready)
         self.open: dict[str, tuple[int, float, float | None]] = {}
 
@@ -259,8 +266,9 @@ class _Spans:
         running = self.open.pop(step, None)
         if running is not None:
             attempt, start, ready = running
+            failed = code not in (None, 0) and (self.stop is None or t <= self.stop)
             self.rows[step].spans.append(
-                Span(attempt, start, max(t, start), ready, code, sig, still)
+                Span(attempt, start, max(t, start), ready, code, sig, still, failed)
             )
 
     def apply(self, step: str, t: float, e: dict[str, Any]) -> None:
@@ -315,14 +323,11 @@ def _job_marks(events: Iterable[dict[str, Any]], started: float) -> list[Mark]:
     return marks
 
 
-def _tails(view: JobView, rows: list[Row], stop: float | None) -> list[LogTail]:
-    """The last lines of every instance that failed, or exited non-zero on its own on its
-    way (a restart); not of those the teardown stopped (after ``stop``)."""
+def _tails(view: JobView, rows: list[Row]) -> list[LogTail]:
+    """The last lines of every instance that failed, or had an attempt fail on its way (a
+    restart); not of those the teardown stopped."""
     failed = {
-        r.step: r.state
-        for r in rows
-        if r.state in FAILED_STATES
-        or any(s.code not in (None, 0) and (stop is None or s.end < stop) for s in r.spans)
+        r.step: r.state for r in rows if r.state in FAILED_STATES or any(s.failed for s in r.spans)
     }
     if not failed:
         return []

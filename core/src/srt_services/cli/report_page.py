@@ -79,6 +79,7 @@ def render_page(report: Report) -> str:
         _legend(),
         '<div id="hover"></div>',
         _timeline(report),
+        _milestones(report.marks),
         "<h2>Plan</h2>",
         _plan(report),
         _tails(report.tails),
@@ -177,7 +178,7 @@ def _row(row: Row, n: int, x: Callable[[float], float]) -> str:
     ]
     for s in row.spans:
         ready = s.ready if s.ready is not None else s.end
-        failed = s.code not in (None, 0)
+        failed = s.failed
         how = "still running at the end" if s.open else f"exit {s.code}"
         info_s = f"{row.step} attempt {s.attempt}: +{s.start:.2f}s to +{s.end:.2f}s, {how}"
         cls_open = " span-open" if s.open else ""
@@ -212,6 +213,18 @@ def _row(row: Row, n: int, x: Callable[[float], float]) -> str:
         )
     parts.append("</g>")
     return "".join(parts)
+
+
+def _milestones(marks: list[Mark]) -> str:
+    """The job's marks as text too: the timeline's dashed lines say their names on hover only
+    (labels on the lines would print over each other when phases start a moment apart)."""
+    if not marks:
+        return ""
+    rows = "".join(
+        f'<tr data-kind="{_e(m.kind)}"><td>+{m.t:.2f}s</td><td>{_e(m.label)}</td></tr>'
+        for m in marks
+    )
+    return f'<table id="milestones"><tr><th>when</th><th>what</th></tr>{rows}</table>'
 
 
 def _short(text: str, width: int = 40) -> str:
