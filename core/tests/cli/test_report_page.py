@@ -8,6 +8,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from srt_services.app.report import build_report
 from srt_services.cli.report_page import render_page
@@ -15,14 +16,22 @@ from srt_services.contracts.report import ReportSection
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.layout import JobDir
 from srt_services.jobdir.result import JobResult, write_result
-from srt_services.jobdir.state import InstanceState, JobState, OrchestratorInfo, write_state
+from srt_services.jobdir.state import (
+    InstanceState,
+    InstanceStatus,
+    JobState,
+    OrchestratorInfo,
+    write_state,
+)
 
 T0 = 1_700_000_000.0
 HOSTILE = "<script>document.title='pwned'</script>"
 EVIL_STEP = 'service_x"><img src=x onerror=alert(1)>'
 
 
-def _inst(unit: str, state: str, restarts: int, code: int | None, log: str) -> InstanceState:
+def _inst(
+    unit: str, state: InstanceStatus, restarts: int, code: int | None, log: str
+) -> InstanceState:
     return InstanceState(
         unit, "node0", state, None, None, None, T0, None, restarts + 1, restarts, code, log,
         None, {},
@@ -56,7 +65,7 @@ def make_job(tmp: Path) -> str:
             [],
         ),
     )
-    events = [
+    events: list[tuple[float, str, dict[str, Any]]] = [
         (0.0, "job_started", {}),
         (0.1, "phase_started", {"phase": "infra"}),
         (0.2, "launched", {"step": "service_web", "attempt": 1}),

@@ -24,6 +24,7 @@ This module keeps the typed methods core calls, and the process-wide set.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -297,7 +298,7 @@ class PluginSet:
 
     def report_sections(self, job_dir: str) -> list[tuple[str, ReportSection | str]]:
         """Every plugin's report sections with the plugin's label, ordered by
-        :attr:`ReportSection.order`; a plugin that failed gives one string instead (why),
+        :attr:`ReportSection.order`; a plugin that failed gives one string instead (why, last),
         so one broken plugin costs the page its part only."""
         self._loader.ensure_hook("srt_report_sections")
         found: list[tuple[str, ReportSection | str]] = []
@@ -308,7 +309,10 @@ class PluginSet:
                 found.append((label, f"{type(error).__name__}: {error}"))
                 continue
             found.extend((label, section) for sections in results for section in sections)
-        return sorted(found, key=lambda item: item[1].order if not isinstance(item[1], str) else 0)
+        # a failure's note goes last: the sections that did draw come first
+        return sorted(
+            found, key=lambda item: item[1].order if not isinstance(item[1], str) else math.inf
+        )
 
     # ------------------------------------------------------------------ inventory
 
