@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +93,7 @@ def test_the_report_of_a_failed_job_in_a_browser(
 
     browser.get_log("performance")  # what the browser's start-up page loaded: not ours
     browser.get(out.as_uri())
-    # the page's own script ran, and nothing on the page complained
-    assert browser.execute_script("return document.body.getAttribute('data-ready')") == "1"
-    errors = [e for e in browser.get_log("browser") if e["level"] in {"SEVERE", "WARNING"}]
-    assert not errors, errors
+    assert_loaded_cleanly(browser)
     assert browser.title == "srt report: rep-browser (" + run.state()["job_id"] + ")"
 
     # one row per instance of the job, each on its node
@@ -131,17 +128,85 @@ def test_the_report_of_a_failed_job_in_a_browser(
     assert '<script>document.title="pwned"</script>' in tail.text and "fatal: no disk" in tail.text
     assert "pwned" not in browser.title
 
-    # nothing was fetched: the page is the only request its document made, and the browser
-    # asked nothing of any network at all (its own chrome:// pages aside)
+    assert_nothing_fetched(browser, out)
+
+
+def assert_loaded_cleanly(browser: Any) -> None:
+    """The page's own script ran, and nothing on the page complained (a script refused by
+    the policy, a failed load, a JavaScript error all land in the browser's log)."""
+    assert browser.execute_script("return document.body.getAttribute('data-ready')") == "1"
+    errors = [e for e in browser.get_log("browser") if e["level"] in {"SEVERE", "WARNING"}]
+    assert not errors, errors
+
+
+def assert_nothing_fetched(browser: Any, page: Path) -> None:
+    """The page is the only request its document made, and the browser asked nothing of any
+    network at all (its own chrome:// pages aside)."""
     ours, remote = [], []
     for entry in browser.get_log("performance"):
         message = json.loads(entry["message"])["message"]
         if message["method"] == "Network.requestWillBeSent":
             url = message["params"]["request"]["url"]
-            if message["params"].get("documentURL") == out.as_uri():
+            if message["params"].get("documentURL") == page.as_uri():
                 ours.append(url)
             if not url.startswith(("chrome://", "chrome-untrusted://", "file://", "data:")):
                 remote.append(url)
-    assert ours == [out.as_uri()], ours
+    assert ours == [page.as_uri()], ours
     assert not remote, remote
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+
+
+PROMETHEUS = ("prometheus", "prometheus-node-exporter")
+
+
+@pytest.mark.skipif(
+    any(shutil.which(b) is None for b in PROMETHEUS)
+    and os.environ.get("SRT_REQUIRE_CHROMIUM") != "1",
+    reason="needs Debian's prometheus and prometheus-node-exporter",
+)
+def test_the_metrics_charts_of_a_recorded_job_in_a_browser(
+    srt_jobs: Jobs, srt_free_port: Callable[[], int], tmp_path: Path, browser: Any
+) -> None:
+    pytest.importorskip("srt_exporters")
+    run = srt_jobs.run(
+        f"""
+        schema: 2
+        name: rep-metrics
+        services:
+          - name: prometheus
+            type: prometheus
+            options: {{port: {srt_free_port()}, scrape_interval_seconds: 1}}
+          - name: node-exporter
+            type: node-exporter
+            placement: {{node: head}}
+            options: {{port: {srt_free_port()}}}
+          - name: main
+            terminal: true
+            command: [bash, -c, "sleep 8; exit 0"]
+        """,
+        timeout=90,
+    )
+    assert run.code == 0, run.stderr
+    out = tmp_path / "report.html"
+    made = srt("report", run.job_dir, "-o", str(out))
+    assert made.returncode == 0, made.stderr
+
+    browser.get_log("performance")
+    browser.get(out.as_uri())
+    assert_loaded_cleanly(browser)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#timeline g.row")
+    assert sorted(r.get_attribute("data-step") for r in rows) == sorted(run.state()["instances"])
+    assert browser.find_element(By.ID, "job-status").text == "succeeded"
+    assert not browser.find_elements(By.CLASS_NAME, "plugin-error")
+    charts = browser.find_elements(By.CSS_SELECTOR, "#metrics svg.metrics-chart")
+    keys = {c.get_attribute("data-key") for c in charts}
+    assert "cpu_busy" in keys, keys
+    cpu = next(c for c in charts if c.get_attribute("data-key") == "cpu_busy")
+    assert cpu.is_displayed()
+    line = cpu.find_element(By.CSS_SELECTOR, "polyline.series")
+    box = browser.execute_script(
+        "var b=arguments[0].getBoundingClientRect(); return [b.width, b.height]", line
+    )
+    # a short job: the rate needs a few scrapes, so the line covers its last seconds only
+    assert len((line.get_attribute("points") or "").split()) >= 2 and box[0] > 0
+    assert_nothing_fetched(browser, out)
