@@ -106,6 +106,7 @@ def test_the_model_has_one_row_per_instance_with_its_attempts(tmp_path: Path) ->
     # what the teardown ended is no failure, whatever its code; the exit that caused it is
     assert [s.failed for s in flaky.spans] == [True, True] and not web.spans[0].failed
     assert [m.kind for m in report.marks] == ["phase", "stop", "end"]
+    assert report.marks[1].label == f"stop: critical {EVIL_STEP} exited <b>"
     assert [t.step for t in report.tails] == [EVIL_STEP]
     assert report.tails[0].lines[-1] == "fatal: disk & <gone>"
 

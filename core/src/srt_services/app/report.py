@@ -132,6 +132,11 @@ def build_report(path: str, plugins: PluginSet | None) -> Report:
         cause = view.result.cause.message
     elif view.state is not None and view.state.cause is not None:
         cause = view.state.cause.message
+    if cause is not None:
+        # the stop_requested event names the cause's kind only: the sentence is the file's
+        first = next((n for n, m in enumerate(marks) if m.kind == "stop"), None)
+        if first is not None:
+            marks[first] = Mark(marks[first].t, "stop", f"stop: {cause}")
     plan = view.plan
     units = [
         UnitSummary(

@@ -30,6 +30,7 @@ h1{font-size:20px;margin:0 0 .3em}h2{font-size:16px;margin:1.6em 0 .4em}
 .status-failed,.status-lost{color:#b00020}.status-succeeded{color:#137333}
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 8px;text-align:left}
 th{background:#f4f4f4}.cause{background:#fff4f4;border-left:4px solid #b00020;padding:6px 10px}
+.cause.ok{background:#f3faf4;border-left-color:#137333}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:6px;overflow-x:auto;font-size:12px}
 #timeline text{font:11px system-ui,sans-serif}
 .span-starting{fill:#f4c542}.span-ready{fill:#4a90d9}.span-open{opacity:.85}
@@ -100,7 +101,11 @@ def _summary(r: Report) -> str:
         f"<p>Job directory: <code>{_e(r.path)}</code></p>",
     ]
     if r.cause:
-        rows.append(f'<p class="cause" id="cause">Stopped because: {_e(r.cause)}</p>')
+        ok = r.status == "succeeded"
+        rows.append(
+            f'<p class="{"cause ok" if ok else "cause"}" id="cause">'
+            f"{'Ended' if ok else 'Stopped'} because: {_e(r.cause)}</p>"
+        )
     return "\n".join(rows)
 
 
