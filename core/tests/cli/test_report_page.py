@@ -10,6 +10,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from srt_services.app.report import build_report
 from srt_services.cli.report_page import render_page
 from srt_services.contracts.report import ReportSection
@@ -182,3 +184,53 @@ def test_nothing_is_fetched_from_anywhere(tmp_path: Path) -> None:
     urls = set(re.findall(r"(?:https?:)?//[^\s\"'<>]+", page))
     assert urls == {"http://www.w3.org/2000/svg"}, urls
     assert not re.search(r"<(link|iframe|object|embed)\b", page)
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(-1e12, 1e12, allow_nan=False),
+    st.text(max_size=20),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.sampled_from(["kind", "message"]), st.text(max_size=10), max_size=2),
+)
+_EVENT = st.fixed_dictionaries(
+    {
+        "event": st.sampled_from(
+            [
+                "launched",
+                "ready",
+                "exited",
+                "restarting",
+                "unhealthy",
+                "unavailable",
+                "phase_started",
+                "stop_requested",
+                "job_finished",
+                "ready_timeout",
+                "other",
+            ]
+        ),
+        "step": st.sampled_from(["service_web", EVIL_STEP, "nosuch", 7]),
+    },
+    optional=dict.fromkeys(
+        ("t", "attempt", "code", "signal", "delay", "waited", "reason", "cause", "phase"), _VALUES
+    ),
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(_EVENT, max_size=25))
+def test_any_events_file_gives_a_page(tmp_path: Path, events: list[dict[str, Any]]) -> None:
+    """Events are a log for people, edited or cut by a crash: whatever their fields hold,
+    the report is drawn, and a span never ends before it starts."""
+    path = make_job(tmp_path / str(len(list(tmp_path.iterdir()))))
+    Path(path, "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    report = build_report(path, None)
+    for row in report.rows:
+        assert all(s.end >= s.start for s in row.spans)
+    page = render_page(report)
+    assert page.count("<script") == 1

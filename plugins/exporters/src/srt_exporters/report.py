@@ -73,10 +73,13 @@ def _phases(job: JobRecord) -> list[tuple[float, str]]:
     """(wall time, label) of each phase start and of the stop, for dashed lines."""
     out: list[tuple[float, str]] = []
     for ev in job.events():
+        t = ev.get("t")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            continue  # an edited or cut line: events are a log, never trusted for shape
         if ev.get("event") == "phase_started":
-            out.append((float(ev["t"]), f"phase {ev.get('phase', '?')}"))
+            out.append((float(t), f"phase {ev.get('phase', '?')}"))
         elif ev.get("event") == "stop_requested":
-            out.append((float(ev["t"]), "stop"))
+            out.append((float(t), "stop"))
     return out
 
 
