@@ -54,3 +54,29 @@ def test_report_of_a_real_job(jobs: Jobs, tmp_path: Path) -> None:
     # the default place, and stdout
     assert srt("report", job_dir).stdout.strip() == str(Path(job_dir, "report.html"))
     assert srt("report", job_dir, "-o", "-").stdout.startswith("<!doctype html>")
+
+
+def test_report_of_a_running_job(jobs: Jobs) -> None:
+    """While the job runs: its attempts reach to the last event, the status says running."""
+    run = jobs.start(
+        """
+        schema: 2
+        name: live
+        observability:
+          metrics: false
+        services:
+          - name: up
+            command: [bash, -c, "echo up; exec sleep 1000"]
+            readiness: {log: {pattern: up}}
+        """
+    )
+    run.wait_event("serving")
+    made = srt("report", run.job_dir, "-o", "-")
+    assert made.returncode == 0, made.stderr
+    page = made.stdout
+    assert 'id="job-status">running<' in page
+    assert re.search(r'data-step="service_up"[^>]*data-state="ready"', page)
+    assert 'class="span-ready span-open"' in page
+    assert 'class="log-tail"' not in page and 'id="cause"' not in page
+    run.stop()
+    run.wait(30)
