@@ -113,6 +113,19 @@ def test_the_model_has_one_row_per_instance_with_its_attempts(tmp_path: Path) ->
     assert report.tails[0].lines[-1] == "fatal: disk & <gone>"
 
 
+def test_only_the_latest_run_of_a_directory_is_drawn(tmp_path: Path) -> None:
+    path = make_job(tmp_path)
+    events = Path(path, "events.jsonl")
+    earlier = [
+        {"t": T0 - 100, "mono": 0, "event": "job_started"},
+        {"t": T0 - 99, "mono": 1, "event": "launched", "step": "service_web", "attempt": 1},
+        {"t": T0 - 98, "mono": 2, "event": "exited", "step": "service_web", "code": 9},
+    ]
+    events.write_text("".join(json.dumps(e) + "\n" for e in earlier) + events.read_text())
+    rows = {r.step: r for r in build_report(path, None).rows}
+    assert [s.start for s in rows["service_web"].spans] == [0.2]
+
+
 def test_a_running_attempt_runs_to_the_end_of_the_record(tmp_path: Path) -> None:
     path = make_job(tmp_path)
     Path(path, "result.json").unlink()

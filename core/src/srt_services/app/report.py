@@ -120,7 +120,7 @@ class Report:
 def build_report(path: str, plugins: PluginSet | None) -> Report:
     """Read the job in ``path`` and its plugins' sections; ``JobDirError`` when it is none."""
     view = JobView.read(path)
-    events = list(iter_events(view.job.events_file))
+    events = _last_run(list(iter_events(view.job.events_file)))
     started = _start(view, events)
     end = _end(view, events, started)
     marks = _job_marks(events, started)
@@ -190,6 +190,13 @@ def _num(record: dict[str, Any], key: str) -> float | None:
 def _int(record: dict[str, Any], key: str) -> int | None:
     value = record.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _last_run(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events of the directory's latest run (a job directory run again appends to its
+    ``events.jsonl``; the files beside it describe the latest run only)."""
+    starts = [n for n, e in enumerate(events) if e["event"] == "job_started"]
+    return events[starts[-1] :] if starts else events
 
 
 def _start(view: JobView, events: list[dict[str, Any]]) -> float:
