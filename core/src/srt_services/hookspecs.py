@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.launcher import Launcher
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.probe import Probe
+    from srt_services.contracts.report import ReportSection
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Problem
 
@@ -240,5 +241,27 @@ def srt_validate_recipe(recipe: Recipe) -> list[Problem]:
         advice that does not stop the job.
 
     .. versionadded:: 1.0
+    """
+    raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@hookspec
+def srt_report_sections(job_dir: str) -> list[ReportSection]:
+    """Sections of ``srt report JOBDIR``'s page that a plugin draws from what it recorded.
+
+    Called once per report, after the job's own files were read (the job may have ended
+    long ago, or still run). Read the job with :func:`~srt_services.extend.read_job`;
+    return nothing when the job holds nothing of yours (no metrics recorded). Each
+    plugin is called on its own: one that raises costs the page its sections only (the
+    page says so), never the report.
+
+    :param job_dir: the job directory's absolute path.
+    :return: :class:`~srt_services.extend.ReportSection` objects, HTML escaped by the
+        plugin, ordered by their ``order``.
+
+    .. versionadded:: 1.1
     """
     raise NotImplementedError

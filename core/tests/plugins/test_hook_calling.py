@@ -115,3 +115,31 @@ def test_monitors_see_each_call_with_the_implementations_in_call_order() -> None
     assert call.plugins == ("two", "one")
     assert [p.message for items in call.result for p in items] == ["two", "one"]
     assert call.error is None
+
+
+def test_report_sections_are_ordered_and_a_failing_plugin_costs_only_its_own() -> None:
+    from srt_services.extend import ReportSection
+
+    class Drawer:
+        def __init__(self, title: str, order: int) -> None:
+            self.title, self.order = title, order
+
+        @hookimpl
+        def srt_report_sections(self, job_dir: str) -> list[ReportSection]:
+            return [ReportSection(f"{self.title} of {job_dir}", "<p></p>", self.order)]
+
+    class Broken:
+        @hookimpl
+        def srt_report_sections(self, job_dir: str) -> list[ReportSection]:
+            raise RuntimeError("no data")
+
+    plugins = kit.isolated_plugins()
+    plugins.register(Drawer("late", 200), "late")
+    plugins.register(Broken(), "broken")
+    plugins.register(Drawer("early", 10), "early")
+    found = plugins.report_sections("/j")
+    assert [(label, s if isinstance(s, str) else s.title) for label, s in found] == [
+        ("early", "early of /j"),
+        ("late", "late of /j"),
+        ("broken", "RuntimeError: no data"),
+    ]

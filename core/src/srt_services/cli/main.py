@@ -37,6 +37,7 @@ CORE_COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("srt_services.cli.job_cmds", "stop"),
     "logs": ("srt_services.cli.log_cmds", "logs"),
     "events": ("srt_services.cli.event_cmds", "events"),
+    "report": ("srt_services.cli.report_cmds", "report"),
     "restart": ("srt_services.cli.control_cmds", "restart"),
     "exec": ("srt_services.cli.exec_cmds", "exec_"),
     "rm": ("srt_services.cli.clean_cmds", "rm"),

@@ -17,7 +17,8 @@ What lives where:
   :class:`BenchmarkKind` (:data:`RESULT_VAR`), :class:`RecipeFormat` (another tool's
   recipes: :class:`Variant`, :class:`Translated`, :class:`FormatProblems`),
   :class:`Probe`, :class:`Placement`, :class:`Expansion`, :class:`Launcher`, and
-  :class:`ImpliedService` for ``srt_implied_services``;
+  :class:`ImpliedService` for ``srt_implied_services`` and :class:`ReportSection` for
+  ``srt_report_sections``;
 * what those see while a plan is built: :class:`InstanceContext`, :class:`Node`,
   :class:`Layout`, :class:`Worker`, :class:`JobPaths` (and :class:`PathOutsideJob`, what
   :meth:`InstanceContext.job_path` raises for a relative path leaving the job directory);
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
         ScrapeTarget,
     )
     from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
+    from srt_services.contracts.report import ReportSection
     from srt_services.contracts.servers import (
         ServerKind,
         ServerOptions,
@@ -137,6 +139,7 @@ _WHERE: dict[str, str] = {
     "Probe": "srt_services.contracts.probe",
     "ProbeResult": "srt_services.contracts.probe",
     "ProbeTarget": "srt_services.contracts.probe",
+    "ReportSection": "srt_services.contracts.report",
     "ServerKind": "srt_services.contracts.servers",
     "ServerOptions": "srt_services.contracts.servers",
     "binary_option_problems": "srt_services.contracts.servers",
@@ -193,6 +196,7 @@ __all__ = [
     "Problem",
     "Recipe",
     "RecipeFormat",
+    "ReportSection",
     "ScrapeTarget",
     "ServerKind",
     "ServerOptions",

@@ -24,6 +24,7 @@ This module keeps the typed methods core calls, and the process-wide set.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.launcher import Launcher
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.probe import Probe
+    from srt_services.contracts.report import ReportSection
     from srt_services.plugins.discovery import Controls, PluginRecord
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Problem
@@ -293,6 +295,24 @@ class PluginSet:
                     )
                 out[name] = (label, command)
         return out
+
+    def report_sections(self, job_dir: str) -> list[tuple[str, ReportSection | str]]:
+        """Every plugin's report sections with the plugin's label, ordered by
+        :attr:`ReportSection.order`; a plugin that failed gives one string instead (why, last),
+        so one broken plugin costs the page its part only."""
+        self._loader.ensure_hook("srt_report_sections")
+        found: list[tuple[str, ReportSection | str]] = []
+        for label, results, error in self._calls.per_plugin(
+            "srt_report_sections", {"job_dir": job_dir}
+        ):
+            if error is not None:
+                found.append((label, f"{type(error).__name__}: {error}"))
+                continue
+            found.extend((label, section) for sections in results for section in sections)
+        # a failure's note goes last: the sections that did draw come first
+        return sorted(
+            found, key=lambda item: item[1].order if not isinstance(item[1], str) else math.inf
+        )
 
     # ------------------------------------------------------------------ inventory
 

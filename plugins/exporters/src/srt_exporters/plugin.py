@@ -12,7 +12,7 @@ from srt_services.extend import hookimpl
 
 if TYPE_CHECKING:
     import click
-    from srt_services.extend import ImpliedService, Recipe, ServiceKind
+    from srt_services.extend import ImpliedService, Recipe, ReportSection, ServiceKind
 
 
 @hookimpl
@@ -35,3 +35,10 @@ def srt_cli_commands() -> list[click.Command]:
     from srt_exporters.cli import metrics
 
     return [metrics]
+
+
+@hookimpl
+def srt_report_sections(job_dir: str) -> list[ReportSection]:
+    from srt_exporters.report import sections
+
+    return sections(job_dir)
