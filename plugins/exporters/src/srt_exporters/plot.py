@@ -1,4 +1,8 @@
-"""``srt metrics --plot``: the headline series over the job's lifetime, phases marked.
+"""``srt metrics --plot``: the headline series over the job's lifetime, phases marked, and
+what the recipe's own ``metrics:`` endpoints export.
+
+The figure is built from :class:`Panel` values (the series as Prometheus returned them), so
+what it shows can be checked without looking at pixels.
 
 matplotlib with its Agg backend: no display, no browser, the same code for PNG, SVG and
 PDF. ``.html`` is a self-contained page with the SVG inline (it opens offline, attached to
@@ -24,6 +28,7 @@ from srt_exporters.prometheus import KIND as PROMETHEUS
 from srt_exporters.summary import Window, applicable, selector
 
 FORMATS = (".png", ".svg", ".pdf", ".html")
+DPI = 110
 #: at most this many points per series
 MAX_POINTS = 600
 
@@ -46,9 +51,11 @@ def phase_marks(job: JobRecord) -> list[tuple[float, str]]:
     return marks
 
 
-#: a panel: its title, unit, and series (label, [(time, value), ...]) sorted by label
 @dataclass(frozen=True, slots=True)
 class Panel:
+    """One chart: its title, its unit, and its series (label, [(time, value), ...]) sorted
+    by label."""
+
     title: str
     unit: str
     lines: list[tuple[str, list[tuple[float, float]]]]
@@ -81,9 +88,6 @@ def plot(client: PromClient, job: JobRecord, w: Window, out: str) -> int:
     finally:
         plt.close(fig)
     return len(panels)
-
-
-DPI = 110
 
 
 def _pyplot() -> Any:
@@ -255,7 +259,7 @@ def _label_marks(strip: Any, marks: list[tuple[float, str]], start: float) -> li
         left = x <= 0.7 * span  # near the right edge a label reads leftwards
         texts.append(
             strip.text(
-                x,
+                min(max(x, 0.0), span),  # a mark outside the window: its label at the edge
                 0.5,
                 f"{label} {x:.1f}s",
                 ha="left" if left else "right",
@@ -284,12 +288,6 @@ def _assign_rows(fig: Any, texts: list[Any]) -> int:
             ends.append(box.x1)
         text.set_y(row + 0.5)
     return max(1, len(ends))
-
-
-def overlapping(fig: Any, texts: list[Any]) -> bool:
-    renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in texts]
-    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 def _write_html(out: str, job: JobRecord, svg: bytes) -> None:
