@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from itertools import pairwise
 from pathlib import Path
@@ -66,7 +67,7 @@ def recipe(worker_port: int, sidecar_port: int, frontend_port: int) -> str:
 
 
 def test_a_short_jobs_plot_has_its_counter_its_groups_and_readable_labels(
-    srt_jobs: Jobs, srt_free_port: Any
+    srt_jobs: Jobs, srt_free_port: Any, tmp_path: Path
 ) -> None:
     run = srt_jobs.run(recipe(srt_free_port(), srt_free_port(), srt_free_port()), timeout=120)
     assert run.code == 0, run.stderr
@@ -119,3 +120,15 @@ def test_a_short_jobs_plot_has_its_counter_its_groups_and_readable_labels(
         assert max(steps) <= 2 * w.step, "a point per scrape once they started"
     finally:
         plt.close(fig)
+    # the command draws the same panels
+    svg = tmp_path / "job.svg"
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services", "metrics", run.job_dir, "--plot", str(svg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{len(panels)} panel(s) written" in out.stderr
+    assert "sidecar: sidecar_ticks_total (rate)" in svg.read_text()
