@@ -119,6 +119,19 @@ def test_slurm_time_limits_are_read_in_every_sbatch_form(text: str, seconds: int
     assert slurm_seconds(text) == seconds
 
 
+@given(st.text(max_size=30))
+def test_any_slurm_time_text_reads_as_seconds_or_none_never_an_error(text: str) -> None:
+    seconds = slurm_seconds(text)
+    assert seconds is None or seconds >= 0
+
+
+@given(st.integers(0, 99), st.integers(0, 23), st.integers(0, 59), st.integers(0, 59))
+def test_every_sbatch_form_of_a_limit_reads_back(d: int, h: int, m: int, sec: int) -> None:
+    assert slurm_seconds(f"{d}-{h:02}:{m:02}:{sec:02}") == d * 86400 + h * 3600 + m * 60 + sec
+    assert slurm_seconds(f"{h}:{m:02}:{sec:02}") == h * 3600 + m * 60 + sec
+    assert slurm_seconds(f"{m}:{sec:02}") == m * 60 + sec
+
+
 def test_the_scrape_interval_follows_the_time_limit(srt_plan: Callable[..., Plan]) -> None:
     def interval(slurm: str) -> int:
         plan = srt_plan(
