@@ -51,6 +51,7 @@ def recipe(worker_port: int, sidecar_port: int, frontend_port: int) -> str:
           port: {frontend_port}
           command: [{py}, {SERVER}, "{{node_ip}}", "{frontend_port}", frontend_requests_total]
           readiness: {{http: {{port: {frontend_port}, path: /health}}}}
+          metrics: {{port: {frontend_port}}}
         roles:
           agg:
             workers: 1
@@ -84,6 +85,14 @@ def test_a_short_jobs_plot_has_its_counter_its_groups_and_readable_labels(
         # the sidecar's own counter has a panel, its rate above zero
         counter = by_title["sidecar: sidecar_ticks_total (rate)"]
         assert max(v for _, pts in counter.lines for _, v in pts) > 0
+        assert [label for label, _ in counter.lines] == ["sidecar_node0"]
+        # so do the role's and the frontend's; nothing of the monitoring stack's own
+        own = sorted(p.title for p in panels if ": " in p.title)
+        assert own == [
+            "agg: worker_requests_total (rate)",
+            "frontend: frontend_requests_total (rate)",
+            "sidecar: sidecar_ticks_total (rate)",
+        ]
         # the job's own processes are grouped by service and role
         groups = {label for label, _ in by_title["CPU per process group (all nodes)"].lines}
         assert {"sidecar", "agg", "frontend"} <= groups, groups

@@ -142,16 +142,16 @@ def own_panels(client: PromClient, job: JobRecord, w: Window) -> list[Panel]:
     sel = selector(job)
     for service in own_services(job):
         svc = service.replace("\\", "\\\\").replace('"', '\\"')
-        found = client.query(
-            f'count by (__name__) (last_over_time({{{sel},service="{svc}"}}[{w.range}]))', w.end
-        )
+        found = client.series(f'{{{sel},service="{svc}"}}', w.start, w.end)
         names = sorted(
-            n
-            for n in (labels.get("__name__", "") for labels, _ in found)
-            if n
-            and n != "up"
-            and not n.startswith(_CLIENT_PREFIXES)
-            and not n.endswith(("_bucket", "_created"))
+            {
+                n
+                for n in (labels.get("__name__", "") for labels in found)
+                if n
+                and n != "up"
+                and not n.startswith(_CLIENT_PREFIXES)
+                and not n.endswith(("_bucket", "_created"))
+            }
         )
         for name in names:
             if len(panels) >= MAX_OWN_PANELS:
