@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ pytest.importorskip("matplotlib")
 from srt_exporters.implied import slurm_seconds
 from srt_exporters.jobgroups import cmdline_pattern
 from srt_exporters.plot import Panel, _pyplot, figure
+from srt_exporters.prometheus import PROCESS_SCRAPE_FLOOR, PROCESS_TARGETS, config_text
 from srt_exporters.summary import Window
 from srt_services.extend import Plan
 
@@ -173,3 +175,20 @@ def test_a_commands_literal_words_make_its_group_and_placeholders_are_left_out()
     assert re.search(pattern, "/usr/bin/python3 srv.py 127.0.0.1 9000 a+b(1)")
     assert not re.search(pattern, "/usr/bin/python3 srv.py 127.0.0.1 9001 a+b(1)")
     assert cmdline_pattern(["{x}"]) is None
+
+
+def test_below_two_seconds_process_exporter_gets_a_slower_scrape_job_of_its_own() -> None:
+    fast = yaml.safe_load(config_text("/j/metrics/targets.json", 1.0, None))
+    main, slow = fast["scrape_configs"]
+    assert fast["global"]["scrape_interval"] == "1s"
+    assert main["relabel_configs"] == [
+        {"source_labels": ["instance"], "regex": PROCESS_TARGETS, "action": "drop"}
+    ]
+    assert slow["relabel_configs"][0]["action"] == "keep"
+    assert slow["scrape_interval"] == f"{PROCESS_SCRAPE_FLOOR:g}s"
+    assert slow["file_sd_configs"] == main["file_sd_configs"]
+    assert re.fullmatch(PROCESS_TARGETS, "process_exporter_node0")
+    assert not re.fullmatch(PROCESS_TARGETS, "node_exporter_node0")
+    calm = yaml.safe_load(config_text("/j/metrics/targets.json", 15.0, None))
+    assert [j["job_name"] for j in calm["scrape_configs"]] == ["srt"]
+    assert "relabel_configs" not in calm["scrape_configs"][0]

@@ -85,8 +85,9 @@ def scrape_interval_for(recipe: Recipe) -> int:
     The interval is the job's time limit (``slurm.time``) over :data:`POINTS_PER_LIMIT`,
     between 1 s and 15 s: a job of up to 12 minutes is scraped every second, a 1-hour
     one every 5 s, a 3-hour one or longer every 15 s. Without a limit (a local
-    ``srt run``, the usual short try-out) it is 1 s: a dozen targets cost Prometheus a
-    few percent of a core and about 50 MB of record per hour. A declared ``prometheus``
+    ``srt run``, the usual short try-out) it is 1 s: a dozen targets cost Prometheus
+    about 0.01-0.02 of a core and 50 MB of record per hour (process-exporter, dearer to
+    scrape, is taken every 2 s at most: see the prometheus kind). A declared ``prometheus``
     service keeps its own ``scrape_interval_seconds``.
     """
     limit = slurm_seconds(recipe.slurm.time) if recipe.slurm.time else None

@@ -118,7 +118,9 @@ def _step(w: Window) -> float:
 def _headline_panels(client: PromClient, job: JobRecord, w: Window) -> list[Panel]:
     panels: list[Panel] = []
     for h in applicable(job):
-        series = client.query_range(expression(h, job.job_id, w.rate), w.start, w.end, _step(w))
+        series = client.query_range(
+            expression(h, job.job_id, w.rate_for(h)), w.start, w.end, _step(w)
+        )
         lines = [(labels.get(h.by, "") or h.by, pts) for labels, pts in series if pts]
         if lines:
             panels.append(Panel(h.title, h.unit, sorted(lines)))
