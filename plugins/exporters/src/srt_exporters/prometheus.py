@@ -42,7 +42,11 @@ class PrometheusOptions(MetricsServerOptions):
         DEFAULT_PORT, description="Port of the web UI and HTTP API (and its /metrics)."
     )
     scrape_interval_seconds: float = Field(
-        15.0, ge=1.0, le=3600.0, description="How often every target is scraped."
+        15.0,
+        ge=1.0,
+        le=3600.0,
+        description="How often every target is scraped (process-exporter's at most every"
+        " 2 s). The implied Prometheus's comes from `slurm.time`: 1 s without one.",
     )
     scrape_timeout_seconds: float | None = Field(
         None,
