@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from srt_exporters.prometheus import PROCESS_SCRAPE_FLOOR
+
 
 @dataclass(frozen=True, slots=True)
 class Headline:
@@ -23,6 +25,9 @@ class Headline:
     expr: str
     #: the label that tells its series apart
     by: str
+    #: its targets are scraped at least this many seconds apart (process-exporter's
+    #: floor), so its rate window must be wider than the job's interval alone asks
+    slowest_scrape: float = 0.0
 
 
 HEADLINES: tuple[Headline, ...] = (
@@ -66,6 +71,7 @@ HEADLINES: tuple[Headline, ...] = (
         "process-exporter",
         "sum by (groupname) (rate(namedprocess_namegroup_cpu_seconds_total{{{sel}}}[{rate}]))",
         "groupname",
+        slowest_scrape=PROCESS_SCRAPE_FLOOR,
     ),
     Headline(
         "request_rate",

@@ -149,8 +149,9 @@ class ProcessExporterOptions(MetricsServerOptions):
     )
     groups: list[ProcessGroup] = Field(
         default_factory=list,
-        description="Your own process groups, matched before the built-in ones (frontend,"
-        " engines, etcd, nats, prometheus, the exporters).",
+        description="Your own process groups (the implied service's: one per service, role"
+        " and frontend with a `command`, named after it), matched before the built-in ones"
+        " (frontend, engines, etcd, nats, prometheus, the exporters).",
     )
 
 

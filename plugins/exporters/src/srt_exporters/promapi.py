@@ -85,6 +85,24 @@ class PromClient:
             raise PromError(f"expected an instant vector from {expr!r}, got {data['resultType']}")
         return [(r["metric"], float(r["value"][1])) for r in data["result"]]
 
+    def series(self, match: str, start: float, end: float) -> list[dict[str, str]]:
+        """The label sets of every series ``match`` selects between ``start`` and ``end``
+        (``/api/v1/series``): which metrics a target exported, without their samples."""
+        try:
+            response = self._http.post(
+                "/api/v1/series",
+                data={"match[]": match, "start": f"{start:.3f}", "end": f"{end:.3f}"},
+            )
+            body: Any = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise PromError(f"cannot list series at {self.base_url}: {exc}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            said = body.get("error", body) if isinstance(body, dict) else body
+            kind = str(body.get("errorType", "error")) if isinstance(body, dict) else None
+            raise PromError(f"cannot list series at {self.base_url}: {said!s:.200}", kind)
+        data = body.get("data")
+        return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         data = self._call(
             "/api/v1/query_range",

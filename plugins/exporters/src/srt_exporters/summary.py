@@ -40,7 +40,13 @@ class Window:
     @property
     def rate(self) -> str:
         """A ``rate()`` window holding at least four scrapes."""
-        return f"{max(4 * self.step, 4.0):g}s"
+        return self.rate_for()
+
+    def rate_for(self, h: Headline | None = None) -> str:
+        """A ``rate()`` window holding at least four scrapes of ``h``'s targets (some are
+        scraped more slowly than the job's interval)."""
+        slowest = max(self.step, h.slowest_scrape if h is not None else 0.0)
+        return f"{max(4 * slowest, 4.0):g}s"
 
 
 def scrape_interval(job: JobRecord) -> float:
@@ -142,7 +148,7 @@ def applicable(job: JobRecord) -> list[Headline]:
 def headlines(client: PromClient, job: JobRecord, w: Window) -> list[dict[str, Any]]:
     out = []
     for h in applicable(job):
-        expr = expression(h, job.job_id, w.rate)
+        expr = expression(h, job.job_id, w.rate_for(h))
         sub = f"({expr})[{w.range}:{w.step:g}s]"
         stats: dict[str, dict[str, Any]] = {}
         for fn in ("avg", "max", "last"):
