@@ -11,10 +11,21 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
-from srt_services.extend import ServerKind, ServerOptions, ServiceSpec, venv_bin
+from srt_services.extend import (
+    InstanceContext,
+    Problem,
+    Recipe,
+    ServerKind,
+    ServerOptions,
+    ServiceSpec,
+    venv_bin,
+)
+
+from srt_exporters.images import UpstreamImage, job_runs_in_containers
 
 IfMissing = Literal["fail", "skip"]
 
@@ -73,17 +84,59 @@ class MetricsServerKind(ServerKind):
 
     Options: ClassVar[type[MetricsServerOptions]] = MetricsServerOptions
     #: host binaries: the job container (the recipe's top-level ``container``) is not
-    #: theirs to inherit; an entry's own ``container`` selects the upstream image
+    #: theirs to inherit (it has no exporter); an entry's own ``container``, or the
+    #: kind's upstream image where the job runs in containers, is their image
     host_native: ClassVar[bool] = True
+    #: the upstream image and the command it has (see :mod:`srt_exporters.images`)
+    upstream: ClassVar[UpstreamImage | None] = None
 
     def ports(self, options: Any) -> dict[str, int | None]:
         """Every server of this plugin listens on one port: its ``port`` option."""
         return {"port": options.port}
 
-    def preamble(self, spec: ServiceSpec, options: Any, ctx: Any) -> str | None:
-        if spec.container is not None:
+    def container_fallback(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> str | None:
+        # where the job runs in containers the host binary is rarely on the compute nodes
+        # (it is in no job image either): the upstream image is, as the spec has it; a
+        # recipe that chose the command or the binary chose the bare node
+        if self.upstream is None or self.upstream.default is None:
             return None
+        if spec.command is not None or getattr(options, "binary", None):
+            return None
+        return self.upstream.default if job_runs_in_containers(recipe) else None
+
+    def binary(self, options: Any, ctx: InstanceContext | None = None) -> str:
+        written = getattr(options, "binary", None)
+        image = ctx.container if ctx is not None else None
+        if not written and image and self.upstream and self.upstream.matches(image):
+            return self.upstream.binary  # the image's own name for it, not a host package's
+        return super().binary(options, ctx)
+
+    def preamble(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> str | None:
+        if ctx.container is not None:
+            return None  # the upstream images are shell-less: the binary runs as it is
         return super().preamble(spec, options, ctx)
+
+    def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
+        yield from super().validate(spec, options, recipe)
+        image = spec.container
+        if self.upstream is None or not image or not self.upstream.matches(image):
+            return
+        written = getattr(options, "binary", None)
+        if spec.command is not None and spec.external is None:
+            where: tuple[str | int, ...] = ("command", 0)
+            command = spec.command[0]
+        elif written:
+            where, command = ("options", "binary"), written
+        else:
+            return
+        if self.upstream.refuses(command):
+            has = " or ".join(f"`{c}`" for c in self.upstream.has)
+            yield Problem(
+                where,
+                f"{command!r} is not in the image {image} ({self.upstream.names[0]} has"
+                f" {has}): the service would fail at every start; write {has.split(' or ')[0]},"
+                f" or leave it out and srt runs {self.upstream.binary}",
+            )
 
     def local_options(self, spec: ServiceSpec, options: Any) -> Any:
         # the default port is srt's choice, not the recipe's: on this machine, where a
