@@ -202,8 +202,7 @@ class ProcessExporterKind(MetricsServerKind):
     Options: ClassVar[type[ProcessExporterOptions]] = ProcessExporterOptions
     upstream: ClassVar[UpstreamImage | None] = PROCESS_IMAGE
     command_summary: ClassVar[str] = (
-        "the host's `prometheus-process-exporter`; in a declared image"
-        f" `{PROCESS_IMAGE.binary}`"
+        f"the host's `prometheus-process-exporter`; in a declared image `{PROCESS_IMAGE.binary}`"
     )
     binary_name: ClassVar[str] = "prometheus-process-exporter"
     install_hint: ClassVar[str] = (
