@@ -396,3 +396,34 @@ def test_unpinned_default_ports_are_free_ones_when_the_job_runs_here(
     )
     pinned = JOB + "services: [{name: prometheus, type: prometheus, options: {port: 9099}}]\n"
     assert units(srt_plan(pinned, runs_here=True))["prometheus"].instances[0].ports == [9099]
+
+
+def test_dry_run_srun_lines_run_the_images_commands_without_a_shell(
+    srt_plugins: Any, tmp_path: Any
+) -> None:
+    """What srt would hand srun: the image through pyxis and the image's binary as the
+    task, with no ``bash -c`` around it (the upstream images have no shell). The host
+    process-exporter keeps its look-up in bash; ``--local`` shows the host binaries."""
+    from srt_services.testing import kit
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(JOB + "container: job-image\n")
+    out = kit.run_cli(["dry-run", str(recipe), "--srun"], plugins=srt_plugins)
+    assert out.code == 0, out.stderr
+    lines = {x.split(":", 1)[0].strip(): x for x in out.stdout.splitlines() if ": srun " in x}
+    node = lines["service_node-exporter_node1"]
+    assert f"--container-image={NODE_IMAGE} " in node
+    assert "--no-container-mount-home /bin/node_exporter " in node and "bash" not in node
+    dcgm = lines["service_dcgm-exporter_node0"]
+    assert f"--container-image={DCGM_IMAGE} " in dcgm
+    assert "--no-container-mount-home dcgm-exporter --collect-interval=1000" in dcgm
+    prom = lines["service_prometheus"]
+    assert f"--container-image={PROMETHEUS_IMAGE} " in prom and " /bin/prometheus " in prom
+    proc = lines["service_process-exporter_node0"]
+    assert "--container-image" not in proc and " bash -c " in proc
+    assert "--container-image=job-image" in lines["agg_0"]
+    local = kit.run_cli(["dry-run", str(recipe), "--local"], plugins=srt_plugins)
+    assert local.code == 0, local.stderr
+    assert "container: quay.io" not in local.stdout
+    assert "container: nvcr.io" not in local.stdout
+    assert "command: prometheus-node-exporter " in local.stdout

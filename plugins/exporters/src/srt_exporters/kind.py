@@ -266,8 +266,9 @@ class DcgmExporterKind(MetricsServerKind):
     )
     binary_name: ClassVar[str] = "dcgm-exporter"
     install_hint: ClassVar[str] = (
-        "it ships with NVIDIA's container image nvcr.io/nvidia/k8s/dcgm-exporter (set"
-        " container) or NVIDIA's CUDA repository; it needs a GPU and its driver (NVML)"
+        "it ships with NVIDIA's container image nvcr.io/nvidia/k8s/dcgm-exporter (srt runs"
+        " it where the job has a container; or set container) or NVIDIA's CUDA repository;"
+        " it needs a GPU and its driver (NVML)"
     )
     default_placement: ClassVar[str] = "workers"
     default_stop_grace: ClassVar[float] = 10.0
