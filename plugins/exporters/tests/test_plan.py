@@ -427,3 +427,23 @@ def test_dry_run_srun_lines_run_the_images_commands_without_a_shell(
     assert "container: quay.io" not in local.stdout
     assert "container: nvcr.io" not in local.stdout
     assert "command: prometheus-node-exporter " in local.stdout
+
+
+def test_a_site_alias_points_the_default_image_at_a_mirror(srt_plugins: Any, tmp_path: Any) -> None:
+    """An air-gapped site keys an alias by the default image's name: pyxis gets the mirror,
+    and the command stays the upstream image's."""
+    from srt_services.testing import kit
+
+    site = tmp_path / "site.toml"
+    site.write_text(f'[containers.aliases]\n"{NODE_IMAGE}" = "mirror/node-exporter:v1.8.2"\n')
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(JOB + "container: job-image\n")
+    out = kit.run_cli(
+        ["dry-run", str(recipe), "--srun", "--unit", "node-exporter"],
+        plugins=srt_plugins,
+        env={"SRT_SITE_CONFIG": str(site)},
+    )
+    assert out.code == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if "service_node-exporter_node0: srun" in x)
+    assert "--container-image=mirror/node-exporter:v1.8.2 " in line
+    assert " /bin/node_exporter " in line
