@@ -447,3 +447,17 @@ def test_a_site_alias_points_the_default_image_at_a_mirror(srt_plugins: Any, tmp
     line = next(x for x in out.stdout.splitlines() if "service_node-exporter_node0: srun" in x)
     assert "--container-image=mirror/node-exporter:v1.8.2 " in line
     assert " /bin/node_exporter " in line
+
+
+def test_dry_run_shows_the_group_file_where_it_is_written(srt_plugins: Any, tmp_path: Any) -> None:
+    """The spec's <log_dir>/process-exporter.yml, once (not under the work directory)."""
+    from srt_services.testing import kit
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(JOB)
+    out = kit.run_cli(["dry-run", str(recipe), "--unit", "process-exporter"], plugins=srt_plugins)
+    assert out.code == 0, out.stderr
+    files = [x.strip() for x in out.stdout.splitlines() if x.strip().startswith("file ")]
+    assert files and all(x.startswith("file <job_dir>/logs/process-exporter.yml (") for x in files)
+    prom = kit.run_cli(["dry-run", str(recipe), "--unit", "prometheus"], plugins=srt_plugins)
+    assert "file <job_dir>/work/service_prometheus/prometheus.yml (" in prom.stdout
