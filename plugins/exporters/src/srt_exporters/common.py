@@ -64,6 +64,16 @@ def find_binary(binary: str) -> str | None:
 class MetricsServerOptions(ServerOptions):
     """Options every kind of this plugin has."""
 
+    binary: str | None = Field(
+        None,
+        description="Server binary: a command name looked up on PATH (then in srt's own venv"
+        " bin directory) or an absolute path. Default: in a recognised upstream image (the"
+        " kind's default where the job runs in containers, or a declared one) the command"
+        " that image has; on the bare node the site config's [binaries] entry for this kind,"
+        " else the host package's command name. Writing it keeps the bare node unless the"
+        " entry writes `container`; srt validate refuses one an upstream image does not have.",
+    )
+
     if_missing: IfMissing = Field(
         "fail",
         description="What happens when the binary is not on the node an instance runs on,"
