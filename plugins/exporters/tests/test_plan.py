@@ -246,11 +246,19 @@ def test_in_a_container_job_the_exporters_run_the_specs_images_with_their_comman
     assert u["agg"].container == "job-image"
 
 
-def test_a_container_on_a_worker_role_is_a_container_job_too(
-    srt_plan: Callable[..., Plan],
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("command: [w]}", "command: [w], container: eng}"),
+        ("command: [f]}", "command: [f], container: fe}"),
+        ("name: m\n", "name: m\nbenchmark: {type: command, command: [b], container: bench}\n"),
+    ],
+)
+def test_a_container_on_a_worker_the_frontend_or_the_benchmark_is_a_container_job_too(
+    srt_plan: Callable[..., Plan], old: str, new: str
 ) -> None:
-    text = JOB.replace("command: [w]}", "command: [w], container: eng}")
-    assert units(srt_plan(text))["node-exporter"].container == NODE_IMAGE
+    assert old in JOB
+    assert units(srt_plan(JOB.replace(old, new)))["node-exporter"].container == NODE_IMAGE
 
 
 def test_bare_host_binaries_stay_the_default_without_containers_and_on_this_machine(

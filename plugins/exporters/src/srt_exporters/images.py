@@ -50,8 +50,9 @@ def repository_name(image: str) -> str:
 
 
 def job_runs_in_containers(recipe: Recipe) -> bool:
-    """The job has images: the job container, or one on the frontend or a worker role."""
-    if recipe.container:
+    """The job has images (so the cluster has pyxis): the job container, or one on the
+    frontend, the benchmark or a worker role."""
+    if recipe.container or recipe.benchmark.container:
         return True
     if recipe.frontend is not None and recipe.frontend.container:
         return True

@@ -56,7 +56,7 @@ class NodeExporterKind(MetricsServerKind):
     implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
         "command": "The specification's image and command where the job runs in containers"
-        " (a job container, or one on the frontend or a worker), with a pinned tag so that a"
+        " (a job container, or one on the frontend, the benchmark or a worker), with a pinned tag so that a"
         " rerun pulls the same exporter (`quay.io/prometheus/node-exporter:v1.8.2`). Without"
         " images (and under `srt run`, whose launcher runs none) srt runs the host package's"
         " `prometheus-node-exporter` on the bare node, looked up on each node at launch; the"
@@ -248,7 +248,7 @@ class DcgmExporterKind(MetricsServerKind):
     implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
         "command": "The specification's image and command where the job runs in containers"
-        " (a job container, or one on the frontend or a worker), with a pinned tag so that a"
+        " (a job container, or one on the frontend, the benchmark or a worker), with a pinned tag so that a"
         " rerun pulls the same exporter"
         " (`nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04`, the tag of the"
         " specification's mirror example). Without images (and under `srt run`) srt runs a"
