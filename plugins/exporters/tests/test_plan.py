@@ -469,3 +469,21 @@ def test_dry_run_shows_the_group_file_where_it_is_written(srt_plugins: Any, tmp_
     assert files and all(x.startswith("file <job_dir>/logs/process-exporter.yml (") for x in files)
     prom = kit.run_cli(["dry-run", str(recipe), "--unit", "prometheus"], plugins=srt_plugins)
     assert "file <job_dir>/work/service_prometheus/prometheus.yml (" in prom.stdout
+
+
+def test_a_generic_service_in_an_upstream_exporter_image_is_checked_too(srt_load: Any) -> None:
+    """A recipe that moved a sidecar from the host packages to the upstream image and kept
+    the Debian name; the image's own commands load."""
+    bad = (
+        "schema: 2\nname: g\nservices:\n"
+        "  - name: ne\n"
+        "    container: quay.io/prometheus/node-exporter:v1.8.2\n"
+        "    command: [prometheus-node-exporter, --web.listen-address=:9101]\n"
+    )
+    with pytest.raises(RecipeError) as exc:
+        srt_load(bad)
+    text = str(exc.value)
+    assert "recipe.yaml:6:15: services[ne].command[0]:" in text
+    assert "is not in the image" in text
+    srt_load(bad.replace("[prometheus-node-exporter,", "[/bin/node_exporter,"))
+    srt_load(bad.replace("quay.io/prometheus/node-exporter", "site/tools"))

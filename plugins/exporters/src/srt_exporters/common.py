@@ -25,7 +25,7 @@ from srt_services.extend import (
     venv_bin,
 )
 
-from srt_exporters.images import UpstreamImage, job_runs_in_containers
+from srt_exporters.images import UpstreamImage, job_runs_in_containers, refusal
 
 IfMissing = Literal["fail", "skip"]
 
@@ -140,13 +140,8 @@ class MetricsServerKind(ServerKind):
         else:
             return
         if self.upstream.refuses(command):
-            has = " or ".join(f"`{c}`" for c in self.upstream.has)
-            yield Problem(
-                where,
-                f"{command!r} is not in the image {image} ({self.upstream.names[0]} has"
-                f" {has}): the service would fail at every start; write {has.split(' or ')[0]},"
-                f" or leave it out and srt runs {self.upstream.binary}",
-            )
+            text = refusal(image, command, self.upstream)
+            yield Problem(where, f"{text}, or leave it out and srt runs {self.upstream.binary}")
 
     def local_options(self, spec: ServiceSpec, options: Any) -> Any:
         # the default port is srt's choice, not the recipe's: on this machine, where a

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from srt_services.extend import Recipe
+from srt_services.extend import Problem, Recipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +83,33 @@ PROMETHEUS_IMAGE = UpstreamImage(
     binary="/bin/prometheus",
     has=("/bin/prometheus", "prometheus"),
 )
+
+UPSTREAM_IMAGES: tuple[UpstreamImage, ...] = (
+    NODE_IMAGE,
+    DCGM_IMAGE,
+    PROCESS_IMAGE,
+    PROMETHEUS_IMAGE,
+)
+
+
+def refusal(image: str, command: str, upstream: UpstreamImage) -> str:
+    """Why ``command`` cannot run in ``image`` (an image of ``upstream``)."""
+    has = " or ".join(f"`{c}`" for c in upstream.has)
+    return (
+        f"{command!r} is not in the image {image} ({upstream.names[0]} has {has}): the"
+        f" service would fail at every start; write `{upstream.has[0]}`"
+    )
+
+
+def generic_image_problems(recipe: Recipe) -> list[Problem]:
+    """A ``generic`` service that runs an upstream exporter image with a command the image
+    lacks (a recipe moved from the host packages to the image, keeping the Debian name)."""
+    out: list[Problem] = []
+    for i, spec in enumerate(recipe.services):
+        if spec.type != "generic" or not spec.container or not spec.command:
+            continue
+        for upstream in UPSTREAM_IMAGES:
+            if upstream.matches(spec.container) and upstream.refuses(spec.command[0]):
+                where = ("services", i, "command", 0)
+                out.append(Problem(where, refusal(spec.container, spec.command[0], upstream)))
+    return out
