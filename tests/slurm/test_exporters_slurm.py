@@ -127,3 +127,71 @@ def test_every_node_is_scraped_by_one_prometheus_on_the_infra_node(
     assert {(m["service"], m["node"]) for m in ran_without} == {
         ("dcgm-exporter", n) for n in ("n1", "n2", "n3")
     }
+
+
+def test_an_exporter_found_on_the_compute_nodes_but_not_by_the_batch_step_runs_there(
+    slurm_cluster_3: Any, submit: Any, shell: Any, tmp_path: Any
+) -> None:
+    """Issue 27's real-cluster case: the exporter is installed where the job's steps run
+    and not where the batch step plans the job. The test nodes share one file system, so
+    the difference is in the search path: the site names a binary (``[binaries]``) that
+    only the node steps' PATH (the service's ``env``) reaches. Planning on the batch host
+    must not decide it is missing; each node looks it up at launch and runs it."""
+    name = "srt-nodes-only-node-exporter"
+    only_nodes = tmp_path / "node-bin"
+    only_nodes.mkdir()
+    host_binary = shutil.which("prometheus-node-exporter")
+    assert host_binary is not None
+    (only_nodes / name).symlink_to(host_binary)
+    site = tmp_path / "site.toml"
+    site.write_text(f'[binaries]\n"prometheus-node-exporter" = "{name}"\n')
+    # the batch step gets the PATH srt apply runs with: the binary is not on it
+    assert shutil.which(name, path=shell.env["PATH"]) is None
+    node_path = f"{only_nodes}:/usr/local/bin:/usr/bin:/bin"
+    expected = 3 + 1  # node-exporter on each node, and prometheus itself
+    job = submit(
+        f"""
+        schema: 2
+        name: slurmmetrics
+        slurm: {{signal_before_end_seconds: 0}}
+        resources: {{gpus_per_node: 1}}
+        frontend:
+          type: sglang
+          port: 9082
+          command: [python3, -m, http.server, "9082", --bind, "{{node_ip}}"]
+        roles:
+          agg:
+            workers: 3
+            command: [python3, -c, "import time; time.sleep(600)"]
+        benchmark: {{type: command, command: [python3, -c, {json.dumps(CHECK)}, "{expected}"]}}
+        services:
+          - name: prometheus
+            type: prometheus
+            options: {{scrape_interval_seconds: 1}}
+          - name: node-exporter
+            type: node-exporter
+            options: {{if_missing: fail}}
+            env: {{PATH: "{node_path}"}}
+          - {{name: dcgm-exporter, enabled: false}}
+          - {{name: process-exporter, enabled: false}}
+        """,
+        "nodes-only",
+        extra_env={"SRT_SITE_CONFIG": str(site)},
+    )
+    job.wait_done(180)
+    sbatch = job.sbatch_log()
+    bench = job.log("benchmark")
+    assert job.result()["exit_code"] == 0, sbatch + bench
+    assert "skipped" not in sbatch and "cannot find" not in sbatch, sbatch
+    assert not job.events("unavailable")
+    launched = {e["node"] for e in job.events("launched") if e["unit"] == "node-exporter"}
+    assert launched == {"n1", "n2", "n3"}
+    for n in ("n1", "n2", "n3"):
+        log = job.log(f"service_node-exporter_{n}")
+        assert "cannot find" not in log, log
+    seen = [line.split() for line in bench.splitlines() if line.startswith("UP ")]
+    assert {n for _, _, n, s in seen if s == "node-exporter"} == {"n1", "n2", "n3"}, bench
+    # what ran is the site's name, found through the node steps' PATH
+    units = {u["name"]: u for u in job.plan()["units"]}
+    assert {i["argv"][0] for i in units["node-exporter"]["instances"]} == {name}
+    job.assert_nothing_left()

@@ -158,6 +158,11 @@ class InstanceContext:
     #: The site's ``[binaries]`` table: a server's command name -> the path it runs as on
     #: this site (see :func:`~srt_services.contracts.servers.server_binary`).
     binaries: Mapping[str, str] = field(default_factory=dict)
+    #: The image this instance runs in, as the recipe or its kind names it (a site alias is
+    #: not resolved); ``None`` on the bare node, and where the launcher runs no images (a
+    #: local run): a kind whose command depends on the image (an upstream exporter image
+    #: has its binary elsewhere than a host package) reads it here.
+    container: str | None = None
 
     @property
     def work_dir(self) -> str:

@@ -36,6 +36,9 @@ class PlanContext:
     services: list[Settled]
     #: the site's ``[binaries]`` (a server kind's command name -> the path to run)
     binaries: Mapping[str, str] = field(default_factory=dict)
+    #: the launcher runs images (``container``): false for a plan the local launcher runs,
+    #: where a host-native kind's fallback image does not apply (it runs its host binary)
+    containers: bool = True
     #: the site's least readiness budget for probes whose recipe gives none (0: none)
     readiness_floor: float = 0.0
     #: bounded like the checks' (see :class:`~srt_services.recipe.problems.ProblemList`)

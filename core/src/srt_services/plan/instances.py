@@ -280,7 +280,7 @@ class _Contexts:
     """Each instance's :class:`InstanceContext` (for the kind's methods and the probes),
     kept for a kind with a fleet probe (``kept``)."""
 
-    __slots__ = ("ctx", "discovery", "keep", "kept", "name", "nodes")
+    __slots__ = ("container", "ctx", "discovery", "keep", "kept", "name", "nodes")
 
     def __init__(
         self,
@@ -289,7 +289,9 @@ class _Contexts:
         nodes: tuple[Node, ...],
         discovery: dict[str, str],
         keep: bool,
+        container: str | None = None,
     ) -> None:
+        self.container = container
         self.ctx = ctx
         self.name = name
         self.nodes = nodes
@@ -315,6 +317,7 @@ class _Contexts:
             values=values,
             discovery_env=self.discovery,
             binaries=ctx.binaries,
+            container=self.container,
         )
         if self.keep:
             self.kept.append(ictx)
@@ -457,11 +460,11 @@ class Instances:
         self._plan_env(kind, discovery if unit.inherit_discovery_env else {})
         self._plan_preamble(kind)
         self.files = kind if kind is not None and "files" in hooks else None
+        self.container = effective_container(s, ctx.loaded.recipe, ctx.containers)
         self._plan_contexts(kind, unit.label, nodes, discovery)
         self.ports = _Ports(ctx, s, unit.label, metrics)
         self.targets = _Targets(ctx, s.name, metrics) if metrics else None
         self.checkout = _Checkout(ctx, s) if s.spec.source is not None else None
-        self.container = effective_container(s, ctx.loaded.recipe)
         # Values are built lazily when only a hook or a probe might read them, and at once
         # when a recipe string will (a plain dict keeps ``format_map`` lookups in C).
         self.eager = (
@@ -527,7 +530,8 @@ class Instances:
             # a timing-only readiness without a kind probe was refused by the checks
             return
         keep = kind is not None and "fleet_readiness" in kind.hooks
-        self.contexts = _Contexts(self.ctx, s.name, nodes, discovery, keep)
+        image = self.container if self.ctx.containers else None
+        self.contexts = _Contexts(self.ctx, s.name, nodes, discovery, keep, image)
         probe_kind = kind if kind is not None and "readiness" in kind.hooks else None
         self.probes = _Probes(self.ctx, s, probe_kind, readiness, liveness)
 
@@ -601,12 +605,18 @@ class Instances:
         return planned
 
 
-def effective_container(s: Settled, recipe: Recipe) -> str | None:
+def effective_container(s: Settled, recipe: Recipe, containers: bool = True) -> str | None:
     """The service's image: its own, else its kind's fallback (the Mooncake stores run in
-    the master's), else the job container unless the kind runs on the bare node."""
+    the master's), else the job container unless the kind runs on the bare node.
+
+    Where the launcher runs no images (``containers`` false: a local run), a host-native
+    kind has none but the one its entry writes: its fallback (an exporter's upstream image)
+    is for clusters, and on this machine it runs its host binary."""
     spec = s.spec
     if spec.container:
         return spec.container
+    if not containers and s.kind.host_native:
+        return None
     if s.options is not None:
         fallback = s.kind.container_fallback(spec, s.options, recipe)
         if fallback:

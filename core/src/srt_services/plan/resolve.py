@@ -118,6 +118,7 @@ def _resolve(
         default_restart=restart_record(RestartSpec()),
         services=services,
         binaries=settings.binaries,
+        containers=settings.launcher is None or "container" in settings.launcher.applies,
         readiness_floor=settings.readiness_floor,
         mounts=[render(m, common) for m in loaded.recipe.mounts],
     )

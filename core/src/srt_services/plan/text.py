@@ -91,8 +91,17 @@ def _first_instance_lines(inst: PlannedInstance, sub: str) -> Iterator[str]:
     if inst.ports:
         yield f"{sub}ports: {', '.join(map(str, inst.ports))}"
     for name in sorted(inst.files):
-        # a {log_dir} file is an absolute name: it lands there, as write_files puts it
-        yield f"{sub}file {posixpath.join(inst.work_dir, name)} ({len(inst.files[name])} bytes)"
+        yield f"{sub}file {_file_path(inst.work_dir, name)} ({len(inst.files[name])} bytes)"
+
+
+def _file_path(work_dir: str, name: str) -> str:
+    """Where a kind's file lands, as write_files puts it: a ``{log_dir}`` file is an
+    absolute name. A dry run's job directory is the word ``<job_dir>`` (not absolute), so a
+    name under it is the whole path too, not one more level under the work directory."""
+    root = work_dir.split("/", 1)[0]
+    if root and name.startswith(root + "/"):
+        return name
+    return posixpath.join(work_dir, name)
 
 
 def _unit_head(unit: PlannedUnit) -> str:

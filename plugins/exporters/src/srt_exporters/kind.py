@@ -27,6 +27,7 @@ from srt_services.extend import (
 )
 
 from srt_exporters.common import IfMissing, MetricsServerKind, MetricsServerOptions
+from srt_exporters.images import DCGM_IMAGE, NODE_IMAGE, PROCESS_IMAGE, UpstreamImage
 
 # --------------------------------------------------------------------------- node-exporter
 
@@ -54,11 +55,12 @@ class NodeExporterKind(MetricsServerKind):
     name: ClassVar[str] = NODE
     implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
-        "command": "The specification runs `/bin/node_exporter` in"
-        " `quay.io/prometheus/node-exporter`; srt runs the host binary"
-        " `prometheus-node-exporter` on the bare node. A declared `container` runs that same"
-        " command in the image, which the upstream image does not have (the spec's images"
-        " are not srt's defaults yet). The binary is looked up on each node at launch.",
+        "command": "The specification's image and command where the job runs in containers"
+        " (a job container, or one on the frontend, the benchmark or a worker), with a pinned tag so that a"
+        " rerun pulls the same exporter (`quay.io/prometheus/node-exporter:v1.8.2`). Without"
+        " images (and under `srt run`, whose launcher runs none) srt runs the host package's"
+        " `prometheus-node-exporter` on the bare node, looked up on each node at launch; the"
+        " specification has no bare-host default.",
         "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
         " is not part of srt), on every compute node rather than every worker node.",
     }
@@ -67,6 +69,11 @@ class NodeExporterKind(MetricsServerKind):
     )
     readiness_summary: ClassVar[str] = "none"
     Options: ClassVar[type[NodeExporterOptions]] = NodeExporterOptions
+    upstream: ClassVar[UpstreamImage | None] = NODE_IMAGE
+    command_summary: ClassVar[str] = (
+        f"`{NODE_IMAGE.binary}` in `{NODE_IMAGE.default}` where the job runs in containers,"
+        " else the host's `prometheus-node-exporter`"
+    )
     binary_name: ClassVar[str] = "prometheus-node-exporter"
     install_hint: ClassVar[str] = (
         "install it (Debian: apt-get install prometheus-node-exporter), or set"
@@ -88,6 +95,7 @@ class NodeExporterKind(MetricsServerKind):
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         assert isinstance(options, NodeExporterOptions)
+        yield from super().validate(spec, options, recipe)
         if options.collect_interval_ms is not None:
             yield Problem(
                 ("options", "collect_interval_ms"),
@@ -181,7 +189,10 @@ class ProcessExporterKind(MetricsServerKind):
     implied_by_summary: ClassVar[str] = "observability.metrics (on every node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
         "command": "The specification runs the static binary `make setup` installs; srt runs"
-        " Debian's `prometheus-process-exporter` (or `options.binary`), on the bare node.",
+        " Debian's `prometheus-process-exporter` (or `options.binary`), on the bare node. A"
+        " declared `container` runs the image's `/bin/process-exporter`, as the specification"
+        " says, with the group file in the job's log directory (mounted at its own path, not"
+        " at `/logs`).",
         "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
         " is not part of srt).",
     }
@@ -190,6 +201,10 @@ class ProcessExporterKind(MetricsServerKind):
     )
     readiness_summary: ClassVar[str] = "none"
     Options: ClassVar[type[ProcessExporterOptions]] = ProcessExporterOptions
+    upstream: ClassVar[UpstreamImage | None] = PROCESS_IMAGE
+    command_summary: ClassVar[str] = (
+        f"the host's `prometheus-process-exporter`; in a declared image `{PROCESS_IMAGE.binary}`"
+    )
     binary_name: ClassVar[str] = "prometheus-process-exporter"
     install_hint: ClassVar[str] = (
         "install it (Debian: apt-get install prometheus-process-exporter), or set options.binary"
@@ -233,21 +248,28 @@ class DcgmExporterKind(MetricsServerKind):
     name: ClassVar[str] = DCGM
     implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
-        "command": "The specification runs `dcgm-exporter` in"
-        " `nvcr.io/nvidia/k8s/dcgm-exporter`; srt runs the host binary `dcgm-exporter` on"
-        " the bare node. A declared `container` runs that same command in the image (the"
-        " spec's image is not srt's default yet). The binary is looked up on each node at"
-        " launch.",
+        "command": "The specification's image and command where the job runs in containers"
+        " (a job container, or one on the frontend, the benchmark or a worker), with a pinned tag so that a"
+        " rerun pulls the same exporter"
+        " (`nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04`, the tag of the"
+        " specification's mirror example). Without images (and under `srt run`) srt runs a"
+        " host binary `dcgm-exporter` on the bare node, looked up on each node at launch.",
         "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
         " is not part of srt), on every compute node rather than every worker node.",
     }
     summary: ClassVar[str] = "NVIDIA DCGM exporter: GPU utilisation, memory, power per GPU."
     readiness_summary: ClassVar[str] = "none"
     Options: ClassVar[type[DcgmExporterOptions]] = DcgmExporterOptions
+    upstream: ClassVar[UpstreamImage | None] = DCGM_IMAGE
+    command_summary: ClassVar[str] = (
+        f"`{DCGM_IMAGE.binary}` in `{DCGM_IMAGE.default}` where the job runs in containers,"
+        " else the host's `dcgm-exporter`"
+    )
     binary_name: ClassVar[str] = "dcgm-exporter"
     install_hint: ClassVar[str] = (
-        "it ships with NVIDIA's container image nvcr.io/nvidia/k8s/dcgm-exporter (set"
-        " container) or NVIDIA's CUDA repository; it needs a GPU and its driver (NVML)"
+        "it ships with NVIDIA's container image nvcr.io/nvidia/k8s/dcgm-exporter (srt runs"
+        " it where the job has a container; or set container) or NVIDIA's CUDA repository;"
+        " it needs a GPU and its driver (NVML)"
     )
     default_placement: ClassVar[str] = "workers"
     default_stop_grace: ClassVar[float] = 10.0

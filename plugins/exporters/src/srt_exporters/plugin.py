@@ -12,7 +12,7 @@ from srt_services.extend import hookimpl
 
 if TYPE_CHECKING:
     import click
-    from srt_services.extend import ImpliedService, Recipe, ReportSection, ServiceKind
+    from srt_services.extend import ImpliedService, Problem, Recipe, ReportSection, ServiceKind
 
 
 @hookimpl
@@ -28,6 +28,14 @@ def srt_implied_services(recipe: Recipe) -> list[ImpliedService]:
     from srt_exporters.implied import implied
 
     return implied(recipe)
+
+
+@hookimpl
+def srt_validate_recipe(recipe: Recipe) -> list[Problem]:
+    # a generic service in an upstream exporter image: its command must be the image's
+    from srt_exporters.images import generic_image_problems
+
+    return generic_image_problems(recipe)
 
 
 @hookimpl

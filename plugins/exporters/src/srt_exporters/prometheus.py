@@ -26,6 +26,7 @@ from srt_services.extend import (
 )
 
 from srt_exporters.common import MetricsServerKind, MetricsServerOptions
+from srt_exporters.images import PROMETHEUS_IMAGE, UpstreamImage
 
 KIND = "prometheus"
 CONFIG_FILE = "prometheus.yml"
@@ -121,6 +122,9 @@ class PrometheusKind(MetricsServerKind):
         "implied by": "Not a kind of the specification (its tachometer scrapes the"
         " exporters); srt's `observability.metrics` implies a Prometheus on the infra node"
         " so that `srt metrics` can read the job's samples after it ended.",
+        "command": "Not in the specification. Where the job runs in containers,"
+        " `/bin/prometheus` in `quay.io/prometheus/prometheus:v2.53.2` (no job image has"
+        " it); else the host's `prometheus`.",
         "ports": "9099, not Prometheus's 9090: recipes (the specification's Ray example"
         " among them) put their own metrics on 9090. Under `srt run` a port the recipe did"
         " not write is a free one (every exporter's too), so two local jobs never collide;"
@@ -131,6 +135,11 @@ class PrometheusKind(MetricsServerKind):
     )
     readiness_summary: ClassVar[str] = f"http /-/ready on {DEFAULT_PORT}"
     Options: ClassVar[type[PrometheusOptions]] = PrometheusOptions
+    upstream: ClassVar[UpstreamImage | None] = PROMETHEUS_IMAGE
+    command_summary: ClassVar[str] = (
+        f"`{PROMETHEUS_IMAGE.binary}` in `{PROMETHEUS_IMAGE.default}` where the job runs in"
+        " containers, else the host's `prometheus`"
+    )
     binary_name: ClassVar[str] = "prometheus"
     install_hint: ClassVar[str] = (
         "install it (Debian: apt-get install prometheus), or set options.binary"
