@@ -48,6 +48,7 @@ FACADE = {
     "srt_cli_commands": "`PluginSet.cli_commands()`",
     "srt_implied_services": "`PluginSet.implied_services(recipe)`",
     "srt_validate_recipe": "`PluginSet.validate_recipe(recipe)`",
+    "srt_report_sections": "`PluginSet.report_sections(job_dir)`",
 }
 
 PLUGINS_INTRO = """\

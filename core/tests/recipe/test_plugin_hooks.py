@@ -25,6 +25,7 @@ from srt_services.contracts.kind import ServiceKind
 from srt_services.contracts.launcher import Launcher
 from srt_services.contracts.placement import Placement
 from srt_services.contracts.probe import Probe
+from srt_services.contracts.report import ReportSection
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.models import Recipe, StrictModel
 from srt_services.recipe.problems import Problem
@@ -143,6 +144,11 @@ class Recorder:
         self.calls.append("srt_validate_recipe")
         return [Problem(("name",), "recorded", warning=True)]
 
+    @srt_services.hookimpl
+    def srt_report_sections(self, job_dir: str) -> list[ReportSection]:
+        self.calls.append("srt_report_sections")
+        return [ReportSection(title=f"recorded {job_dir}", html="<p>recorded</p>")]
+
 
 RECIPE = Recipe.model_validate({"schema": 2, "name": "job"})
 
@@ -205,6 +211,12 @@ def _validate(p: PluginSet) -> Any:
     return problem
 
 
+def _report(p: PluginSet) -> Any:
+    ((_owner, section),) = [x for x in p.report_sections("/jobs/j") if x[0] == "recorder"]
+    assert not isinstance(section, str) and section.title == "recorded /jobs/j"
+    return section
+
+
 #: hook -> a call through the facade that must reach it
 CALLS: dict[str, Callable[[PluginSet], Any]] = {
     "srt_register_service_kinds": _kinds,
@@ -218,6 +230,7 @@ CALLS: dict[str, Callable[[PluginSet], Any]] = {
     "srt_cli_commands": _cli,
     "srt_implied_services": _implied,
     "srt_validate_recipe": _validate,
+    "srt_report_sections": _report,
 }
 
 
