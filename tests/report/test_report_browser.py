@@ -168,6 +168,20 @@ def test_the_metrics_charts_of_a_recorded_job_in_a_browser(
     srt_jobs: Jobs, srt_free_port: Callable[[], int], tmp_path: Path, browser: Any
 ) -> None:
     pytest.importorskip("srt_exporters")
+    prom = srt_free_port()
+    # the job ends once Prometheus holds six node-exporter scrapes (at most 60 s): a fixed
+    # sleep gave a one-point rate line when a loaded machine started Prometheus late
+    wait = (
+        "import json,time,urllib.request as u\n"
+        "q='count_over_time(node_cpu_seconds_total%7Bmode=%22idle%22,cpu=%220%22%7D%5B2m%5D)'\n"
+        "end=time.time()+60\n"
+        "while time.time()<end:\n"
+        "  try:\n"
+        f"    r=json.load(u.urlopen('http://127.0.0.1:{prom}/api/v1/query?query='+q,timeout=2))\n"
+        "    if any(float(x['value'][1])>=6 for x in r['data']['result']): break\n"
+        "  except OSError: pass\n"
+        "  time.sleep(0.5)\n"
+    )
     run = srt_jobs.run(
         f"""
         schema: 2
@@ -175,16 +189,16 @@ def test_the_metrics_charts_of_a_recorded_job_in_a_browser(
         services:
           - name: prometheus
             type: prometheus
-            options: {{port: {srt_free_port()}, scrape_interval_seconds: 1}}
+            options: {{port: {prom}, scrape_interval_seconds: 1}}
           - name: node-exporter
             type: node-exporter
             placement: {{node: head}}
             options: {{port: {srt_free_port()}}}
           - name: main
             terminal: true
-            command: [bash, -c, "sleep 8; exit 0"]
+            command: [python3, -c, {json.dumps(wait)}]
         """,
-        timeout=90,
+        timeout=120,
     )
     assert run.code == 0, run.stderr
     out = tmp_path / "report.html"
