@@ -80,7 +80,13 @@ class SiteConfig:
     #: ``[formats.<name>]``: settings handed to a recipe-format plugin (srt-srtctl's
     #: ``cluster_config``, the srtslurm.yaml to read), checked by the plugin
     formats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``[local] network``: how ``srt run``'s virtual nodes are networked on this machine
+    #: (``auto``, ``shared`` or ``namespaces``; ``srt run --local-network`` overrides it)
+    local_network: str = "auto"
 
+
+#: The values of ``[local] network`` (and ``srt run --local-network``).
+LOCAL_NETWORK_MODES: tuple[str, ...] = ("auto", "shared", "namespaces")
 
 _TABLES: dict[str, set[str]] = {
     "plugins": {"require", "allow", "block", "lock", "strict", "autoload"},
@@ -103,6 +109,7 @@ _TABLES: dict[str, set[str]] = {
     "env": {"passthrough"},
     "readiness": {"timeout_seconds"},
     "storage": {"node_local"},
+    "local": {"network"},
 }
 
 
@@ -155,6 +162,11 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
     node_local = _opt_str(f"{where}: storage.node_local", data.get("storage", {}).get("node_local"))
     if node_local is not None and not os.path.isabs(node_local):
         raise SiteConfigError(f"{where}: storage.node_local must be an absolute path")
+    network = data.get("local", {}).get("network", "auto")
+    if network not in LOCAL_NETWORK_MODES:
+        raise SiteConfigError(
+            f"{where}: local.network must be one of {', '.join(LOCAL_NETWORK_MODES)}"
+        )
     return SiteConfig(
         path=path,
         plugins=policy,
@@ -166,6 +178,7 @@ def parse(data: dict[str, Any], path: str | None) -> SiteConfig:
         readiness_timeout=timeout,
         node_local=(node_local.rstrip("/") or "/") if node_local else None,
         formats={name: dict(table) for name, table in formats.items()},
+        local_network=network,
     )
 
 

@@ -79,11 +79,22 @@ def remove(job_dir: str, force: bool = False, log: Log = print) -> Removed:
         again = still_running(JobView.read(path))
         if again is not None:
             return Removed(path, False, f"{again}: not removed")
+    left = _remove_network(view)
+    if left:
+        return Removed(path, False, f"its network could not be removed ({'; '.join(left)})")
     try:
         shutil.rmtree(path)
     except OSError as exc:
         return Removed(path, False, f"cannot remove it: {exc.strerror} ({exc.filename})")
     return Removed(path, True, "removed")
+
+
+def _remove_network(view: JobView) -> list[str]:
+    """The namespaces and bridge a killed orchestrator left (the plan names them; nothing
+    else is touched); what could not be removed."""
+    from srt_services.launch import netns
+
+    return netns.remove(view.plan.local_network if view.plan is not None else None)
 
 
 def prune(

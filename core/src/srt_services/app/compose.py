@@ -175,10 +175,12 @@ def plan(
     launcher: type[Launcher] | None = None,
     runs_here: bool = False,
     local_root: str | None = None,
+    local_network: str | None = None,
 ) -> Planned:
     """Plan ``recipe`` on ``nodes``: a request (symbolic or local nodes) that ``launcher``
     (when given) turns into its allocation of as many nodes as the recipe needs, or a
-    ready allocation."""
+    ready allocation. ``local_network`` (``srt run --local-network``) replaces the site's
+    ``[local] network`` for a local plan that runs here."""
     from srt_services.contracts.allocation import AllocationRequest
     from srt_services.plan.resolve import node_needs, resolve
 
@@ -199,4 +201,38 @@ def plan(
         local_root=local_root,
         slurm_launcher=slurm_launcher(where, loaded, allocation),
     )
+    if runs_here and allocation.kind == "local":
+        settings = local_network_settings(where, settings, local_network)
     return Planned(loaded, resolve(loaded, where.plugins, allocation, settings, needs))
+
+
+def local_network_settings(
+    where: Setup, settings: PlanSettings, requested: str | None
+) -> PlanSettings:
+    """What planning needs to choose a local job's network: the mode asked for (the flag,
+    else the site's), whether this machine can make namespaces and a free private subnet.
+
+    Asked here, once, because both read the machine (capabilities, routes) and planning
+    reads nothing. Namespaces asked for explicitly but impossible are refused here, before
+    anything starts."""
+    import dataclasses
+
+    from srt_services.errors import SrtError
+    from srt_services.launch import netns
+    from srt_services.plan.netmode import tag
+
+    mode = requested or where.site.local_network
+    if mode == "shared":
+        return dataclasses.replace(settings, local_network=mode)
+    reason = netns.unavailable()
+    subnet = None
+    if reason is None:
+        subnet = netns.pick_subnet(tag(settings.job_dir))
+        if subnet is None:
+            reason = "no private /24 in 10.200.0.0-10.249.255.255 is free of this machine's routes"
+    if mode == "namespaces" and reason is not None:
+        source = "--local-network" if requested else f"[local] network in {where.site.path}"
+        raise SrtError(f"{source} asks for network namespaces per virtual node, but {reason}")
+    return dataclasses.replace(
+        settings, local_network=mode, netns_unavailable=reason, local_subnet=subnet
+    )

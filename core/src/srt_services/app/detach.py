@@ -64,6 +64,8 @@ def run_argv(request: RunRequest, job_dir: str) -> list[str]:
         argv += ["--grace", repr(request.grace)]
     if request.variant is not None:
         argv += ["--variant", request.variant]
+    if request.local_network is not None:
+        argv += ["--local-network", request.local_network]
     return argv
 
 

@@ -23,13 +23,14 @@ from srt_services.jobdir.identity import new_cookie
 from srt_services.jobdir.layout import RESULT, STATE, JobDir, atomic_write, default_job_dir
 from srt_services.jobdir.lock import JobLock
 from srt_services.jobdir.view import JobView
+from srt_services.launch import netns
 from srt_services.launch.cgroup import JobCgroup
 from srt_services.launch.process import tail
 from srt_services.supervise.recovery import Log, stop_leftovers
 
 if TYPE_CHECKING:
     from srt_services.app.compose import Setup
-    from srt_services.contracts.plan import Plan
+    from srt_services.contracts.plan import LocalNetwork, Plan
     from srt_services.contracts.probe import Probe
     from srt_services.jobdir.cause import StopCause
     from srt_services.plugins.manager import PluginSet
@@ -53,6 +54,8 @@ class RunRequest:
     grace: float | None = None
     #: the job of another tool's sweep file to run (its selector)
     variant: str | None = None
+    #: ``--local-network``: ``auto``, ``shared`` or ``namespaces`` (``None``: the site's)
+    local_network: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,17 +104,36 @@ def run_job(
             job_dir=job.path,
         )
         planned = compose.plan(
-            where, loaded, nodes, job_dir=job.path, launcher=launcher_cls, runs_here=True
+            where,
+            loaded,
+            nodes,
+            job_dir=job.path,
+            launcher=launcher_cls,
+            runs_here=True,
+            local_network=request.local_network,
         )
         plan = planned.plan
         for message in plan.warnings:
             note("warning: " + message)
+        if plan.local_network is not None:
+            note(network_line(plan.local_network))
         _record(job, plan, request.recipe)
         for w in loaded.warnings:
             note("warning: " + w.render(request.recipe))
         return supervise(where, plan, job, launcher_cls, request.grace, on_event)
     finally:
         lock.release()
+
+
+def network_line(net: LocalNetwork) -> str:
+    """What ``srt run`` says about the local network mode it used."""
+    if net.mode != "namespaces":
+        return f"local network: shared, virtual nodes on 127.0.0.x ({net.why})"
+    nodes = ", ".join(f"{n} {a}" for n, a in net.addresses.items())
+    text = f"local network: namespaces ({net.why}); bridge {net.bridge} {net.subnet}: {nodes}"
+    for f in net.forwards:
+        text += f"; 127.0.0.1:{f['port']} forwarded to {f['unit']} on {f['node']}"
+    return text
 
 
 def supervise(
@@ -242,6 +264,11 @@ def _take_over(job: JobDir, path: str, log: Log) -> None:
     group = JobCgroup.existing(view.state.cgroup, view.state.cookie)
     if group is not None:
         group.remove(wait=0.5)
+    left = netns.remove(view.plan.local_network if view.plan is not None else None)
+    if left:
+        raise SrtError(
+            f"the previous run's network in {job.path} could not be removed: {'; '.join(left)}"
+        )
     for name in (STATE, RESULT):
         if os.path.exists(job.file(name)):
             os.replace(job.file(name), job.file(name + ".previous"))

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from srt_services import procfs
+from srt_services.contracts.plan import Plan
 from srt_services.jobdir.state import InstanceState
 from srt_services.jobdir.view import JobView
 
@@ -56,8 +57,26 @@ def status_rows(path: str) -> dict[str, Any]:
         "orchestrator_alive": alive_orch,
         "orchestrator_pid": view.orchestrator_pid,
         "cause": cause.message if cause is not None else None,
+        "network": _network(plan),
         "instances": rows,
     }
+
+
+def _network(plan: Plan | None) -> dict[str, Any] | None:
+    """A local job's network mode and, in namespaces mode, its bridge, node addresses and
+    forwarded ports."""
+    net = plan.local_network if plan is not None else None
+    if net is None:
+        return None
+    out: dict[str, Any] = {"mode": net.mode, "why": net.why}
+    if net.mode == "namespaces":
+        out.update(
+            bridge=net.bridge,
+            subnet=net.subnet,
+            addresses=dict(net.addresses),
+            forwards=[dict(f) for f in net.forwards],
+        )
+    return out
 
 
 def _row(

@@ -97,9 +97,14 @@ def _ask_orchestrator(view: JobView, now: bool, timeout: float | None, log: Log)
 
 
 def _remove_cgroup(view: JobView) -> None:
+    """Once nothing of the job runs: its cgroup, and its network namespaces and bridge
+    (a killed orchestrator leaves both; the plan names exactly what the job made)."""
     group = JobCgroup.existing(view.state.cgroup if view.state else None, view.cookie)
     if group is not None:
         group.remove(wait=0.5)
+    from srt_services.launch import netns
+
+    netns.remove(view.plan.local_network if view.plan is not None else None)
 
 
 class NotYours(SrtError):

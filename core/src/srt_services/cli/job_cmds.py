@@ -35,6 +35,14 @@ class Seconds(click.FloatRange):
     type=click.IntRange(1, 254),
     help="Virtual nodes (node i binds 127.0.0.(i+1)); default: what the recipe needs.",
 )
+@click.option(
+    "--local-network",
+    type=click.Choice(["auto", "shared", "namespaces"]),
+    help="How the virtual nodes are networked: `shared` (all on 127.0.0.x), `namespaces`"
+    " (a network namespace each on a private bridge, as separate machines; needs root) or"
+    " `auto` (namespaces only when wildcard binds would collide). Default: the site's"
+    " [local] network, else auto.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the outcome.")
 @click.option("--plain", is_flag=True, default=None, help="One line per event, even on a terminal.")
 @click.option(
@@ -64,6 +72,7 @@ def run(
     recipe: str,
     job_dir: str | None,
     nodes: int | None,
+    local_network: str | None,
     quiet: bool,
     plain: bool | None,
     grace: float | None,
@@ -89,6 +98,7 @@ def run(
         recipe=recipe,
         job_dir=job_dir,
         nodes=nodes,
+        local_network=local_network,
         launcher=launcher,
         grace=grace,
         variant=variant,

@@ -114,6 +114,15 @@ def head_lines(data: dict[str, Any]) -> list[str]:
         s = data["slurm"]
         state = s["state"] or "no longer listed"
         lines.append(f"slurm job {s['job_id']}: {state}; {len(s['steps'])} step(s) running")
+    net = data.get("network")
+    if net and net["mode"] == "namespaces":
+        forwards = "".join(
+            f"; 127.0.0.1:{f['port']} -> {f['node']} {f['address']}:{f['port']}"
+            for f in net["forwards"]
+        )
+        lines.append(
+            f"local network: namespaces on bridge {net['bridge']} {net['subnet']}{forwards}"
+        )
     if data.get("cause"):
         lines.append(f"cause: {data['cause']}")
     return lines

@@ -192,6 +192,38 @@ class ScrapeTarget:
 
 
 @dataclass
+class LocalNetwork:
+    """How a local job's virtual nodes are networked, decided by planning.
+
+    ``shared``: every virtual node is a loopback address (127.0.0.x) of this machine's one
+    network namespace. ``namespaces``: every virtual node is a network namespace of its own
+    with one address on a private bridge the job creates; the names below are what the
+    launcher creates and what the cleanup of a killed orchestrator removes, and nothing
+    else. All names carry :attr:`tag` (from the job directory), so two jobs never share one.
+    """
+
+    mode: str
+    #: why this mode (what ``srt run`` prints)
+    why: str
+    tag: str = ""
+    #: the job directory whose job owns these objects (the bridge's alias says it too)
+    owner: str = ""
+    bridge: str = ""
+    subnet: str = ""
+    #: the bridge's own address: the orchestrator's side of the job's network
+    host_ip: str = ""
+    #: virtual node -> the name of its network namespace (``/run/netns/<name>``)
+    namespaces: dict[str, str] = field(default_factory=dict)
+    #: virtual node -> its address on the bridge (``eth0`` in its namespace)
+    addresses: dict[str, str] = field(default_factory=dict)
+    #: virtual node -> the host end of its veth pair (on the bridge)
+    veths: dict[str, str] = field(default_factory=dict)
+    #: ports listened on at 127.0.0.1 and relayed to ``{"node", "address", "port",
+    #: "unit"}``: what the job exposes to the machine (the frontend's port)
+    forwards: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class Plan:
     version: int
     job_name: str
@@ -216,6 +248,8 @@ class Plan:
     slurm_launcher: str | None = None
     #: the recipe's ``env_passthrough`` (names and ``PREFIX_*``), beside the site's list
     env_passthrough: list[str] = field(default_factory=list)
+    #: a local plan's network (``None`` for Slurm and symbolic plans)
+    local_network: LocalNetwork | None = None
 
     def local_dir_nodes(self) -> list[str]:
         """The nodes where the job makes something under :attr:`local_dir` (an instance that

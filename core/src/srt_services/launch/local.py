@@ -1,13 +1,19 @@
 """The ``local`` launcher: every instance a process group of its own on this machine.
 
 Virtual nodes are loopback addresses (node *i* is 127.0.0.(i+1)); they change nothing
-about how a process starts, only what ``{node_ip}`` renders to. A stop signals the whole
+about how a process starts, only what ``{node_ip}`` renders to. In the plan's
+``namespaces`` network mode every virtual node is a network namespace of its own on a
+private bridge (:mod:`srt_services.launch.netns`): :meth:`LocalLauncher.prepare` makes
+them, every instance is started inside its node's, the frontend's port is relayed from
+127.0.0.1 (:mod:`srt_services.launch.relay`), and :meth:`LocalLauncher.finish` removes
+them once every process is gone. A stop signals the whole
 process group, then whatever escaped it (a ``setsid`` daemon) is found among the
 orchestrator's re-parented children by its ``SRT_INSTANCE`` cookie.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -17,12 +23,13 @@ from typing import Any, ClassVar
 
 from srt_services import procfs
 from srt_services.contracts.handle import CommandResult, Handle
-from srt_services.contracts.launcher import Launcher, Preflight
-from srt_services.contracts.plan import PlannedInstance
+from srt_services.contracts.launcher import Launcher, LaunchFailed, Preflight
+from srt_services.contracts.plan import LocalNetwork, PlannedInstance
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
-from srt_services.launch import jobprocs, portcheck, process
+from srt_services.launch import jobprocs, netns, portcheck, process
 from srt_services.launch.cgroup import JobCgroup
 from srt_services.launch.children import run_command
+from srt_services.launch.relay import Relay
 
 #: Sessions remembered for ``srt stop`` besides the instances' current ones (older attempts,
 #: builds); the oldest are forgotten first.
@@ -47,11 +54,38 @@ class LocalLauncher(Launcher):
         self._leaving: threading.Thread | None = None
         #: this process's start (clock ticks): nothing older is the job's
         self._born = procfs.start_ticks(os.getpid())
+        net = self.plan.local_network
+        #: the plan's namespaces (``None``: shared mode, or not a local plan)
+        self.network = net if net is not None and net.mode == "namespaces" else None
+        self._relay: Relay | None = None
+        #: what of the network could not be removed (reported after :meth:`finish`)
+        self._net_left: list[str] = []
 
     async def prepare(self) -> None:
         cookie = self.settings.cookie
         if cookie and self.cgroup is None:
             self.cgroup = JobCgroup.create(cookie, self.cgroup_tag)
+        if self.network is not None and self._relay is None:
+            await self._make_network(self.network)
+
+    async def _make_network(self, net: LocalNetwork) -> None:
+        """The bridge and namespaces, then the relays; a failure ends the job before its
+        first launch (:meth:`finish` removes whatever was made)."""
+        self._relay = Relay()
+        try:
+            await asyncio.to_thread(netns.create, net)
+        except netns.NetworkError as exc:
+            raise LaunchFailed(f"cannot make the job's network namespaces: {exc}") from None
+        for f in net.forwards:
+            port, node = int(f["port"]), str(f["node"])
+            try:
+                await self._relay.add(port, str(f["address"]), port)
+            except OSError as exc:
+                raise LaunchFailed(
+                    f"cannot forward 127.0.0.1:{port} to {f['unit']} on {node}"
+                    f" ({f['address']}): {exc.strerror or exc}",
+                    node=node,
+                ) from None
 
     def _started(self, pid: int, step: str) -> None:
         """A process of ``step`` started: put it in its cgroup leaf, remember its session."""
@@ -64,6 +98,8 @@ class LocalLauncher(Launcher):
 
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
         argv = process.wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")
+        if self.network is not None:
+            argv = netns.enter_argv(self.network, instance.node, argv)
         cwd = instance.cwd
         started_wall = time.time()
         spawned = process.spawn(argv, env, log_path, cwd=cwd, read_ticks=False)
@@ -87,6 +123,13 @@ class LocalLauncher(Launcher):
         # every virtual node is this machine: one tree to remove
         if self.plan.local_dir:
             shutil.rmtree(self.plan.local_dir, ignore_errors=True)
+        if self._relay is not None:
+            await self._relay.close()
+        if self.network is not None:
+            self._net_left = await asyncio.to_thread(netns.remove, self.network)
+
+    def unkillable(self) -> list[str]:
+        return [f"the job's network could not be removed: {what}" for what in self._net_left]
 
     async def terminate(self, handles: list[Handle]) -> None:
         for h in handles:
@@ -104,13 +147,17 @@ class LocalLauncher(Launcher):
             for pid in process.my_children()
             if pid not in watched and process.cookie_of(pid)[1] == handle.step
         ]
-        return process.tree_listens(handle.pid, port, escaped)
+        return process.tree_listens(handle.pid, port, escaped, own_netns=self.network is not None)
 
     async def preflight(self, instances: list[PlannedInstance]) -> Preflight:
         # here, not at the top: a node agent runs this launcher and never needs it, and
         # it reads job directories (pydantic) that the agent's start should not pay for
         from srt_services.launch.leftovers import is_stale_local, settle_ports
 
+        if self.network is not None:
+            # each node's ports are in a namespace the job just made: nothing else holds
+            # them; the relayed ones on 127.0.0.1 were bound in prepare()
+            return Preflight()
         names = {
             (i.node_ip, p): f"{i.step}: port {p} on {i.node} ({i.node_ip})"
             for i in instances

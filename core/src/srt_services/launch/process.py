@@ -300,9 +300,12 @@ def holds_socket(pid: int, inodes: set[int]) -> bool | None:
     return False
 
 
-def tree_listens(root: int, port: int, extra: Iterable[int] = ()) -> bool | None:
-    """Whether ``root``, a descendant, or one of ``extra`` listens on ``port``."""
-    inodes = listening_inodes(port)
+def tree_listens(
+    root: int, port: int, extra: Iterable[int] = (), own_netns: bool = False
+) -> bool | None:
+    """Whether ``root``, a descendant, or one of ``extra`` listens on ``port``; with
+    ``own_netns``, on ``port`` of ``root``'s network namespace rather than ours."""
+    inodes = listening_inodes(port, root if own_netns else None)
     if not inodes:
         return False
     unknown = False

@@ -65,10 +65,11 @@ def _dump_listeners(family: int) -> list[tuple[int, int]]:
         sock.close()
 
 
-def _from_proc(port: int) -> set[int]:
+def _from_proc(port: int, pid: int | None = None) -> set[int]:
     found: set[int] = set()
     want = f":{port:04X}"
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    root = "/proc/net" if pid is None else f"/proc/{pid}/net"
+    for table in (f"{root}/tcp", f"{root}/tcp6"):
         try:
             with open(table) as fh:
                 next(fh, None)
@@ -81,8 +82,12 @@ def _from_proc(port: int) -> set[int]:
     return found
 
 
-def listening_inodes(port: int) -> set[int]:
-    """Inodes of the TCP sockets listening on ``port`` (IPv4 and IPv6) in our namespace."""
+def listening_inodes(port: int, netns_of: int | None = None) -> set[int]:
+    """Inodes of the TCP sockets listening on ``port`` (IPv4 and IPv6) in our namespace,
+    or in the network namespace of process ``netns_of`` (a namespaced virtual node: its
+    ``/proc/PID/net`` tables, since our netlink socket sees only our namespace)."""
+    if netns_of is not None:
+        return _from_proc(port, netns_of)
     try:
         pairs = _dump_listeners(socket.AF_INET) + _dump_listeners(socket.AF_INET6)
     except OSError:

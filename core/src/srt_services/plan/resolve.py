@@ -16,19 +16,21 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from srt_services.contracts.allocation import Allocation
 from srt_services.contracts.context import JobPaths, Layout, Node
 from srt_services.contracts.kind import ServiceKind
 from srt_services.contracts.launcher import LAUNCH_SETTINGS
 from srt_services.contracts.plan import (
     PHASE_ORDER,
     PLAN_VERSION,
+    LocalNetwork,
     Plan,
     PlannedNode,
     PlannedUnit,
     ScrapeTarget,
 )
 from srt_services.gcpause import gc_paused
-from srt_services.plan import launch_paths
+from srt_services.plan import launch_paths, netmode
 from srt_services.plan import layout as layout_mod
 from srt_services.plan.context import PlanContext
 from srt_services.plan.layout import NodeNeeds
@@ -44,7 +46,6 @@ from srt_services.recipe.problems import Problem, RecipeError, locate
 if TYPE_CHECKING:
     from srt_services.checking.load import LoadedRecipe
     from srt_services.checking.settled import Settled
-    from srt_services.contracts.allocation import Allocation
     from srt_services.contracts.launcher import Launcher
     from srt_services.plugins.manager import PluginSet
 
@@ -133,12 +134,9 @@ def _resolve(
     discovery = _discovery_env(ctx)
     units, phases = _units(ctx, discovery)
     ctx.problems.extend(ctx.ledger.problems())
-    if allocation.kind == "local":
-        for s, message in wildcard_collisions(ctx, units):
-            if settings.runs_here:
-                ctx.problems.append(Problem(s.eff.label_path, message))
-            else:  # dry-run --local: the same recipe may be meant for a cluster
-                ctx.warnings.append(f"services[{s.name}]: {message}")
+    network = _local_network(ctx, settings, allocation, units)
+    if network is not None and network.mode == "namespaces":
+        return _namespaced(loaded, plugins, allocation, settings, needs, network.why)
     if settings.launcher is not None and not settings.launcher.spans_nodes:
         ctx.problems.extend(unstartable_spans(settings.launcher, units))
     if ctx.problems:
@@ -166,7 +164,59 @@ def _resolve(
         local_dir=paths.local_job_dir,
         slurm_launcher=settings.slurm_launcher,
         env_passthrough=list(loaded.recipe.env_passthrough),
+        local_network=network,
     )
+
+
+def _local_network(
+    ctx: PlanContext, settings: PlanSettings, allocation: Allocation, units: list[PlannedUnit]
+) -> LocalNetwork | None:
+    """The network mode of a local plan (``None``: not a local plan, or the second planning
+    of a namespaced one, whose record the first fills in). In shared mode, wildcard binds
+    that collide between virtual nodes are refused (a dry run only warns: the same recipe
+    may be meant for a cluster). A dry run shows the nodes as ``srt run`` gives them
+    without namespaces: whether the kernel allows them is not asked there."""
+    if allocation.kind != "local":
+        return None
+    if settings.local_network == "namespaces" and not allocation.nodes[0].ip.startswith("127."):
+        return None
+    collisions = wildcard_collisions(ctx, units)
+    if settings.runs_here:
+        names = [s.name for s, _ in collisions]
+        mode, why = netmode.choose(settings.local_network, settings.netns_unavailable, names)
+        if mode == "namespaces" and settings.local_subnet is None:
+            mode, why = "shared", f"{why}; but no private subnet is free"
+    else:
+        mode, why = "shared", "dry run"
+    if mode == "shared":
+        hint = netmode.refusal_hint(settings.local_network, settings.netns_unavailable)
+        for s, message in collisions:
+            if settings.runs_here:
+                ctx.problems.append(Problem(s.eff.label_path, message + hint))
+            else:
+                ctx.warnings.append(f"services[{s.name}]: {message}")
+    return LocalNetwork(mode, why)
+
+
+def _namespaced(
+    loaded: LoadedRecipe,
+    plugins: PluginSet,
+    allocation: Allocation,
+    settings: PlanSettings,
+    needs: NodeNeeds,
+    why: str,
+) -> Plan:
+    """The plan with every virtual node at its bridge address: planned again on those, so
+    every placeholder, probe and environment variable carries them (the plan is final
+    when it returns, nothing is rewritten)."""
+    assert settings.local_subnet is not None
+    bridged, record = netmode.namespaced(allocation, settings.local_subnet, settings.job_dir, why)
+    plan = _resolve(
+        loaded, plugins, bridged, dataclasses.replace(settings, local_network="namespaces"), needs
+    )
+    record.forwards = netmode.forwards(plan.units, bridged.nodes)
+    plan.local_network = record
+    return plan
 
 
 def wildcard_collisions(ctx: PlanContext, units: list[PlannedUnit]) -> list[tuple[Settled, str]]:

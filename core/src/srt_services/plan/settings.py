@@ -40,3 +40,12 @@ class PlanSettings:
     #: application layer from the recipe, the site and the node count; see
     #: :mod:`srt_services.plan.launch_paths`); ``None``: the plan does not run on Slurm
     slurm_launcher: str | None = None
+    #: a local plan's network: ``auto``, ``shared`` or ``namespaces`` (see
+    #: :mod:`srt_services.plan.netmode`)
+    local_network: str = "auto"
+    #: why separate network namespaces cannot be made here (``None``: they can); only the
+    #: application layer looks, and only for a plan that runs here now
+    netns_unavailable: str | None = "not looked at (the plan does not run here now)"
+    #: the private subnet a namespaced job's bridge takes (free on this machine when the
+    #: application layer chose it)
+    local_subnet: str | None = None

@@ -204,9 +204,21 @@ class Orchestrator:
             job_id=self.plan.job_id,
             pid=os.getpid(),
             launcher=self.launcher.name,
+            **self._network_fields(),
         )
         self.journal.write_state("running")
         return self._stop_requested
+
+    def _network_fields(self) -> dict[str, Any]:
+        """A local job's network mode, for ``job_started`` (``events.jsonl``)."""
+        net = self.plan.local_network
+        if net is None:
+            return {}
+        out: dict[str, Any] = {"local_network": net.mode}
+        if net.mode == "namespaces":
+            out["bridge"] = net.bridge
+            out["subnet"] = net.subnet
+        return out
 
     def _after_noncritical(self, inst: InstanceRun, code: int) -> None:
         assert self._restarts is not None

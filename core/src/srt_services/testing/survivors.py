@@ -18,9 +18,10 @@ import time
 from collections.abc import Iterable
 
 from srt_services import procfs
+from srt_services.contracts.plan import LocalNetwork, Plan
 from srt_services.jobdir.layout import JobDir, JobDirError
 from srt_services.jobdir.state import JobState, read_state
-from srt_services.launch import jobprocs, process
+from srt_services.launch import jobprocs, netns, process
 from srt_services.launch.cgroup import JobCgroup
 
 
@@ -110,3 +111,24 @@ def assert_no_survivors(job_dir: str, wait: float = 2.0, also: Iterable[int] = (
     )
     if group is not None and not (state is not None and not state.finished and _orch_alive(state)):
         group.remove(wait=0.5)  # left by a job that ended with a survivor, now gone
+    if state is None or not _orch_alive(state):
+        assert_network_gone(job_dir)
+
+
+def network_of(job_dir: str) -> LocalNetwork | None:
+    """The job's network record from its ``plan.json`` (``None``: none, or no plan)."""
+    try:
+        with open(JobDir(job_dir).plan_file, "rb") as fh:
+            return Plan.from_json(fh.read()).local_network
+    except (OSError, ValueError):
+        return None
+
+
+def assert_network_gone(job_dir: str) -> None:
+    """Fail (after removing them) if the namespaces, veths or bridge of a namespaced job
+    outlived it: like a process, a network object the job made must not survive it."""
+    net = network_of(job_dir)
+    left = netns.leftovers(net)
+    if left:
+        netns.remove(net)
+        raise AssertionError("network objects of the job survived it: " + ", ".join(left))
