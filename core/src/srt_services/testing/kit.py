@@ -389,6 +389,7 @@ def plan(
     job_id: str | None = None,
     site: SiteConfig | None = None,
     runs_here: bool = False,
+    local_network: str | None = "shared",
 ) -> Plan:
     """Load and plan through the application layer, like ``srt dry-run [--nodes N]
     [--local]``: the job directory rendered as ``job_dir``, on ``nodes`` symbolic (or
@@ -397,7 +398,10 @@ def plan(
     The site config is explicit (``site``; default an empty one): the caller's
     ``SRT_SITE_CONFIG`` never changes a test's plan. ``runs_here`` plans as ``srt run``
     does on this machine (the local launcher's warnings, each kind asked whether it can
-    run here)."""
+    run here), with the virtual nodes networked as ``local_network`` says (``srt run
+    --local-network``; ``None``: the site's ``[local] network``): ``shared`` by default,
+    so that a test's plan does not depend on whether the machine running it may make
+    network namespaces."""
     from srt_services.app import compose
     from srt_services.contracts.allocation import AllocationRequest
 
@@ -413,7 +417,13 @@ def plan(
     )
     launcher = plugins.launcher_class("local") if runs_here else None
     planned = compose.plan(
-        where, loaded, nodes_given, job_dir=job_dir, launcher=launcher, runs_here=runs_here
+        where,
+        loaded,
+        nodes_given,
+        job_dir=job_dir,
+        launcher=launcher,
+        runs_here=runs_here,
+        local_network=local_network,
     )
     return planned.plan
 

@@ -161,7 +161,7 @@ def srt_plan(srt_plugins: PluginSet, srt_kit_settings: kit.KitSettings) -> Calla
         **more: Any,
     ) -> Plan:
         """``more``: :func:`~srt_services.testing.kit.plan`'s other keywords (``nodelist``,
-        ``allocation``, ``job_id``, ``site``, ``runs_here``, ``source``)."""
+        ``allocation``, ``job_id``, ``site``, ``runs_here``, ``local_network``, ``source``)."""
         more.setdefault("site", settings.site)
         more.setdefault("source", settings.source)
         return kit.plan(
