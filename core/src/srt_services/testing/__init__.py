@@ -24,6 +24,9 @@ Modules:
   ``PlacementContract``: the shared suites every kind, probe and placement must pass.
 * :mod:`~srt_services.testing.kit`: the same helpers without pytest.
 * ``survivors`` and ``jobs`` run real jobs and prove nothing of them is left behind.
+* :mod:`~srt_services.testing.netns`: what a test of a job in namespaces mode (a network
+  namespace per virtual node) checks: whether this machine can make them, the job's
+  network record, and what of it is left.
 * :mod:`~srt_services.testing.needs`: skip a test whose server is not installed, or fail it
   where a ``SRT_REQUIRE_*`` variable says it must be.
 
@@ -33,7 +36,8 @@ here behaves the same under ``srt dry-run`` and ``srt run``. See ``docs/plugin-a
 A plugin's tests import nothing of srt but :mod:`srt_services.extend` and this package (a
 test in core walks ``plugins/*/tests`` and fails on any other ``srt_services`` import). The
 names such a test needs besides the plugin API are importable from here: what a refused
-recipe raises (:class:`RecipeError`, its :class:`LocatedProblem`), what the kit's fixtures
+recipe raises (:class:`RecipeError`, its :class:`LocatedProblem`), what a run refused
+for another reason raises (:class:`SrtError`), what the kit's fixtures
 hand out (:class:`PluginSet`, :class:`LoadedRecipe`, :class:`KitSettings`), and what
 :func:`~srt_services.testing.kit.run_cli` returns (:class:`CliResult`). Like
 ``srt_services.extend`` they are resolved on first use.
@@ -46,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from srt_services.checking.load import LoadedRecipe
+    from srt_services.errors import SrtError
     from srt_services.plugins.manager import PluginSet
     from srt_services.recipe.problems import LocatedProblem, RecipeError
     from srt_services.testing.kit import CliResult, KitSettings
@@ -58,9 +63,18 @@ _WHERE: dict[str, str] = {
     "RecipeError": "srt_services.recipe.problems",
     "CliResult": "srt_services.testing.kit",
     "KitSettings": "srt_services.testing.kit",
+    "SrtError": "srt_services.errors",
 }
 
-__all__ = ["CliResult", "KitSettings", "LoadedRecipe", "LocatedProblem", "PluginSet", "RecipeError"]
+__all__ = [
+    "CliResult",
+    "KitSettings",
+    "LoadedRecipe",
+    "LocatedProblem",
+    "PluginSet",
+    "RecipeError",
+    "SrtError",
+]
 
 
 def __getattr__(name: str) -> Any:
