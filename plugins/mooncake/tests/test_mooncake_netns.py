@@ -166,7 +166,7 @@ def _put(store: str, key: str, value: str) -> str:
         store + "/api/put", body, {"Content-Type": "application/json"}, method="PUT"
     )
     with urllib.request.urlopen(req, timeout=10) as r:
-        return r.read().decode()
+        return str(r.read().decode())
 
 
 def _serving(srt_jobs: Jobs, frontend: int, *args: str) -> tuple[JobRun, netns.LocalNetwork]:
