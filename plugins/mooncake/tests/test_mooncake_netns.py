@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -299,3 +300,23 @@ def test_auto_runs_a_single_node_job_in_the_shared_network(srt_jobs: Jobs) -> No
     assert started["local_network"] == "shared"
     assert job.log("benchmark").strip().endswith("127.0.0.1")
     assert "local network: shared, virtual nodes on 127.0.0.x (auto: no wildcard" in job.stdout
+
+
+@needs_netns
+@pytest.mark.component
+@pytest.mark.usefixtures("_needs_mooncake")
+def test_a_frontend_port_taken_on_the_machine_fails_the_job_before_its_first_launch(
+    srt_jobs: Jobs, srt_free_port: Callable[[], int]
+) -> None:
+    port = srt_free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        job = srt_jobs.start(recipe(port)).wait(60)
+    assert job.code == 1, job.stdout + job.stderr
+    cause = job.result()["cause"]
+    assert cause["kind"] == "launcher_failed"
+    assert f"cannot forward 127.0.0.1:{port} to frontend on node0" in cause["message"]
+    assert not [e for e in job.events() if e["event"] == "launched"]
+    net = netns.network_of(job.job_dir)
+    assert net is not None and net.mode == "namespaces" and netns.leftovers(net) == []
