@@ -155,6 +155,22 @@ def test_a_name_already_taken_is_refused_and_a_foreign_bridge_is_never_removed(
 
 
 @needs_netns
+def test_a_subnet_taken_since_the_plan_is_refused(tmp_path: Path) -> None:
+    """Two jobs planned at once may pick one subnet: the second to create it is refused,
+    naming the overlap, rather than routing half its traffic to the other job."""
+    first, second = _record(tmp_path / "a"), _record(tmp_path / "b")
+    second.subnet = first.subnet
+    netns.create(first)
+    try:
+        with pytest.raises(netns.NetworkError, match="overlaps"):
+            netns.create(second)
+        assert netns.leftovers(second) == []
+    finally:
+        netns.remove(first)
+        netns.remove(second)
+
+
+@needs_netns
 def test_a_failed_creation_removes_what_it_made(tmp_path: Path) -> None:
     net = _record(tmp_path, nodes=2)
     # node1's namespace name taken midway: refused before anything is made

@@ -199,6 +199,10 @@ def test_two_stores_at_the_default_port_run_as_on_two_machines(
     assert spaces["service_store-a"] != spaces["service_store-b"]
     assert spaces["service_store-a"] == spaces["service_mooncake-master"] == spaces["frontend"]
     assert netns.netns_inode(os.getpid()) not in spaces.values()
+    # `srt exec` joins the instance's node: its namespace, where node1's address is its own
+    inside = run_srt("exec", job.job_dir, "store-b", "--", "readlink", "/proc/self/ns/net")
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout.strip() == spaces["service_store-b"]
     # both at 8800, reached from the host over the bridge: one pool through both
     assert "Store service started successfully on " + b in job.log("service_store-b")
     _put(f"http://{a}:8800", "k", "from-a")

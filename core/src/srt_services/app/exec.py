@@ -1,7 +1,8 @@
 """``srt exec JOBDIR SERVICE -- CMD``: a command run as one of the job's instances runs, to
 look inside it (``docker compose exec``, ``kubectl exec``).
 
-Locally the instance's own process says how it runs: its environment
+Locally the instance's own process says how it runs (and, when its virtual node is a
+network namespace, the command enters that namespace): its environment
 (``/proc/PID/environ``: the job's cookie, ``SRT_*``, the recipe's ``env``, what the site
 passes through) and its working directory (``/proc/PID/cwd``). The command gets both and
 is exec'd in place of ``srt``, so its exit status, terminal and signals are the user's.
@@ -105,6 +106,13 @@ def _local(view: JobView, inst: PlannedInstance, command: list[str]) -> Exec:
         # the PID was recycled between the look and the read, or the process scrubbed it
         raise SrtError(f"pid {pid} does not carry {INSTANCE_VAR}={inst.step}: not exec'ing")
     env.pop(COOKIE_VAR, None)
+    net = view.plan.local_network if view.plan is not None else None
+    if net is not None and net.mode == "namespaces":
+        # the instance's node is a network namespace: the command joins it, so it sees
+        # the addresses and ports the instance sees
+        from srt_services.launch import netns
+
+        command = netns.enter_argv(net, inst.node, command)
     return Exec(command, env, cwd, f"{inst.step} (pid {pid}) on {inst.node} ({inst.node_ip})")
 
 

@@ -140,7 +140,12 @@ def create(net: LocalNetwork) -> None:
     for ns in net.namespaces.values():
         if os.path.exists(os.path.join(NETNS_DIR, ns)):
             raise NetworkError(f"a network namespace named {ns} already exists")
-    prefix = ipaddress.ip_network(net.subnet).prefixlen
+    subnet = ipaddress.ip_network(net.subnet)
+    taken = [t for t in _taken_networks() or () if subnet.overlaps(t)]
+    if taken:
+        # chosen free when the job was planned; another job (or tool) took it since
+        raise NetworkError(f"{net.subnet} overlaps {taken[0]}, a route of this machine now")
+    prefix = subnet.prefixlen
     host = [
         f"link add {net.bridge} type bridge",
         f'link set dev {net.bridge} alias "{alias_of(net)}"',
