@@ -324,3 +324,41 @@ def test_a_frontend_port_taken_on_the_machine_fails_the_job_before_its_first_lau
     assert not [e for e in job.events() if e["event"] == "launched"]
     net = netns.network_of(job.job_dir)
     assert net is not None and net.mode == "namespaces" and netns.leftovers(net) == []
+
+
+@needs_netns
+@pytest.mark.component
+@pytest.mark.slow
+@pytest.mark.usefixtures("_needs_mooncake")
+def test_the_detached_jobs_watchdog_removes_the_network_of_a_killed_orchestrator(
+    srt_jobs: Jobs, srt_free_port: Callable[[], int], tmp_path: Path
+) -> None:
+    recipe_path = srt_jobs.recipe(recipe(srt_free_port()))
+    job_dir = str(tmp_path / "detached")
+    srt_jobs.job_dirs.append(job_dir)  # the fixture's survivor and network check
+    started = run_srt("run", "-d", recipe_path, "--job-dir", job_dir, timeout=120)
+    assert started.returncode == 0, started.stderr
+    net = netns.network_of(job_dir)
+    assert net is not None and net.mode == "namespaces"
+
+    def state() -> dict[str, object]:
+        with open(os.path.join(job_dir, "state.json"), "rb") as fh:
+            data: dict[str, object] = json.loads(fh.read())
+            return data
+
+    wait_for(lambda: any(e == "serving" for e in _event_names(job_dir)), timeout=120)
+    orch = state()["orchestrator"]
+    assert isinstance(orch, dict)
+    os.kill(orch["pid"], signal.SIGKILL)
+    wait_for(lambda: state()["status"] == "stopped", timeout=60)
+    wait_for(lambda: not netns.leftovers(net), timeout=30)
+    assert "srt run -d watchdog" in str(state()["stopped_by"])
+    assert_no_survivors(job_dir)
+
+
+def _event_names(job_dir: str) -> list[str]:
+    try:
+        with open(os.path.join(job_dir, "events.jsonl")) as fh:
+            return [json.loads(line)["event"] for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return []
