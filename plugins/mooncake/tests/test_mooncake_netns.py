@@ -362,3 +362,30 @@ def _event_names(job_dir: str) -> list[str]:
             return [json.loads(line)["event"] for line in fh if line.strip()]
     except (OSError, ValueError):
         return []
+
+
+@needs_netns
+@pytest.mark.component
+@pytest.mark.slow
+@pytest.mark.usefixtures("_needs_mooncake")
+def test_a_rerun_in_the_directory_of_a_killed_job_takes_its_network_over(
+    srt_jobs: Jobs, srt_free_port: Callable[[], int]
+) -> None:
+    """The names come from the job directory, so a second ``srt run`` there needs the
+    first one's objects gone: the take-over stops the leftovers and removes them first."""
+    port = srt_free_port()
+    first, net = _serving(srt_jobs, port)
+    os.kill(first.state()["orchestrator"]["pid"], signal.SIGKILL)
+    first.wait(30)
+    assert len(netns.leftovers(net)) == 5
+    second = srt_jobs.start(recipe(port), job_dir=first.job_dir)
+    second.wait_event("serving", timeout=120)
+    again = netns.network_of(first.job_dir)
+    assert again is not None and again.bridge == net.bridge
+    assert len(netns.leftovers(again)) == 5
+    status, _ = wait_for(lambda: _answer(f"http://127.0.0.1:{port}/"), timeout=20)
+    assert status == 200
+    second.stop()
+    second.wait(60)
+    assert netns.leftovers(again) == []
+    assert_no_survivors(first.job_dir)
