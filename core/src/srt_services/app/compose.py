@@ -202,19 +202,19 @@ def plan(
         slurm_launcher=slurm_launcher(where, loaded, allocation),
     )
     if runs_here and allocation.kind == "local":
-        settings = local_network_settings(where, settings, local_network)
+        settings = local_network_settings(where, settings, local_network, len(allocation.nodes))
     return Planned(loaded, resolve(loaded, where.plugins, allocation, settings, needs))
 
 
 def local_network_settings(
-    where: Setup, settings: PlanSettings, requested: str | None
+    where: Setup, settings: PlanSettings, requested: str | None, nodes: int = 2
 ) -> PlanSettings:
     """What planning needs to choose a local job's network: the mode asked for (the flag,
     else the site's), whether this machine can make namespaces and a free private subnet.
 
     Asked here, once, because both read the machine (capabilities, routes) and planning
     reads nothing. Namespaces asked for explicitly but impossible are refused here, before
-    anything starts."""
+    anything starts. ``nodes``: how many virtual nodes the allocation has."""
     import dataclasses
 
     from srt_services.errors import SrtError
@@ -222,7 +222,8 @@ def local_network_settings(
     from srt_services.plan.netmode import tag
 
     mode = requested or where.site.local_network
-    if mode == "shared":
+    if mode == "shared" or (mode == "auto" and nodes < 2):
+        # one virtual node collides with nothing: the machine is not even looked at
         return dataclasses.replace(settings, local_network=mode)
     reason = netns.unavailable()
     subnet = None
