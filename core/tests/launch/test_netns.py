@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from srt_services.contracts.allocation import local
 from srt_services.contracts.plan import LocalNetwork
 from srt_services.launch import netns
@@ -59,6 +61,41 @@ def test_the_names_carry_the_job_directory_and_fit_linux_interface_names(tmp_pat
     assert not set(net.veths.values()) & set(other.veths.values())
     with pytest.raises(ValueError, match="too few addresses"):
         netmode.namespaced(local(254), "10.201.7.0/24", "/j", "x")
+
+
+networks = st.builds(
+    lambda a, b, c, p: ipaddress.ip_network(f"10.{a}.{b}.{c}/{p}", strict=False),
+    st.integers(190, 255),
+    st.integers(0, 255),
+    st.integers(0, 255),
+    st.integers(8, 32),
+)
+
+
+@given(
+    tag=st.text("0123456789abcdef", min_size=8, max_size=8), taken=st.lists(networks, max_size=30)
+)
+def test_a_chosen_subnet_overlaps_nothing_taken_and_stays_in_the_range(
+    tag: str, taken: list[ipaddress.IPv4Network]
+) -> None:
+    chosen = netns.free_subnet(tag, taken)
+    if chosen is None:  # only when every /24 of the range overlaps something taken
+        spans = [(int(t.network_address), int(t.broadcast_address)) for t in taken]
+        base = int(ipaddress.IPv4Address("10.200.0.0"))
+        for k in range(50 * 256):
+            low = base + k * 256
+            assert any(a <= low + 255 and low <= b for a, b in spans), ipaddress.IPv4Address(low)
+        return
+    subnet = ipaddress.ip_network(chosen)
+    assert subnet.prefixlen == 24 and 200 <= int(chosen.split(".")[1]) < 250
+    assert not any(subnet.overlaps(t) for t in taken)
+    assert netns.free_subnet(tag, taken) == chosen  # the same answer for the same tag
+
+
+def test_a_range_fully_taken_gives_no_subnet() -> None:
+    assert netns.free_subnet("00000000", [ipaddress.ip_network("10.0.0.0/8")]) is None
+    assert netns.free_subnet("00000000", []) == "10.200.0.0/24"
+    assert netns.free_subnet("00000000", [ipaddress.ip_network("10.200.0.0/23")]) == "10.200.2.0/24"
 
 
 @needs_netns

@@ -75,16 +75,35 @@ def pick_subnet(tag: str) -> str | None:
     the job's tag points so that two jobs starting at once rarely try the same one (the
     bridge's creation settles a race: the second job's ``ip`` fails, clearly)."""
     taken = _taken_networks()
-    if taken is None:
-        return None
+    return None if taken is None else free_subnet(tag, taken)
+
+
+def free_subnet(
+    tag: str, taken: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]
+) -> str | None:
+    """The first /24 of the range, from the one ``tag`` points to, that overlaps none of
+    ``taken`` (``None``: every one does)."""
     count = len(SUBNET_SECOND_OCTETS) * 256
+    first = int(ipaddress.IPv4Address(f"10.{SUBNET_SECOND_OCTETS[0]}.0.0"))
+    # each taken network as the run of candidate /24s (by index) it overlaps
+    blocked = sorted(
+        (max(0, (lo - first) // 256), min(count - 1, (hi - first) // 256))
+        for lo, hi in (
+            (int(t.network_address), int(t.broadcast_address)) for t in taken if t.version == 4
+        )
+        if hi >= first and lo < first + count * 256
+    )
     start = int(tag, 16) % count
-    for step in range(count):
-        n = (start + step) % count
-        second = SUBNET_SECOND_OCTETS[0] + n // 256
-        candidate = ipaddress.ip_network(f"10.{second}.{n % 256}.0/24")
-        if not any(candidate.overlaps(t) for t in taken):
-            return str(candidate)
+    for begin in (start, 0):
+        index = begin
+        for lo, hi in blocked:
+            if hi < index:
+                continue
+            if lo > index:
+                break
+            index = hi + 1
+        if index < count:
+            return f"{ipaddress.IPv4Address(first + index * 256)}/24"
     return None
 
 
