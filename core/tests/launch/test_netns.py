@@ -72,6 +72,7 @@ networks = st.builds(
 )
 
 
+@settings(deadline=None)
 @given(
     tag=st.text("0123456789abcdef", min_size=8, max_size=8), taken=st.lists(networks, max_size=30)
 )
