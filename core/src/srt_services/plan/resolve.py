@@ -105,7 +105,10 @@ def _resolve(
         job_dir=settings.job_dir, job_id=allocation.job_id, local_root=settings.local_root
     )
     recipe_dir = settings.recipe_dir or os.path.dirname(os.path.abspath(loaded.source))
-    services, skipped = _runnable(loaded, settings, allocation.kind == "local")
+    # the kinds move their unwritten default ports off the machine's shared network; a
+    # namespaced job's nodes are networks of their own, where the defaults are free
+    shared = allocation.kind == "local" and not _bridged(settings, allocation)
+    services, skipped = _runnable(loaded, settings, shared)
     common = job_values(loaded, lay, paths, recipe_dir)
     common.update(kind_placeholders(services))
     ctx = PlanContext(
@@ -168,6 +171,11 @@ def _resolve(
     )
 
 
+def _bridged(settings: PlanSettings, allocation: Allocation) -> bool:
+    """The second planning of a namespaced job: its nodes are on the bridge."""
+    return settings.local_network == "namespaces" and not allocation.nodes[0].ip.startswith("127.")
+
+
 def _local_network(
     ctx: PlanContext, settings: PlanSettings, allocation: Allocation, units: list[PlannedUnit]
 ) -> LocalNetwork | None:
@@ -176,9 +184,7 @@ def _local_network(
     that collide between virtual nodes are refused (a dry run only warns: the same recipe
     may be meant for a cluster). A dry run shows the nodes as ``srt run`` gives them
     without namespaces: whether the kernel allows them is not asked there."""
-    if allocation.kind != "local":
-        return None
-    if settings.local_network == "namespaces" and not allocation.nodes[0].ip.startswith("127."):
+    if allocation.kind != "local" or _bridged(settings, allocation):
         return None
     collisions = wildcard_collisions(ctx, units)
     if settings.runs_here:
