@@ -126,9 +126,11 @@ class PrometheusKind(MetricsServerKind):
         " `/bin/prometheus` in `quay.io/prometheus/prometheus:v2.53.2` (no job image has"
         " it); else the host's `prometheus`.",
         "ports": "9099, not Prometheus's 9090: recipes (the specification's Ray example"
-        " among them) put their own metrics on 9090. Under `srt run` a port the recipe did"
-        " not write is a free one (every exporter's too), so two local jobs never collide;"
-        " the benchmark learns it from SRT_SERVICE_PROMETHEUS_URL.",
+        " among them) put their own metrics on 9090. Under `srt run` in its shared network"
+        " mode a port the recipe did not write is a free one (every exporter's too), so two"
+        " local jobs never collide (with a network namespace per virtual node the defaults"
+        " stay: each node is a network of its own); the benchmark learns it from"
+        " SRT_SERVICE_PROMETHEUS_URL.",
     }
     summary: ClassVar[str] = (
         "Prometheus scraping every target of the job (file_sd); TSDB in the job directory."
