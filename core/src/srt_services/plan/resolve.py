@@ -12,6 +12,7 @@ the port ledger (:mod:`.ports`) refuses two listeners on one port of a node.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -172,8 +173,11 @@ def _resolve(
 
 
 def _bridged(settings: PlanSettings, allocation: Allocation) -> bool:
-    """The second planning of a namespaced job: its nodes are on the bridge."""
-    return settings.local_network == "namespaces" and not allocation.nodes[0].ip.startswith("127.")
+    """The second planning of a namespaced job: its nodes are on the bridge's subnet."""
+    subnet = settings.local_subnet
+    if settings.local_network != "namespaces" or subnet is None or allocation.kind != "local":
+        return False
+    return ipaddress.ip_address(allocation.nodes[0].ip) in ipaddress.ip_network(subnet)
 
 
 def _local_network(
