@@ -36,6 +36,7 @@ from srt_services.plan.ports import PortLedger
 from srt_services.plan.processes import benchmark_unit, frontend_units, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
 from srt_services.plan.settings import PlanSettings
+from srt_services.plan.uses import apply_uses
 from srt_services.plan.values import job_values, kind_placeholders
 from srt_services.recipe.models import MAX_NODES, RestartSpec
 from srt_services.recipe.placeholders import render
@@ -133,6 +134,7 @@ def _resolve(
     discovery = _discovery_env(ctx)
     units, phases = _units(ctx, discovery)
     ctx.problems.extend(ctx.ledger.problems())
+    ctx.problems.extend(apply_uses(ctx, units))
     if allocation.kind == "local":
         for s, message in wildcard_collisions(ctx, units):
             if settings.runs_here:
