@@ -43,16 +43,23 @@ def run_admitted(
     argv: Sequence[str],
     *,
     timeout_s: float | None = None,
+    reason_file: Path | None = None,
 ) -> int:
     """Admit, run ``argv`` to its end, release; the command's exit status (128+N for a
-    signal), or the refusal's. Signals meant for the unit go to the command."""
-    answer = request(socket, {"op": "admit", **admission}, timeout_s)
+    signal), or the refusal's. Signals meant for the unit go to the command. A refusal (or
+    an agent that does not answer) is also written to ``reason_file``: srt shows that line
+    as the unit's reason (``srt status``, the ``exited`` event, the job's cause)."""
     attempt = admission["attempt_id"]
+    try:
+        answer = request(socket, {"op": "admit", **admission}, timeout_s)
+    except (OSError, ValueError) as exc:
+        _refused(f"cannot reach the oarbank agent at {socket}: {exc}", reason_file)
+        return EXIT_REFUSED
     if not answer.get("ok"):
-        print(
-            f"oarbank: admission of {attempt} refused ({answer.get('kind', 'error')}): "
+        _refused(
+            f"admission of {attempt} refused ({answer.get('kind', 'error')}): "
             f"{answer.get('error', answer)}",
-            file=sys.stderr,
+            reason_file,
         )
         return EXIT_RETRYABLE if answer.get("retryable") else EXIT_REFUSED
     try:
@@ -76,6 +83,15 @@ def run_admitted(
             child.wait()
         _release(socket, attempt)
     return 128 - code if code < 0 else code
+
+
+def _refused(reason: str, reason_file: Path | None) -> None:
+    print(f"oarbank: {reason}", file=sys.stderr)
+    if reason_file is not None:
+        try:
+            reason_file.write_text(f"oarbank: {reason}\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"oarbank: cannot write {reason_file}: {exc}", file=sys.stderr)
 
 
 def _release(socket: Path, attempt: str) -> None:
