@@ -70,6 +70,7 @@ def srt_status(job_dir: Path, *extra: str) -> str:
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     return out.stdout
