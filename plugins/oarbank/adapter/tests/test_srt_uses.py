@@ -151,3 +151,126 @@ def test_uses_admits_refuses_with_the_reason_and_idles_out(
         run.stop()
     assert_no_survivors(str(job_dir))
     assert "not running" in agent_view(job_dir)["error"]
+
+
+def validate(
+    tmp: Path, mod: dict[str, Any], *users: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    text = "schema: 2\nname: usesjob\nobservability:\n  metrics: false\nservices:\n"
+    text += f"  - {json.dumps({'name': 'mod', 'type': 'oarbank', 'options': mod})}\n"
+    for user in users:
+        text += f"  - {json.dumps(user)}\n"
+    path = tmp / "check.yaml"
+    path.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "srt_services", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("mod", "use", "field", "message"),
+    [
+        ({}, {}, "services[user].uses[0].service", "takes no admissions: set its"),
+        (
+            {"admissions": True},
+            {"capability": "nope"},
+            "services[user].uses[0].capability",
+            "module fakemod has no service or probe 'nope' (it has: svc, jdk)",
+        ),
+        (
+            {"admissions": True},
+            {"capability": "othermod/svc"},
+            "services[user].uses[0].capability",
+            "has no service or probe 'othermod/svc'",
+        ),
+        (
+            {"admissions": True},
+            {"pool": "gpus"},
+            "services[user].uses[0].pool",
+            "module fakemod declares no pool 'gpus' (its services declare: slots)",
+        ),
+        (
+            {"admissions": True},
+            {"pool": "slots", "tokens": 0},
+            "services[user].uses[0].tokens",
+            "must be at least 1",
+        ),
+        (
+            {"admissions": True, "timeouts": {"stop": 5}},
+            {},
+            "services[mod].options.timeouts",
+            "applies only without admissions",
+        ),
+        ({"mem_budget_gb": 4}, None, "services[mod].options.mem_budget_gb", "only with admissions"),
+    ],
+)
+def test_validate_refuses_a_use_the_module_cannot_serve(
+    bundle_factory: BundleFactory,
+    tmp_path: Path,
+    mod: dict[str, Any],
+    use: dict[str, Any] | None,
+    field: str,
+    message: str,
+) -> None:
+    entry = service_entry("svc", lifecycle="on_demand", pools=["slots"])
+    probe = {"name": "jdk", "exec": ["bin/fake"]}
+    fake = bundle_factory(module="fakemod", services=[entry], probes=[probe])
+    options = {"bundle": str(fake.root), "service": "svc", **mod}
+    users = []
+    if use is not None:
+        users.append(
+            {
+                "name": "user",
+                "after": ["mod"],
+                "command": ["x"],
+                "uses": [{"service": "mod", **use}],
+            }
+        )
+    out = validate(tmp_path, options, *users)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert field in out.stderr, out.stderr
+    assert message in out.stderr, out.stderr
+    assert "check.yaml:" in out.stderr  # located: file, line and column
+
+
+def test_a_capability_a_pool_and_memory_become_one_admission(
+    bundle_factory: BundleFactory, tmp_path: Path
+) -> None:
+    entry = service_entry("svc", lifecycle="on_demand", pools=["slots"])
+    probe = {"name": "jdk", "exec": ["bin/fake"]}
+    fake = bundle_factory(module="fakemod", services=[entry], probes=[probe])
+    options = {"bundle": str(fake.root), "service": "svc", "admissions": True}
+    user = {
+        "name": "user",
+        "after": ["mod"],
+        "command": ["x", "--flag"],
+        "uses": [
+            {"service": "mod", "pool": "slots", "tokens": 2, "mem_gb": 1.5},
+            {"service": "mod", "capability": "fakemod/jdk", "pool": "slots"},
+        ],
+    }
+    assert validate(tmp_path, options, user).returncode == 0
+    out = subprocess.run(
+        [sys.executable, "-m", "srt_services", "dry-run", "--json", str(tmp_path / "check.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    units = {u["name"]: u for u in json.loads(out.stdout)["units"]}
+    (agent,) = units["mod"]["instances"]
+    assert agent["argv"][1:3] == ["-m", "srt_oarbank.node_agent"]
+    socket = agent["argv"][agent["argv"].index("--socket") + 1]
+    (inst,) = units["user"]["instances"]
+    assert inst["argv"][1:] == [
+        "-m", "srt_oarbank.run", "--socket", socket,
+        "--need", "fakemod/svc", "--need", "fakemod/jdk",
+        "--pool", "fakemod/slots=3", "--mem-gb", "1.5",
+        "--reason-file", f"{inst['work_dir']}/srt-exit-reason",
+        "--", "x", "--flag",
+    ]  # fmt: skip
