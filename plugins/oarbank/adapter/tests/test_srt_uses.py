@@ -274,3 +274,41 @@ def test_a_capability_a_pool_and_memory_become_one_admission(
         "--reason-file", f"{inst['work_dir']}/srt-exit-reason",
         "--", "x", "--flag",
     ]  # fmt: skip
+
+
+def test_a_killed_user_s_admission_is_released_by_its_next_launch(
+    bundle_factory: BundleFactory, procs: ProcessTracker, tmp_path: Path
+) -> None:
+    """SIGKILL of the wrapper (as srt's kill after the stop grace) cannot release: the
+    restarted instance, under the same attempt id, releases it first and is admitted."""
+    import os
+    import signal
+
+    fake = pool_bundle(bundle_factory)
+    job_dir = tmp_path / "job"
+    data = job_dir / "work" / "service_mod" / "data"
+    procs.watch(data)
+    go = tmp_path / "go"
+    path = recipe(tmp_path, fake, go)
+    text = path.read_text().replace(
+        '"readiness"',
+        '"restart": {"policy": "always", "backoff_initial_seconds": 0.2}, "readiness"',
+    )
+    lines = [line for line in text.splitlines() if '"name": "second"' not in line]
+    path.write_text("\n".join(lines) + "\n")
+    run = start_srt(["run", str(path)], str(job_dir))
+    try:
+        admitted = job_dir / "work" / "service_first" / "admitted"
+        assert wait_until(admitted.exists, 60), run.events()
+        launched = run.wait_event("launched", step="service_first", attempt=1)
+        admitted.unlink()
+        os.kill(launched["pid"], signal.SIGKILL)
+        run.wait_event("launched", 30, step="service_first", attempt=2)
+        assert wait_until(admitted.exists, 30), run.log("service_first")
+        module = agent_view(job_dir)["modules"]["fakemod"]
+        assert module["admissions"] == ["srt.job.service_first"]
+        assert module["pools"]["reserved"] == {"slots": 1}
+    finally:
+        go.write_text("go")
+        run.stop()
+    assert_no_survivors(str(job_dir))

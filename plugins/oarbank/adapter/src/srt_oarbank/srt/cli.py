@@ -232,6 +232,7 @@ def run_cmd(
 
     from srt_oarbank.srt.using import default_attempt, run_admitted
 
+    instance = attempt is None
     attempt = attempt or default_attempt(os.environ, processes.INSTANCE_VAR)
     if attempt is None:
         raise click.UsageError("--attempt is required outside an srt job")
@@ -248,7 +249,9 @@ def run_cmd(
     if not argv:
         raise click.UsageError("no command to run")
     reason = Path(reason_file) if reason_file else None
-    sys.exit(run_admitted(Path(socket_path), admission, argv, reason_file=reason))
+    sys.exit(
+        run_admitted(Path(socket_path), admission, argv, reason_file=reason, release_stale=instance)
+    )
 
 
 @oarbank.command()

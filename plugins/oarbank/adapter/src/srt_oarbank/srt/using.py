@@ -13,6 +13,7 @@ it has modules create.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -44,12 +45,21 @@ def run_admitted(
     *,
     timeout_s: float | None = None,
     reason_file: Path | None = None,
+    release_stale: bool = False,
 ) -> int:
     """Admit, run ``argv`` to its end, release; the command's exit status (128+N for a
     signal), or the refusal's. Signals meant for the unit go to the command. A refusal (or
     an agent that does not answer) is also written to ``reason_file``: srt shows that line
-    as the unit's reason (``srt status``, the ``exited`` event, the job's cause)."""
+    as the unit's reason (``srt status``, the ``exited`` event, the job's cause).
+
+    ``release_stale``: the attempt id is an srt instance's, of which only one process runs
+    at a time, so an admission already held under it is an earlier launch's that was killed
+    before it could release (SIGKILL after the stop grace): released first, or this launch
+    would be refused as "already admitted" and its tokens held until the job's end."""
     attempt = admission["attempt_id"]
+    if release_stale:
+        with contextlib.suppress(OSError, ValueError):
+            request(socket, {"op": "release", "attempt_id": attempt}, 30)
     try:
         answer = request(socket, {"op": "admit", **admission}, timeout_s)
     except (OSError, ValueError) as exc:
