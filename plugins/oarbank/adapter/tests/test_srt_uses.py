@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from oarbank_testkit import FakeBundle, ProcessTracker, service_entry, wait_until
+from srt_services.extend import processes
 from srt_services.testing.jobs import start_srt
 from srt_services.testing.survivors import assert_no_survivors
 
@@ -34,8 +35,19 @@ def pool_bundle(factory: BundleFactory) -> FakeBundle:
     return factory(module="fakemod", services=[entry], config={"pools": {"slots": 1}})
 
 
+TOOLS = {"docker": "/usr/bin/docker"}
+LIMITS = {"mem_gb": 4}
+
+
 def recipe(tmp: Path, fake: FakeBundle, go: Path) -> Path:
-    mod = {"bundle": str(fake.root), "service": "svc", "admissions": True}
+    mod = {
+        "bundle": str(fake.root),
+        "service": "svc",
+        "admissions": True,
+        "settings": {"k": "{node}"},
+        "tools": TOOLS,
+        "limits": LIMITS,
+    }
     first = {
         "name": "first",
         "after": ["mod"],
@@ -112,6 +124,15 @@ def test_uses_admits_refuses_with_the_reason_and_idles_out(
         agent_ready = run.wait_event("ready", step="service_mod")
         starts = calls(data, "start")
         assert len(starts) == 1 and starts[0]["time"] > agent_ready["t"], starts
+        # what the recipe hands the module reaches it; so does the job's cookie, so srt's
+        # own sweep would still find what the module started
+        start = starts[0]
+        assert (start["settings"], start["tools"], start["limits"]) == (
+            {"k": "{node}"},
+            TOOLS,
+            LIMITS,
+        )
+        assert processes.COOKIE_VAR in start["env_keys"]
 
         refused = run.wait_event("exited", 60, step="service_second")
         assert refused["code"] == 75, refused
