@@ -78,7 +78,9 @@ def _declared(
     if unit.category == "workers":
         role = recipe.roles.get(unit.name)  # type: ignore[call-overload]
         return (("roles", unit.name, "uses"), role.uses) if role is not None and role.uses else None
-    if unit.category == "frontend" and recipe.frontend is not None and recipe.frontend.uses:
+    # the frontend's replicas, not the balancer in front of them (its own unit)
+    frontend = unit.category == "frontend" and unit.name == "frontend"
+    if frontend and recipe.frontend is not None and recipe.frontend.uses:
         return ("frontend", "uses"), recipe.frontend.uses
     if unit.category == "benchmark" and recipe.benchmark.uses:
         return ("benchmark", "uses"), recipe.benchmark.uses
