@@ -230,3 +230,30 @@ def test_any_uses_value_is_planned_or_refused_with_located_problems(uses: list[A
     (user,) = next(u for u in plan.units if u.name == "user").instances
     assert user.argv[-1] == "x"
     assert (user.argv[0] == "admit") == bool(uses)
+
+
+def test_the_frontend_s_uses_wrap_its_replicas_not_the_balancer(plugins: Any) -> None:
+    plan = kit.plan(
+        plugins,
+        recipe("""
+        resources: {gpus_per_node: 1}
+        services:
+          - {name: b, type: broker, placement: {node: all}}
+        """).replace(
+            "frontend: {type: none}\n",
+            "frontend:\n  type: sglang\n  replicas: 2\n  command: [serve]\n"
+            "  uses: [{service: b, pool: a}]\n"
+            "roles:\n  agg: {workers: 3, command: [w]}\n",
+        ),
+        3,
+    )
+    units = {u.name: u for u in plan.units}
+    replicas = units["frontend"].instances
+    assert len(replicas) == 2
+    assert all(i.argv[0] == "admit" and i.argv[-1] == "serve" for i in replicas)
+    # each replica asks the broker instance on its own node
+    socket_on = {i.node: f"{i.work_dir}/sock" for i in units["b"].instances}
+    assert [i.argv[2] for i in replicas] == [socket_on[i.node] for i in replicas]
+    assert len({i.argv[2] for i in replicas}) == 2
+    (balancer,) = units["frontend-balancer"].instances
+    assert balancer.argv[0] == "nginx"
