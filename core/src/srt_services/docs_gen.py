@@ -49,6 +49,7 @@ FACADE = {
     "srt_implied_services": "`PluginSet.implied_services(recipe)`",
     "srt_validate_recipe": "`PluginSet.validate_recipe(recipe)`",
     "srt_report_sections": "`PluginSet.report_sections(job_dir)`",
+    "srt_status_sections": "`PluginSet.status_sections(job_dir)`",
 }
 
 PLUGINS_INTRO = """\

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.probe import Probe
     from srt_services.contracts.report import ReportSection
+    from srt_services.contracts.status import StatusSection
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Problem
 
@@ -263,5 +264,25 @@ def srt_report_sections(job_dir: str) -> list[ReportSection]:
         plugin, ordered by their ``order``.
 
     .. versionadded:: 1.1
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def srt_status_sections(job_dir: str) -> list[StatusSection]:
+    """Sections of ``srt status JOBDIR`` below the instances, from what a plugin's services
+    of that job can say now (a node agent's admissions and pool use).
+
+    Called once per ``srt status`` (each refresh of ``--watch``), while the job runs or
+    after it ended; read the job with :func:`~srt_services.extend.read_job` and return
+    nothing when it holds nothing of yours. Be quick: ask a local socket or read a file with
+    a short timeout, never wait. Each plugin is called on its own: one that raises costs
+    the output its sections only (a line says so), never the status.
+
+    :param job_dir: the job directory's absolute path.
+    :return: :class:`~srt_services.extend.StatusSection` objects, ordered by their
+        ``order``; ``srt status --json`` lists them under ``sections``.
+
+    .. versionadded:: 1.2
     """
     raise NotImplementedError

@@ -143,3 +143,42 @@ def test_report_sections_are_ordered_and_a_failing_plugin_costs_only_its_own() -
         ("late", "late of /j"),
         ("broken", "RuntimeError: no data"),
     ]
+
+
+def test_status_sections_are_ordered_and_a_failing_plugin_costs_only_its_own() -> None:
+    from srt_services.app.status import plugin_sections
+    from srt_services.cli.status_views import section_lines
+    from srt_services.extend import StatusSection
+
+    class Teller:
+        def __init__(self, title: str, order: int) -> None:
+            self.title, self.order = title, order
+
+        @hookimpl
+        def srt_status_sections(self, job_dir: str) -> list[StatusSection]:
+            return [StatusSection(self.title, (f"of {job_dir}",), {"n": self.order}, self.order)]
+
+    class Broken:
+        @hookimpl
+        def srt_status_sections(self, job_dir: str) -> list[StatusSection]:
+            raise RuntimeError("socket gone")
+
+    plugins = kit.isolated_plugins()
+    plugins.register(Teller("late", 200), "late")
+    plugins.register(Broken(), "broken")
+    plugins.register(Teller("early", 10), "early")
+    data = plugin_sections(plugins, "/j")
+    assert data == [
+        {"plugin": "early", "title": "early", "lines": ["of /j"], "data": {"n": 10}},
+        {"plugin": "late", "title": "late", "lines": ["of /j"], "data": {"n": 200}},
+        {"plugin": "broken", "error": "RuntimeError: socket gone"},
+    ]
+    assert section_lines(data, None) == [
+        "",
+        "early:",
+        "  of /j",
+        "",
+        "late:",
+        "  of /j",
+        "(broken: its status section failed: RuntimeError: socket gone)",
+    ]

@@ -26,6 +26,7 @@ from srt_services.contracts.launcher import Launcher
 from srt_services.contracts.placement import Placement
 from srt_services.contracts.probe import Probe
 from srt_services.contracts.report import ReportSection
+from srt_services.contracts.status import StatusSection
 from srt_services.plugins.manager import PluginSet
 from srt_services.recipe.models import Recipe, StrictModel
 from srt_services.recipe.problems import Problem
@@ -149,6 +150,11 @@ class Recorder:
         self.calls.append("srt_report_sections")
         return [ReportSection(title=f"recorded {job_dir}", html="<p>recorded</p>")]
 
+    @srt_services.hookimpl
+    def srt_status_sections(self, job_dir: str) -> list[StatusSection]:
+        self.calls.append("srt_status_sections")
+        return [StatusSection(title=f"recorded {job_dir}", lines=("recorded",))]
+
 
 RECIPE = Recipe.model_validate({"schema": 2, "name": "job"})
 
@@ -217,6 +223,12 @@ def _report(p: PluginSet) -> Any:
     return section
 
 
+def _status(p: PluginSet) -> Any:
+    ((_owner, section),) = [x for x in p.status_sections("/jobs/j") if x[0] == "recorder"]
+    assert not isinstance(section, str) and section.lines == ("recorded",)
+    return section
+
+
 #: hook -> a call through the facade that must reach it
 CALLS: dict[str, Callable[[PluginSet], Any]] = {
     "srt_register_service_kinds": _kinds,
@@ -231,6 +243,7 @@ CALLS: dict[str, Callable[[PluginSet], Any]] = {
     "srt_implied_services": _implied,
     "srt_validate_recipe": _validate,
     "srt_report_sections": _report,
+    "srt_status_sections": _status,
 }
 
 

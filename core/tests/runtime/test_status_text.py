@@ -90,3 +90,38 @@ def test_status_text_of_a_job_with_a_service_in_backoff(
         assert all(len(line) <= columns for line in shown.splitlines()), shown
         assert "service_flaky" in shown and "stopped" in shown
         assert "(narrow terminal:" in shown
+
+
+REASONS = """
+schema: 2
+name: reasons
+observability:
+  metrics: false
+frontend: {type: none}
+services:
+  - name: refused
+    command: [sh, -c, 'echo "no tokens left in pool p" > "$0/srt-exit-reason"; exit 75', "{work_dir}"]
+    restart: {policy: "no"}
+  - name: quiet
+    after: [refused]
+    command: [sh, -c, "sleep 0.5; exit 3"]
+    restart: {policy: "no"}
+benchmark:
+  type: command
+  command: [sh, -c, 'sleep 1; printf "pool q exhausted\\nsecond line\\n" > "$0/srt-exit-reason"; exit 4', "{work_dir}"]
+"""
+
+
+def test_a_failed_process_s_stated_reason_is_in_events_status_and_cause(jobs: Jobs) -> None:
+    run = jobs.run(REASONS, timeout=60)
+    assert run.code == 4, run.stderr
+    exited = {e["step"]: e for e in run.events() if e["event"] == "exited"}
+    assert exited["service_refused"]["reason"] == "no tokens left in pool p"
+    assert exited["service_quiet"].get("reason") is None  # it said nothing
+    assert exited["benchmark"]["reason"] == "pool q exhausted"  # the first line
+    assert run.result()["cause"]["message"] == "benchmark failed (exit code 4): pool q exhausted"
+    out = srt("status", run.job_dir).stdout
+    row = next(line for line in out.splitlines() if line.startswith("service_refused"))
+    assert "failed: no tokens left in pool p" in row
+    quiet = next(line for line in out.splitlines() if line.startswith("service_quiet"))
+    assert " failed " in quiet + " "

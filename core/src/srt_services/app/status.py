@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from srt_services import procfs
 from srt_services.contracts.plan import Plan
 from srt_services.jobdir.state import InstanceState
 from srt_services.jobdir.view import JobView
 
+if TYPE_CHECKING:
+    from srt_services.plugins.manager import PluginSet
+
 #: Instance states that mean "should be running": shown as such only while it is.
 LIVE_STATES = {"starting", "ready", "stopping"}
 
 
-def status_rows(path: str) -> dict[str, Any]:
-    """The status of the job in ``path`` as plain data (``srt status --json`` prints it)."""
+def status_rows(path: str, plugins: PluginSet | None = None) -> dict[str, Any]:
+    """The status of the job in ``path`` as plain data (``srt status --json`` prints it);
+    with ``plugins``, what they add (``srt_status_sections``) under ``sections``."""
     view = JobView.read(path)
     state = view.state
     result = view.result
@@ -59,6 +63,7 @@ def status_rows(path: str) -> dict[str, Any]:
         "cause": cause.message if cause is not None else None,
         "network": _network(plan),
         "instances": rows,
+        "sections": plugin_sections(plugins, view.job.path) if plugins is not None else [],
     }
 
 
@@ -75,6 +80,25 @@ def _network(plan: Plan | None) -> dict[str, Any] | None:
             subnet=net.subnet,
             addresses=dict(net.addresses),
             forwards=[dict(f) for f in net.forwards],
+        )
+    return out
+
+
+def plugin_sections(plugins: PluginSet, path: str) -> list[dict[str, Any]]:
+    """Each plugin section as data: its plugin, title, lines and data, or the error that
+    cost it (one broken plugin never costs the status)."""
+    out: list[dict[str, Any]] = []
+    for label, section in plugins.status_sections(path):
+        if isinstance(section, str):
+            out.append({"plugin": label, "error": section})
+            continue
+        out.append(
+            {
+                "plugin": label,
+                "title": section.title,
+                "lines": list(section.lines),
+                "data": dict(section.data),
+            }
         )
     return out
 
@@ -115,7 +139,8 @@ def _row(
         "exit_code": inst.exit_code,
         "readiness": inst.readiness,
         "log": os.path.join(view.job.path, inst.log),
-        #: why an ``unavailable`` instance is (its node lacks what it runs)
+        #: why an ``unavailable`` instance is (its node lacks what it runs), or what a
+        #: ``failed`` one said about why (a refused admission)
         "reason": inst.reason,
         "ports": list(ports.get(step, ())),
     }

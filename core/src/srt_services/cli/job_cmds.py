@@ -176,18 +176,20 @@ def status(job_dir: str | None, as_json: bool, watch: bool) -> None:
     terminal the table fits its width (the log path relative to the job directory, less
     useful columns left out); in a pipe every column is printed in full.
     """
+    from srt_services.app import compose
     from srt_services.app.status import status_rows
 
     job_dir = pick_job_dir(job_dir, "status")
+    plugins = compose.setup().plugins
 
     if watch:
         if as_json:
             raise click.UsageError("--watch prints text; poll --json for a document")
         from srt_services.cli.status_views import watch as follow
 
-        follow(lambda: status_rows(job_dir))
+        follow(lambda: status_rows(job_dir, plugins))
         return
-    data = status_rows(job_dir)
+    data = status_rows(job_dir, plugins)
     if as_json:
         import json
 

@@ -65,8 +65,8 @@ def shown_state(row: dict[str, Any], ended: bool) -> str:
     state = str(row.get("state") or "?")
     if ended and state in LIVE_STATES:
         return f"stopped (was {state})"
-    if state == "unavailable" and row.get("reason"):
-        return f"unavailable: {row['reason']}"
+    if state in ("unavailable", "failed") and row.get("reason"):
+        return f"{state}: {row['reason']}"
     return state
 
 
@@ -173,7 +173,23 @@ def status_text(data: dict[str, Any], width: int | None) -> str:
         lines += _wrap(line, width)
     lines += fitted.lines
     lines += narrowed_note(fitted, "`srt status --json` has every field", width)
+    lines += section_lines(data.get("sections") or (), width)
     return "".join(line + "\n" for line in lines)
+
+
+def section_lines(sections: Any, width: int | None) -> list[str]:
+    """The plugins' sections below the table: a heading, then its lines indented."""
+    out: list[str] = []
+    for section in sections:
+        if "error" in section:
+            out += _wrap(
+                f"({section['plugin']}: its status section failed: {section['error']})", width
+            )
+            continue
+        out += ["", f"{section['title']}:"]
+        for line in section["lines"]:
+            out += _wrap(f"  {line}", width)
+    return out
 
 
 def _wrap(text: str, width: int | None) -> list[str]:

@@ -17,7 +17,8 @@ from srt_services.contracts.context import InstanceContext, Node
 from srt_services.recipe.problems import Problem
 
 if TYPE_CHECKING:
-    from srt_services.recipe.models import MetricsSpec, Recipe, ServiceSpec
+    from srt_services.contracts.plan import PlannedInstance
+    from srt_services.recipe.models import MetricsSpec, Recipe, ServiceSpec, UseSpec
 
 
 class NoOptions(BaseModel):
@@ -122,6 +123,9 @@ class ServiceKind:
     #: is not inherited. A ``container`` the entry writes, or :meth:`container_fallback`,
     #: still applies.
     host_native: ClassVar[bool] = False
+    #: Other units may name this service in ``uses:`` (:meth:`validate_use`,
+    #: :meth:`use_command`); srt refuses a ``uses`` entry of any other kind.
+    accepts_uses: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ validation
 
@@ -133,6 +137,36 @@ class ServiceKind:
         and other entries may be looked at.
         """
         return ()
+
+    def validate_use(
+        self, spec: ServiceSpec, options: Any, use: UseSpec, recipe: Recipe
+    ) -> Iterable[Problem]:
+        """Problems with one ``uses`` entry that names this service (paths relative to the
+        entry: ``("pool",)``). Called for kinds with :attr:`accepts_uses` only, once every
+        entry of the recipe is valid, so a capability or pool the kind can know before
+        anything runs is refused here, with the entry's YAML line."""
+        return ()
+
+    def use_command(
+        self,
+        spec: ServiceSpec,
+        options: Any,
+        uses: Sequence[UseSpec],
+        provider: PlannedInstance,
+        user: PlannedInstance,
+    ) -> list[str]:
+        """``user``'s argv, wrapped so that what ``uses`` asks of this service is admitted
+        before it starts and released when it ends.
+
+        Called while the plan is built, once every unit is planned, for each instance of a
+        unit whose ``uses`` name this service (all of its entries for this service at
+        once); ``provider`` is this service's instance on the user's node. The argv is
+        final (rendered): return a final one, ``user.argv`` at its end. A refusal should
+        exit non-zero before that argv runs, with its reason in
+        ``{user.work_dir}/srt-exit-reason`` (:data:`EXIT_REASON_FILE`), which srt shows in
+        the ``exited`` event, ``srt status`` and the job's cause.
+        """
+        raise NotImplementedError(f"kind {self.name} accepts no uses")
 
     # ------------------------------------------------------------------ launch description
 

@@ -130,6 +130,10 @@ def venv_bin() -> str:
 #: In an instance's work directory: the look-up on its node found nothing to run and the
 #: service may run without (the file holds why); the supervisor marks it ``unavailable``.
 UNAVAILABLE_FILE = "srt-unavailable"
+#: In an instance's work directory: why its process failed, in its own words (one line),
+#: written before it exits (a refused admission); srt adds it to the ``exited`` event,
+#: ``srt status`` and the job's cause, and removes it before each launch.
+EXIT_REASON_FILE = "srt-exit-reason"
 
 
 def missing_binary_check(binary: str, kind: str, hint: str, optional: bool = False) -> str:

@@ -17,8 +17,8 @@ What lives where:
   :class:`BenchmarkKind` (:data:`RESULT_VAR`), :class:`RecipeFormat` (another tool's
   recipes: :class:`Variant`, :class:`Translated`, :class:`FormatProblems`),
   :class:`Probe`, :class:`Placement`, :class:`Expansion`, :class:`Launcher`, and
-  :class:`ImpliedService` for ``srt_implied_services`` and :class:`ReportSection` for
-  ``srt_report_sections``;
+  :class:`ImpliedService` for ``srt_implied_services``, :class:`ReportSection` for
+  ``srt_report_sections`` and :class:`StatusSection` for ``srt_status_sections``;
 * what those see while a plan is built: :class:`InstanceContext`, :class:`Node`,
   :class:`Layout`, :class:`Worker`, :class:`JobPaths` (and :class:`PathOutsideJob`, what
   :meth:`InstanceContext.job_path` raises for a relative path leaving the job directory);
@@ -26,7 +26,9 @@ What lives where:
   :class:`PlannedProbe`, :class:`ScrapeTarget`, and the shutdown tiers
   (:data:`TIER_OF_PHASE`; :data:`LAST_TIER` for a kind that ``stops_last``);
 * recipe types they receive or build on: :class:`Recipe`, :class:`ServiceSpec`,
-  :class:`MetricsSpec`, :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
+  :class:`MetricsSpec`, :class:`UseSpec` (a unit's ``uses`` entry, for a kind that
+  :attr:`~ServiceKind.accepts_uses`; :data:`EXIT_REASON_FILE` is where its wrapper says why
+  it refused), :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
 * helpers: the server kinds' helpers (:func:`server_binary`, :func:`url_host`...),
   :func:`render`
@@ -80,6 +82,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.probe import Probe, ProbeResult, ProbeTarget
     from srt_services.contracts.report import ReportSection
     from srt_services.contracts.servers import (
+        EXIT_REASON_FILE,
         ServerKind,
         ServerOptions,
         binary_option_problems,
@@ -90,8 +93,16 @@ if TYPE_CHECKING:
         url_host,
         venv_bin,
     )
+    from srt_services.contracts.status import StatusSection
     from srt_services.hookspecs import hookimpl
-    from srt_services.recipe.models import MetricsSpec, Port, Recipe, ServiceSpec, StrictModel
+    from srt_services.recipe.models import (
+        MetricsSpec,
+        Port,
+        Recipe,
+        ServiceSpec,
+        StrictModel,
+        UseSpec,
+    )
     from srt_services.recipe.placeholders import render, unknown_placeholders
     from srt_services.recipe.problems import Problem
 
@@ -140,6 +151,9 @@ _WHERE: dict[str, str] = {
     "ProbeResult": "srt_services.contracts.probe",
     "ProbeTarget": "srt_services.contracts.probe",
     "ReportSection": "srt_services.contracts.report",
+    "EXIT_REASON_FILE": "srt_services.contracts.servers",
+    "StatusSection": "srt_services.contracts.status",
+    "UseSpec": "srt_services.recipe.models",
     "ServerKind": "srt_services.contracts.servers",
     "ServerOptions": "srt_services.contracts.servers",
     "binary_option_problems": "srt_services.contracts.servers",
@@ -160,6 +174,7 @@ _WHERE: dict[str, str] = {
 }
 
 __all__ = [
+    "EXIT_REASON_FILE",
     "LAST_TIER",
     "LAUNCH_SETTINGS",
     "RESULT_VAR",
@@ -202,8 +217,10 @@ __all__ = [
     "ServerOptions",
     "ServiceKind",
     "ServiceSpec",
+    "StatusSection",
     "StrictModel",
     "Translated",
+    "UseSpec",
     "Variant",
     "Worker",
     "WorkerProcess",

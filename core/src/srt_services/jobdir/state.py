@@ -123,7 +123,8 @@ class InstanceState:
     readiness: str | None
     #: launcher data (Slurm: job and step ids)
     extra: dict[str, Any]
-    #: why an ``unavailable`` instance is (the line its node's look-up wrote)
+    #: why an ``unavailable`` instance is (the line its node's look-up wrote), or why a
+    #: ``failed`` one's process said it failed (``srt-exit-reason``), or its node was lost
     reason: str | None = None
 
 

@@ -39,6 +39,7 @@ from srt_services.plan.ports import PortLedger
 from srt_services.plan.processes import benchmark_unit, frontend_units, worker_unit
 from srt_services.plan.services import restart_record, service_nodes, service_unit
 from srt_services.plan.settings import PlanSettings
+from srt_services.plan.uses import apply_uses
 from srt_services.plan.values import job_values, kind_placeholders
 from srt_services.recipe.models import MAX_NODES, RestartSpec
 from srt_services.recipe.placeholders import render
@@ -138,6 +139,7 @@ def _resolve(
     discovery = _discovery_env(ctx)
     units, phases = _units(ctx, discovery)
     ctx.problems.extend(ctx.ledger.problems())
+    ctx.problems.extend(apply_uses(ctx, units))
     network = _local_network(ctx, settings, allocation, units)
     if network is not None and network.mode == "namespaces":
         return _namespaced(loaded, plugins, allocation, settings, needs, network.why)

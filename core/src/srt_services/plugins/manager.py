@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.placement import Placement
     from srt_services.contracts.probe import Probe
     from srt_services.contracts.report import ReportSection
+    from srt_services.contracts.status import StatusSection
     from srt_services.plugins.discovery import Controls, PluginRecord
     from srt_services.recipe.models import Recipe
     from srt_services.recipe.problems import Problem
@@ -310,6 +311,23 @@ class PluginSet:
                 continue
             found.extend((label, section) for sections in results for section in sections)
         # a failure's note goes last: the sections that did draw come first
+        return sorted(
+            found, key=lambda item: item[1].order if not isinstance(item[1], str) else math.inf
+        )
+
+    def status_sections(self, job_dir: str) -> list[tuple[str, StatusSection | str]]:
+        """Every plugin's ``srt status`` sections with the plugin's label, ordered by
+        :attr:`StatusSection.order`; a plugin that failed gives one string instead (why,
+        last), so one broken plugin costs the output its part only."""
+        self._loader.ensure_hook("srt_status_sections")
+        found: list[tuple[str, StatusSection | str]] = []
+        for label, results, error in self._calls.per_plugin(
+            "srt_status_sections", {"job_dir": job_dir}
+        ):
+            if error is not None:
+                found.append((label, f"{type(error).__name__}: {error}"))
+                continue
+            found.extend((label, section) for sections in results for section in sections)
         return sorted(
             found, key=lambda item: item[1].order if not isinstance(item[1], str) else math.inf
         )

@@ -199,6 +199,43 @@ class RestartSpec(StrictModel):
         return self.reset_after_seconds or 2 * self.backoff_max_seconds
 
 
+# --------------------------------------------------------------------------- uses
+
+
+class UseSpec(StrictModel):
+    """What a unit uses of a service for as long as it runs: admitted before it starts,
+    released when it ends (the service's kind says what it accepts: srt-oarbank's
+    `oarbank` kind with `options.admissions: true`)."""
+
+    service: SafeName = Field(description="The service (`services[].name`) it uses.")
+    capability: NonBlank | None = Field(
+        None,
+        description="What of that service it needs, in the kind's words (srt-oarbank: a"
+        " service or probe of the module; default: the service the entry runs).",
+    )
+    pool: NonBlank | None = Field(
+        None, description="A pool of that service to reserve tokens of (the kind's name)."
+    )
+    tokens: Count | None = Field(
+        None, description="Tokens of `pool` held while the unit runs (default 1 with a pool)."
+    )
+    mem_gb: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
+        None, description="Host memory the unit itself needs, charged while it runs."
+    )
+
+    @model_validator(mode="after")
+    def _tokens_need_a_pool(self) -> UseSpec:
+        if self.tokens is not None and self.pool is None:
+            raise ValueError("tokens without a pool: name the pool the tokens are of")
+        return self
+
+
+_USES_DESCRIPTION = (
+    "Services this unit uses while it runs (`[{service, capability, pool, tokens, mem_gb}]`):"
+    " srt admits it before its process starts and releases when it ends; a refused admission"
+    " fails the unit with the service's reason. Checked against the service's kind."
+)
+
 # --------------------------------------------------------------------------- services
 
 
@@ -358,6 +395,7 @@ class ServiceSpec(StrictModel):
     srun_options: dict[str, Text] = Field(
         default_factory=dict, description="Extra srun options (`key: value`, or `key: ''`)."
     )
+    uses: list[UseSpec] = Field(default_factory=list, description=_USES_DESCRIPTION)
     source: SourceSpec | None = Field(None, description="Clone this before build and launch.")
     build_command: list[Arg] | None = Field(
         None, description="Run once from the checkout before launch."
@@ -484,6 +522,7 @@ class ProcessSpec(StrictModel):
     stop_grace_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
         None, description="SIGTERM to SIGKILL grace at teardown."
     )
+    uses: list[UseSpec] = Field(default_factory=list, description=_USES_DESCRIPTION)
 
     @field_validator("command")
     @classmethod

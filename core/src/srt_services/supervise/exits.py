@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from srt_services.contracts.servers import UNAVAILABLE_FILE
+from srt_services.contracts.servers import EXIT_REASON_FILE, UNAVAILABLE_FILE
 from srt_services.jobdir.cause import StopCause, StopKind, death_signal
 from srt_services.supervise.runs import InstanceRun, JobRun, RequestStop, describe_code
 
@@ -86,6 +86,8 @@ class Exits:
     def _record(self, inst: InstanceRun, code: int) -> None:
         if inst.handle is not None:
             inst.handle.returncode = code
+            if inst.handle.exit_reason is None and code != 0:
+                inst.handle.exit_reason = stated_reason(inst.planned.work_dir)
         inst.exit_code = code
         if inst.exit_fut is not None and not inst.exit_fut.done():
             inst.exit_fut.set_result(code)
@@ -108,7 +110,10 @@ class Exits:
 
     def _benchmark_exited(self, inst: InstanceRun, code: int) -> None:
         """The benchmark's exit ends the job with its code."""
+        said = inst.handle.exit_reason if inst.handle is not None else None
         reason = "benchmark finished" if code == 0 else f"benchmark failed ({describe_code(code)})"
+        if code != 0 and said:
+            reason += f": {said}"
         cause = StopCause.process_exit(
             StopKind.BENCHMARK_EXIT, code, reason, unit=inst.unit.name, node=inst.planned.node
         )
@@ -146,6 +151,20 @@ class Exits:
             else f"terminal services failed (worst {describe_code(worst)})"
         )
         self.request_stop(StopCause(StopKind.TERMINAL_EXIT, detail, code=worst), worst)
+
+
+def stated_reason(work_dir: str) -> str | None:
+    """What a failed process said about why (:data:`EXIT_REASON_FILE`): its first line,
+    cut short, or ``None`` when it wrote nothing."""
+    try:
+        with open(
+            os.path.join(work_dir, EXIT_REASON_FILE), encoding="utf-8", errors="replace"
+        ) as fh:
+            text = fh.read(2000)
+    except OSError:
+        return None
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line[:500] or None
 
 
 def critical_exit(

@@ -256,5 +256,6 @@ def _instance_state(inst: InstanceRun) -> InstanceState:
         p.log,
         p.readiness.describe if p.readiness else None,
         h.extra if h else {},
-        inst.unavailable,
+        inst.unavailable
+        or (h.exit_reason if h is not None and inst.state in ("failed", "exited") else None),
     )

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from srt_services.contracts.servers import UNAVAILABLE_FILE
+from srt_services.contracts.servers import EXIT_REASON_FILE, UNAVAILABLE_FILE
 from srt_services.jobdir.cause import StopCause, StopKind
 from srt_services.jobdir.identity import INSTANCE_VAR
 from srt_services.supervise.readiness import Probing
@@ -82,8 +82,9 @@ class Launching:
         inst.killed_for = None
         inst.unavailable = None
         Probing.launching(inst)
-        with contextlib.suppress(OSError):  # an earlier attempt's verdict is not this one's
-            os.unlink(os.path.join(p.work_dir, UNAVAILABLE_FILE))
+        for name in (UNAVAILABLE_FILE, EXIT_REASON_FILE):
+            with contextlib.suppress(OSError):  # an earlier attempt's verdict is not this one's
+                os.unlink(os.path.join(p.work_dir, name))
         try:
             if needs_work_dir(p):
                 write_files(p, self.job.logs)  # a full disk fails this attempt like an exec

@@ -3,7 +3,8 @@
 Services that share the infra node must agree on whether it is dedicated; a pool must be
 owned by a service that declares ``nodes``; a terminal service ends the job, so the job
 cannot also run a benchmark; ``after`` lists must name services that can start first
-(:mod:`.after`); and each plugin may judge the recipe as a whole.
+(:mod:`.after`); ``uses`` entries must name a service that accepts them and is up first
+(:mod:`.uses`); and each plugin may judge the recipe as a whole.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from srt_services.checking.rules.after import after_problems
+from srt_services.checking.rules.uses import check_uses
 from srt_services.errors import PluginError
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ def check_cross(ctx: RuleContext, settled: list[Settled]) -> None:
                 f" benchmark.type: {benchmark}; drop one of them",
             )
     ctx.problems.extend(after_problems(ctx.recipe, settled))
+    check_uses(ctx, settled)
     try:
         ctx.problems.extend(ctx.plugins.validate_recipe(ctx.recipe))
     except PluginError as exc:

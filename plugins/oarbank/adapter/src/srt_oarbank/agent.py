@@ -8,26 +8,32 @@ kind, whatever the library calls its modules.
 
 Inside an srt job it also keeps the job's live attempts in the file the agent reaps by
 (``--live-attempts``, :mod:`srt_oarbank.srt.live_attempts`), so objects of an instance that
-died are destroyed on the reaping period rather than at the job's end.
+died are destroyed on the reaping period rather than at the job's end. The node agent the
+kind runs for a service that takes admissions (:mod:`srt_oarbank.node_agent`) does the same.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from oarbank_protocol.agent.service import build_parser
 from oarbank_protocol.agent.service import main as protocol_main
 
 PROG = "python -m srt_oarbank.agent"
 
-__all__ = ["main"]
+__all__ = ["main", "with_live_attempts"]
 
 
-def main(argv: list[str] | None = None, prog: str = PROG) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    args, _ = build_parser(prog).parse_known_args(args_list)
+def with_live_attempts(
+    args: argparse.Namespace, run: Callable[[], int], before: Callable[[], Any] | None = None
+) -> int:
+    """``run()``, with the job's live attempts kept in ``args.live_attempts`` meanwhile
+    (inside an srt job: its cookie and job id are in the environment)."""
     writer = None
     if args.live_attempts is not None:
         from srt_services.extend import processes
@@ -47,10 +53,16 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             )
             writer.start()
     try:
-        return protocol_main(args_list, prog=prog)
+        return run()
     finally:
         if writer is not None:
             writer.stop()
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args, _ = build_parser(prog).parse_known_args(args_list)
+    return with_live_attempts(args, lambda: protocol_main(args_list, prog=prog))
 
 
 if __name__ == "__main__":

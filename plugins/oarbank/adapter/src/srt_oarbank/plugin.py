@@ -1,4 +1,5 @@
-"""srt-oarbank's hook implementations: the ``oarbank`` kind, two probes, ``srt oarbank``."""
+"""srt-oarbank's hook implementations: the ``oarbank`` kind, its probes, ``srt oarbank``,
+and the admissions section of ``srt status``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from srt_services.extend import hookimpl
 
 if TYPE_CHECKING:
     import click
-    from srt_services.extend import Probe, ServiceKind
+    from srt_services.extend import Probe, ServiceKind, StatusSection
 
 
 @hookimpl
@@ -20,9 +21,9 @@ def srt_register_service_kinds() -> list[type[ServiceKind]]:
 
 @hookimpl
 def srt_register_probes() -> list[type[Probe]]:
-    from srt_oarbank.srt.probes import OarbankProbe, OarbankReadyProbe
+    from srt_oarbank.srt.probes import OarbankAgentProbe, OarbankProbe, OarbankReadyProbe
 
-    return [OarbankReadyProbe, OarbankProbe]
+    return [OarbankReadyProbe, OarbankProbe, OarbankAgentProbe]
 
 
 @hookimpl
@@ -30,3 +31,10 @@ def srt_cli_commands() -> list[click.Command]:
     from srt_oarbank.srt.cli import oarbank
 
     return [oarbank]
+
+
+@hookimpl
+def srt_status_sections(job_dir: str) -> list[StatusSection]:
+    from srt_oarbank.srt.status import sections
+
+    return sections(job_dir)

@@ -158,6 +158,24 @@ class PathGrant(StrictModel):
     write: bool = Field(False, description="Bound read-write; read-only otherwise.")
 
 
+class ContainerSpec(StrictModel):
+    """A container the module's services may ask the agent's broker for (by ``name``).
+
+    The module chooses among these and nothing else: the image, the command and the
+    network are the manifest's, so what a confined module can have run is what its
+    manifest (which the site reviews) says.
+    """
+
+    name: Name
+    image: str = Field(min_length=1, description="A local image (the broker pulls nothing).")
+    argv: list[ArgvItem] = Field(
+        default_factory=list, description="Command (default: the image's)."
+    )
+    network: Literal["none", "host"] = Field(
+        "none", description="`none`: its own empty network; `host`: the node's (loopback)."
+    )
+
+
 class SandboxSpec(StrictModel):
     """``sandbox``: what the module's services and probes need beyond their bundle and data.
 
@@ -171,6 +189,18 @@ class SandboxSpec(StrictModel):
     tools: list[Name] = Field(
         default_factory=list, description="Host tools (names in the tools file) bound in read-only."
     )
+    containers: list[ContainerSpec] = Field(
+        default_factory=list,
+        description="Containers the agent's broker starts on the module's request "
+        "(OARBANK_BROKER_SOCKET); the module cannot start containers itself.",
+    )
+
+    @model_validator(mode="after")
+    def _unique_containers(self) -> Self:
+        names = [c.name for c in self.containers]
+        if len(set(names)) != len(names):
+            raise ValueError("containers[].name must not repeat")
+        return self
 
 
 class ModuleManifest(StrictModel):

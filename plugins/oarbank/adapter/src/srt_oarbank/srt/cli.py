@@ -204,6 +204,11 @@ def _pools(pools: tuple[str, ...]) -> dict[str, int]:
 @click.option(
     "--timeout", type=_Finite(positive=True), help="Give up waiting for the services after this."
 )
+@click.option(
+    "--reason-file",
+    type=click.Path(dir_okay=False),
+    help="Also write a refusal's reason here (srt's srt-exit-reason: a `uses:` wrapper).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_cmd(
     socket_path: str,
@@ -213,6 +218,7 @@ def run_cmd(
     needs_pools: tuple[str, ...],
     mem_gb: float,
     timeout: float | None,
+    reason_file: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND inside an admission: admitted before it starts (on_demand services started
@@ -226,6 +232,7 @@ def run_cmd(
 
     from srt_oarbank.srt.using import default_attempt, run_admitted
 
+    instance = attempt is None
     attempt = attempt or default_attempt(os.environ, processes.INSTANCE_VAR)
     if attempt is None:
         raise click.UsageError("--attempt is required outside an srt job")
@@ -241,7 +248,10 @@ def run_cmd(
     argv = list(command[1:] if command and command[0] == "--" else command)
     if not argv:
         raise click.UsageError("no command to run")
-    sys.exit(run_admitted(Path(socket_path), admission, argv))
+    reason = Path(reason_file) if reason_file else None
+    sys.exit(
+        run_admitted(Path(socket_path), admission, argv, reason_file=reason, release_stale=instance)
+    )
 
 
 @oarbank.command()

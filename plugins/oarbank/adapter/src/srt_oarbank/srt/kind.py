@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,7 +21,7 @@ from srt_services.extend import DefaultProbe, KindOptions, Problem, ServiceKind,
 from srt_oarbank.srt.sandbox_options import SandboxApproval
 
 if TYPE_CHECKING:
-    from srt_services.extend import InstanceContext, Recipe, ServiceSpec
+    from srt_services.extend import InstanceContext, PlannedInstance, Recipe, ServiceSpec, UseSpec
 
 OPS = ("fingerprint", "start", "stop", "status", "ready", "list_owned", "destroy")
 DEFAULT_STOP_S = 120.0
@@ -65,6 +65,21 @@ class OarbankOptions(KindOptions):
         "(run confined with bubblewrap); a declared grant not approved here is refused by "
         "`srt validate`.",
     )
+    admissions: bool = Field(
+        False,
+        description="Run the module under the node agent, which admits the units that name "
+        "this service in `uses:` (capabilities, pool tokens, memory): an on_demand service "
+        "starts on the first admission and stops after its idle_timeout_s with none. Ready "
+        "once the agent answers on its control socket. The whole bundle is loaded (its "
+        "`always` services are kept up too).",
+    )
+    mem_budget_gb: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="With `admissions`: the node's memory budget for admissions (the host's "
+        "real memory bounds it too).",
+    )
     ready_timeout_seconds: float | None = Field(
         None,
         gt=0,
@@ -95,6 +110,7 @@ class OarbankKind(ServiceKind):
         f" timeouts + {READY_MARGIN_S:g} s (600 s when the bundle cannot be read)"
     )
     default_readiness_interval: ClassVar[float] = 1.0
+    accepts_uses: ClassVar[bool] = True
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         from oarbank_protocol.execution.bundle import load_bundle
@@ -133,6 +149,15 @@ class OarbankKind(ServiceKind):
             )
         except SandboxRefused as exc:
             out.append(Problem(("options", "sandbox"), str(exc)))
+        if options.timeouts and options.admissions:
+            out.append(
+                Problem(
+                    ("options", "timeouts"),
+                    "applies only without admissions (the node agent keeps the manifest's)",
+                )
+            )
+        if options.mem_budget_gb is not None and not options.admissions:
+            out.append(Problem(("options", "mem_budget_gb"), "applies only with admissions: true"))
         stop = options.timeouts.get("stop") or manifest.op_timeout("stop") or DEFAULT_STOP_S
         needed = stop + ESCALATION_S + TEARDOWN_MARGIN_S
         grace = spec.stop_grace_seconds
@@ -149,7 +174,85 @@ class OarbankKind(ServiceKind):
             )
         return out
 
+    def validate_use(
+        self, spec: ServiceSpec, options: Any, use: UseSpec, recipe: Recipe
+    ) -> Iterable[Problem]:
+        from oarbank_protocol.execution.bundle import load_bundle
+
+        if not options.admissions:
+            return [
+                Problem(
+                    ("service",),
+                    f"services[{spec.name}] takes no admissions: set its options.admissions:"
+                    " true (its module then runs under the node agent)",
+                )
+            ]
+        try:
+            bundle = load_bundle(Path(options.bundle))
+        except Exception:
+            return []  # the service's own entry says why
+        manifest = bundle.manifest
+        out: list[Problem] = []
+        if use.capability is not None:
+            module, _, name = use.capability.rpartition("/")
+            known = [s.name for s in manifest.services] + [p.name for p in manifest.probes]
+            if module not in ("", bundle.name) or name not in known:
+                out.append(
+                    Problem(
+                        ("capability",),
+                        f"module {bundle.name} has no service or probe {use.capability!r}"
+                        f" (it has: {', '.join(known) or 'none'})",
+                    )
+                )
+        if use.pool is not None:
+            module, _, name = use.pool.rpartition("/")
+            pools = sorted({p for s in manifest.services for p in s.pools})
+            if module not in ("", bundle.name) or name not in pools:
+                out.append(
+                    Problem(
+                        ("pool",),
+                        f"module {bundle.name} declares no pool {use.pool!r}"
+                        f" (its services declare: {', '.join(pools) or 'none'})",
+                    )
+                )
+        return out
+
+    def use_command(
+        self,
+        spec: ServiceSpec,
+        options: Any,
+        uses: Sequence[UseSpec],
+        provider: PlannedInstance,
+        user: PlannedInstance,
+    ) -> list[str]:
+        from oarbank_protocol.execution.bundle import load_bundle
+        from srt_services.extend import EXIT_REASON_FILE
+
+        module = load_bundle(Path(options.bundle)).name
+        needs: list[str] = []
+        pools: dict[str, int] = {}
+        mem_gb = 0.0
+        for use in uses:
+            need = _qualified(module, use.capability or options.service)
+            if need not in needs:
+                needs.append(need)
+            if use.pool is not None:
+                pool = _qualified(module, use.pool)
+                pools[pool] = pools.get(pool, 0) + (use.tokens or 1)
+            mem_gb += use.mem_gb or 0.0
+        argv = [sys.executable, "-m", "srt_oarbank.run", "--socket", agent_socket(provider)]
+        for need in needs:
+            argv += ["--need", need]
+        for pool, tokens in pools.items():
+            argv += ["--pool", f"{pool}={tokens}"]
+        if mem_gb:
+            argv += ["--mem-gb", f"{mem_gb:g}"]
+        argv += ["--reason-file", f"{user.work_dir}/{EXIT_REASON_FILE}", "--", *user.argv]
+        return argv
+
     def command(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
+        if options.admissions:
+            return node_agent_command(options)
         argv = [
             sys.executable,
             "-m",
@@ -196,6 +299,12 @@ class OarbankKind(ServiceKind):
         }
 
     def readiness(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> DefaultProbe:
+        if options.admissions:
+            return DefaultProbe(
+                "oarbank-agent",
+                {"socket": SOCKET},
+                timeout=options.ready_timeout_seconds or AGENT_READY_S,
+            )
         return DefaultProbe(
             "oarbank-ready",
             {
@@ -211,6 +320,63 @@ class OarbankKind(ServiceKind):
             },
             timeout=options.ready_timeout_seconds or default_ready_timeout(options),
         )
+
+
+#: The node agent's control socket: node-local and short (a Unix socket path has 107 bytes).
+SOCKET = "{local_dir}/agent.sock"
+#: The node agent is ready once it loaded its bundles, adopted what runs and listens: it
+#: starts nothing for an on_demand service before an admission asks.
+AGENT_READY_S = 120.0
+
+
+def node_agent_command(options: Any) -> list[str]:
+    """The node agent over the service's bundle, answering admissions on :data:`SOCKET`."""
+    from oarbank_protocol.execution.bundle import load_bundle
+
+    argv = [
+        sys.executable,
+        "-m",
+        "srt_oarbank.node_agent",
+        "--bundle",
+        options.bundle,
+        "--node-id",
+        options.node_id,
+        "--data-root",
+        "{work_dir}/data",
+        "--state-dir",
+        "{work_dir}/state",
+        "--socket",
+        SOCKET,
+    ]
+    try:
+        module = load_bundle(Path(options.bundle)).name
+    except Exception:
+        module = None  # refused by validate; a dry run of another machine's recipe
+    for name in ("settings", "tools", "limits"):
+        if getattr(options, name) and module is not None:
+            argv += [f"--{name}", f"{module}={{work_dir}}/{name}.json"]
+    argv += [
+        "--live-attempts",
+        "{work_dir}/live-attempts.json",
+        "--reap-period-s",
+        f"{options.reap_period_seconds:g}",
+    ]
+    if options.mem_budget_gb is not None:
+        argv += ["--mem-budget-gb", f"{options.mem_budget_gb:g}"]
+    argv += options.sandbox.agent_args()
+    for name in (processes.COOKIE_VAR, processes.INSTANCE_VAR):
+        argv += ["--inherit-env", name]
+    return argv
+
+
+def agent_socket(provider: PlannedInstance) -> str:
+    """The control socket in a planned node agent's argv (rendered, so final)."""
+    argv = provider.argv
+    return argv[argv.index("--socket") + 1]
+
+
+def _qualified(module: str, name: str) -> str:
+    return name if "/" in name else f"{module}/{name}"
 
 
 def default_ready_timeout(options: Any) -> float:

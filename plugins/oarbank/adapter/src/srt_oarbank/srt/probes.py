@@ -65,9 +65,13 @@ class ProbeConfig(StrictModel):
     )
 
 
+class AgentConfig(StrictModel):
+    socket: str = Field(description="The node agent's control socket (placeholders allowed).")
+
+
 def _plan(config: Any, ctx: InstanceContext) -> dict[str, Any]:
     data: dict[str, Any] = config.model_dump(mode="json")
-    for key in ("node_id", "data_dir", "status_file"):
+    for key in ("node_id", "data_dir", "status_file", "socket"):
         if data.get(key) is not None:
             data[key] = render(data[key], ctx.values)
     return data
@@ -155,3 +159,40 @@ class OarbankProbe(Probe):
             site=SandboxApproval.model_validate(cfg.get("sandbox") or {}).site(),
         )
         return ProbeResult(got.ready, got.detail)
+
+
+class OarbankAgentProbe(Probe):
+    """The ``oarbank`` kind's readiness with ``admissions``: the node agent answers.
+
+    It starts nothing for an on_demand service until an admission asks, so the module's
+    own ``ready`` says nothing about the agent being there for the units that use it;
+    its control socket answering ``status`` does."""
+
+    name: ClassVar[str] = "oarbank-agent"
+    summary: ClassVar[str] = "An oarbank node agent answers on its control socket."
+    Config: ClassVar[type[AgentConfig]] = AgentConfig
+    instance_scoped: ClassVar[bool] = True
+
+    def plan(self, config: Any, ctx: InstanceContext, default_port: int | None) -> dict[str, Any]:
+        return _plan(config, ctx)
+
+    def describe(self, planned: dict[str, Any]) -> str:
+        return f"oarbank agent answers on {planned['socket']}"
+
+    async def check(self, target: ProbeTarget, attempt_timeout: float) -> ProbeResult:
+        import asyncio
+
+        from oarbank_protocol.agent.control import request
+
+        path = Path(target.config["socket"])
+        if not path.exists():
+            return ProbeResult(False, f"waiting for the oarbank agent's socket {path}")
+        try:
+            answer = await asyncio.to_thread(
+                request, path, {"op": "status"}, max(attempt_timeout, 1.0)
+            )
+        except (OSError, ValueError) as exc:
+            return ProbeResult(False, f"the oarbank agent does not answer: {exc}")
+        if not answer.get("ok"):
+            return ProbeResult(False, f"the oarbank agent says: {answer.get('error')}")
+        return ProbeResult(True, "the oarbank agent answers")

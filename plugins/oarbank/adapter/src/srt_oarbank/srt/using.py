@@ -13,6 +13,7 @@ it has modules create.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -43,16 +44,32 @@ def run_admitted(
     argv: Sequence[str],
     *,
     timeout_s: float | None = None,
+    reason_file: Path | None = None,
+    release_stale: bool = False,
 ) -> int:
     """Admit, run ``argv`` to its end, release; the command's exit status (128+N for a
-    signal), or the refusal's. Signals meant for the unit go to the command."""
-    answer = request(socket, {"op": "admit", **admission}, timeout_s)
+    signal), or the refusal's. Signals meant for the unit go to the command. A refusal (or
+    an agent that does not answer) is also written to ``reason_file``: srt shows that line
+    as the unit's reason (``srt status``, the ``exited`` event, the job's cause).
+
+    ``release_stale``: the attempt id is an srt instance's, of which only one process runs
+    at a time, so an admission already held under it is an earlier launch's that was killed
+    before it could release (SIGKILL after the stop grace): released first, or this launch
+    would be refused as "already admitted" and its tokens held until the job's end."""
     attempt = admission["attempt_id"]
+    if release_stale:
+        with contextlib.suppress(OSError, ValueError):
+            request(socket, {"op": "release", "attempt_id": attempt}, 30)
+    try:
+        answer = request(socket, {"op": "admit", **admission}, timeout_s)
+    except (OSError, ValueError) as exc:
+        _refused(f"cannot reach the oarbank agent at {socket}: {exc}", reason_file)
+        return EXIT_REFUSED
     if not answer.get("ok"):
-        print(
-            f"oarbank: admission of {attempt} refused ({answer.get('kind', 'error')}): "
+        _refused(
+            f"admission of {attempt} refused ({answer.get('kind', 'error')}): "
             f"{answer.get('error', answer)}",
-            file=sys.stderr,
+            reason_file,
         )
         return EXIT_RETRYABLE if answer.get("retryable") else EXIT_REFUSED
     try:
@@ -76,6 +93,15 @@ def run_admitted(
             child.wait()
         _release(socket, attempt)
     return 128 - code if code < 0 else code
+
+
+def _refused(reason: str, reason_file: Path | None) -> None:
+    print(f"oarbank: {reason}", file=sys.stderr)
+    if reason_file is not None:
+        try:
+            reason_file.write_text(f"oarbank: {reason}\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"oarbank: cannot write {reason_file}: {exc}", file=sys.stderr)
 
 
 def _release(socket: Path, attempt: str) -> None:

@@ -70,6 +70,9 @@ class ExecContext:
     (no tools, no limits) must not replace them under the module's feet."""
     confinement: Confinement | None = None
     """The module's sandbox; None runs its executables unconfined."""
+    broker_socket: Path | None = None
+    """The agent's container broker for this module (``OARBANK_BROKER_SOCKET``), when its
+    manifest declares containers."""
 
     def __post_init__(self) -> None:
         check_name(self.module, "module name")
@@ -151,6 +154,8 @@ def build_env(context: ExecContext, service: str) -> dict[str, str]:
             "OARBANK_LIMITS_FILE": str(context.limits_file),
         }
     )
+    if context.broker_socket is not None:
+        env["OARBANK_BROKER_SOCKET"] = str(context.broker_socket)
     return env
 
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from oarbank_protocol.errors import (
@@ -31,6 +33,12 @@ from oarbank_protocol.errors import (
     CapabilityUnavailable,
     MemoryExhausted,
     UnknownCapability,
+)
+from oarbank_protocol.execution.broker import (
+    BrokeredOps,
+    ContainerBroker,
+    serve_broker,
+    with_broker_socket,
 )
 from oarbank_protocol.execution.bundle import Bundle
 from oarbank_protocol.execution.client import FingerprintSource, ProtocolClient, ServiceOps
@@ -175,6 +183,11 @@ class ModuleManager:
                 supported=platform_matches(probe.platforms, self.platform),
             )
         self._probe_tasks: list[asyncio.Task[None]] = []
+        #: the container broker of a module whose manifest declares containers (set by
+        #: :meth:`for_bundle`), served on ``broker_socket`` from recovery to shutdown
+        self.broker: ContainerBroker | None = None
+        self.broker_socket: Path | None = None
+        self._broker_server: asyncio.AbstractServer | None = None
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -195,13 +208,22 @@ class ModuleManager:
         one service and forces it ``always``); keyword arguments go to the constructor.
         """
 
+        sandbox = (manifest or bundle.manifest).sandbox
+        broker: ContainerBroker | None = None
+        if sandbox is not None and sandbox.containers:
+            broker = ContainerBroker.for_specs(bundle.name, context.node_id, sandbox.containers)
+            context, _ = with_broker_socket(context)
+
         def ops(spec: ServiceSpec) -> ServiceOps:
-            return ProtocolClient(bundle.executor(spec, context, limits=limits, timeouts=timeouts))
+            client = ProtocolClient(
+                bundle.executor(spec, context, limits=limits, timeouts=timeouts)
+            )
+            return BrokeredOps(client, broker, spec.name) if broker is not None else client
 
         def probe(spec: ProbeSpec) -> FingerprintSource:
             return ProtocolClient(bundle.executor(spec, context, limits=limits, timeouts=timeouts))
 
-        return cls(
+        manager = cls(
             manifest or bundle.manifest,
             node_id=context.node_id,
             ops_factory=ops,
@@ -209,6 +231,10 @@ class ModuleManager:
             platform=context.platform,
             **kwargs,
         )
+        if broker is not None and context.broker_socket is not None:
+            manager.broker = broker
+            manager.broker_socket = context.broker_socket
+        return manager
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -226,6 +252,8 @@ class ModuleManager:
         if self._started:
             return
         self._started = True
+        if self.broker is not None and self.broker_socket is not None and not self._broker_server:
+            self._broker_server = await serve_broker(self.broker, self.broker_socket)
         self.loaded = self.store.load() if self.store is not None else LoadedState("missing")
         if self.loaded.status in ("corrupt", "other_boot"):
             self.events.emit(
@@ -294,7 +322,16 @@ class ModuleManager:
                     reports[name] = await sup.reap_once(reap_liveness)
         self._persist()
         self._started = False
+        self._close_broker()
         return reports
+
+    def _close_broker(self) -> None:
+        """Stop answering the module (after its last op) and remove the socket's directory."""
+        if self._broker_server is not None:
+            self._broker_server.close()
+            self._broker_server = None
+        if self.broker_socket is not None:
+            shutil.rmtree(self.broker_socket.parent, ignore_errors=True)
 
     async def __aenter__(self) -> ModuleManager:
         await self.start()

@@ -51,6 +51,11 @@ class NodeAgentConfig:
     data_root: Path
     state_dir: Path
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: each module's granted host tools and its owner's caps (OARBANK_TOOLS_FILE, _LIMITS_)
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    limits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: variables of the agent's environment every executable also gets (a job's cookie)
+    extra_env: dict[str, str] = field(default_factory=dict)
     mem_budget_gb: float | None = None
     live_attempts: Path | None = None
     platform: str | None = None
@@ -81,9 +86,14 @@ class NodeAgent:
                     f"and {bundle.root}"
                 )
             self.bundles[bundle.name] = bundle
-        unknown = sorted(set(config.settings) - set(self.bundles))
-        if unknown:
-            raise ManifestError(f"settings for modules that are not loaded: {unknown}")
+        for what, given in (
+            ("settings", config.settings),
+            ("tools", config.tools),
+            ("limits", config.limits),
+        ):
+            unknown = sorted(set(given) - set(self.bundles))
+            if unknown:
+                raise ManifestError(f"{what} for modules that are not loaded: {unknown}")
         self.stores: dict[str, StateStore] = {}
         self.managers: dict[str, ModuleManager] = {}
         #: each module's sandbox, for the status report
@@ -95,6 +105,9 @@ class NodeAgent:
                 node_id=config.node_id,
                 data_dir=(config.data_root / name).resolve(),
                 settings=config.settings.get(name, {}),
+                tools=config.tools.get(name, {}),
+                limits=config.limits.get(name, {}),
+                extra_env=dict(config.extra_env),
                 platform=config.platform,
                 path=config.path,
                 site=config.site,

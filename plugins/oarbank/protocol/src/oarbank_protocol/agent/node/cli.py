@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -64,6 +65,29 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--settings", type=_settings_arg, action="append", default=[], metavar="MODULE=FILE"
     )
     parser.add_argument(
+        "--tools",
+        type=_settings_arg,
+        action="append",
+        default=[],
+        metavar="MODULE=FILE",
+        help="a module's granted host tools (JSON object)",
+    )
+    parser.add_argument(
+        "--limits",
+        type=_settings_arg,
+        action="append",
+        default=[],
+        metavar="MODULE=FILE",
+        help="a module's owner's caps (JSON object)",
+    )
+    parser.add_argument(
+        "--inherit-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this variable of the agent's environment to every executable",
+    )
+    parser.add_argument(
         "--mem-budget-gb", type=amount_arg, help="host memory budget (default: none)"
     )
     parser.add_argument(
@@ -101,6 +125,9 @@ def _config(args: argparse.Namespace, state_dir: Path) -> NodeAgentConfig:
         data_root=args.data_root,
         state_dir=state_dir,
         settings={m: load_json_file(p, f"{m} settings") for m, p in args.settings},
+        tools={m: load_json_file(p, f"{m} tools") for m, p in args.tools},
+        limits={m: load_json_file(p, f"{m} limits") for m, p in args.limits},
+        extra_env={n: os.environ[n] for n in args.inherit_env if n in os.environ},
         mem_budget_gb=args.mem_budget_gb,
         live_attempts=args.live_attempts,
         platform=args.platform,
