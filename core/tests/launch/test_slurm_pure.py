@@ -45,6 +45,20 @@ def test_sbatch_script_takes_recipe_values_over_site_defaults() -> None:
     )
 
 
+def test_a_plan_with_agents_makes_the_script_start_them_with_the_allocation() -> None:
+    from srt_services.launch.slurm.agents import EARLY_VAR
+
+    def script(agents: bool) -> list[str]:
+        inputs = ScriptInputs(
+            "j", 2, "/j", "/j/r.yaml", SlurmSpec(), SlurmDefaults(), agents=agents
+        )
+        return render_script(inputs).splitlines()
+
+    exported = [line for line in script(True) if EARLY_VAR in line]
+    assert len(exported) == 1 and exported[0].startswith(f"export {EARLY_VAR}=1")
+    assert not any(EARLY_VAR in line for line in script(False))
+
+
 def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:
     from srt_services.contracts.context import JobPaths
     from srt_services.launch.slurm.launcher import own_tree

@@ -96,7 +96,23 @@ class Channel:
             self.writer.close()
 
 
-async def connect(host: str, port: int, key: bytes, node: str) -> Channel:
+def node_address(interface: str | None) -> str:
+    """What this node says its address is, as text the orchestrator picks an IPv4 address
+    from: the same probe the allocation's own lookup step runs on every node
+    (``hostname -I``, or the site's interface), so both ways give the same address."""
+    import subprocess
+
+    argv = ["ip", "-4", "-o", "addr", "show", "dev", interface] if interface else ["hostname", "-I"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"({argv[0]} failed: {exc})"
+    return done.stdout
+
+
+async def connect(
+    host: str, port: int, key: bytes, node: str, address: str | None = None
+) -> Channel:
     deadline = time.monotonic() + CONNECT_FOR
     delay = 0.05
     while True:
@@ -111,12 +127,24 @@ async def connect(host: str, port: int, key: bytes, node: str) -> Channel:
             delay = min(delay * 2, 1.0)
     with contextlib.suppress(OSError):
         writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    session = await wire.agent_handshake(reader, writer, key, node)
+    session = await wire.agent_handshake(reader, writer, key, node, address=address)
     return Channel(reader, writer, session)
 
 
-async def serve(host: str, port: int, key_file: str, node: str, job_dir: str) -> int:
-    """Connect, serve the orchestrator until it says goodbye or is lost; the exit code."""
+async def serve(
+    host: str,
+    port: int,
+    key_file: str,
+    node: str,
+    job_dir: str,
+    address: str | None = None,
+    setup_within: float = LOST_AFTER,
+) -> int:
+    """Connect, serve the orchestrator until it says goodbye or is lost; the exit code.
+
+    An agent started with the allocation (``address``: its node's address, reported in
+    its hello) connects before the orchestrator has planned the job: its setup may come
+    ``setup_within`` seconds later."""
     loop = asyncio.get_running_loop()
     process.become_subreaper()
     watcher = ChildWatcher(loop)
@@ -133,8 +161,8 @@ async def serve(host: str, port: int, key_file: str, node: str, job_dir: str) ->
         loop.add_signal_handler(sig, on_signal, sig)
     channel: Channel | None = None
     try:
-        channel = await connect(host, port, wire.read_key(key_file), node)
-        setup = await channel.receive(LOST_AFTER)
+        channel = await connect(host, port, wire.read_key(key_file), node, address)
+        setup = await channel.receive(setup_within)
         if setup.get("op") != "setup" or not isinstance(setup.get("cookie"), str):
             raise wire.ChannelError("the orchestrator's first message is not the setup")
         serving = True
@@ -213,11 +241,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key-file", required=True, help="the job's agent key")
     parser.add_argument("--job-dir", required=True)
     parser.add_argument("--node", help="this node's name (default: $SLURMD_NODENAME)")
+    parser.add_argument(
+        "--report-address",
+        action="store_true",
+        help="say this node's address in the hello (the allocation asks it of the agents)",
+    )
+    parser.add_argument("--interface", help="with --report-address: this interface's address")
+    parser.add_argument(
+        "--setup-within",
+        type=float,
+        default=LOST_AFTER,
+        help="how long the orchestrator may take to send the setup after the hello",
+    )
     args = parser.parse_args(argv)
     host, _, port = args.connect.rpartition(":")
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    address = node_address(args.interface) if args.report_address else None
     try:
-        return asyncio.run(serve(host.strip("[]"), int(port), args.key_file, node, args.job_dir))
+        return asyncio.run(
+            serve(
+                host.strip("[]"),
+                int(port),
+                args.key_file,
+                node,
+                args.job_dir,
+                address,
+                args.setup_within,
+            )
+        )
     except asyncio.CancelledError:
         note("stopped before it could serve")
         return 2

@@ -31,6 +31,8 @@ PROTOCOL = 1
 MAX_LINE = 16 << 20
 #: The longest handshake line (before the peer has proved anything).
 MAX_HELLO = 4096
+#: The longest address text a hello carries.
+MAX_ADDR = 1024
 KEY_BYTES = 32
 _MAC_HEX = 32
 
@@ -163,10 +165,15 @@ async def agent_handshake(
     key: bytes,
     node: str,
     timeout: float = 30.0,
+    address: str | None = None,
 ) -> Session:
-    """The agent's side: say who it is, check the orchestrator's proof, give its own."""
+    """The agent's side: say who it is (and, when asked, what its node says its address
+    is: the raw text the orchestrator picks the address from), check the orchestrator's
+    proof, give its own."""
     a = secrets.token_hex(16)
-    hello = {"srt_agent": PROTOCOL, "node": node, "pid": os.getpid(), "nonce": a}
+    hello: dict[str, Any] = {"srt_agent": PROTOCOL, "node": node, "pid": os.getpid(), "nonce": a}
+    if address is not None:
+        hello["addr"] = address[:MAX_ADDR]
     writer.write(_dumps(hello) + b"\n")
     await writer.drain()
     answer = await _line(reader, timeout, MAX_HELLO)
@@ -184,6 +191,9 @@ class Hello:
     node: str
     pid: int
     session: Session
+    #: what the node said its address is (``hostname -I``, or the site's interface), when
+    #: the agent was asked to say it (agents started with the allocation)
+    address: str | None = None
 
 
 async def orchestrator_handshake(
@@ -205,7 +215,9 @@ async def orchestrator_handshake(
     proof = bytes.fromhex(answer["proof"]) if _hex(answer.get("proof")) else b""
     if not hmac.compare_digest(proof, _mac(key, "agent", a, b, node)):
         raise ChannelError(f"a peer calling itself {node!r} did not prove it holds the key")
-    return Hello(node, pid, _session(key, a, b, node, b"o", b"a"))
+    addr = hello.get("addr")
+    address = addr[:MAX_ADDR] if isinstance(addr, str) else None
+    return Hello(node, pid, _session(key, a, b, node, b"o", b"a"), address)
 
 
 def _hex(value: Any) -> bool:

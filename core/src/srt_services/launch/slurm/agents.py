@@ -39,6 +39,9 @@ from srt_services.launch.slurm.allocation import SlurmError
 
 #: The exit code of an attempt whose node was lost (what ``ssh`` says for a lost peer).
 LOST_CODE = 255
+#: Set to 1 by the batch script when its plan starts instances through agents: the
+#: agents then start with the allocation, and say their nodes' addresses (sbatch.py).
+EARLY_VAR = "SRT_SLURM_AGENTS"
 #: The agents' step name (``squeue -s`` shows it).
 AGENTS_STEP = "srt-agents"
 #: The agent key's file in the job directory (mode 0600, a new key every run).
@@ -115,14 +118,25 @@ class FleetConfig:
     srun_extra: Sequence[str] = ()
     python: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    #: the site's ``[slurm] network_interface`` (early agents report its address)
+    interface: str | None = None
 
 
-def agents_argv(cfg: FleetConfig, port: int, key_file: str, srun: str = "srun") -> list[str]:
+def agents_argv(
+    cfg: FleetConfig, port: int, key_file: str, srun: str = "srun", early: bool = False
+) -> list[str]:
     """The one ``srun`` that starts an agent on every node: overlapping the job's other
     steps, with all of the job's resources on each node (an instance may use any of
     them, as its own step could), unbound, and kept going when one node fails
-    (``--no-kill``: without it a node failure ends the step on every node)."""
+    (``--no-kill``: without it a node failure ends the step on every node). ``early``:
+    started with the allocation, each agent says its node's address in its hello and
+    waits for its setup while the orchestrator plans."""
     nodes = list(cfg.nodes)
+    extra: list[str] = []
+    if early:
+        extra = ["--report-address", "--setup-within", f"{max(cfg.start_timeout, 10.0):g}"]
+        if cfg.interface:
+            extra += ["--interface", cfg.interface]
     return [
         srun,
         f"--jobid={cfg.job_id}",
@@ -148,7 +162,133 @@ def agents_argv(cfg: FleetConfig, port: int, key_file: str, srun: str = "srun") 
         key_file,
         "--job-dir",
         cfg.job_dir,
+        *extra,
     ]
+
+
+@dataclass(eq=False)
+class EarlyAgents:
+    """Agents started with the allocation, before the job is planned: the srun that runs
+    them, each node's connection past its handshake, and what each node said its address
+    is. :meth:`AgentFleet.start` takes them over (the setup goes out once the plan is
+    made); nodes whose agent did not say hello are in ``failed`` (srun said their task
+    ended) or missing."""
+
+    key: bytes
+    key_file: str
+    srun: process.Spawned
+    log: str
+    hellos: dict[str, tuple[socket.socket, wire.Hello]] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+
+    def addresses(self) -> dict[str, str]:
+        """node -> the text its agent reported its address in."""
+        return {n: h.address or "" for n, (_, h) in self.hellos.items()}
+
+    def close(self) -> None:
+        """The plan starts nothing through agents after all: let them go (each sees its
+        connection close and exits) and end their step."""
+        for sock, _ in self.hellos.values():
+            with contextlib.suppress(OSError):
+                sock.close()
+        self.hellos.clear()
+        if self.srun.popen.poll() is None:
+            process.signal_pid(self.srun.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                self.srun.popen.wait(BYE_WAIT)
+        with contextlib.suppress(OSError):
+            os.unlink(self.key_file)
+
+
+def start_early(cfg: FleetConfig) -> EarlyAgents:
+    """Start every node's agent now, with the allocation, and wait (up to
+    ``start_timeout``) until each has said hello with its node's address: this replaces
+    the separate step that asks every node its address, and the agents' start (a Python
+    process per node) runs while the orchestrator plans. Runs before the orchestrator's
+    event loop exists: a loop of its own, whose connections are handed over as sockets."""
+    return asyncio.run(_start_early(cfg))
+
+
+async def _start_early(cfg: FleetConfig) -> EarlyAgents:
+    key_file = os.path.join(cfg.job_dir, KEY_FILE)
+    key = wire.write_key(key_file)
+    listener = socket.create_server((cfg.bind, 0), backlog=max(128, len(cfg.nodes) + 16))
+    listener.setblocking(False)
+    log = os.path.join(cfg.job_dir, "logs", "srt-agents.out")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    argv = agents_argv(cfg, listener.getsockname()[1], key_file, early=True)
+    early = EarlyAgents(key, key_file, process.spawn(argv, cfg.env, log, read_ticks=False), log)
+    hellos = _Hellos(cfg, early)
+    acceptor = asyncio.ensure_future(hellos.accept(listener))
+    try:
+        await hellos.wait(cfg.start_timeout)
+    finally:
+        acceptor.cancel()
+        await hellos.stop(acceptor)
+        listener.close()
+    return early
+
+
+class _Hellos:
+    """The early agents' handshakes, each in a task of its own (a peer that stalls its
+    handshake delays no other)."""
+
+    def __init__(self, cfg: FleetConfig, early: EarlyAgents) -> None:
+        self.cfg = cfg
+        self.early = early
+        self.done = asyncio.Event()
+        self.pending: set[asyncio.Task[None]] = set()
+
+    async def accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            task = asyncio.ensure_future(self.handshake(conn))
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+
+    async def handshake(self, conn: socket.socket) -> None:
+        early = self.early
+        conn.setblocking(False)
+        with contextlib.suppress(OSError):
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader, writer = await asyncio.open_connection(sock=conn, limit=wire.MAX_LINE)
+        keep = False
+        try:
+            hello = await wire.orchestrator_handshake(reader, writer, early.key, HANDSHAKE_TIMEOUT)
+            if hello.node in self.cfg.nodes and hello.node not in early.hellos:
+                # the connection outlives this loop: a duplicate of its descriptor (the
+                # transport closes its own; the agent sends nothing until its setup)
+                early.hellos[hello.node] = (socket.socket(fileno=os.dup(conn.fileno())), hello)
+                keep = True
+                if len(early.hellos) == len(self.cfg.nodes):
+                    self.done.set()
+        except (wire.ChannelError, OSError, asyncio.IncompleteReadError):
+            pass  # not one of the job's agents (or a second one for a node): dropped
+        finally:
+            if keep:
+                writer.transport.abort()
+            else:
+                writer.close()
+
+    async def wait(self, timeout: float) -> None:
+        """Until every node said hello, srun said a node's task ended, srun ended, or
+        ``timeout``."""
+        early = self.early
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.done.is_set() and loop.time() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.done.wait(), min(START_POLL, deadline - loop.time()))
+            ended = _ended_tasks(early.log, early.srun.log_offset)
+            early.failed = [n for n in ended if n not in early.hellos]
+            if early.failed or early.srun.popen.poll() is not None:
+                return
+
+    async def stop(self, acceptor: asyncio.Task[None]) -> None:
+        for task in list(self.pending):
+            task.cancel()
+        await asyncio.gather(acceptor, *self.pending, return_exceptions=True)
 
 
 class AgentFleet:
@@ -171,6 +311,7 @@ class AgentFleet:
         self._beats: asyncio.Task[None] | None = None
         self._connected: asyncio.Event | None = None
         self._accepting = True
+        self._tasks: set[asyncio.Task[None]] = set()
         self.survivors: list[str] = []
         #: attempts launched on a node that was already lost: reported at once
         self._gone: dict[int, Handle] = {}
@@ -187,24 +328,14 @@ class AgentFleet:
 
     # ------------------------------------------------------------------ start
 
-    async def start(self) -> None:
-        """Start every node's agent and wait until each one is ready; LaunchFailed naming
-        the nodes whose agent did not come up within ``start_timeout``."""
+    async def start(self, early: EarlyAgents | None = None) -> None:
+        """Start every node's agent (or take over those ``early`` started with the
+        allocation) and wait until each one is ready; LaunchFailed naming the nodes whose
+        agent did not come up within ``start_timeout``."""
         cfg = self.cfg
         loop = asyncio.get_running_loop()
         self._connected = asyncio.Event()
-        self._key = wire.write_key(self.key_file)
-        self._server = await asyncio.start_server(
-            self._accept,
-            host=cfg.bind,
-            port=0,
-            limit=wire.MAX_LINE,
-            backlog=max(128, len(cfg.nodes) + 16),
-        )
-        port = self._server.sockets[0].getsockname()[1]
-        argv = agents_argv(cfg, port, self.key_file)
         log = os.path.join(cfg.job_dir, "logs", "srt-agents.out")
-        self._srun = process.spawn(argv, cfg.env, log, read_ticks=False)
         self._srun_code = loop.create_future()
         code = self._srun_code
 
@@ -212,11 +343,31 @@ class AgentFleet:
             if not code.done():
                 code.set_result(c)
 
-        self.children.watch(self._srun.pid, srun_ended, self._srun.popen)
+        failed: list[str] = []
+        if early is None:
+            self._key = wire.write_key(self.key_file)
+            self._server = await asyncio.start_server(
+                self._accept,
+                host=cfg.bind,
+                port=0,
+                limit=wire.MAX_LINE,
+                backlog=max(128, len(cfg.nodes) + 16),
+            )
+            port = self._server.sockets[0].getsockname()[1]
+            argv = agents_argv(cfg, port, self.key_file)
+            self._srun = process.spawn(argv, cfg.env, log, read_ticks=False)
+            self.children.watch(self._srun.pid, srun_ended, self._srun.popen)
+        else:
+            self._key, self.key_file, self._srun = early.key, early.key_file, early.srun
+            self._adopt_srun(early.srun, srun_ended)
+            for sock, hello in early.hellos.values():
+                reader, writer = await asyncio.open_connection(sock=sock, limit=wire.MAX_LINE)
+                self._spawn(self._serve_link(hello, reader, writer))
+            early.hellos.clear()
+            failed = [n for n in early.failed if n not in self._ready_nodes]
         self._beats = asyncio.ensure_future(self._heartbeat())
         deadline = loop.time() + cfg.start_timeout
-        failed: list[str] = []
-        while not self._all_ready() and loop.time() < deadline and not code.done():
+        while not failed and not self._all_ready() and loop.time() < deadline and not code.done():
             self._connected.clear()
             waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._connected.wait()), code}
             wait = min(deadline - loop.time(), START_POLL)
@@ -232,6 +383,27 @@ class AgentFleet:
         self._accepting = False  # every agent came, or the job fails: no one else may
         if not self._all_ready():
             raise LaunchFailed(self._not_started(code, failed), node=self._missing_one(failed))
+
+    def _adopt_srun(self, srun: process.Spawned, ended: Callable[[int], None]) -> None:
+        """Watch the early agents' srun from here on. It was started before this loop's
+        child watcher existed: if it has ended meanwhile, its exit is known already (or was
+        reaped as an orphan's: then only that it ended)."""
+        if srun.popen.returncode is None:
+            try:
+                os.waitid(os.P_PID, srun.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                srun.popen.returncode = -1  # reaped without us: it ended, code unknown
+            else:
+                srun.popen.poll()  # a zombie is reaped here; a live srun stays as it is
+        if srun.popen.returncode is not None:
+            asyncio.get_running_loop().call_soon(ended, srun.popen.returncode)
+        else:
+            self.children.watch(srun.pid, ended, srun.popen)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _all_ready(self) -> bool:
         return len(self._ready_nodes) == len(self.cfg.nodes)
@@ -266,13 +438,24 @@ class AgentFleet:
         return f"the srt agent did not start on {shown}: {why}{detail}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        link = None
         try:
             with contextlib.suppress(OSError):
                 writer.get_extra_info("socket").setsockopt(
                     socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
                 )
             hello = await wire.orchestrator_handshake(reader, writer, self._key, HANDSHAKE_TIMEOUT)
+        except (wire.ChannelError, OSError, asyncio.IncompleteReadError):
+            with contextlib.suppress(Exception):
+                writer.close()
+            return  # a peer that is not one of the job's agents: nothing to say to it
+        await self._serve_link(hello, reader, writer)
+
+    async def _serve_link(
+        self, hello: wire.Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """One agent's connection past its handshake: its setup, then what it reports."""
+        link = None
+        try:
             if not self._accepting or hello.node not in self.cfg.nodes:
                 raise wire.ChannelError(f"no agent expected for {hello.node!r}")
             old = self.links.get(hello.node)
@@ -625,6 +808,8 @@ class AgentFleet:
         self._accepting = False
         if self._beats is not None:
             self._beats.cancel()
+        for task in list(self._tasks):
+            task.cancel()
         if self._server is not None:
             self._server.close()
         for link in self.links.values():
