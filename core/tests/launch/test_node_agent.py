@@ -315,3 +315,23 @@ def test_an_impostor_orchestrator_gets_nothing_done(tmp_path: Path) -> None:
         o.close()
 
     run(body())
+
+
+def test_a_followed_log_is_reported_when_written(tmp_path: Path) -> None:
+    """The agent makes its inotify descriptor at the first file to follow (not at its
+    start): the writes of a followed log still reach the orchestrator as file events."""
+
+    async def body() -> None:
+        o = Orchestrator(tmp_path)
+        try:
+            await o.start()
+            log = str(tmp_path / "service_talk.out")
+            o.launch(1, "service_talk", "sleep 0.3; echo ready; exec sleep 300", follow=[[log, 30]])
+            await o.expect("started", lid=1)
+            assert (await o.expect("file", path=log))["path"] == log
+            o.send({"op": "signal", "sig": "KILL", "lids": [1], "steps": ["service_talk"]})
+            await o.expect("exited", lid=1)
+        finally:
+            o.close()
+
+    run(body())
