@@ -114,6 +114,9 @@ def test_agents_run_the_job_and_status_logs_restart_and_stop_work_as_on_steps(
         "the agents start with the allocation: no step of the job ran before theirs (the"
         " nodes' addresses come in the agents' hellos, not from a lookup step)"
     )
+    assert "the agents start with the orchestrator instead" not in job.sbatch_log(), (
+        "the batch script started them before the orchestrator, which took them over"
+    )
     ips = json.loads((job.job_dir / "nodes.json").read_text())["ips"]
     assert ips == {n: ip for n, ip in cluster.node_ips.items() if n in ips} and len(ips) == 3
     vias = {e["step"]: e.get("via") for e in job.events("launched")}

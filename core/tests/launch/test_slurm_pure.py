@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_sbatch_script_takes_recipe_values_over_site_defaults() -> None:
 
 
 def test_a_plan_with_agents_makes_the_script_start_them_with_the_allocation() -> None:
-    from srt_services.launch.slurm.agents import EARLY_VAR
+    from srt_services.launch.slurm.agents_step import EARLY_VAR
 
     def script(agents: bool) -> list[str]:
         inputs = ScriptInputs(
@@ -57,6 +58,11 @@ def test_a_plan_with_agents_makes_the_script_start_them_with_the_allocation() ->
     exported = [line for line in script(True) if EARLY_VAR in line]
     assert len(exported) == 1 and exported[0].startswith(f"export {EARLY_VAR}=1")
     assert not any(EARLY_VAR in line for line in script(False))
+    # the agents' step is started first, then the same orchestrator is exec'd
+    first, _, orchestrator = script(True)[-1].partition(" -- ")
+    assert first.split()[:4] == ["exec", sys.executable, "-m", "srt_services.launch.slurm.first"]
+    assert "--job-dir /j" in first
+    assert orchestrator == script(False)[-1].removeprefix("exec ")
 
 
 def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:

@@ -64,7 +64,7 @@ def dry_run(where: Setup, request: DryRunRequest) -> DryRun:
     planned = plans[0]
     srun: list[SrunLine] = []
     if request.srun_lines:
-        from srt_services.launch.slurm.agents import AGENTS_STEP
+        from srt_services.launch.slurm.agents_step import AGENTS_STEP
         from srt_services.launch.slurm.commands import srun_argv
 
         plan = planned.plan
@@ -95,7 +95,7 @@ def _agents_argv(where: Setup, plan: Plan) -> list[str]:
     """The agents' step as the Slurm launcher starts it (addresses as placeholders)."""
     import sys
 
-    from srt_services.launch.slurm.agents import FleetConfig, agents_argv
+    from srt_services.launch.slurm.agents_step import FleetConfig, agents_argv
 
     cfg = FleetConfig(
         job_id="<job_id>",

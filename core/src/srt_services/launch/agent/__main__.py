@@ -47,11 +47,32 @@ HEARTBEAT = 1.0
 LOST_AFTER = 10.0
 
 
+#: Where :func:`note` writes (``--log-dir``: the agent's own file), else standard output.
+_log_fd: int | None = None
+
+
 def note(text: str) -> None:
-    """A line in the agent's log (``logs/srt-agent-<node>.out``)."""
+    """A line in the agent's log (``logs/srt-agent-<node>.out``).
+
+    Under Slurm the agent appends it to that file itself rather than printing it for its
+    srun client to forward: when the job ends because its orchestrator died, Slurm ends
+    that client too, and the agent's last words (what it stopped, what is left) were lost
+    on the way whenever it outlived the client by a moment."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    sys.stdout.write(f"{stamp} srt-agent[{os.getpid()}]: {text}\n")
+    line = f"{stamp} srt-agent[{os.getpid()}]: {text}\n"
+    if _log_fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(_log_fd, line.encode())
+            return
+    sys.stdout.write(line)
     sys.stdout.flush()
+
+
+def _open_log(log_dir: str, node: str) -> None:
+    global _log_fd
+    with contextlib.suppress(OSError):
+        path = os.path.join(log_dir, f"srt-agent-{node}.out")
+        _log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
 
 class Lost(Exception):
@@ -247,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         help="say this node's address in the hello (the allocation asks it of the agents)",
     )
     parser.add_argument("--interface", help="with --report-address: this interface's address")
+    parser.add_argument("--log-dir", help="append the agent's notes to srt-agent-NODE.out here")
     parser.add_argument(
         "--setup-within",
         type=float,
@@ -256,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     host, _, port = args.connect.rpartition(":")
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    if args.log_dir:
+        _open_log(args.log_dir, node)
     address = node_address(args.interface) if args.report_address else None
     try:
         return asyncio.run(

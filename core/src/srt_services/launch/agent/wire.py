@@ -16,14 +16,16 @@ A frame is ``<32 hex digits of MAC> <JSON>\\n``; the handshake's three lines are
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
 import os
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio is imported where it is used: the batch script's first
+    import asyncio  # moments (launch/slurm/first.py) write the key without it
 
 #: The protocol's version, sent in the agent's first line.
 PROTOCOL = 1
@@ -132,6 +134,8 @@ def _session(key: bytes, a: str, b: str, node: str, mine: bytes, theirs: bytes) 
 
 
 async def _line(reader: asyncio.StreamReader, timeout: float, limit: int) -> dict[str, Any]:
+    import asyncio
+
     try:
         async with asyncio.timeout(timeout):
             line = await reader.readline()

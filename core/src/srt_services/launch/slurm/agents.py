@@ -25,8 +25,9 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,17 +36,18 @@ from srt_services.contracts.launcher import ChildWatch, LaunchFailed, LaunchNoti
 from srt_services.contracts.plan import PlannedInstance
 from srt_services.launch import process
 from srt_services.launch.agent import wire
+from srt_services.launch.slurm.agents_step import (
+    AGENTS_STEP,
+    KEY_FILE,
+    LISTEN_FD_VAR,
+    SRUN_VAR,
+    FleetConfig,
+    agents_argv,
+)
 from srt_services.launch.slurm.allocation import SlurmError
 
 #: The exit code of an attempt whose node was lost (what ``ssh`` says for a lost peer).
 LOST_CODE = 255
-#: Set to 1 by the batch script when its plan starts instances through agents: the
-#: agents then start with the allocation, and say their nodes' addresses (sbatch.py).
-EARLY_VAR = "SRT_SLURM_AGENTS"
-#: The agents' step name (``squeue -s`` shows it).
-AGENTS_STEP = "srt-agents"
-#: The agent key's file in the job directory (mode 0600, a new key every run).
-KEY_FILE = ".srt-agents.key"
 HEARTBEAT = 1.0
 #: How long the agents may take to say goodbye (and their step to end) at the end.
 BYE_WAIT = 5.0
@@ -102,68 +104,41 @@ class Link:
             self.writer.write(self.session.seal(message))
 
 
-@dataclass(frozen=True, slots=True)
-class FleetConfig:
-    job_id: str
-    job_name: str
-    job_dir: str
-    cookie: str
-    nodes: Sequence[str]
-    #: the orchestrator's own address (the agents connect to it) and where to bind
-    advertise: str
-    bind: str
-    local_dir: str | None
-    start_timeout: float
-    lost_after: float
-    srun_extra: Sequence[str] = ()
-    python: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: the site's ``[slurm] network_interface`` (early agents report its address)
-    interface: str | None = None
+@dataclass(eq=False)
+class Srun:
+    """The agents' srun client: started here (its Popen), or by the batch script's first
+    moments before this process exec'd (its PID only: still this process's child)."""
 
+    pid: int
+    log_offset: int
+    popen: subprocess.Popen[bytes] | None = None
+    code: int | None = None
 
-def agents_argv(
-    cfg: FleetConfig, port: int, key_file: str, srun: str = "srun", early: bool = False
-) -> list[str]:
-    """The one ``srun`` that starts an agent on every node: overlapping the job's other
-    steps, with all of the job's resources on each node (an instance may use any of
-    them, as its own step could), unbound, and kept going when one node fails
-    (``--no-kill``: without it a node failure ends the step on every node). ``early``:
-    started with the allocation, each agent says its node's address in its hello and
-    waits for its setup while the orchestrator plans."""
-    nodes = list(cfg.nodes)
-    extra: list[str] = []
-    if early:
-        extra = ["--report-address", "--setup-within", f"{max(cfg.start_timeout, 10.0):g}"]
-        if cfg.interface:
-            extra += ["--interface", cfg.interface]
-    return [
-        srun,
-        f"--jobid={cfg.job_id}",
-        "--overlap",
-        "--whole",
-        "--no-kill",
-        "--kill-on-bad-exit=0",
-        f"--nodes={len(nodes)}",
-        f"--ntasks={len(nodes)}",
-        "--ntasks-per-node=1",
-        f"--nodelist={','.join(nodes)}",
-        f"--job-name={AGENTS_STEP}",
-        f"--output={cfg.job_dir}/logs/srt-agent-%N.out",
-        "--open-mode=append",
-        "--export=ALL",
-        *cfg.srun_extra,
-        cfg.python,
-        "-m",
-        "srt_services.launch.agent",
-        "--connect",
-        f"{cfg.advertise}:{port}",
-        "--key-file",
-        key_file,
-        "--job-dir",
-        cfg.job_dir,
-        *extra,
-    ]
+    @classmethod
+    def of(cls, spawned: process.Spawned) -> Srun:
+        return cls(spawned.pid, spawned.log_offset, spawned.popen)
+
+    def poll(self) -> int | None:
+        """Its exit code once it ended (reaping it), else ``None``; only while no child
+        watcher reaps this process's children."""
+        if self.code is None:
+            if self.popen is not None:
+                self.code = self.popen.poll()
+            else:
+                with contextlib.suppress(ChildProcessError):
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                    if pid:
+                        self.code = os.waitstatus_to_exitcode(status)
+        return self.code
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            process.signal_pid(self.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                if self.popen is not None:
+                    self.popen.wait(BYE_WAIT)
+                else:
+                    os.waitpid(self.pid, 0)
 
 
 @dataclass(eq=False)
@@ -176,7 +151,7 @@ class EarlyAgents:
 
     key: bytes
     key_file: str
-    srun: process.Spawned
+    srun: Srun
     log: str
     hellos: dict[str, tuple[socket.socket, wire.Hello]] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
@@ -192,10 +167,7 @@ class EarlyAgents:
             with contextlib.suppress(OSError):
                 sock.close()
         self.hellos.clear()
-        if self.srun.popen.poll() is None:
-            process.signal_pid(self.srun.pid, signal.SIGKILL)
-            with contextlib.suppress(Exception):
-                self.srun.popen.wait(BYE_WAIT)
+        self.srun.kill()
         with contextlib.suppress(OSError):
             os.unlink(self.key_file)
 
@@ -211,13 +183,18 @@ def start_early(cfg: FleetConfig) -> EarlyAgents:
 
 async def _start_early(cfg: FleetConfig) -> EarlyAgents:
     key_file = os.path.join(cfg.job_dir, KEY_FILE)
-    key = wire.write_key(key_file)
-    listener = socket.create_server((cfg.bind, 0), backlog=max(128, len(cfg.nodes) + 16))
-    listener.setblocking(False)
     log = os.path.join(cfg.job_dir, "logs", "srt-agents.out")
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    argv = agents_argv(cfg, listener.getsockname()[1], key_file, early=True)
-    early = EarlyAgents(key, key_file, process.spawn(argv, cfg.env, log, read_ticks=False), log)
+    started = _started_by_the_batch_script(key_file)
+    if started is not None:
+        listener, srun, key = started
+    else:
+        key = wire.write_key(key_file)
+        listener = socket.create_server((cfg.bind, 0), backlog=max(128, len(cfg.nodes) + 16))
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        argv = agents_argv(cfg, listener.getsockname()[1], key_file, early=True)
+        srun = Srun.of(process.spawn(argv, cfg.env, log, read_ticks=False))
+    listener.setblocking(False)
+    early = EarlyAgents(key, key_file, srun, log)
     hellos = _Hellos(cfg, early)
     acceptor = asyncio.ensure_future(hellos.accept(listener))
     try:
@@ -227,6 +204,28 @@ async def _start_early(cfg: FleetConfig) -> EarlyAgents:
         await hellos.stop(acceptor)
         listener.close()
     return early
+
+
+def _started_by_the_batch_script(key_file: str) -> tuple[socket.socket, Srun, bytes] | None:
+    """The listening socket, srun and key of agents the batch script's first moments
+    started (:mod:`.first`), handed down through the environment; ``None`` when it did not
+    (or what it handed down is unusable: the agents are then started here)."""
+    fd_text = os.environ.pop(LISTEN_FD_VAR, "")
+    srun_text = os.environ.pop(SRUN_VAR, "")
+    if not fd_text:
+        return None
+    try:
+        listener = socket.socket(fileno=int(fd_text))
+    except (ValueError, OSError):
+        return None
+    try:
+        pid, _, offset = srun_text.partition(":")
+        key = wire.read_key(key_file)
+        os.set_inheritable(listener.fileno(), False)
+        return listener, Srun(int(pid), int(offset)), key
+    except (ValueError, OSError, wire.ChannelError):
+        listener.close()
+        return None
 
 
 class _Hellos:
@@ -282,7 +281,7 @@ class _Hellos:
                 await asyncio.wait_for(self.done.wait(), min(START_POLL, deadline - loop.time()))
             ended = _ended_tasks(early.log, early.srun.log_offset)
             early.failed = [n for n in ended if n not in early.hellos]
-            if early.failed or early.srun.popen.poll() is not None:
+            if early.failed or early.srun.poll() is not None:
                 return
 
     async def stop(self, acceptor: asyncio.Task[None]) -> None:
@@ -304,7 +303,7 @@ class AgentFleet:
         self.key_file = os.path.join(cfg.job_dir, KEY_FILE)
         self._key = b""
         self._server: asyncio.AbstractServer | None = None
-        self._srun: process.Spawned | None = None
+        self._srun: Srun | None = None
         self._srun_code: asyncio.Future[int] | None = None
         self._lids = itertools.count(1)
         self._ids = itertools.count(1)
@@ -355,7 +354,7 @@ class AgentFleet:
             )
             port = self._server.sockets[0].getsockname()[1]
             argv = agents_argv(cfg, port, self.key_file)
-            self._srun = process.spawn(argv, cfg.env, log, read_ticks=False)
+            self._srun = Srun.of(process.spawn(argv, cfg.env, log, read_ticks=False))
             self.children.watch(self._srun.pid, srun_ended, self._srun.popen)
         else:
             self._key, self.key_file, self._srun = early.key, early.key_file, early.srun
@@ -384,19 +383,19 @@ class AgentFleet:
         if not self._all_ready():
             raise LaunchFailed(self._not_started(code, failed), node=self._missing_one(failed))
 
-    def _adopt_srun(self, srun: process.Spawned, ended: Callable[[int], None]) -> None:
+    def _adopt_srun(self, srun: Srun, ended: Callable[[int], None]) -> None:
         """Watch the early agents' srun from here on. It was started before this loop's
         child watcher existed: if it has ended meanwhile, its exit is known already (or was
         reaped as an orphan's: then only that it ended)."""
-        if srun.popen.returncode is None:
+        if srun.code is None:
             try:
                 os.waitid(os.P_PID, srun.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
-                srun.popen.returncode = -1  # reaped without us: it ended, code unknown
+                srun.code = -1  # reaped without us: it ended, code unknown
             else:
-                srun.popen.poll()  # a zombie is reaped here; a live srun stays as it is
-        if srun.popen.returncode is not None:
-            asyncio.get_running_loop().call_soon(ended, srun.popen.returncode)
+                srun.poll()  # a zombie is reaped here; a live srun stays as it is
+        if srun.code is not None:
+            asyncio.get_running_loop().call_soon(ended, srun.code)
         else:
             self.children.watch(srun.pid, ended, srun.popen)
 

@@ -38,14 +38,8 @@ from srt_services.launch import portcheck, process
 from srt_services.launch.children import run_command
 from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
-from srt_services.launch.slurm.agents import (
-    EARLY_VAR,
-    AgentError,
-    AgentFleet,
-    EarlyAgents,
-    FleetConfig,
-    start_early,
-)
+from srt_services.launch.slurm.agents import AgentError, AgentFleet, EarlyAgents, start_early
+from srt_services.launch.slurm.agents_step import EARLY_VAR, FleetConfig
 from srt_services.launch.slurm.allocation import (
     SlurmError,
     current_allocation,

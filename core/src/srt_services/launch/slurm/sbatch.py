@@ -110,8 +110,20 @@ def render_script(inp: ScriptInputs) -> str:
         "slurm",
         "--plain",
     ]
+    if inp.agents:
+        argv = [*_agents_first(inp), "--", *argv]
     lines.append("exec " + shlex.join(argv))
     return "\n".join(lines) + "\n"
+
+
+def _agents_first(inp: ScriptInputs) -> list[str]:
+    """What starts the agents' step before the orchestrator starts (launch/slurm/first.py)."""
+    site = inp.site
+    first = [inp.python, "-m", "srt_services.launch.slurm.first", "--job-dir", inp.job_dir]
+    if site.network_interface:
+        first += ["--interface", site.network_interface]
+    first += [f"--start-timeout={site.agent_start_timeout:g}"]
+    return first + [f"--srun-extra={x}" for x in site.srun_extra]
 
 
 def write_script(path: str, text: str) -> None:
