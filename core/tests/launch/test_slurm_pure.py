@@ -109,3 +109,40 @@ def test_sbatch_directives_quote_a_path_with_blanks() -> None:
     lines = script.splitlines()
     assert '#SBATCH --output="/jobs/my job\'s dir/logs/sbatch.out"' in lines
     assert '#SBATCH --chdir="/jobs/my job\'s dir"' in lines
+
+
+def test_the_batch_scripts_first_program_never_keeps_the_orchestrator_from_starting(
+    tmp_path: Path,
+) -> None:
+    """Where it cannot start the agents (here: no allocation), it says so and execs the
+    orchestrator anyway, which then starts them itself."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    probe = "import os; print(os.getpid(), os.environ.get('SRT_AGENTS_LISTEN_FD'))"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]);"
+            " print(p.pid); sys.exit(p.wait())",
+            sys.executable,
+            "-m",
+            "srt_services.launch.slurm.first",
+            "--job-dir",
+            str(tmp_path),
+            "--",
+            sys.executable,
+            "-c",
+            probe,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    first_pid, (exec_pid, fd) = done.stdout.split()[0], done.stdout.split()[1:]
+    assert exec_pid == first_pid and fd == "None", "the same process, exec'd, nothing handed down"
+    assert "the agents start with the orchestrator instead" in done.stderr

@@ -18,6 +18,10 @@ EARLY_VAR = "SRT_SLURM_AGENTS"
 #: socket's descriptor the orchestrator inherits, and ``PID:LOG_OFFSET`` of their srun.
 LISTEN_FD_VAR = "SRT_AGENTS_LISTEN_FD"
 SRUN_VAR = "SRT_AGENTS_SRUN"
+#: What the agents' srun passes on to them from the orchestrator's environment (besides
+#: what Slurm's client commands need): what the interpreter needs to start, and the cgroup
+#: switch.
+AGENT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TMPDIR", "SRT_CGROUP")
 
 
 @dataclass(frozen=True, slots=True)

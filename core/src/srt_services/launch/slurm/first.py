@@ -26,16 +26,14 @@ import sys
 
 from srt_services.launch.agent import wire
 from srt_services.launch.slurm.agents_step import (
+    AGENT_ENV,
     KEY_FILE,
     LISTEN_FD_VAR,
     SRUN_VAR,
     FleetConfig,
     agents_argv,
 )
-
-#: What the agents' srun passes on to them (as the orchestrator's own start does).
-AGENT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TMPDIR", "SRT_CGROUP")
-SLURM_ENV = ("PATH", "HOME", "LANG", "SLURM_CONF")
+from srt_services.launch.slurm.allocation import local_address, slurm_env
 
 
 def _nodes(nodelist: str) -> list[str]:
@@ -49,18 +47,12 @@ def _nodes(nodelist: str) -> list[str]:
     return [n for n in out.stdout.split() if n]
 
 
-def _address(interface: str | None) -> str | None:
-    from srt_services.launch.slurm.allocation import local_address
-
-    return local_address(interface)
-
-
 def start(job_dir: str, interface: str | None, start_timeout: float, extra: list[str]) -> None:
     """Listen, write the key, start the agents' step; leave in this process's environment
     what the orchestrator needs to take them over."""
     job_id = os.environ["SLURM_JOB_ID"]
     nodes = _nodes(os.environ["SLURM_JOB_NODELIST"])
-    address = _address(interface)
+    address = local_address(interface)
     listener = socket.create_server(
         (address or "0.0.0.0", 0),  # noqa: S104 - agents on other nodes connect here
         backlog=max(128, len(nodes) + 16),
@@ -68,8 +60,7 @@ def start(job_dir: str, interface: str | None, start_timeout: float, extra: list
     key_file = os.path.join(job_dir, KEY_FILE)
     wire.write_key(key_file)
     src = os.environ
-    env = {k: src[k] for k in (*SLURM_ENV, *AGENT_ENV) if k in src}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env = {**slurm_env(), **{k: src[k] for k in AGENT_ENV if k in src}}
     cfg = FleetConfig(
         job_id=job_id,
         job_name="",

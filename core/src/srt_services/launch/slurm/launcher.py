@@ -39,7 +39,7 @@ from srt_services.launch.children import run_command
 from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
 from srt_services.launch.slurm.agents import AgentError, AgentFleet, EarlyAgents, start_early
-from srt_services.launch.slurm.agents_step import EARLY_VAR, FleetConfig
+from srt_services.launch.slurm.agents_step import AGENT_ENV, EARLY_VAR, FleetConfig
 from srt_services.launch.slurm.allocation import (
     SlurmError,
     current_allocation,
@@ -60,9 +60,6 @@ CLEANUP_TIMEOUT = 15.0
 #: How long an agent's last sweep may wait for SIGKILLed processes to disappear.
 KILL_WAIT = 5.0
 PORTCHECK = "srt_services.launch.portcheck"
-#: What the agents' srun passes on to them from the orchestrator's environment (besides
-#: ``slurm_env``): what the interpreter needs to start, and the cgroup switch.
-AGENT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TMPDIR", "SRT_CGROUP")
 
 
 class SlurmLauncher(Launcher):
@@ -101,7 +98,10 @@ class SlurmLauncher(Launcher):
             # the batch script says the plan starts instances through agents: start them
             # now, and let them tell their nodes' addresses (no lookup step of its own)
             def told(job_id: str, names: list[str]) -> dict[str, str]:
-                early = start_early(cls._early_config(job_id, job_dir, names, settings))
+                try:
+                    early = start_early(cls._early_config(job_id, job_dir, names, settings))
+                except OSError:
+                    return {}  # the lookup step, and the agents after the plan, as before
                 cls._early[job_dir] = early
                 return early.addresses()
 
