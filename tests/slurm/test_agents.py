@@ -77,7 +77,7 @@ def _agent_log(job: Any, node: str) -> str:
 
 
 def test_agents_run_the_job_and_status_logs_restart_and_stop_work_as_on_steps(
-    submit: Any, shell: Any, cluster_env: dict[str, str], tmp_path: Path
+    submit: Any, shell: Any, cluster: Any, cluster_env: dict[str, str], tmp_path: Path
 ) -> None:
     seen = tmp_path / "seen"
     job = submit(
@@ -104,10 +104,21 @@ def test_agents_run_the_job_and_status_logs_restart_and_stop_work_as_on_steps(
     )
     env = cluster_env
     job.wait_event("serving")
-    steps = {name for name, _ in shell.steps(job.job_id).values()}
+    live = shell.steps(job.job_id)
+    steps = {name for name, _ in live.values()}
     assert steps == {"srt-agents", "batch", "service_pinned"}, (
         "one step for every agent, one for the instance that needs srun's --cpus-per-task"
     )
+    (agents_step,) = [i for i, (name, _) in live.items() if name == "srt-agents"]
+    assert agents_step == f"{job.job_id}.0", (
+        "the agents start with the allocation: no step of the job ran before theirs (the"
+        " nodes' addresses come in the agents' hellos, not from a lookup step)"
+    )
+    assert "the agents start with the orchestrator instead" not in job.sbatch_log(), (
+        "the batch script started them before the orchestrator, which took them over"
+    )
+    ips = json.loads((job.job_dir / "nodes.json").read_text())["ips"]
+    assert ips == {n: ip for n, ip in cluster.node_ips.items() if n in ips} and len(ips) == 3
     vias = {e["step"]: e.get("via") for e in job.events("launched")}
     assert vias == {
         "service_web": "agent",

@@ -185,3 +185,20 @@ def test_any_bytes_open_to_an_object_or_a_channel_error(line: bytes) -> None:
 def test_what_is_sealed_opens_unchanged(message: dict[str, Any]) -> None:
     orch, agent = _sessions()
     assert agent.open(orch.seal(message)) == message
+
+
+def test_the_agents_entry_imports_neither_ssl_psutil_nor_orjson() -> None:
+    """Every node runs one agent and its start-up CPU is on the launch's critical path:
+    what it does not use stays unimported (a regression here costs every node)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import runpy, sys; sys.argv = ['agent', '--help'];\n"
+        "try:\n    runpy.run_module('srt_services.launch.agent', run_name='not_main')\n"
+        "except SystemExit:\n    pass\n"
+        "import srt_services.launch.agent.node\n"
+        "print(sorted(m for m in ('ssl', 'psutil', 'orjson') if sys.modules.get(m)))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -315,3 +315,94 @@ def test_an_impostor_orchestrator_gets_nothing_done(tmp_path: Path) -> None:
         o.close()
 
     run(body())
+
+
+def test_a_followed_log_is_reported_when_written(tmp_path: Path) -> None:
+    """The agent makes its inotify descriptor at the first file to follow (not at its
+    start): the writes of a followed log still reach the orchestrator as file events."""
+
+    async def body() -> None:
+        o = Orchestrator(tmp_path)
+        try:
+            await o.start()
+            log = str(tmp_path / "service_talk.out")
+            o.launch(1, "service_talk", "sleep 0.3; echo ready; exec sleep 300", follow=[[log, 30]])
+            await o.expect("started", lid=1)
+            assert (await o.expect("file", path=log))["path"] == log
+            o.send({"op": "signal", "sig": "KILL", "lids": [1], "steps": ["service_talk"]})
+            await o.expect("exited", lid=1)
+        finally:
+            o.close()
+
+    run(body())
+
+
+def test_an_agent_started_with_the_allocation_says_its_address_and_waits_for_its_setup(
+    tmp_path: Path,
+) -> None:
+    """Started before the plan, an agent says its node's address in its hello and waits
+    for its setup; when the orchestrator goes away before sending it (its connection
+    closes), or never sends it, the agent exits without having started anything."""
+
+    async def body(close_after: float | None) -> tuple[wire.Hello, int]:
+        key_file = str(tmp_path / "agents.key")
+        key = wire.write_key(key_file)
+        hellos: asyncio.Queue[wire.Hello] = asyncio.Queue()
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await hellos.put(await wire.orchestrator_handshake(reader, writer, key, 10.0))
+            if close_after is not None:
+                await asyncio.sleep(close_after)
+                writer.close()
+            else:
+                await reader.read()  # say nothing until the agent gives up
+
+        server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+        agent = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "srt_services.launch.agent",
+                "--connect",
+                f"127.0.0.1:{port}",
+                "--key-file",
+                key_file,
+                "--job-dir",
+                str(tmp_path),
+                "--node",
+                "n1",
+                "--report-address",
+                "--setup-within",
+                "1.5",
+                "--log-dir",
+                str(tmp_path),
+            ],
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            hello = await asyncio.wait_for(hellos.get(), 30)
+            deadline = time.monotonic() + 30
+            while agent.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            return hello, agent.wait(1)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+            server.close()
+
+    hello, code = run(body(close_after=0.2))
+    assert hello.node == "n1" and hello.address is not None
+    probe = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False)
+    assert hello.address == probe.stdout, "the same probe the lookup step runs on a node"
+    log = tmp_path / "srt-agent-n1.out"
+    assert code == 3
+    assert "orchestrator lost before the job started (connection closed)" in log.read_text()
+    log.unlink()
+    _, code = run(body(close_after=None))
+    assert code == 3, "no setup within --setup-within: it gives up"
+    assert "orchestrator lost before the job started (no word from the orchestrator for 1.5s)" in (
+        log.read_text()
+    )

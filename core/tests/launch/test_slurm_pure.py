@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,25 @@ def test_sbatch_script_takes_recipe_values_over_site_defaults() -> None:
         "exec /venv/bin/python -m srt_services run /jobs/j/recipe.yaml --job-dir /jobs/j"
         " --launcher slurm --plain"
     )
+
+
+def test_a_plan_with_agents_makes_the_script_start_them_with_the_allocation() -> None:
+    from srt_services.launch.slurm.agents_step import EARLY_VAR
+
+    def script(agents: bool) -> list[str]:
+        inputs = ScriptInputs(
+            "j", 2, "/j", "/j/r.yaml", SlurmSpec(), SlurmDefaults(), agents=agents
+        )
+        return render_script(inputs).splitlines()
+
+    exported = [line for line in script(True) if EARLY_VAR in line]
+    assert len(exported) == 1 and exported[0].startswith(f"export {EARLY_VAR}=1")
+    assert not any(EARLY_VAR in line for line in script(False))
+    # the agents' step is started first, then the same orchestrator is exec'd
+    first, _, orchestrator = script(True)[-1].partition(" -- ")
+    assert first.split()[:4] == ["exec", sys.executable, "-m", "srt_services.launch.slurm.first"]
+    assert "--job-dir /j" in first
+    assert orchestrator == script(False)[-1].removeprefix("exec ")
 
 
 def test_the_cleanup_removes_only_the_jobs_own_node_local_tree() -> None:
@@ -89,3 +109,40 @@ def test_sbatch_directives_quote_a_path_with_blanks() -> None:
     lines = script.splitlines()
     assert '#SBATCH --output="/jobs/my job\'s dir/logs/sbatch.out"' in lines
     assert '#SBATCH --chdir="/jobs/my job\'s dir"' in lines
+
+
+def test_the_batch_scripts_first_program_never_keeps_the_orchestrator_from_starting(
+    tmp_path: Path,
+) -> None:
+    """Where it cannot start the agents (here: no allocation), it says so and execs the
+    orchestrator anyway, which then starts them itself."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    probe = "import os; print(os.getpid(), os.environ.get('SRT_AGENTS_LISTEN_FD'))"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]);"
+            " print(p.pid); sys.exit(p.wait())",
+            sys.executable,
+            "-m",
+            "srt_services.launch.slurm.first",
+            "--job-dir",
+            str(tmp_path),
+            "--",
+            sys.executable,
+            "-c",
+            probe,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    first_pid, (exec_pid, fd) = done.stdout.split()[0], done.stdout.split()[1:]
+    assert exec_pid == first_pid and fd == "None", "the same process, exec'd, nothing handed down"
+    assert "the agents start with the orchestrator instead" in done.stderr

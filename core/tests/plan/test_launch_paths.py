@@ -99,6 +99,7 @@ def test_dry_run_says_which_way_each_instance_starts(tmp_path: Path) -> None:
     lines = srun.split("srun lines (job <job_id>):\n")[1].splitlines()
     assert lines[0].startswith("  srt-agents: srun '--jobid=<job_id>' --overlap --whole --no-kill")
     assert "--nodelist=node0,node1,node2" in lines[0]
+    assert "--report-address" in lines[0], "started with the allocation: it says its address"
     assert "  service_web_node2: (via the srt agent on node2)" in lines
     assert any(line.startswith("  service_boxed: srun ") for line in lines)
     doc = json.loads(kit.plan(kit.isolated_plugins(), recipe).to_json())

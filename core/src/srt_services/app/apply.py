@@ -125,6 +125,7 @@ def stage(
             site_config=site.path,
             recipe_dir=compose.recipe_dir(recipe_path),
             tasks_per_node=tasks_per_node(plan),
+            agents=any(i.via == "agent" for i in plan.instances()),
         )
     )
     script_path = job.file(SCRIPT)

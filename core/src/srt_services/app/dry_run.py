@@ -64,7 +64,7 @@ def dry_run(where: Setup, request: DryRunRequest) -> DryRun:
     planned = plans[0]
     srun: list[SrunLine] = []
     if request.srun_lines:
-        from srt_services.launch.slurm.agents import AGENTS_STEP
+        from srt_services.launch.slurm.agents_step import AGENTS_STEP
         from srt_services.launch.slurm.commands import srun_argv
 
         plan = planned.plan
@@ -95,7 +95,7 @@ def _agents_argv(where: Setup, plan: Plan) -> list[str]:
     """The agents' step as the Slurm launcher starts it (addresses as placeholders)."""
     import sys
 
-    from srt_services.launch.slurm.agents import FleetConfig, agents_argv
+    from srt_services.launch.slurm.agents_step import FleetConfig, agents_argv
 
     cfg = FleetConfig(
         job_id="<job_id>",
@@ -106,9 +106,11 @@ def _agents_argv(where: Setup, plan: Plan) -> list[str]:
         advertise="<batch-host-ip>",
         bind="",
         local_dir=plan.local_dir,
-        start_timeout=0.0,
+        start_timeout=where.site.slurm.agent_start_timeout,
         lost_after=0.0,
         srun_extra=where.site.slurm.srun_extra,
         python=sys.executable,
+        interface=where.site.slurm.network_interface,
     )
-    return agents_argv(cfg, 0, f"{plan.job_dir}/.srt-agents.key")
+    # as a submitted job starts them: with the allocation, each saying its node's address
+    return agents_argv(cfg, 0, f"{plan.job_dir}/.srt-agents.key", early=True)

@@ -16,8 +16,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import psutil
-
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.launch import process
 
@@ -57,6 +55,10 @@ def _holder(pid: int | None, address: str) -> Holder:
     h = Holder(pid=pid, address=address)
     if pid is None:
         return h
+    # psutil is imported where a port is busy, not with the module: every node agent
+    # imports this module and most never meet a busy port (see agent/__main__.py)
+    import psutil
+
     try:
         p = psutil.Process(pid)
         h.uid = p.uids().real
@@ -77,6 +79,8 @@ def check(targets: list[tuple[str, int]]) -> list[PortReport]:
     busy = [(a, p) for a, p in targets if not process.port_free(a, p)]
     listeners: list[Any] = []
     if busy:
+        import psutil
+
         try:
             listeners = [
                 c for c in psutil.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN

@@ -17,19 +17,28 @@ through the agents: an agent only notes it.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import os
-import signal
-import socket
 import sys
-import time
-from typing import Any
 
-from srt_services.launch import process
-from srt_services.launch.agent import wire
-from srt_services.launch.children import ChildWatcher
+# Every node starts one agent, and on a node that starts many (or on a test cluster whose
+# "nodes" share a few cores) its start-up CPU is the launch's critical path. asyncio
+# imports ``ssl`` only to offer TLS transports, which the agent never opens; refusing it
+# here (asyncio takes the ImportError as "no TLS") saves each agent about a tenth of its
+# import time. Nothing else of the agent's path imports what it does not use (psutil and
+# orjson were kept off it too: ``python -X importtime -m srt_services.launch.agent``).
+sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+from srt_services.launch import process  # noqa: E402
+from srt_services.launch.agent import wire  # noqa: E402
+from srt_services.launch.children import ChildWatcher  # noqa: E402
 
 #: How long the agent tries to reach the orchestrator before it gives up.
 CONNECT_FOR = 20.0
@@ -38,11 +47,32 @@ HEARTBEAT = 1.0
 LOST_AFTER = 10.0
 
 
+#: Where :func:`note` writes (``--log-dir``: the agent's own file), else standard output.
+_log_fd: int | None = None
+
+
 def note(text: str) -> None:
-    """A line in the agent's log (``logs/srt-agent-<node>.out``)."""
+    """A line in the agent's log (``logs/srt-agent-<node>.out``).
+
+    Under Slurm the agent appends it to that file itself rather than printing it for its
+    srun client to forward: when the job ends because its orchestrator died, Slurm ends
+    that client too, and the agent's last words (what it stopped, what is left) were lost
+    on the way whenever it outlived the client by a moment."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    sys.stdout.write(f"{stamp} srt-agent[{os.getpid()}]: {text}\n")
+    line = f"{stamp} srt-agent[{os.getpid()}]: {text}\n"
+    if _log_fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(_log_fd, line.encode())
+            return
+    sys.stdout.write(line)
     sys.stdout.flush()
+
+
+def _open_log(log_dir: str, node: str) -> None:
+    global _log_fd
+    with contextlib.suppress(OSError):
+        path = os.path.join(log_dir, f"srt-agent-{node}.out")
+        _log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
 
 class Lost(Exception):
@@ -87,7 +117,23 @@ class Channel:
             self.writer.close()
 
 
-async def connect(host: str, port: int, key: bytes, node: str) -> Channel:
+def node_address(interface: str | None) -> str:
+    """What this node says its address is, as text the orchestrator picks an IPv4 address
+    from: the same probe the allocation's own lookup step runs on every node
+    (``hostname -I``, or the site's interface), so both ways give the same address."""
+    import subprocess
+
+    argv = ["ip", "-4", "-o", "addr", "show", "dev", interface] if interface else ["hostname", "-I"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"({argv[0]} failed: {exc})"
+    return done.stdout
+
+
+async def connect(
+    host: str, port: int, key: bytes, node: str, address: str | None = None
+) -> Channel:
     deadline = time.monotonic() + CONNECT_FOR
     delay = 0.05
     while True:
@@ -102,12 +148,24 @@ async def connect(host: str, port: int, key: bytes, node: str) -> Channel:
             delay = min(delay * 2, 1.0)
     with contextlib.suppress(OSError):
         writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    session = await wire.agent_handshake(reader, writer, key, node)
+    session = await wire.agent_handshake(reader, writer, key, node, address=address)
     return Channel(reader, writer, session)
 
 
-async def serve(host: str, port: int, key_file: str, node: str, job_dir: str) -> int:
-    """Connect, serve the orchestrator until it says goodbye or is lost; the exit code."""
+async def serve(
+    host: str,
+    port: int,
+    key_file: str,
+    node: str,
+    job_dir: str,
+    address: str | None = None,
+    setup_within: float = LOST_AFTER,
+) -> int:
+    """Connect, serve the orchestrator until it says goodbye or is lost; the exit code.
+
+    An agent started with the allocation (``address``: its node's address, reported in
+    its hello) connects before the orchestrator has planned the job: its setup may come
+    ``setup_within`` seconds later."""
     loop = asyncio.get_running_loop()
     process.become_subreaper()
     watcher = ChildWatcher(loop)
@@ -124,8 +182,8 @@ async def serve(host: str, port: int, key_file: str, node: str, job_dir: str) ->
         loop.add_signal_handler(sig, on_signal, sig)
     channel: Channel | None = None
     try:
-        channel = await connect(host, port, wire.read_key(key_file), node)
-        setup = await channel.receive(LOST_AFTER)
+        channel = await connect(host, port, wire.read_key(key_file), node, address)
+        setup = await channel.receive(setup_within)
         if setup.get("op") != "setup" or not isinstance(setup.get("cookie"), str):
             raise wire.ChannelError("the orchestrator's first message is not the setup")
         serving = True
@@ -204,15 +262,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key-file", required=True, help="the job's agent key")
     parser.add_argument("--job-dir", required=True)
     parser.add_argument("--node", help="this node's name (default: $SLURMD_NODENAME)")
+    parser.add_argument(
+        "--report-address",
+        action="store_true",
+        help="say this node's address in the hello (the allocation asks it of the agents)",
+    )
+    parser.add_argument("--interface", help="with --report-address: this interface's address")
+    parser.add_argument("--log-dir", help="append the agent's notes to srt-agent-NODE.out here")
+    parser.add_argument(
+        "--setup-within",
+        type=float,
+        default=LOST_AFTER,
+        help="how long the orchestrator may take to send the setup after the hello",
+    )
     args = parser.parse_args(argv)
     host, _, port = args.connect.rpartition(":")
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    if args.log_dir:
+        _open_log(args.log_dir, node)
+    address = node_address(args.interface) if args.report_address else None
     try:
-        return asyncio.run(serve(host.strip("[]"), int(port), args.key_file, node, args.job_dir))
+        return asyncio.run(
+            serve(
+                host.strip("[]"),
+                int(port),
+                args.key_file,
+                node,
+                args.job_dir,
+                address,
+                args.setup_within,
+            )
+        )
     except asyncio.CancelledError:
         note("stopped before it could serve")
         return 2
 
 
+def exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown: by now every instance of the
+    node is gone and every message is sent, and 64 agents tearing down their interpreters
+    at once (tens of ms of CPU each) were most of the wait for the agents' step to end."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -40,16 +40,35 @@ class FileWatch:
         self._dirs: dict[str, int] = {}
         self._wd_dir: dict[int, str] = {}
         self._inotify: Any = None
+        #: whether the inotify descriptor was tried (made on the first file to follow)
+        self._opened = False
+
+    def _open(self) -> None:
+        """The inotify descriptor, made when the first file is to be followed: an agent
+        whose instances have no log or file probe never pays for it. inotify_simple finds
+        libc with ``ctypes.util.find_library``, which runs ``ldconfig -p`` (a process and
+        a parse of its output, on every node); the running interpreter's own symbols hold
+        libc's, so it is handed those instead when the module still looks them up lazily."""
+        self._opened = True
         try:
+            import inotify_simple
             from inotify_simple import INotify, flags
 
+            if getattr(inotify_simple, "_libc", "?") is None:
+                import ctypes
+
+                here = ctypes.CDLL(None, use_errno=True)
+                if hasattr(here, "inotify_init1"):  # else it looks libc up itself
+                    inotify_simple._libc = here
             self._inotify = INotify()
             self._mask = flags.CREATE | flags.MODIFY | flags.MOVED_TO | flags.CLOSE_WRITE
             self._loop.add_reader(self._inotify.fileno(), self._readable)
-        except (ImportError, OSError):
+        except (ImportError, OSError, AttributeError):
             self._inotify = None  # the orchestrator's probes poll, as without an agent
 
     def follow(self, path: str, seconds: float | None) -> None:
+        if not self._opened:
+            self._open()
         if self._inotify is None:
             return
         directory = os.path.dirname(path)

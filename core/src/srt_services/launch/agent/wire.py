@@ -16,15 +16,16 @@ A frame is ``<32 hex digits of MAC> <JSON>\\n``; the handshake's three lines are
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
+import json
 import os
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
+if TYPE_CHECKING:  # asyncio is imported where it is used: the batch script's first
+    import asyncio  # moments (launch/slurm/first.py) write the key without it
 
 #: The protocol's version, sent in the agent's first line.
 PROTOCOL = 1
@@ -32,8 +33,26 @@ PROTOCOL = 1
 MAX_LINE = 16 << 20
 #: The longest handshake line (before the peer has proved anything).
 MAX_HELLO = 4096
+#: The longest address text a hello carries.
+MAX_ADDR = 1024
 KEY_BYTES = 32
 _MAC_HEX = 32
+
+
+# The standard library's json, not orjson: every node agent imports this module at its
+# start, and orjson (with the uuid and platform modules it pulls in) cost each agent
+# 10-17 ms of CPU there; the frames are small, so its speed buys nothing here.
+def _dumps(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes) -> Any:
+    """The document in ``data``; ValueError for anything that is not JSON (bad UTF-8
+    and nesting deeper than the parser's recursion limit included)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 class ChannelError(Exception):
@@ -85,7 +104,7 @@ class Session:
     received: int = 0
 
     def seal(self, message: dict[str, Any]) -> bytes:
-        body = orjson.dumps(message)
+        body = _dumps(message)
         mac = hmac.new(
             self.key, self.mine + self.sent.to_bytes(8, "big") + body, hashlib.sha256
         ).hexdigest()[:_MAC_HEX]
@@ -102,8 +121,8 @@ class Session:
             raise ChannelError(f"frame {self.received} failed its MAC check")
         self.received += 1
         try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
+            message = _loads(body)
+        except ValueError as exc:
             raise ChannelError(f"frame {self.received - 1} is not JSON: {exc}") from None
         if not isinstance(message, dict):
             raise ChannelError(f"frame {self.received - 1} is not an object")
@@ -115,6 +134,8 @@ def _session(key: bytes, a: str, b: str, node: str, mine: bytes, theirs: bytes) 
 
 
 async def _line(reader: asyncio.StreamReader, timeout: float, limit: int) -> dict[str, Any]:
+    import asyncio
+
     try:
         async with asyncio.timeout(timeout):
             line = await reader.readline()
@@ -127,8 +148,8 @@ async def _line(reader: asyncio.StreamReader, timeout: float, limit: int) -> dic
     if len(line) > limit:
         raise ChannelError("handshake line too long")
     try:
-        doc = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        doc = _loads(line)
+    except ValueError:
         raise ChannelError("handshake line is not JSON") from None
     if not isinstance(doc, dict):
         raise ChannelError("handshake line is not an object")
@@ -148,18 +169,23 @@ async def agent_handshake(
     key: bytes,
     node: str,
     timeout: float = 30.0,
+    address: str | None = None,
 ) -> Session:
-    """The agent's side: say who it is, check the orchestrator's proof, give its own."""
+    """The agent's side: say who it is (and, when asked, what its node says its address
+    is: the raw text the orchestrator picks the address from), check the orchestrator's
+    proof, give its own."""
     a = secrets.token_hex(16)
-    hello = {"srt_agent": PROTOCOL, "node": node, "pid": os.getpid(), "nonce": a}
-    writer.write(orjson.dumps(hello) + b"\n")
+    hello: dict[str, Any] = {"srt_agent": PROTOCOL, "node": node, "pid": os.getpid(), "nonce": a}
+    if address is not None:
+        hello["addr"] = address[:MAX_ADDR]
+    writer.write(_dumps(hello) + b"\n")
     await writer.drain()
     answer = await _line(reader, timeout, MAX_HELLO)
     b = _text(answer, "nonce")
     proof = bytes.fromhex(_text(answer, "proof")) if _hex(answer.get("proof")) else b""
     if not hmac.compare_digest(proof, _mac(key, "orchestrator", a, b, node)):
         raise ChannelError("the orchestrator did not prove it holds the job's agent key")
-    writer.write(orjson.dumps({"proof": _mac(key, "agent", a, b, node).hex()}) + b"\n")
+    writer.write(_dumps({"proof": _mac(key, "agent", a, b, node).hex()}) + b"\n")
     await writer.drain()
     return _session(key, a, b, node, b"a", b"o")
 
@@ -169,6 +195,9 @@ class Hello:
     node: str
     pid: int
     session: Session
+    #: what the node said its address is (``hostname -I``, or the site's interface), when
+    #: the agent was asked to say it (agents started with the allocation)
+    address: str | None = None
 
 
 async def orchestrator_handshake(
@@ -184,15 +213,15 @@ async def orchestrator_handshake(
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise ChannelError("handshake: no valid 'pid'")
     b = secrets.token_hex(16)
-    writer.write(
-        orjson.dumps({"nonce": b, "proof": _mac(key, "orchestrator", a, b, node).hex()}) + b"\n"
-    )
+    writer.write(_dumps({"nonce": b, "proof": _mac(key, "orchestrator", a, b, node).hex()}) + b"\n")
     await writer.drain()
     answer = await _line(reader, timeout, MAX_HELLO)
     proof = bytes.fromhex(answer["proof"]) if _hex(answer.get("proof")) else b""
     if not hmac.compare_digest(proof, _mac(key, "agent", a, b, node)):
         raise ChannelError(f"a peer calling itself {node!r} did not prove it holds the key")
-    return Hello(node, pid, _session(key, a, b, node, b"o", b"a"))
+    addr = hello.get("addr")
+    address = addr[:MAX_ADDR] if isinstance(addr, str) else None
+    return Hello(node, pid, _session(key, a, b, node, b"o", b"a"), address)
 
 
 def _hex(value: Any) -> bool:

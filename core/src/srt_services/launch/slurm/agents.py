@@ -25,8 +25,9 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,14 +36,18 @@ from srt_services.contracts.launcher import ChildWatch, LaunchFailed, LaunchNoti
 from srt_services.contracts.plan import PlannedInstance
 from srt_services.launch import process
 from srt_services.launch.agent import wire
+from srt_services.launch.slurm.agents_step import (
+    AGENTS_STEP,
+    KEY_FILE,
+    LISTEN_FD_VAR,
+    SRUN_VAR,
+    FleetConfig,
+    agents_argv,
+)
 from srt_services.launch.slurm.allocation import SlurmError
 
 #: The exit code of an attempt whose node was lost (what ``ssh`` says for a lost peer).
 LOST_CODE = 255
-#: The agents' step name (``squeue -s`` shows it).
-AGENTS_STEP = "srt-agents"
-#: The agent key's file in the job directory (mode 0600, a new key every run).
-KEY_FILE = ".srt-agents.key"
 HEARTBEAT = 1.0
 #: How long the agents may take to say goodbye (and their step to end) at the end.
 BYE_WAIT = 5.0
@@ -99,56 +104,190 @@ class Link:
             self.writer.write(self.session.seal(message))
 
 
-@dataclass(frozen=True, slots=True)
-class FleetConfig:
-    job_id: str
-    job_name: str
-    job_dir: str
-    cookie: str
-    nodes: Sequence[str]
-    #: the orchestrator's own address (the agents connect to it) and where to bind
-    advertise: str
-    bind: str
-    local_dir: str | None
-    start_timeout: float
-    lost_after: float
-    srun_extra: Sequence[str] = ()
-    python: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
+@dataclass(eq=False)
+class Srun:
+    """The agents' srun client: started here (its Popen), or by the batch script's first
+    moments before this process exec'd (its PID only: still this process's child)."""
+
+    pid: int
+    log_offset: int
+    popen: subprocess.Popen[bytes] | None = None
+    code: int | None = None
+
+    @classmethod
+    def of(cls, spawned: process.Spawned) -> Srun:
+        return cls(spawned.pid, spawned.log_offset, spawned.popen)
+
+    def poll(self) -> int | None:
+        """Its exit code once it ended (reaping it), else ``None``; only while no child
+        watcher reaps this process's children."""
+        if self.code is None:
+            if self.popen is not None:
+                self.code = self.popen.poll()
+            else:
+                with contextlib.suppress(ChildProcessError):
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                    if pid:
+                        self.code = os.waitstatus_to_exitcode(status)
+        return self.code
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            process.signal_pid(self.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                if self.popen is not None:
+                    self.popen.wait(BYE_WAIT)
+                else:
+                    os.waitpid(self.pid, 0)
 
 
-def agents_argv(cfg: FleetConfig, port: int, key_file: str, srun: str = "srun") -> list[str]:
-    """The one ``srun`` that starts an agent on every node: overlapping the job's other
-    steps, with all of the job's resources on each node (an instance may use any of
-    them, as its own step could), unbound, and kept going when one node fails
-    (``--no-kill``: without it a node failure ends the step on every node)."""
-    nodes = list(cfg.nodes)
-    return [
-        srun,
-        f"--jobid={cfg.job_id}",
-        "--overlap",
-        "--whole",
-        "--no-kill",
-        "--kill-on-bad-exit=0",
-        f"--nodes={len(nodes)}",
-        f"--ntasks={len(nodes)}",
-        "--ntasks-per-node=1",
-        f"--nodelist={','.join(nodes)}",
-        f"--job-name={AGENTS_STEP}",
-        f"--output={cfg.job_dir}/logs/srt-agent-%N.out",
-        "--open-mode=append",
-        "--export=ALL",
-        *cfg.srun_extra,
-        cfg.python,
-        "-m",
-        "srt_services.launch.agent",
-        "--connect",
-        f"{cfg.advertise}:{port}",
-        "--key-file",
-        key_file,
-        "--job-dir",
-        cfg.job_dir,
-    ]
+@dataclass(eq=False)
+class EarlyAgents:
+    """Agents started with the allocation, before the job is planned: the srun that runs
+    them, each node's connection past its handshake, and what each node said its address
+    is. :meth:`AgentFleet.start` takes them over (the setup goes out once the plan is
+    made); nodes whose agent did not say hello are in ``failed`` (srun said their task
+    ended) or missing."""
+
+    key: bytes
+    key_file: str
+    srun: Srun
+    log: str
+    hellos: dict[str, tuple[socket.socket, wire.Hello]] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+
+    def addresses(self) -> dict[str, str]:
+        """node -> the text its agent reported its address in."""
+        return {n: h.address or "" for n, (_, h) in self.hellos.items()}
+
+    def close(self) -> None:
+        """The plan starts nothing through agents after all: let them go (each sees its
+        connection close and exits) and end their step."""
+        for sock, _ in self.hellos.values():
+            with contextlib.suppress(OSError):
+                sock.close()
+        self.hellos.clear()
+        self.srun.kill()
+        with contextlib.suppress(OSError):
+            os.unlink(self.key_file)
+
+
+def start_early(cfg: FleetConfig) -> EarlyAgents:
+    """Start every node's agent now, with the allocation, and wait (up to
+    ``start_timeout``) until each has said hello with its node's address: this replaces
+    the separate step that asks every node its address, and the agents' start (a Python
+    process per node) runs while the orchestrator plans. Runs before the orchestrator's
+    event loop exists: a loop of its own, whose connections are handed over as sockets."""
+    return asyncio.run(_start_early(cfg))
+
+
+async def _start_early(cfg: FleetConfig) -> EarlyAgents:
+    key_file = os.path.join(cfg.job_dir, KEY_FILE)
+    log = os.path.join(cfg.job_dir, "logs", "srt-agents.out")
+    started = _started_by_the_batch_script(key_file)
+    if started is not None:
+        listener, srun, key = started
+    else:
+        key = wire.write_key(key_file)
+        listener = socket.create_server((cfg.bind, 0), backlog=max(128, len(cfg.nodes) + 16))
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        argv = agents_argv(cfg, listener.getsockname()[1], key_file, early=True)
+        srun = Srun.of(process.spawn(argv, cfg.env, log, read_ticks=False))
+    listener.setblocking(False)
+    early = EarlyAgents(key, key_file, srun, log)
+    hellos = _Hellos(cfg, early)
+    acceptor = asyncio.ensure_future(hellos.accept(listener))
+    try:
+        await hellos.wait(cfg.start_timeout)
+    finally:
+        acceptor.cancel()
+        await hellos.stop(acceptor)
+        listener.close()
+    return early
+
+
+def _started_by_the_batch_script(key_file: str) -> tuple[socket.socket, Srun, bytes] | None:
+    """The listening socket, srun and key of agents the batch script's first moments
+    started (:mod:`.first`), handed down through the environment; ``None`` when it did not
+    (or what it handed down is unusable: the agents are then started here)."""
+    fd_text = os.environ.pop(LISTEN_FD_VAR, "")
+    srun_text = os.environ.pop(SRUN_VAR, "")
+    if not fd_text:
+        return None
+    try:
+        listener = socket.socket(fileno=int(fd_text))
+    except (ValueError, OSError):
+        return None
+    try:
+        pid, _, offset = srun_text.partition(":")
+        key = wire.read_key(key_file)
+        os.set_inheritable(listener.fileno(), False)
+        return listener, Srun(int(pid), int(offset)), key
+    except (ValueError, OSError, wire.ChannelError):
+        listener.close()
+        return None
+
+
+class _Hellos:
+    """The early agents' handshakes, each in a task of its own (a peer that stalls its
+    handshake delays no other)."""
+
+    def __init__(self, cfg: FleetConfig, early: EarlyAgents) -> None:
+        self.cfg = cfg
+        self.early = early
+        self.done = asyncio.Event()
+        self.pending: set[asyncio.Task[None]] = set()
+
+    async def accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            task = asyncio.ensure_future(self.handshake(conn))
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+
+    async def handshake(self, conn: socket.socket) -> None:
+        early = self.early
+        conn.setblocking(False)
+        with contextlib.suppress(OSError):
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader, writer = await asyncio.open_connection(sock=conn, limit=wire.MAX_LINE)
+        keep = False
+        try:
+            hello = await wire.orchestrator_handshake(reader, writer, early.key, HANDSHAKE_TIMEOUT)
+            if hello.node in self.cfg.nodes and hello.node not in early.hellos:
+                # the connection outlives this loop: a duplicate of its descriptor (the
+                # transport closes its own; the agent sends nothing until its setup)
+                early.hellos[hello.node] = (socket.socket(fileno=os.dup(conn.fileno())), hello)
+                keep = True
+                if len(early.hellos) == len(self.cfg.nodes):
+                    self.done.set()
+        except (wire.ChannelError, OSError, asyncio.IncompleteReadError):
+            pass  # not one of the job's agents (or a second one for a node): dropped
+        finally:
+            if keep:
+                writer.transport.abort()
+            else:
+                writer.close()
+
+    async def wait(self, timeout: float) -> None:
+        """Until every node said hello, srun said a node's task ended, srun ended, or
+        ``timeout``."""
+        early = self.early
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self.done.is_set() and loop.time() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.done.wait(), min(START_POLL, deadline - loop.time()))
+            ended = _ended_tasks(early.log, early.srun.log_offset)
+            early.failed = [n for n in ended if n not in early.hellos]
+            if early.failed or early.srun.poll() is not None:
+                return
+
+    async def stop(self, acceptor: asyncio.Task[None]) -> None:
+        for task in list(self.pending):
+            task.cancel()
+        await asyncio.gather(acceptor, *self.pending, return_exceptions=True)
 
 
 class AgentFleet:
@@ -164,13 +303,14 @@ class AgentFleet:
         self.key_file = os.path.join(cfg.job_dir, KEY_FILE)
         self._key = b""
         self._server: asyncio.AbstractServer | None = None
-        self._srun: process.Spawned | None = None
+        self._srun: Srun | None = None
         self._srun_code: asyncio.Future[int] | None = None
         self._lids = itertools.count(1)
         self._ids = itertools.count(1)
         self._beats: asyncio.Task[None] | None = None
         self._connected: asyncio.Event | None = None
         self._accepting = True
+        self._tasks: set[asyncio.Task[None]] = set()
         self.survivors: list[str] = []
         #: attempts launched on a node that was already lost: reported at once
         self._gone: dict[int, Handle] = {}
@@ -187,24 +327,14 @@ class AgentFleet:
 
     # ------------------------------------------------------------------ start
 
-    async def start(self) -> None:
-        """Start every node's agent and wait until each one is ready; LaunchFailed naming
-        the nodes whose agent did not come up within ``start_timeout``."""
+    async def start(self, early: EarlyAgents | None = None) -> None:
+        """Start every node's agent (or take over those ``early`` started with the
+        allocation) and wait until each one is ready; LaunchFailed naming the nodes whose
+        agent did not come up within ``start_timeout``."""
         cfg = self.cfg
         loop = asyncio.get_running_loop()
         self._connected = asyncio.Event()
-        self._key = wire.write_key(self.key_file)
-        self._server = await asyncio.start_server(
-            self._accept,
-            host=cfg.bind,
-            port=0,
-            limit=wire.MAX_LINE,
-            backlog=max(128, len(cfg.nodes) + 16),
-        )
-        port = self._server.sockets[0].getsockname()[1]
-        argv = agents_argv(cfg, port, self.key_file)
         log = os.path.join(cfg.job_dir, "logs", "srt-agents.out")
-        self._srun = process.spawn(argv, cfg.env, log, read_ticks=False)
         self._srun_code = loop.create_future()
         code = self._srun_code
 
@@ -212,11 +342,31 @@ class AgentFleet:
             if not code.done():
                 code.set_result(c)
 
-        self.children.watch(self._srun.pid, srun_ended, self._srun.popen)
+        failed: list[str] = []
+        if early is None:
+            self._key = wire.write_key(self.key_file)
+            self._server = await asyncio.start_server(
+                self._accept,
+                host=cfg.bind,
+                port=0,
+                limit=wire.MAX_LINE,
+                backlog=max(128, len(cfg.nodes) + 16),
+            )
+            port = self._server.sockets[0].getsockname()[1]
+            argv = agents_argv(cfg, port, self.key_file)
+            self._srun = Srun.of(process.spawn(argv, cfg.env, log, read_ticks=False))
+            self.children.watch(self._srun.pid, srun_ended, self._srun.popen)
+        else:
+            self._key, self.key_file, self._srun = early.key, early.key_file, early.srun
+            self._adopt_srun(early.srun, srun_ended)
+            for sock, hello in early.hellos.values():
+                reader, writer = await asyncio.open_connection(sock=sock, limit=wire.MAX_LINE)
+                self._spawn(self._serve_link(hello, reader, writer))
+            early.hellos.clear()
+            failed = [n for n in early.failed if n not in self._ready_nodes]
         self._beats = asyncio.ensure_future(self._heartbeat())
         deadline = loop.time() + cfg.start_timeout
-        failed: list[str] = []
-        while not self._all_ready() and loop.time() < deadline and not code.done():
+        while not failed and not self._all_ready() and loop.time() < deadline and not code.done():
             self._connected.clear()
             waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._connected.wait()), code}
             wait = min(deadline - loop.time(), START_POLL)
@@ -232,6 +382,27 @@ class AgentFleet:
         self._accepting = False  # every agent came, or the job fails: no one else may
         if not self._all_ready():
             raise LaunchFailed(self._not_started(code, failed), node=self._missing_one(failed))
+
+    def _adopt_srun(self, srun: Srun, ended: Callable[[int], None]) -> None:
+        """Watch the early agents' srun from here on. It was started before this loop's
+        child watcher existed: if it has ended meanwhile, its exit is known already (or was
+        reaped as an orphan's: then only that it ended)."""
+        if srun.code is None:
+            try:
+                os.waitid(os.P_PID, srun.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                srun.code = -1  # reaped without us: it ended, code unknown
+            else:
+                srun.poll()  # a zombie is reaped here; a live srun stays as it is
+        if srun.code is not None:
+            asyncio.get_running_loop().call_soon(ended, srun.code)
+        else:
+            self.children.watch(srun.pid, ended, srun.popen)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _all_ready(self) -> bool:
         return len(self._ready_nodes) == len(self.cfg.nodes)
@@ -266,13 +437,24 @@ class AgentFleet:
         return f"the srt agent did not start on {shown}: {why}{detail}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        link = None
         try:
             with contextlib.suppress(OSError):
                 writer.get_extra_info("socket").setsockopt(
                     socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
                 )
             hello = await wire.orchestrator_handshake(reader, writer, self._key, HANDSHAKE_TIMEOUT)
+        except (wire.ChannelError, OSError, asyncio.IncompleteReadError):
+            with contextlib.suppress(Exception):
+                writer.close()
+            return  # a peer that is not one of the job's agents: nothing to say to it
+        await self._serve_link(hello, reader, writer)
+
+    async def _serve_link(
+        self, hello: wire.Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """One agent's connection past its handshake: its setup, then what it reports."""
+        link = None
+        try:
             if not self._accepting or hello.node not in self.cfg.nodes:
                 raise wire.ChannelError(f"no agent expected for {hello.node!r}")
             old = self.links.get(hello.node)
@@ -625,6 +807,8 @@ class AgentFleet:
         self._accepting = False
         if self._beats is not None:
             self._beats.cancel()
+        for task in list(self._tasks):
+            task.cancel()
         if self._server is not None:
             self._server.close()
         for link in self.links.values():

@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from srt_services.contracts.allocation import Allocation
 from srt_services.contracts.context import Node
@@ -134,9 +134,20 @@ def _text(data: str | bytes | None) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
+#: Asked for the nodes' addresses before the lookup step: job id, node names -> the text
+#: each node said its address in (the agents started with the allocation say it).
+AddressSource = Callable[[str, list[str]], Mapping[str, str]]
+
+
 def current_allocation(
-    job_dir: str, interface: str | None = None, env: Mapping[str, str] | None = None
+    job_dir: str,
+    interface: str | None = None,
+    env: Mapping[str, str] | None = None,
+    told: AddressSource | None = None,
 ) -> Allocation:
+    """The allocation's nodes and their addresses: from ``told`` (the early agents), else
+    from the job directory's cache, else from one lookup step across the nodes (for the
+    nodes ``told`` did not cover too)."""
     src = os.environ if env is None else env
     job_id = src.get("SLURM_JOB_ID")
     nodelist = src.get("SLURM_JOB_NODELIST")
@@ -147,6 +158,14 @@ def current_allocation(
     cache = os.path.join(job_dir, "nodes.json")
     names = hostnames(nodelist)
     ips: dict[str, str] = {}
+    if told is not None:
+        said = told(job_id, names)
+        ips = {n: ip for n in names if (ip := pick_ipv4(said.get(n, ""))) is not None}
+        missing = [n for n in names if n not in ips]
+        if missing:
+            ips.update(resolve_ips(job_id, missing, interface))
+        _write_cache(cache, job_id, ips)
+        return Allocation("slurm", tuple(Node(n, ips[n], i) for i, n in enumerate(names)), job_id)
     try:
         with open(cache, encoding="utf-8") as fh:
             cached = json.load(fh)
@@ -156,10 +175,25 @@ def current_allocation(
         pass
     if not ips:
         ips = resolve_ips(job_id, names, interface)
-        os.makedirs(job_dir, exist_ok=True)
-        with open(cache, "w", encoding="utf-8") as fh:
-            json.dump({"job_id": job_id, "ips": ips}, fh, indent=2)
+        _write_cache(cache, job_id, ips)
     return Allocation("slurm", tuple(Node(n, ips[n], i) for i, n in enumerate(names)), job_id)
+
+
+def _write_cache(path: str, job_id: str, ips: Mapping[str, str]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"job_id": job_id, "ips": dict(ips)}, fh, indent=2)
+
+
+def local_address(interface: str | None = None) -> str | None:
+    """This host's address as the lookup step would find it on a node (``hostname -I``,
+    or the interface's): where the batch host's agents connect to."""
+    argv = ["ip", "-4", "-o", "addr", "show", "dev", interface] if interface else ["hostname", "-I"]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return pick_ipv4(out.stdout)
 
 
 def kill_wait() -> float:

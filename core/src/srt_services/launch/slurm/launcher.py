@@ -38,11 +38,13 @@ from srt_services.launch import portcheck, process
 from srt_services.launch.children import run_command
 from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
-from srt_services.launch.slurm.agents import AgentError, AgentFleet, FleetConfig
+from srt_services.launch.slurm.agents import AgentError, AgentFleet, EarlyAgents, start_early
+from srt_services.launch.slurm.agents_step import AGENT_ENV, EARLY_VAR, FleetConfig
 from srt_services.launch.slurm.allocation import (
     SlurmError,
     current_allocation,
     kill_wait,
+    local_address,
     pick_ipv4,
     slurm_env,
 )
@@ -58,9 +60,6 @@ CLEANUP_TIMEOUT = 15.0
 #: How long an agent's last sweep may wait for SIGKILLed processes to disappear.
 KILL_WAIT = 5.0
 PORTCHECK = "srt_services.launch.portcheck"
-#: What the agents' srun passes on to them from the orchestrator's environment (besides
-#: ``slurm_env``): what the interpreter needs to start, and the cgroup switch.
-AGENT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TMPDIR", "SRT_CGROUP")
 
 
 class SlurmLauncher(Launcher):
@@ -71,6 +70,8 @@ class SlurmLauncher(Launcher):
     )
     local_processes: ClassVar[bool] = False
     spans_nodes: ClassVar[bool] = True
+    #: agents started with the allocation, by job directory, until ``prepare`` takes them
+    _early: ClassVar[dict[str, EarlyAgents]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -91,12 +92,50 @@ class SlurmLauncher(Launcher):
         cls, request: AllocationRequest, needed: int, settings: LaunchSettings | None = None
     ) -> Allocation:
         interface = settings.network_interface if settings is not None else None
-        alloc = current_allocation(request.job_dir or os.getcwd(), interface)
+        job_dir = request.job_dir or os.getcwd()
+        told = None
+        if os.environ.get(EARLY_VAR) == "1":
+            # the batch script says the plan starts instances through agents: start them
+            # now, and let them tell their nodes' addresses (no lookup step of its own)
+            def told(job_id: str, names: list[str]) -> dict[str, str]:
+                try:
+                    early = start_early(cls._early_config(job_id, job_dir, names, settings))
+                except OSError:
+                    return {}  # the lookup step, and the agents after the plan, as before
+                cls._early[job_dir] = early
+                return early.addresses()
+
+        alloc = current_allocation(job_dir, interface, told=told)
         if len(alloc.nodes) < needed:
             raise SlurmError(
                 f"the allocation has {len(alloc.nodes)} node(s) but the recipe needs {needed}"
             )
         return alloc
+
+    @classmethod
+    def _early_config(
+        cls, job_id: str, job_dir: str, nodes: list[str], settings: LaunchSettings | None
+    ) -> FleetConfig:
+        """What the agents started with the allocation need (the rest of the job's
+        setup goes out once the plan is made)."""
+        s = settings or LaunchSettings()
+        address = local_address(s.network_interface)
+        return FleetConfig(
+            job_id=job_id,
+            job_name="",
+            job_dir=job_dir,
+            cookie="",
+            nodes=nodes,
+            advertise=address or "127.0.0.1",
+            bind=address or "0.0.0.0",  # noqa: S104 - agents on other nodes connect here
+            local_dir=None,
+            start_timeout=s.agent_start_timeout,
+            lost_after=s.agent_lost_after,
+            srun_extra=list(s.srun_extra),
+            python=sys.executable,
+            env=_agent_env(),
+            interface=s.network_interface,
+        )
 
     @property
     def job_id(self) -> str:
@@ -110,9 +149,12 @@ class SlurmLauncher(Launcher):
             self.kill_wait_s = kill_wait()
         except SlurmError:
             self.kill_wait_s = 30.0
+        early = self._early.pop(self.job_dir, None)
         if any(i.via == "agent" for i in self.plan.instances()):
             self.agents = AgentFleet(self._fleet_config(), self.children, self.notices)
-            await self.agents.start()
+            await self.agents.start(early)
+        elif early is not None:
+            early.close()
 
     def _fleet_config(self) -> FleetConfig:
         here = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
@@ -125,8 +167,7 @@ class SlurmLauncher(Launcher):
             bind = "0.0.0.0"  # noqa: S104 - agents on other nodes connect here
         else:
             bind = address
-        src = os.environ
-        env = {**slurm_env(), **{k: src[k] for k in AGENT_ENV if k in src}}
+        env = _agent_env()
         return FleetConfig(
             job_id=self.job_id,
             job_name=self.plan.job_name,
@@ -438,6 +479,11 @@ class SlurmLauncher(Launcher):
                         env=slurm_env(),
                     )
         return result
+
+
+def _agent_env() -> dict[str, str]:
+    src = os.environ
+    return {**slurm_env(), **{k: src[k] for k in AGENT_ENV if k in src}}
 
 
 def _followed(instance: PlannedInstance, log_path: str) -> list[tuple[str, float | None]]:

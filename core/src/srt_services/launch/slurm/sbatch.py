@@ -33,6 +33,9 @@ class ScriptInputs:
     #: allocation must hold that many on each node, or srun refuses the step ("More
     #: processors requested than permitted") on a cluster that allocates by CPU
     tasks_per_node: int = 1
+    #: the plan starts instances through node agents: the orchestrator starts them with
+    #: the allocation (before planning), and they tell it their nodes' addresses
+    agents: bool = False
 
 
 #: What a path may hold to go into an sbatch directive and an srun --output unchanged:
@@ -93,6 +96,8 @@ def render_script(inp: ScriptInputs) -> str:
         lines.append(f"export SRT_SITE_CONFIG={shlex.quote(inp.site_config)}")
     if inp.recipe_dir:
         lines.append(f"export SRT_RECIPE_DIR={shlex.quote(inp.recipe_dir)}")
+    if inp.agents:
+        lines.append("export SRT_SLURM_AGENTS=1  # start the node agents with the allocation")
     argv = [
         inp.python,
         "-m",
@@ -105,8 +110,20 @@ def render_script(inp: ScriptInputs) -> str:
         "slurm",
         "--plain",
     ]
+    if inp.agents:
+        argv = [*_agents_first(inp), "--", *argv]
     lines.append("exec " + shlex.join(argv))
     return "\n".join(lines) + "\n"
+
+
+def _agents_first(inp: ScriptInputs) -> list[str]:
+    """What starts the agents' step before the orchestrator starts (launch/slurm/first.py)."""
+    site = inp.site
+    first = [inp.python, "-m", "srt_services.launch.slurm.first", "--job-dir", inp.job_dir]
+    if site.network_interface:
+        first += ["--interface", site.network_interface]
+    first += [f"--start-timeout={site.agent_start_timeout:g}"]
+    return first + [f"--srun-extra={x}" for x in site.srun_extra]
 
 
 def write_script(path: str, text: str) -> None:
