@@ -233,9 +233,12 @@ def test_a_killed_orchestrator_makes_every_agent_stop_its_instances(
     os.kill(job.srt_state().orchestrator.pid, signal.SIGKILL)
     job.wait_done()
     job.assert_nothing_left()
+    # each agent notices the loss at once (its connection ends); its closing note may be cut:
+    # the orchestrator was the batch script's process, so Slurm ends the job and its steps in
+    # the same second. The stop by the agents alone, with the job still running, is what the
+    # frozen-orchestrator test below proves.
     for node in ("n1", "n2", "n3"):
-        said = _agent_log(job, node)
-        assert "orchestrator lost" in said and f"nothing of the job is left on {node}" in said
+        assert "orchestrator lost" in _agent_log(job, node), node
 
 
 def test_a_frozen_orchestrator_is_noticed_by_the_heartbeat(
