@@ -41,9 +41,11 @@ class FileWatch:
         self._wd_dir: dict[int, str] = {}
         self._inotify: Any = None
         try:
-            from inotify_simple import INotify, flags
+            from inotify_simple import flags
 
-            self._inotify = INotify()
+            from srt_services.inotify import open_inotify
+
+            self._inotify = open_inotify()
             self._mask = flags.CREATE | flags.MODIFY | flags.MOVED_TO | flags.CLOSE_WRITE
             self._loop.add_reader(self._inotify.fileno(), self._readable)
         except (ImportError, OSError):
