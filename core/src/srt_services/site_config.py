@@ -8,7 +8,6 @@ Unknown keys are errors, so a typo in an admin's pin is noticed rather than igno
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -295,6 +294,8 @@ def load(path: str | None = None) -> SiteConfig:
         return SiteConfig()
     except UnsafeFile as exc:
         raise SiteConfigError(f"site config {exc}") from None
+    import tomllib  # only when a file exists: most machines have none (~7 ms of patterns)
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
