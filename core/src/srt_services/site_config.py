@@ -115,6 +115,8 @@ def _requirements(where: str, value: Any) -> tuple[str, ...]:
     """PEP 508 requirements, checked here so that a typo in a pin is an error at once
     rather than a rule that silently never matches."""
     items = _str_list(where, value)
+    if not items:
+        return items  # the requirement grammar is imported for pins only
     from packaging.requirements import InvalidRequirement, Requirement
 
     for item in items:
