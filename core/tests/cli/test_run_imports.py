@@ -15,8 +15,8 @@ from pathlib import Path
 
 #: Loaded on demand only: PyYAML (a YAML recipe), regex (a log probe's pattern), tomllib
 #: (a site config file), packaging's requirement grammar (a core range with extras or a
-#: marker, a site's pins), rich (rendering a table or live progress).
-NOT_AT_START = ("yaml", "_yaml", "regex", "tomllib", "packaging.requirements", "rich")
+#: marker, a site's pins), rich (rendering a table or live progress), psutil (a busy port).
+NOT_AT_START = ("yaml", "_yaml", "regex", "tomllib", "packaging.requirements", "rich", "psutil")
 
 
 def _env() -> dict[str, str]:

@@ -16,8 +16,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import psutil
-
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
 from srt_services.launch import process
 
@@ -57,6 +55,8 @@ def _holder(pid: int | None, address: str) -> Holder:
     h = Holder(pid=pid, address=address)
     if pid is None:
         return h
+    import psutil
+
     try:
         p = psutil.Process(pid)
         h.uid = p.uids().real
@@ -77,6 +77,9 @@ def check(targets: list[tuple[str, int]]) -> list[PortReport]:
     busy = [(a, p) for a, p in targets if not process.port_free(a, p)]
     listeners: list[Any] = []
     if busy:
+        # psutil (~10 ms to import) only for a busy port: a free one, the rule, needs none
+        import psutil
+
         try:
             listeners = [
                 c for c in psutil.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN

@@ -17,8 +17,6 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import psutil
-
 from srt_services import procfs
 from srt_services.jobdir import identity
 from srt_services.launch.sockdiag import listening_inodes
@@ -204,6 +202,8 @@ def my_children() -> list[int]:
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:  # pragma: no cover
+        import psutil
+
         return [p.pid for p in psutil.Process().children()]
     for tid in tasks:
         try:
