@@ -28,7 +28,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from srt_services.contracts.allocation import Allocation, AllocationRequest
 from srt_services.contracts.handle import CommandResult, Handle
@@ -38,7 +38,6 @@ from srt_services.launch import portcheck, process
 from srt_services.launch.children import run_command
 from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
-from srt_services.launch.slurm.agents import AgentError, AgentFleet, FleetConfig
 from srt_services.launch.slurm.allocation import (
     SlurmError,
     current_allocation,
@@ -47,6 +46,11 @@ from srt_services.launch.slurm.allocation import (
     slurm_env,
 )
 from srt_services.launch.slurm.nodelocal import own_tree
+
+if TYPE_CHECKING:
+    # the node agents' side loads with the first plan that starts an instance through one:
+    # every srt run registers this launcher, and most run no agent
+    from srt_services.launch.slurm.agents import AgentFleet, FleetConfig
 
 #: Seconds kept free below KillWait for the final sweep and writing the result.
 KILLWAIT_MARGIN = 1.5
@@ -111,10 +115,14 @@ class SlurmLauncher(Launcher):
         except SlurmError:
             self.kill_wait_s = 30.0
         if any(i.via == "agent" for i in self.plan.instances()):
+            from srt_services.launch.slurm.agents import AgentFleet
+
             self.agents = AgentFleet(self._fleet_config(), self.children, self.notices)
             await self.agents.start()
 
     def _fleet_config(self) -> FleetConfig:
+        from srt_services.launch.slurm.agents import FleetConfig
+
         here = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
         address = next((n.ip for n in self.plan.nodes if n.name == here), None)
         if address is None:
@@ -291,6 +299,8 @@ class SlurmLauncher(Launcher):
 
     async def _portcheck(self, node: str, args: list[str]) -> list[portcheck.PortReport]:
         if self.agents is not None and self.agents.available(node):
+            from srt_services.launch.slurm.agents import AgentError
+
             targets = [a.rpartition(":")[::2] for a in args if not a.startswith("-")]
             reap = [
                 [int(x) for x in args[i + 1].split(":")]
@@ -347,6 +357,8 @@ class SlurmLauncher(Launcher):
             fh.write(node)
         try:
             if self.agents is not None and self.agents.available(node):
+                from srt_services.launch.slurm.agents import AgentError
+
                 try:
                     seen = bool(await self.agents.call(node, "exists", {"path": marker}, 60.0))
                 except AgentError:
