@@ -23,5 +23,5 @@ def open_inotify() -> INotify:
     import inotify_simple
 
     if getattr(inotify_simple, "_libc", None) is None:
-        inotify_simple._libc = ctypes.CDLL(None, use_errno=True)  # type: ignore[attr-defined]
+        inotify_simple._libc = ctypes.CDLL(None, use_errno=True)
     return inotify_simple.INotify()
