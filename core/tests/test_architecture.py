@@ -6,7 +6,8 @@ blocks, so a cycle dodged with a late import fails here too. The layers, bottom 
 =========  ============================================================================
 layer      packages
 =========  ============================================================================
-leaves     ``errors``, ``names``, ``procfs``, ``gcpause``, ``safefile``, ``site_config``
+leaves     ``errors``, ``names``, ``procfs``, ``inotify``, ``gcpause``, ``safefile``,
+           ``site_config``
 recipe     ``recipe``: the document, its models and problems (no plugin set)
 contracts  ``contracts``: what plugins implement and the plan's value types
 plugins    ``hookspecs``, ``plugins``: the facade over pluggy
@@ -104,6 +105,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "names": frozenset(),
     "procfs": frozenset(),
+    "inotify": frozenset(),
     "gcpause": frozenset(),
     "safefile": frozenset({"errors"}),
     "site_config": frozenset({"errors", "safefile"}),
@@ -114,17 +116,18 @@ ALLOWED: dict[str, frozenset[str]] = {
     "checking": frozenset(
         {"plugins", "contracts", "recipe", "errors", "names", "gcpause", "hookspecs"}
     ),
-    "jobdir": frozenset({"contracts", "errors", "procfs", "safefile"}),
-    "logview": frozenset({"jobdir", "errors", "procfs", "safefile"}),
+    "jobdir": frozenset({"contracts", "errors", "procfs", "inotify", "safefile"}),
+    "logview": frozenset({"jobdir", "errors", "procfs", "inotify", "safefile"}),
     "kinds": frozenset({"contracts"}),
     "probes": frozenset({"contracts", "recipe", "errors", "safefile"}),
     "plan": frozenset({"checking", "contracts", "plugins", "recipe", "names", "gcpause", "errors"}),
     "launch": frozenset(
-        {"contracts", "jobdir", "procfs", "recipe", "errors", "site_config", "names"} | {"safefile"}
+        {"contracts", "jobdir", "procfs", "recipe", "errors", "site_config", "names"}
+        | {"safefile", "inotify"}
     ),
     "supervise": frozenset(
         {"contracts", "jobdir", "launch", "plan", "probes", "procfs", "recipe", "errors"}
-        | {"gcpause", "safefile"}
+        | {"gcpause", "safefile", "inotify"}
     ),
 }
 

@@ -8,7 +8,6 @@ Unknown keys are errors, so a typo in an admin's pin is noticed rather than igno
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -123,6 +122,8 @@ def _requirements(where: str, value: Any) -> tuple[str, ...]:
     """PEP 508 requirements, checked here so that a typo in a pin is an error at once
     rather than a rule that silently never matches."""
     items = _str_list(where, value)
+    if not items:
+        return items  # the requirement grammar is imported for pins only
     from packaging.requirements import InvalidRequirement, Requirement
 
     for item in items:
@@ -308,6 +309,8 @@ def load(path: str | None = None) -> SiteConfig:
         return SiteConfig()
     except UnsafeFile as exc:
         raise SiteConfigError(f"site config {exc}") from None
+    import tomllib  # only when a file exists: most machines have none (~7 ms of patterns)
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

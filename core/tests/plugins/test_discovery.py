@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.requirements import InvalidRequirement, Requirement
 from plugin_site import Site
 from srt_services import __version__
 from srt_services.errors import PluginError
-from srt_services.plugins.discovery import PluginRecord, scan
+from srt_services.plugins.discovery import PluginRecord, _core_specifier, scan
 from srt_services.plugins.manager import PluginSet, UnknownName
 
 MakeSet = Callable[..., PluginSet]
@@ -286,3 +289,36 @@ def test_site_config_refuses_a_malformed_requirement(site: Site) -> None:
     site.write_config('[plugins]\nrequire = ["srt-good >= = 2"]\n')
     with pytest.raises(SiteConfigError, match="is not a requirement"):
         load(str(site.config))
+
+
+# --------------------------------------------------------------------------- core range
+
+
+_OPS = st.sampled_from(["~=", "===", "==", "!=", "<=", ">=", "<", ">", "=>", "="])
+_VERSIONS = st.sampled_from(
+    ["1", "1.0", "2", "1.0.*", "1.5.dev0", "0.1rc1", "abc", "1.0+local", ""]
+)
+_CLAUSE = st.tuples(st.sampled_from(["", " "]), _OPS, st.sampled_from(["", " "]), _VERSIONS).map(
+    "".join
+)
+_REQUIREMENTS = st.tuples(
+    st.sampled_from(["srt-services", "srt_services", "Srt.Services"]),
+    st.sampled_from(["", " ", "[testing]", " ("]),
+    st.lists(st.tuples(_CLAUSE, st.sampled_from([",", " , ", ",,"])), max_size=3).map(
+        lambda cs: "".join(c + (sep if i < len(cs) - 1 else "") for i, (c, sep) in enumerate(cs))
+    ),
+    st.sampled_from(["", ")", " ; extra == 'x'", "; python_version >= '3'", " @ file:///x"]),
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_REQUIREMENTS)
+def test_core_range_reads_as_packaging_reads_it(text: str) -> None:
+    """The plain form's fast path (``packaging.specifiers`` alone) and the full grammar
+    agree on every requirement: the same specifier set, or both unreadable."""
+    try:
+        full: str | None = str(Requirement(text).specifier)
+    except InvalidRequirement:
+        full = None
+    fast = _core_specifier(text)
+    assert (None if fast is None else str(fast)) == full

@@ -46,10 +46,12 @@ def follow_events(
     """Batches of new events of ``path`` (the first: all there are) until ``over()`` says
     the job ended and its ``job_finished`` came (the orchestrator writes its result before
     its last events; at most ``period`` seconds are given to them)."""
-    from inotify_simple import INotify, flags
+    from inotify_simple import flags
+
+    from srt_services.inotify import open_inotify
 
     reader = EventReader(path)
-    inotify = INotify()
+    inotify = open_inotify()
     try:
         inotify.add_watch(os.path.dirname(path) or ".", flags.MODIFY | flags.CREATE)
         batch = reader.read()

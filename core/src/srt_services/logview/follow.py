@@ -107,14 +107,16 @@ class EventsTail:
 
 class _Follower:
     def __init__(self, job: JobDir, files: list[LogFile], printer: Printer, period: float) -> None:
-        from inotify_simple import INotify, flags
+        from inotify_simple import flags
+
+        from srt_services.inotify import open_inotify
 
         self.job = job
         self.files = files
         self.printer = printer
         self.events = EventsTail(job.events_file)
         self.events.skip_to_end()
-        self.inotify = INotify()
+        self.inotify = open_inotify()
         self.flags = flags
         self.mask = (
             flags.MODIFY

@@ -71,6 +71,40 @@ def _requirement_name(text: str) -> str:
     return normalize(re.split(r"[\s;<>=!~\[(@]", text.strip(), maxsplit=1)[0])
 
 
+#: A requirement that is a name and version clauses only (``srt-services>=1.0,<2``, what
+#: every first-party plugin declares): no extras, URL, parentheses or marker.
+_PLAIN_REQUIREMENT = re.compile(
+    r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*"
+    r"(?P<spec>(?:~=|===|==|!=|<=|>=|<|>)\s*[^\s,;\[\]()@]+"
+    r"(?:\s*,\s*(?:~=|===|==|!=|<=|>=|<|>)\s*[^\s,;\[\]()@]+)*)\s*"
+)
+
+
+def _core_specifier(text: str) -> Any:
+    """The version specifier of a core requirement (a ``SpecifierSet``), or ``None`` when
+    it cannot be read.
+
+    The plain form is handed to ``packaging.specifiers`` alone, which reads each clause as
+    ``packaging.requirements`` would; only another form (extras, a marker, a URL) loads the
+    full requirement grammar, whose import (~15 ms: markers, platform tags, a tokenizer of
+    some twenty patterns) every ``srt run`` would otherwise pay for the plugins it loads.
+    """
+    plain = _PLAIN_REQUIREMENT.fullmatch(text)
+    if plain is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            return SpecifierSet(plain["spec"])
+        except InvalidSpecifier:
+            pass  # the full grammar says whether it is unreadable
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(text).specifier
+    except InvalidRequirement:
+        return None
+
+
 def _stem_name_version(dist: metadata.Distribution) -> tuple[str, str] | None:
     """Name and version from ``<name>-<version>.dist-info``, without opening a file.
 
@@ -194,11 +228,13 @@ def find_core_requirement(requires: Any) -> str | None:
     A requirement under an extra (``srt-services[testing]; extra == "test"``) says nothing
     about which core the plugin runs on, so it is skipped.
     """
-    from packaging.requirements import InvalidRequirement, Requirement
-
     for text in requires or ():
         if _requirement_name(text) != CORE_DIST:
             continue
+        if ";" not in text:  # no marker: kept as written, readable or not
+            return str(text)
+        from packaging.requirements import InvalidRequirement, Requirement
+
         try:
             req = Requirement(text)
         except InvalidRequirement:
@@ -447,10 +483,10 @@ class Controls:
 
     def pin_mismatch(self, record: PluginRecord) -> str | None:
         """Why the site's ``require`` or lock refuses this plugin's version, if it does."""
-        from packaging.requirements import InvalidRequirement, Requirement
-        from packaging.version import InvalidVersion, Version
+        for text in self.require:  # packaging loads only for a site that pins versions
+            from packaging.requirements import InvalidRequirement, Requirement
+            from packaging.version import InvalidVersion, Version
 
-        for text in self.require:
             try:
                 req = Requirement(text)
             except InvalidRequirement:
@@ -519,16 +555,14 @@ def core_mismatch(record: PluginRecord, core_version: str) -> str | None:
     """Why this core cannot host ``record`` according to the plugin's own metadata."""
     if record.core_requirement is None:
         return None
-    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import Version
 
-    try:
-        req = Requirement(record.core_requirement)
-    except InvalidRequirement:
+    specifier = _core_specifier(record.core_requirement)
+    if specifier is None:
         return f"unreadable core requirement {record.core_requirement!r}"
-    if req.specifier and not req.specifier.contains(Version(core_version), prereleases=True):
+    if specifier and not specifier.contains(Version(core_version), prereleases=True):
         return (
-            f"it requires srt-services{req.specifier} but this is srt-services {core_version};"
+            f"it requires srt-services{specifier} but this is srt-services {core_version};"
             " install a release of the plugin made for this core"
         )
     return None

@@ -9,6 +9,8 @@ alias bombs and cycles are refused, with their line. Marks are not kept: a probl
 ``line:col`` is found again by a second streaming pass over the text, one pass for all
 the problems shown (:meth:`Document.prefetch_marks`). JSON recipes (generated ones) are
 parsed by orjson; on error they are re-read as YAML (JSON is YAML) to find the position.
+PyYAML itself (~20 ms to import, most of it compiling its resolver's and reader's patterns)
+is imported with the first YAML text, so a JSON recipe's ``srt run`` never loads it.
 """
 
 from __future__ import annotations
@@ -16,17 +18,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import yaml
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from srt_services.gcpause import gc_paused
 from srt_services.recipe.problems import LocatedProblem, Path, RecipeError
 
-try:  # the C parser is ~4x faster; fall back to pure Python where libyaml is missing
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover - depends on the PyYAML build
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+if TYPE_CHECKING:
+    import yaml
 
 #: Upper bound on values after alias expansion: a recipe is small; a "billion laughs"
 #: document is not, and would otherwise hang validation.
@@ -66,6 +65,14 @@ class _Fail(Exception):
         self.mark = mark
 
 
+@cache
+def _loader() -> type[Any]:
+    """PyYAML's C parser when this build has it (~4x faster), else the pure-Python one."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _mark(event: Any) -> Mark:
     return event.start_mark.line + 1, event.start_mark.column + 1
 
@@ -95,6 +102,8 @@ class Document:
         # the walk prunes below every path not wanted, so every ancestor stays in the set
         # even when an earlier pass asked for it already
         self._asked |= wanted
+        import yaml
+
         try:
             _find_marks(self.text, wanted, self._marks, self._kinds)
         except yaml.YAMLError:
@@ -159,8 +168,10 @@ def _find_marks(
     """Walk the event stream; note the mark (a mapping entry: its key's) and the kind of
     every element whose path is in ``wanted``."""
     # frames: [path, is_map, next index or None, pending key, key mark]
+    import yaml
+
     frames: list[list[Any]] = []
-    for ev in yaml.parse(text, Loader=_Loader):
+    for ev in yaml.parse(text, Loader=_loader()):
         if isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             frames.pop()
             continue
@@ -236,6 +247,8 @@ def _parse_text(text: str, source: str) -> Document:
             # orjson keeps the last of two equal keys; the YAML path refuses them by line
             if not json_has_duplicate_keys(text, data):
                 return Document(source=source, data=data, text=text, from_json=True)
+    import yaml
+
     try:
         data = _Builder(text).build()
     except _Fail as fail:
@@ -346,8 +359,12 @@ class _Builder:
     shared (never copied) and counted as if expanded."""
 
     def __init__(self, text: str) -> None:
+        import yaml
+
         self.text = text
         self._loader = yaml.SafeLoader("")  # tag resolution and the rare non-trivial scalar
+        self._scalar_node = yaml.ScalarNode
+        self._mapping_start = yaml.MappingStartEvent
         self._anchors: dict[str, tuple[Any, int]] = {}
         self._open_anchors: set[str] = set()
         self._shared: dict[str, str] = {}
@@ -361,7 +378,9 @@ class _Builder:
         stack: list[_Open] = [stream]
         values = 0
         most = max_values(len(self.text))
-        for ev in yaml.parse(self.text, Loader=_Loader):
+        import yaml
+
+        for ev in yaml.parse(self.text, Loader=_loader()):
             if isinstance(ev, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
                 values += 1
                 if values > most:
@@ -414,7 +433,7 @@ class _Builder:
             )
 
     def _start(self, ev: Any, stack: list[_Open]) -> _Open:
-        is_map = isinstance(ev, yaml.MappingStartEvent)
+        is_map = isinstance(ev, self._mapping_start)
         tag = ev.tag
         if tag is not None and tag not in ("!", _MAP if is_map else _SEQ):
             raise _Fail(f"unsupported YAML tag {tag}", _mark(ev))
@@ -472,7 +491,7 @@ class _Builder:
         tag = ev.tag
         if tag is None or tag == "!":
             tag = (
-                _STR if tag == "!" else self._loader.resolve(yaml.ScalarNode, value, ev.implicit)  # type: ignore[no-untyped-call]
+                _STR if tag == "!" else self._loader.resolve(self._scalar_node, value, ev.implicit)  # type: ignore[no-untyped-call]
             )
         if tag == _STR:
             if len(value) <= SHARED_LENGTH:
@@ -506,7 +525,7 @@ class _Builder:
             return _MERGE_KEY  # ``<<`` as a key merges; anywhere else it is the text "<<"
         if tag not in _SUPPORTED_SCALARS:
             raise _Fail(f"unsupported YAML tag {tag}", _mark(ev))
-        node = yaml.ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style)
+        node = self._scalar_node(tag, value, ev.start_mark, ev.end_mark, ev.style)
         try:
             if tag == _INT:  # YAML 1.1 forms: 0o17, 0x1f, 1_000, 190:20:30
                 return self._loader.construct_yaml_int(node)

@@ -37,10 +37,12 @@ class InotifyHub:
     """One inotify descriptor for every file-based probe of the job."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        from inotify_simple import INotify, flags
+        from inotify_simple import flags
+
+        from srt_services.inotify import open_inotify
 
         self.loop = loop
-        self._inotify = INotify()
+        self._inotify = open_inotify()
         self._mask = (
             flags.CREATE
             | flags.MODIFY

@@ -51,16 +51,11 @@ class FileWatch:
         libc's, so it is handed those instead when the module still looks them up lazily."""
         self._opened = True
         try:
-            import inotify_simple
-            from inotify_simple import INotify, flags
+            from inotify_simple import flags
 
-            if getattr(inotify_simple, "_libc", "?") is None:
-                import ctypes
+            from srt_services.inotify import open_inotify
 
-                here = ctypes.CDLL(None, use_errno=True)
-                if hasattr(here, "inotify_init1"):  # else it looks libc up itself
-                    inotify_simple._libc = here
-            self._inotify = INotify()
+            self._inotify = open_inotify()
             self._mask = flags.CREATE | flags.MODIFY | flags.MOVED_TO | flags.CLOSE_WRITE
             self._loop.add_reader(self._inotify.fileno(), self._readable)
         except (ImportError, OSError, AttributeError):

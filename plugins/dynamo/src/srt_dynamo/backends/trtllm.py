@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from srt_dynamo.backends.base import Backend
 from srt_dynamo.build import WorkerBuild
 from srt_dynamo.environment import nsys_prefix
@@ -33,6 +31,9 @@ def config_path(b: WorkerBuild) -> str:
 
 
 def engine_yaml(b: WorkerBuild) -> str:
+    # PyYAML loads here, not with the plugin: every Dynamo recipe imports this backend
+    import yaml
+
     return yaml.safe_dump(engine_config(b))
 
 
