@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from srt_services.cli.tables import Column, Step, elide, fit, narrowed_note, terminal_width
 
@@ -82,6 +82,8 @@ words = st.text(alphabet="abcdefghij/._- ", min_size=0, max_size=40)
     rows=st.lists(st.tuples(words, words, words, words), min_size=1, max_size=6),
     width=st.integers(min_value=40, max_value=200),
 )
+# a last cell ending in a blank: its padded width overstated what a cut frees
+@example(rows=[("", "__", "", ""), ("______", "", "______", "_" * 21 + " ")], width=40)
 def test_any_table_fits_a_terminal_of_forty_columns_or_more(
     rows: list[tuple[str, str, str, str]], width: int
 ) -> None:

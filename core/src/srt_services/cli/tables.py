@@ -165,10 +165,29 @@ def _cut(
     width: int,
     result: Fitted,
 ) -> None:
-    """Cut the text of the columns that allow it, widest first, until the table fits."""
+    """Cut the text of the columns that allow it, widest first, until the table fits.
+
+    A pass can fall short: the excess is measured on printed lines (a last cell's trailing
+    blanks stripped), while a cut shortens the padded width, so cutting a cell that ends in
+    blanks may free less than planned. Passes repeat until the table fits or nothing more
+    can be cut."""
+    while _cut_once(columns, headers, cells, active, width, result):
+        pass
+
+
+def _cut_once(
+    columns: Sequence[Column],
+    headers: list[str],
+    cells: list[list[str]],
+    active: list[int],
+    width: int,
+    result: Fitted,
+) -> bool:
+    """One pass of :func:`_cut`; ``True`` when it cut something and the table may still
+    be too wide."""
     excess = _total(headers, cells, active) - width
     if excess <= 0:
-        return
+        return False
     widths = _widths(headers, cells, active)
     limits: dict[int, int] = {}
     for i in sorted((i for i in active if columns[i].cut), key=lambda i: -widths[i]):
@@ -185,7 +204,9 @@ def _cut(
         assert how is not None
         for row in cells:
             row[i] = elide(row[i], limit, how)
-        result.cut.append(columns[i].header)
+        if columns[i].header not in result.cut:
+            result.cut.append(columns[i].header)
+    return bool(limits)
 
 
 def elide(text: str, limit: int, how: Literal["end", "middle"] = "end") -> str:
