@@ -143,6 +143,10 @@ def test_the_batch_scripts_first_program_never_keeps_the_orchestrator_from_start
         check=True,
         timeout=60,
     )
-    first_pid, (exec_pid, fd) = done.stdout.split()[0], done.stdout.split()[1:]
+    # the two lines may come in either order (the parent's is flushed at its exit, the
+    # exec'd child may print first): the parent's has one word, the child's two
+    lines = [line.split() for line in done.stdout.splitlines() if line.strip()]
+    (first_pid,) = next(w for w in lines if len(w) == 1)
+    exec_pid, fd = next(w for w in lines if len(w) == 2)
     assert exec_pid == first_pid and fd == "None", "the same process, exec'd, nothing handed down"
     assert "the agents start with the orchestrator instead" in done.stderr

@@ -173,7 +173,11 @@ def test_H31_a_declared_plugin_is_not_imported_for_a_recipe_that_does_not_need_i
 
 
 def test_H31_a_users_ctrl_c_during_a_hanging_import_ends_the_command(tmp_path: Path) -> None:
-    env = install(tmp_path, "hang", HANG) | {"SRT_PLUGIN_IMPORT_TIMEOUT": "60"}
+    inside = tmp_path / "importing"
+    # the import says when it has begun: a loaded machine may take more than a fixed pause
+    # to get there, and a Ctrl-C before it is another case
+    marked = f"open({str(inside)!r}, 'w').close()\n{HANG}"
+    env = install(tmp_path, "hang", marked) | {"SRT_PLUGIN_IMPORT_TIMEOUT": "60"}
     bad, _ = recipes(tmp_path)
     full = {k: v for k, v in os.environ.items() if not k.startswith("SRT_")}
     full.update(env, SRT_SITE_CONFIG=os.devnull)
@@ -184,7 +188,11 @@ def test_H31_a_users_ctrl_c_during_a_hanging_import_ends_the_command(tmp_path: P
         text=True,
         env=full,
     )
-    time.sleep(3)  # inside the import by now
+    deadline = time.monotonic() + 60
+    while not inside.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.2)  # into its sleep
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
