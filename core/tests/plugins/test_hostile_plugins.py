@@ -181,13 +181,22 @@ def test_H31_a_users_ctrl_c_during_a_hanging_import_ends_the_command(tmp_path: P
     bad, _ = recipes(tmp_path)
     full = {k: v for k, v in os.environ.items() if not k.startswith("SRT_")}
     full.update(env, SRT_SITE_CONFIG=os.devnull)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "srt_services", "validate", bad],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=full,
-    )
+    # a terminal's Ctrl-C reaches a command whose SIGINT is not ignored; a test run started
+    # in the background by a shell without job control has it ignored, and so would srt
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "srt_services", "validate", bad],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=full,
+        )
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     deadline = time.monotonic() + 60
     while not inside.exists():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
