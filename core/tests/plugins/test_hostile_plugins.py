@@ -203,7 +203,12 @@ def test_H31_a_users_ctrl_c_during_a_hanging_import_ends_the_command(tmp_path: P
         time.sleep(0.05)
     time.sleep(0.2)  # into its sleep
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # a failed test leaves nothing running
+        out, err = proc.communicate()
+        raise AssertionError(f"Ctrl-C did not end the command: {err[-2000:]}") from None
     assert proc.returncode == 130, (out, err)
     assert "failed to import" not in err
 
