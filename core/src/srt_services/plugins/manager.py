@@ -301,33 +301,25 @@ class PluginSet:
         """Every plugin's report sections with the plugin's label, ordered by
         :attr:`ReportSection.order`; a plugin that failed gives one string instead (why, last),
         so one broken plugin costs the page its part only."""
-        self._loader.ensure_hook("srt_report_sections")
-        found: list[tuple[str, ReportSection | str]] = []
-        for label, results, error in self._calls.per_plugin(
-            "srt_report_sections", {"job_dir": job_dir}
-        ):
-            if error is not None:
-                found.append((label, f"{type(error).__name__}: {error}"))
-                continue
-            found.extend((label, section) for sections in results for section in sections)
-        # a failure's note goes last: the sections that did draw come first
-        return sorted(
-            found, key=lambda item: item[1].order if not isinstance(item[1], str) else math.inf
-        )
+        return self._sections("srt_report_sections", job_dir)
 
     def status_sections(self, job_dir: str) -> list[tuple[str, StatusSection | str]]:
         """Every plugin's ``srt status`` sections with the plugin's label, ordered by
         :attr:`StatusSection.order`; a plugin that failed gives one string instead (why,
         last), so one broken plugin costs the output its part only."""
-        self._loader.ensure_hook("srt_status_sections")
-        found: list[tuple[str, StatusSection | str]] = []
-        for label, results, error in self._calls.per_plugin(
-            "srt_status_sections", {"job_dir": job_dir}
-        ):
+        return self._sections("srt_status_sections", job_dir)
+
+    def _sections(self, hook: str, job_dir: str) -> list[tuple[str, Any]]:
+        """What :meth:`report_sections` and :meth:`status_sections` share: each plugin's
+        sections of one job, a failure's note (last) in place of a failed plugin's."""
+        self._loader.ensure_hook(hook)
+        found: list[tuple[str, Any]] = []
+        for label, results, error in self._calls.per_plugin(hook, {"job_dir": job_dir}):
             if error is not None:
                 found.append((label, f"{type(error).__name__}: {error}"))
                 continue
             found.extend((label, section) for sections in results for section in sections)
+        # a failure's note goes last: the sections that did draw come first
         return sorted(
             found, key=lambda item: item[1].order if not isinstance(item[1], str) else math.inf
         )
