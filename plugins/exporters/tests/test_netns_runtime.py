@@ -86,10 +86,13 @@ def test_two_nodes_run_the_exporters_and_prometheus_at_their_defaults(
     net = netns.network_of(job.job_dir)
     assert net is not None and net.mode == "namespaces"
     a, b = net.addresses["node0"], net.addresses["node1"]
+    # the exporters have no readiness probe (the kinds' default): "serving" does not wait
+    # for them to listen, so each is asked until it answers
     for address in (a, b):
         for port, metric in ((9101, "node_cpu_seconds_total"), (9256, "namedprocess_")):
-            body = httpx.get(f"http://{address}:{port}/metrics", timeout=10).text
-            assert metric in body, (address, port)
+            url = f"http://{address}:{port}/metrics"
+            wait_for(lambda url=url: _answers(url), timeout=60, step=0.2)
+            assert metric in httpx.get(url, timeout=10).text, (address, port)
     # the job's Prometheus (node0, 9099) scrapes both nodes' exporters over the bridge
     prometheus = f"http://{a}:9099"
 
@@ -108,3 +111,10 @@ def test_two_nodes_run_the_exporters_and_prometheus_at_their_defaults(
     job.stop()
     job.wait(60)
     assert netns.leftovers(net) == []
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
