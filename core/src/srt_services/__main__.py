@@ -1,3 +1,3 @@
-from srt_services.cli.main import main
+from srt_services.cli.entry import main
 
 main()

@@ -182,3 +182,43 @@ def test_kind_names_complete_in_the_shell() -> None:
         env={**env, "COMP_CWORD": "2"},
     )
     assert out.stdout.splitlines() == ["plain,generic"], out
+
+
+# A Ctrl-C that lands while the command line's own module is still being imported (before
+# its handler exists): the hook below delivers SIGINT to the process at the moment
+# rich-click is imported, which only happens inside ``srt_services.cli.main``'s import.
+_CTRL_C_DURING_IMPORT = """
+import builtins, os, signal, sys
+real_import = builtins.__import__
+def hooked(name, *args, **kwargs):
+    if name == "rich_click" and "rich_click" not in sys.modules:
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = hooked
+sys.argv = ["srt", "validate", sys.argv[1]]
+{start}
+"""
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "from srt_services.cli.entry import main; main()",  # the console script
+        "import runpy; runpy.run_module('srt_services', run_name='__main__')",  # python -m
+    ],
+    ids=["console-script", "python-m"],
+)
+def test_ctrl_c_while_the_command_line_loads_exits_130_without_a_traceback(
+    tmp_path: Path, start: str
+) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\nservices: []\n")
+    out = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_DURING_IMPORT.format(start=start), str(recipe)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 130, out.stderr
+    assert "Traceback" not in out.stderr
