@@ -38,7 +38,13 @@ What lives where:
   (refuse a typo in a path or template an option takes, as srt does in the recipe),
   :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does),
   :mod:`~srt_services.extend.jobs` (read a job directory: :func:`read_job`, for plugin
-  commands such as ``srt metrics``).
+  commands such as ``srt metrics``);
+* srtctl's worker rules, for the engines that build workers as srtctl does (srt-dynamo,
+  srt-direct: plugins never import each other, and one copy cannot drift):
+  :func:`worker_slots` (:class:`WorkerSlots` over :class:`SlotBases`, srtctl's port
+  formulas), :func:`config_value` (a config key under either spelling), and sglang's
+  server flags (:func:`sglang_server_flags`, :data:`SGLANG_SERVER_FLAGS`,
+  :func:`sglang_kv_events_config`).
 """
 
 from __future__ import annotations
@@ -92,6 +98,15 @@ if TYPE_CHECKING:
         server_binary,
         url_host,
         venv_bin,
+    )
+    from srt_services.contracts.srtctl_workers import (
+        SGLANG_SERVER_FLAGS,
+        SlotBases,
+        WorkerSlots,
+        config_value,
+        sglang_kv_events_config,
+        sglang_server_flags,
+        worker_slots,
     )
     from srt_services.contracts.status import StatusSection
     from srt_services.hookspecs import hookimpl
@@ -153,6 +168,13 @@ _WHERE: dict[str, str] = {
     "ReportSection": "srt_services.contracts.report",
     "EXIT_REASON_FILE": "srt_services.contracts.servers",
     "StatusSection": "srt_services.contracts.status",
+    "SGLANG_SERVER_FLAGS": "srt_services.contracts.srtctl_workers",
+    "SlotBases": "srt_services.contracts.srtctl_workers",
+    "WorkerSlots": "srt_services.contracts.srtctl_workers",
+    "config_value": "srt_services.contracts.srtctl_workers",
+    "sglang_kv_events_config": "srt_services.contracts.srtctl_workers",
+    "sglang_server_flags": "srt_services.contracts.srtctl_workers",
+    "worker_slots": "srt_services.contracts.srtctl_workers",
     "UseSpec": "srt_services.recipe.models",
     "ServerKind": "srt_services.contracts.servers",
     "ServerOptions": "srt_services.contracts.servers",
@@ -178,6 +200,7 @@ __all__ = [
     "LAST_TIER",
     "LAUNCH_SETTINGS",
     "RESULT_VAR",
+    "SGLANG_SERVER_FLAGS",
     "TIER_OF_PHASE",
     "BenchmarkKind",
     "DefaultProbe",
@@ -217,6 +240,7 @@ __all__ = [
     "ServerOptions",
     "ServiceKind",
     "ServiceSpec",
+    "SlotBases",
     "StatusSection",
     "StrictModel",
     "Translated",
@@ -224,8 +248,10 @@ __all__ = [
     "Variant",
     "Worker",
     "WorkerProcess",
+    "WorkerSlots",
     "backend_flags",
     "binary_option_problems",
+    "config_value",
     "dir_option_problems",
     "hookimpl",
     "missing_binary_check",
@@ -233,10 +259,13 @@ __all__ = [
     "read_job",
     "render",
     "server_binary",
+    "sglang_kv_events_config",
+    "sglang_server_flags",
     "unknown_placeholders",
     "url_host",
     "venv_bin",
     "worker_processes",
+    "worker_slots",
 ]
 
 
