@@ -12,8 +12,9 @@ The names are resolved on first use (PEP 562): a plugin's entry module imports
 What lives where:
 
 * registration interfaces: :class:`ServiceKind` (and :class:`ServerKind` for a server
-  binary that owns its ports), :class:`Engine` (a serving stack building the workers and
-  the frontend: :class:`EngineProcess`, :class:`WorkerProcess`, :func:`worker_processes`),
+  binary that owns its ports, :class:`DiscoveryServerKind` for a discovery plane's),
+  :class:`Engine` (a serving stack building the workers and the frontend:
+  :class:`EngineProcess`, :class:`WorkerProcess`, :func:`worker_processes`),
   :class:`BenchmarkKind` (:data:`RESULT_VAR`), :class:`RecipeFormat` (another tool's
   recipes: :class:`Variant`, :class:`Translated`, :class:`FormatProblems`),
   :class:`Probe`, :class:`Placement`, :class:`Expansion`, :class:`Launcher`, and
@@ -30,7 +31,8 @@ What lives where:
   :attr:`~ServiceKind.accepts_uses`; :data:`EXIT_REASON_FILE` is where its wrapper says why
   it refused), :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
-* helpers: the server kinds' helpers (:func:`server_binary`, :func:`url_host`...),
+* helpers: the server kinds' helpers (:func:`server_binary`, :func:`url_host`,
+  :func:`switched_off_problems`...),
   :func:`render`
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.report import ReportSection
     from srt_services.contracts.servers import (
         EXIT_REASON_FILE,
+        DiscoveryServerKind,
         ServerKind,
         ServerOptions,
         binary_option_problems,
@@ -96,6 +99,7 @@ if TYPE_CHECKING:
         missing_binary_check,
         one_per_job_problems,
         server_binary,
+        switched_off_problems,
         url_host,
         venv_bin,
     )
@@ -177,6 +181,8 @@ _WHERE: dict[str, str] = {
     "worker_slots": "srt_services.contracts.srtctl_workers",
     "UseSpec": "srt_services.recipe.models",
     "ServerKind": "srt_services.contracts.servers",
+    "DiscoveryServerKind": "srt_services.contracts.servers",
+    "switched_off_problems": "srt_services.contracts.servers",
     "ServerOptions": "srt_services.contracts.servers",
     "binary_option_problems": "srt_services.contracts.servers",
     "dir_option_problems": "srt_services.contracts.servers",
@@ -204,6 +210,7 @@ __all__ = [
     "TIER_OF_PHASE",
     "BenchmarkKind",
     "DefaultProbe",
+    "DiscoveryServerKind",
     "Engine",
     "EngineProcess",
     "Expansion",
@@ -261,6 +268,7 @@ __all__ = [
     "server_binary",
     "sglang_kv_events_config",
     "sglang_server_flags",
+    "switched_off_problems",
     "unknown_placeholders",
     "url_host",
     "venv_bin",
