@@ -262,3 +262,51 @@ class ServerKind(ServiceKind):
 
     def discovery_env(self, spec: ServiceSpec, options: Any, address: str | None) -> dict[str, str]:
         return self.consumer_env(spec, options, None if address is None else url_host(address))
+
+
+class DiscoveryServerKind(ServerKind):
+    """Base of a discovery plane's server (etcd, NATS): what the job's processes find each
+    other through, so every plane is placed, started and gated alike.
+
+    Shared because the planes must agree, not merely look alike: they share the infra node
+    (all dedicated or none), start first (phase ``infra``) and are critical (a job whose
+    registry died is measuring nothing), may be ``external``, never receive discovery
+    environment themselves, and are given minutes to come up (a cold container on a busy
+    node has needed them). Consumers are told one address in :attr:`env_key`: the
+    ``external`` one as written, else the server's (:meth:`consumer_url`).
+    """
+
+    #: The variable consumers find the plane in (``ETCD_ENDPOINTS``).
+    env_key: ClassVar[str]
+
+    default_start: ClassVar[str] = "infra"
+    default_critical: ClassVar[bool] = True
+    default_placement: ClassVar[str] = "infra"
+    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "infra", "dedicated"})
+    supports_external: ClassVar[bool] = True
+    supports_dedicated: ClassVar[bool] = True
+    shares_infra_node: ClassVar[bool] = True
+    is_discovery_plane: ClassVar[bool] = True
+    default_readiness_timeout: ClassVar[float] = 300.0
+
+    def consumer_url(self, options: Any, host: str) -> str:
+        """The server's address as consumers are told it (``host`` in URL form)."""
+        raise NotImplementedError
+
+    def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
+        if host is None:
+            return {self.env_key: (spec.external or "").strip()}
+        return {self.env_key: self.consumer_url(options, host)}
+
+
+def switched_off_problems(recipe: Recipe, kind: str, message: str) -> list[Problem]:
+    """A warning (``message``) on each disabled entry named ``kind`` while no entry of that
+    type is enabled, for a server srt implies when the job needs it: an entry of its name
+    keeps the implied one out, so a disabled one switches the server off altogether."""
+    if any(s.type == kind and s.enabled for s in recipe.services):
+        return []
+    return [
+        Problem(("services", i, "enabled"), message, warning=True)
+        for i, s in enumerate(recipe.services)
+        if s.name == kind and not s.enabled
+    ]

@@ -12,8 +12,9 @@ The names are resolved on first use (PEP 562): a plugin's entry module imports
 What lives where:
 
 * registration interfaces: :class:`ServiceKind` (and :class:`ServerKind` for a server
-  binary that owns its ports), :class:`Engine` (a serving stack building the workers and
-  the frontend: :class:`EngineProcess`, :class:`WorkerProcess`, :func:`worker_processes`),
+  binary that owns its ports, :class:`DiscoveryServerKind` for a discovery plane's),
+  :class:`Engine` (a serving stack building the workers and the frontend:
+  :class:`EngineProcess`, :class:`WorkerProcess`, :func:`worker_processes`),
   :class:`BenchmarkKind` (:data:`RESULT_VAR`), :class:`RecipeFormat` (another tool's
   recipes: :class:`Variant`, :class:`Translated`, :class:`FormatProblems`),
   :class:`Probe`, :class:`Placement`, :class:`Expansion`, :class:`Launcher`, and
@@ -30,7 +31,8 @@ What lives where:
   :attr:`~ServiceKind.accepts_uses`; :data:`EXIT_REASON_FILE` is where its wrapper says why
   it refused), :class:`StrictModel`, :class:`KindOptions`, :data:`Port`, and
   :class:`Problem` to report what is wrong with them;
-* helpers: the server kinds' helpers (:func:`server_binary`, :func:`url_host`...),
+* helpers: the server kinds' helpers (:func:`server_binary`, :func:`url_host`,
+  :func:`switched_off_problems`...),
   :func:`render`
   (placeholders), :mod:`~srt_services.extend.processes` (process groups, start times, the
   PID-reuse guard), :mod:`~srt_services.extend.backoff` (the restart backoff srt's
@@ -38,7 +40,13 @@ What lives where:
   (refuse a typo in a path or template an option takes, as srt does in the recipe),
   :mod:`~srt_services.extend.app` (load and plan a recipe the way ``srt`` does),
   :mod:`~srt_services.extend.jobs` (read a job directory: :func:`read_job`, for plugin
-  commands such as ``srt metrics``).
+  commands such as ``srt metrics``);
+* srtctl's worker rules, for the engines that build workers as srtctl does (srt-dynamo,
+  srt-direct: plugins never import each other, and one copy cannot drift):
+  :func:`worker_slots` (:class:`WorkerSlots` over :class:`SlotBases`, srtctl's port
+  formulas), :func:`config_value` (a config key under either spelling), and sglang's
+  server flags (:func:`sglang_server_flags`, :data:`SGLANG_SERVER_FLAGS`,
+  :func:`sglang_kv_events_config`).
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ if TYPE_CHECKING:
     from srt_services.contracts.report import ReportSection
     from srt_services.contracts.servers import (
         EXIT_REASON_FILE,
+        DiscoveryServerKind,
         ServerKind,
         ServerOptions,
         binary_option_problems,
@@ -90,8 +99,18 @@ if TYPE_CHECKING:
         missing_binary_check,
         one_per_job_problems,
         server_binary,
+        switched_off_problems,
         url_host,
         venv_bin,
+    )
+    from srt_services.contracts.srtctl_workers import (
+        SGLANG_SERVER_FLAGS,
+        SlotBases,
+        WorkerSlots,
+        config_value,
+        sglang_kv_events_config,
+        sglang_server_flags,
+        worker_slots,
     )
     from srt_services.contracts.status import StatusSection
     from srt_services.hookspecs import hookimpl
@@ -153,8 +172,17 @@ _WHERE: dict[str, str] = {
     "ReportSection": "srt_services.contracts.report",
     "EXIT_REASON_FILE": "srt_services.contracts.servers",
     "StatusSection": "srt_services.contracts.status",
+    "SGLANG_SERVER_FLAGS": "srt_services.contracts.srtctl_workers",
+    "SlotBases": "srt_services.contracts.srtctl_workers",
+    "WorkerSlots": "srt_services.contracts.srtctl_workers",
+    "config_value": "srt_services.contracts.srtctl_workers",
+    "sglang_kv_events_config": "srt_services.contracts.srtctl_workers",
+    "sglang_server_flags": "srt_services.contracts.srtctl_workers",
+    "worker_slots": "srt_services.contracts.srtctl_workers",
     "UseSpec": "srt_services.recipe.models",
     "ServerKind": "srt_services.contracts.servers",
+    "DiscoveryServerKind": "srt_services.contracts.servers",
+    "switched_off_problems": "srt_services.contracts.servers",
     "ServerOptions": "srt_services.contracts.servers",
     "binary_option_problems": "srt_services.contracts.servers",
     "dir_option_problems": "srt_services.contracts.servers",
@@ -178,9 +206,11 @@ __all__ = [
     "LAST_TIER",
     "LAUNCH_SETTINGS",
     "RESULT_VAR",
+    "SGLANG_SERVER_FLAGS",
     "TIER_OF_PHASE",
     "BenchmarkKind",
     "DefaultProbe",
+    "DiscoveryServerKind",
     "Engine",
     "EngineProcess",
     "Expansion",
@@ -217,6 +247,7 @@ __all__ = [
     "ServerOptions",
     "ServiceKind",
     "ServiceSpec",
+    "SlotBases",
     "StatusSection",
     "StrictModel",
     "Translated",
@@ -224,8 +255,10 @@ __all__ = [
     "Variant",
     "Worker",
     "WorkerProcess",
+    "WorkerSlots",
     "backend_flags",
     "binary_option_problems",
+    "config_value",
     "dir_option_problems",
     "hookimpl",
     "missing_binary_check",
@@ -233,10 +266,14 @@ __all__ = [
     "read_job",
     "render",
     "server_binary",
+    "sglang_kv_events_config",
+    "sglang_server_flags",
+    "switched_off_problems",
     "unknown_placeholders",
     "url_host",
     "venv_bin",
     "worker_processes",
+    "worker_slots",
 ]
 
 

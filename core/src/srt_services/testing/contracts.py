@@ -84,6 +84,23 @@ def _register_all(plugins: PluginSet, objs: Sequence[object]) -> None:
         plugins.register(obj, getattr(obj, "__name__", None) or f"kit-{id(obj):x}")
 
 
+def _case_plugins(
+    plugin: object | None, stand_in: kit.ClassesPlugin, extra: Sequence[object] = ()
+) -> PluginSet:
+    """An isolated plugin set holding the case's plugin, or ``stand_in`` registering just the
+    class under test when the case names none (a class tested before its plugin module
+    exists), and the ``extra`` plugins it needs; every contract suite starts from one."""
+    plugins = kit.isolated_plugins()
+    _register_all(plugins, [plugin if plugin is not None else stand_in, *extra])
+    return plugins
+
+
+def _assert_one_line_summary(summary: str, what: str) -> None:
+    """``srt kinds`` and the docs show a registered class's ``summary`` as one line."""
+    assert summary, f"a {what} needs a one-line `summary` (srt kinds, docs)"
+    assert "\n" not in summary, "`summary` must be one line (srt kinds, docs)"
+
+
 # =========================================================================== service kinds
 
 
@@ -140,14 +157,8 @@ class ServiceKindContract:
     @pytest.fixture
     def kind_plugins(self, kind_case: KindCase) -> PluginSet:
         """An isolated plugin set with the case's plugin(s) registered."""
-        plugins = kit.isolated_plugins()
-        main = (
-            kind_case.plugin
-            if kind_case.plugin is not None
-            else kit.ClassesPlugin([kind_case.kind])
-        )
-        _register_all(plugins, [main, *kind_case.extra_plugins])
-        return plugins
+        stand_in = kit.ClassesPlugin([kind_case.kind])
+        return _case_plugins(kind_case.plugin, stand_in, kind_case.extra_plugins)
 
     @pytest.fixture
     def kind(self, kind_plugins: PluginSet, kind_case: KindCase) -> ServiceKind:
@@ -202,9 +213,7 @@ class ServiceKindContract:
         assert isinstance(name, str), "a kind needs a class attribute `name`"
         problem = name_problem(name)
         assert problem is None, f"kind name {name!r} {problem}"
-        summary = kind_case.kind.summary
-        assert summary, "a kind needs a one-line `summary` (srt kinds, docs)"
-        assert "\n" not in summary, "`summary` must be one line (srt kinds, docs)"
+        _assert_one_line_summary(kind_case.kind.summary, "kind")
 
     # ----------------------------------------------------------------- defaults
 
@@ -546,14 +555,7 @@ class ProbeContract:
 
     @pytest.fixture
     def probe_plugins(self, probe_case: ProbeCase) -> PluginSet:
-        plugins = kit.isolated_plugins()
-        main = (
-            probe_case.plugin
-            if probe_case.plugin is not None
-            else kit.ClassesPlugin(probes=[probe_case.probe])
-        )
-        _register_all(plugins, [main])
-        return plugins
+        return _case_plugins(probe_case.plugin, kit.ClassesPlugin(probes=[probe_case.probe]))
 
     def _recipe(self, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -568,8 +570,7 @@ class ProbeContract:
 
     def test_registered(self, probe_plugins: PluginSet, probe_case: ProbeCase) -> None:
         assert isinstance(probe_plugins.probe(probe_case.probe.name), probe_case.probe)
-        assert probe_case.probe.summary
-        assert "\n" not in probe_case.probe.summary
+        _assert_one_line_summary(probe_case.probe.summary, "probe")
 
     def test_config_model_is_closed(self, probe_plugins: PluginSet, probe_case: ProbeCase) -> None:
         name = probe_case.probe.name
@@ -614,20 +615,13 @@ class PlacementContract:
 
     @pytest.fixture
     def placement_plugins(self, placement_case: PlacementCase) -> PluginSet:
-        plugins = kit.isolated_plugins()
-        main = (
-            placement_case.plugin
-            if placement_case.plugin is not None
-            else kit.ClassesPlugin(placements=[placement_case.placement])
-        )
-        _register_all(plugins, [main])
-        return plugins
+        stand_in = kit.ClassesPlugin(placements=[placement_case.placement])
+        return _case_plugins(placement_case.plugin, stand_in)
 
     def test_registered(self, placement_plugins: PluginSet, placement_case: PlacementCase) -> None:
         found = placement_plugins.placement(placement_case.placement.name)
         assert isinstance(found, placement_case.placement)
-        assert placement_case.placement.summary
-        assert "\n" not in placement_case.placement.summary
+        _assert_one_line_summary(placement_case.placement.summary, "placement")
 
     @pytest.mark.parametrize(("nodes", "per_node"), [(1, 1), (2, 1), (3, 2)])
     def test_selects_nodes_of_the_layout(

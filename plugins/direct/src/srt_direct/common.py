@@ -1,14 +1,15 @@
-"""What the three engines share: options, srtctl's port formulas, the served model name.
+"""What the three engines share: options, the bases of srtctl's port formulas, the served
+model name.
 
-srt-dynamo has its own copy of these rules (plugins never import each other); both follow
-srtctl (``endpoints_to_processes``), so a recipe moved between the engines keeps its ports.
+The formulas themselves (:func:`worker_slots`) are core's, shared with srt-dynamo (plugins
+never import each other): both follow srtctl (``endpoints_to_processes``), so a recipe moved
+between the engines keeps its ports.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -20,13 +21,14 @@ from srt_services.extend import (
     Problem,
     Recipe,
     WorkerProcess,
+    WorkerSlots,
+    config_value,
     worker_processes,
+    worker_slots,
 )
 
 MODE_OF_ROLE = {"prefill": "prefill", "decode": "decode", "agg": "aggregated"}
 SHORT = {"prefill": "prefill", "decode": "decode", "agg": "agg"}
-HTTP_STRIDE = 32
-VLLM_STRIDE = 50
 
 
 class PortBases(KindOptions):
@@ -62,68 +64,12 @@ class CommonOptions(KindOptions):
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Slots:
-    http_port: int | None
-    kv_events_port: int
-    nixl_port: int
-    nccl_port: int
-    vllm_port: int
-    bootstrap_port: int | None
-
-
-def host_of(ip: str, name: str) -> str:
-    """Virtual nodes on the loopback range share one machine's ports (local mode)."""
-    return "loopback" if ip.startswith("127.") else name
-
-
-def slot_table(processes: Sequence[WorkerProcess], bases: PortBases) -> list[Slots]:
-    out: list[Slots] = []
-    leaders_on: dict[str, int] = {}
-    prefill_on: dict[str, int] = {}
-    bootstrap: int | None = None
-    for proc in processes:
-        worker = proc.worker
-        if proc.leader:
-            bootstrap = None
-            if worker.role == "prefill":
-                host = host_of(worker.nodes[0].ip, worker.nodes[0].name)
-                bootstrap = bases.bootstrap + prefill_on.get(host, 0)
-                prefill_on[host] = prefill_on.get(host, 0) + 1
-        http = None
-        if proc.leader:
-            http = bases.http + HTTP_STRIDE * leaders_on.get(proc.node.name, 0)
-            leaders_on[proc.node.name] = leaders_on.get(proc.node.name, 0) + 1
-        k = proc.process_index
-        out.append(
-            Slots(
-                http_port=http,
-                kv_events_port=bases.kv_events + k,
-                nixl_port=bases.nixl + k,
-                nccl_port=bases.nccl + k,
-                vllm_port=bases.vllm + VLLM_STRIDE * k,
-                bootstrap_port=bootstrap,
-            )
-        )
-    return out
-
-
-def leaders(layout: Layout, bases: PortBases) -> Iterator[tuple[WorkerProcess, Slots]]:
+def leaders(layout: Layout, bases: PortBases) -> Iterator[tuple[WorkerProcess, WorkerSlots]]:
     """Every worker's leader process with its slots (for a router that lists the workers)."""
     processes = worker_processes(layout)
-    for proc, slots in zip(processes, slot_table(processes, bases), strict=True):
+    for proc, slots in zip(processes, worker_slots(processes, bases), strict=True):
         if proc.leader:
             yield proc, slots
-
-
-def lookup(config: Mapping[str, Any] | None, key: str) -> Any:
-    """A config value under either spelling (``served-model-name`` / ``served_model_name``)."""
-    if not config:
-        return None
-    for candidate in (key, key.replace("-", "_"), key.replace("_", "-")):
-        if candidate in config:
-            return config[candidate]
-    return None
 
 
 def role_config(recipe: Recipe, role: str) -> dict[str, Any]:
@@ -137,7 +83,7 @@ def served_model_name(recipe: Recipe) -> str:
     if recipe.engine.served_model_name:
         return recipe.engine.served_model_name
     for role in ("prefill", "agg", "decode"):
-        name = lookup(role_config(recipe, role), "served-model-name")
+        name = config_value(role_config(recipe, role), "served-model-name")
         if name:
             return str(name)
     model = (recipe.engine.model or "").rstrip("/")

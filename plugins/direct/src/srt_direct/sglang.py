@@ -13,47 +13,36 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 from srt_services.extend import (
+    SGLANG_SERVER_FLAGS,
     Engine,
     EngineProcess,
     InstanceContext,
     Problem,
     Recipe,
     WorkerProcess,
+    WorkerSlots,
     backend_flags,
+    config_value,
+    sglang_kv_events_config,
+    sglang_server_flags,
+    worker_slots,
 )
 
 from srt_direct.common import (
     MODE_OF_ROLE,
     CommonOptions,
-    Slots,
     disaggregated,
     http_probe,
     interpreter,
     leaders,
-    lookup,
     model_problems,
     owned_problems,
     role_config,
     served_model_name,
-    slot_table,
 )
 
 #: flags the engine sets; a recipe's copy in config is dropped (with a warning)
-OWNED = frozenset(
-    {
-        "model-path",
-        "served-model-name",
-        "nccl-port",
-        "disaggregation-mode",
-        "disaggregation-bootstrap-port",
-        "host",
-        "port",
-        "dist-init-addr",
-        "nnodes",
-        "node-rank",
-        "kv-events-config",
-    }
-)
+OWNED = SGLANG_SERVER_FLAGS
 
 KvEvents = bool | dict[str, Any]
 
@@ -72,20 +61,11 @@ def _kv_events(options: SGLangOptions, mode: str, port: int) -> dict[str, Any] |
     setting: Any = options.kv_events
     if isinstance(setting, dict):
         setting = setting.get(mode, False)
-    if not setting:
-        return None
-    value: dict[str, Any] = {
-        "publisher": "zmq",
-        "topic": "kv-events",
-        "endpoint": f"tcp://*:{port}",
-    }
-    if isinstance(setting, dict):
-        value.update(setting)
-    return value
+    return sglang_kv_events_config(setting, port)
 
 
 def _scheme(recipe: Recipe, role: str) -> str:
-    return "grpc" if lookup(role_config(recipe, role), "grpc-mode") is True else "http"
+    return "grpc" if config_value(role_config(recipe, role), "grpc-mode") is True else "http"
 
 
 class SGLangEngine(Engine):
@@ -99,7 +79,7 @@ class SGLangEngine(Engine):
 
     def __init__(self) -> None:
         self._for: Sequence[WorkerProcess] | None = None
-        self._table: list[Slots] = []
+        self._table: list[WorkerSlots] = []
 
     def validate(self, recipe: Recipe, options: Any) -> Iterable[Problem]:
         yield from model_problems(recipe, "srt-direct's sglang engine")
@@ -115,21 +95,14 @@ class SGLangEngine(Engine):
     ) -> EngineProcess:
         opts: SGLangOptions = options
         if self._for is not processes:
-            self._table, self._for = slot_table(processes, opts.ports), processes
+            self._table, self._for = worker_slots(processes, opts.ports), processes
         s = self._table[process.process_index]
-        worker, role = process.worker, process.worker.role
+        role = process.worker.role
         python = interpreter(opts.python, recipe, role)
-        argv = [python, "-m", "sglang.launch_server", "--model-path", recipe.engine.model or ""]
-        argv += ["--served-model-name", served_model_name(recipe)]
-        argv += ["--host", "0.0.0.0", "--port", str(s.http_port or 0)]  # noqa: S104
-        argv += ["--nccl-port", str(s.nccl_port)]
-        if role != "agg":
-            argv += ["--disaggregation-mode", role]
-        if role == "prefill" and s.bootstrap_port is not None:
-            argv += ["--disaggregation-bootstrap-port", str(s.bootstrap_port)]
-        if len(worker.nodes) > 1:
-            argv += ["--dist-init-addr", f"{worker.nodes[0].ip}:{opts.ports.dist_init}"]
-            argv += ["--nnodes", str(len(worker.nodes)), "--node-rank", str(process.rank)]
+        argv = [python, "-m", "sglang.launch_server"]
+        argv += sglang_server_flags(
+            process, s, recipe.engine.model or "", served_model_name(recipe), opts.ports.dist_init
+        )
         kv = _kv_events(opts, MODE_OF_ROLE[role], s.kv_events_port)
         if kv is not None:
             argv += ["--kv-events-config", json.dumps(kv)]

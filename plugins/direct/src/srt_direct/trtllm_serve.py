@@ -21,6 +21,7 @@ from srt_services.extend import (
     Problem,
     Recipe,
     WorkerProcess,
+    worker_slots,
 )
 
 from srt_direct.common import (
@@ -31,7 +32,6 @@ from srt_direct.common import (
     leaders,
     model_problems,
     role_config,
-    slot_table,
 )
 
 NUMA_GPU_TYPES = ("gb200", "gb300")
@@ -104,7 +104,7 @@ class TrtllmServeEngine(Engine):
         ctx: InstanceContext,
     ) -> EngineProcess:
         opts: TrtllmServeOptions = options
-        slots = slot_table(processes, opts.ports)[process.process_index]
+        slots = worker_slots(processes, opts.ports)[process.process_index]
         role = process.worker.role
         config = role_config(recipe, role)
         assert recipe.frontend is not None

@@ -15,16 +15,16 @@ from srt_services.extend import (
     Recipe,
     WorkerProcess,
     backend_flags,
+    config_value,
+    worker_slots,
 )
 
 from srt_direct.common import (
     CommonOptions,
     http_probe,
-    lookup,
     model_problems,
     owned_problems,
     role_config,
-    slot_table,
 )
 
 #: what srtctl derives from the layout: the recipe's copy is dropped, with a warning
@@ -47,7 +47,7 @@ def served_name(recipe: Recipe) -> str:
     """What ``vllm serve`` answers to: the config's or engine's name, else the model as given
     (vLLM's own default, not its last part)."""
     return str(
-        lookup(role_config(recipe, "agg"), "served-model-name")
+        config_value(role_config(recipe, "agg"), "served-model-name")
         or recipe.engine.served_model_name
         or recipe.engine.model
         or ""
@@ -102,7 +102,7 @@ class VllmEngine(Engine):
         ctx: InstanceContext,
     ) -> EngineProcess:
         opts: VllmOptions = options
-        slots = slot_table(processes, opts.ports)[process.process_index]
+        slots = worker_slots(processes, opts.ports)[process.process_index]
         worker = process.worker
         assert recipe.frontend is not None
         port = recipe.frontend.port
@@ -110,7 +110,7 @@ class VllmEngine(Engine):
         argv = ["vllm", "serve", recipe.engine.model or ""]
         if process.leader:
             argv += ["--host", "0.0.0.0", "--port", str(port)]  # noqa: S104
-        if recipe.engine.served_model_name and not lookup(config, "served-model-name"):
+        if recipe.engine.served_model_name and not config_value(config, "served-model-name"):
             argv += ["--served-model-name", recipe.engine.served_model_name]
         if len(worker.nodes) > 1:
             argv += ["--master-addr", worker.nodes[0].ip, "--nnodes", str(len(worker.nodes))]

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from srt_services.extend import Recipe, WorkerProcess
+from srt_services.extend import Recipe, WorkerProcess, config_value
 
 from srt_dynamo.environment import SHORT, interpreter
 from srt_dynamo.options import MODE_OF_ROLE, DynamoOptions
-from srt_dynamo.slots import Slots, lookup
+from srt_dynamo.slots import Slots
 
 #: Roles whose config may name the served model, in srtctl's order.
 SERVED_NAME_ROLES = ("prefill", "agg", "decode")
@@ -35,7 +35,7 @@ def served_model_name(recipe: Recipe) -> str:
     if recipe.engine.type in ("sglang", "vllm"):
         for role in SERVED_NAME_ROLES:
             spec = recipe.roles.get(role)  # type: ignore[call-overload]
-            name = lookup(spec.config if spec is not None else None, "served-model-name")
+            name = config_value(spec.config if spec is not None else None, "served-model-name")
             if name:
                 return str(name)
     model = model_arg(recipe).rstrip("/")

@@ -4,51 +4,32 @@ The formulas run over every worker process of the job in layout order, so the po
 process depend on those before it: a table is built once per plan and looked up per
 process. vLLM data parallel launched per node changes the table (a process runs several
 ranks, which take several KV-event slots and serve HTTP on every node), which is why this is
-not a plain function of the process's position.
+not a plain function of the process's position. The formulas are core's
+(:func:`worker_slots`), shared with srt-direct's engines; Dynamo adds its system port.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
-from srt_services.extend import Recipe, WorkerProcess
+from srt_services.extend import (
+    Recipe,
+    WorkerProcess,
+    WorkerSlots,
+    config_value,
+    worker_slots,
+)
 
 from srt_dynamo.options import MODE_OF_ROLE, PortBases
 
-HTTP_STRIDE = 32
-VLLM_STRIDE = 50
-
 
 @dataclass(frozen=True, slots=True)
-class Slots:
-    """What srtctl's ``WorkerProcess`` holds beyond the worker itself."""
+class Slots(WorkerSlots):
+    """srtctl's slots of a process (core's formulas, shared with srt-direct), and the
+    Dynamo-only one: the system port (health, metrics)."""
 
-    process_index: int
     sys_port: int
-    #: sglang/trtllm-serve HTTP port; ``None`` for a follower (it serves none)
-    http_port: int | None
-    kv_events_port: int
-    nixl_port: int
-    nccl_port: int
-    vllm_port: int
-    #: prefill leaders only
-    bootstrap_port: int | None
-    #: vLLM data parallel per node only
-    dp_rpc_port: int | None
-    dp_local: int | None
-    node_rank: int
-
-
-def lookup(config: Mapping[str, Any] | None, key: str) -> Any:
-    """A config value under either spelling (``served-model-name`` / ``served_model_name``)."""
-    if not config:
-        return None
-    for candidate in (key, key.replace("-", "_"), key.replace("_", "-")):
-        if candidate in config:
-            return config[candidate]
-    return None
 
 
 def vllm_data_parallel(
@@ -58,76 +39,34 @@ def vllm_data_parallel(
     if recipe.engine.type != "vllm" or dp_launch_mode != "per_node":
         return None
     config = recipe.roles[role].config if role in recipe.roles else {}
-    dp = lookup(config, "data-parallel-size")
+    dp = config_value(config, "data-parallel-size")
     if dp is None or int(dp) < 1:
         return None
-    replica = int(lookup(config, "tensor-parallel-size") or 1) * int(
-        lookup(config, "pipeline-parallel-size") or 1
+    replica = int(config_value(config, "tensor-parallel-size") or 1) * int(
+        config_value(config, "pipeline-parallel-size") or 1
     )
     if replica > min(gpus, gpus_per_node):
         return None
     return int(dp), replica
 
 
-def host_of(ip: str, name: str) -> str:
-    """What shares a port space: a node, except that virtual nodes on the loopback range
-    (local mode) are one machine, where a server binding 0.0.0.0 (the prefill bootstrap)
-    would collide with its twin on another virtual node."""
-    return "loopback" if ip.startswith("127.") else name
-
-
 def slot_table(
     recipe: Recipe, processes: Sequence[WorkerProcess], bases: PortBases, dp_launch_mode: str
 ) -> list[Slots]:
     """Every process's slots, in ``processes`` order."""
-    out: list[Slots] = []
-    leaders_on: dict[str, int] = {}
-    prefill_leaders_on: dict[str, int] = {}
-    dp_leaders_on: dict[str, int] = {}
-    slot = 0
-    endpoint_slot = 0
-    bootstrap: int | None = None
-    dp_rpc: int | None = None
-    for proc in processes:
-        worker, node = proc.worker, proc.node
-        dp = vllm_data_parallel(
+
+    def data_parallel(proc: WorkerProcess) -> tuple[int, int] | None:
+        worker = proc.worker
+        return vllm_data_parallel(
             recipe, worker.role, dp_launch_mode, len(worker.gpus), worker.gpus_per_node
         )
-        if proc.rank == 0:
-            leader = worker.nodes[0]
-            host = host_of(leader.ip, leader.name)
-            endpoint_slot = slot
-            bootstrap = None
-            if worker.role == "prefill":
-                bootstrap = bases.bootstrap + prefill_leaders_on.get(host, 0)
-                prefill_leaders_on[host] = prefill_leaders_on.get(host, 0) + 1
-            dp_rpc = None
-            if dp is not None:
-                dp_rpc = bases.dp_rpc + dp_leaders_on.get(leader.name, 0)
-                dp_leaders_on[leader.name] = dp_leaders_on.get(leader.name, 0) + 1
-        http = None
-        if proc.rank == 0 or dp is not None:
-            http = bases.http + HTTP_STRIDE * leaders_on.get(node.name, 0)
-            leaders_on[node.name] = leaders_on.get(node.name, 0) + 1
-        local = len(worker.gpus) // dp[1] if dp is not None else None
-        k = proc.process_index
-        out.append(
-            Slots(
-                process_index=k,
-                sys_port=bases.system + k,
-                http_port=http,
-                kv_events_port=bases.kv_events + slot,
-                nixl_port=bases.nixl + (endpoint_slot if dp is not None else slot),
-                nccl_port=bases.nccl + k,
-                vllm_port=bases.vllm + VLLM_STRIDE * k,
-                bootstrap_port=bootstrap,
-                dp_rpc_port=dp_rpc,
-                dp_local=local,
-                node_rank=proc.rank * local if local is not None else proc.rank,
-            )
-        )
-        slot += local if local is not None else 1
-    return out
+
+    shared = worker_slots(processes, bases, data_parallel, dp_rpc_base=bases.dp_rpc)
+    names = [f.name for f in fields(WorkerSlots)]
+    return [
+        Slots(**{n: getattr(s, n) for n in names}, sys_port=bases.system + s.process_index)
+        for s in shared
+    ]
 
 
 def mode_of(role: str) -> str:

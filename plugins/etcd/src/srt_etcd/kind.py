@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 from srt_services.extend import (
     DefaultProbe,
+    DiscoveryServerKind,
     ImpliedService,
     Port,
     Problem,
-    ServerKind,
     ServerOptions,
     dir_option_problems,
     one_per_job_problems,
+    switched_off_problems,
     url_host,
 )
 
@@ -55,7 +56,7 @@ class EtcdOptions(ServerOptions):
     )
 
 
-class EtcdKind(ServerKind):
+class EtcdKind(DiscoveryServerKind):
     name: ClassVar[str] = KIND
     implied_by_summary: ClassVar[str] = "frontend.type dynamo (on the infra node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
@@ -75,18 +76,8 @@ class EtcdKind(ServerKind):
     binary_name: ClassVar[str] = BINARY
     install_hint: ClassVar[str] = INSTALL_HINT
 
-    default_start: ClassVar[str] = "infra"
-    default_critical: ClassVar[bool] = True
-    default_placement: ClassVar[str] = "infra"
-    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "infra", "dedicated"})
-    supports_external: ClassVar[bool] = True
+    env_key: ClassVar[str] = ENV_KEY
     external_schemes: ClassVar[tuple[str, ...]] = SCHEMES
-    supports_dedicated: ClassVar[bool] = True
-    shares_infra_node: ClassVar[bool] = True
-    is_discovery_plane: ClassVar[bool] = True
-    default_stop_grace: ClassVar[float] = 30.0
-    #: A cold container on a busy node has been seen to need minutes before etcd listens.
-    default_readiness_timeout: ClassVar[float] = 300.0
 
     def ports(self, options: Any) -> Mapping[str, int | None]:
         assert isinstance(options, EtcdOptions)
@@ -126,11 +117,9 @@ class EtcdKind(ServerKind):
         assert isinstance(options, EtcdOptions)
         return DefaultProbe("http", {"port": options.client_port, "path": "/health", "status": 200})
 
-    def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
-        if host is None:
-            return {ENV_KEY: (spec.external or "").strip()}
+    def consumer_url(self, options: Any, host: str) -> str:
         assert isinstance(options, EtcdOptions)
-        return {ENV_KEY: f"http://{host}:{options.client_port}"}
+        return f"http://{host}:{options.client_port}"
 
 
 # --------------------------------------------------------------------------- recipe-level
@@ -158,16 +147,11 @@ def implied(recipe: Recipe) -> list[ImpliedService]:
 def recipe_problems(recipe: Recipe) -> list[Problem]:
     """Rules across entries that only this kind knows."""
     out = one_per_job_problems(recipe, KIND, f"etcd ({ENV_KEY} names one discovery plane)")
-    declared = any(s.type == KIND and s.enabled for s in recipe.services)
-    if recipe.frontend_type == "dynamo" and not declared:
-        for i, s in enumerate(recipe.services):
-            if s.name == "etcd" and not s.enabled:
-                out.append(
-                    Problem(
-                        ("services", i, "enabled"),
-                        "switches off the etcd that frontend.type dynamo needs; Dynamo processes"
-                        f" get no {ENV_KEY} unless they set it themselves",
-                        warning=True,
-                    )
-                )
+    if recipe.frontend_type == "dynamo":
+        out += switched_off_problems(
+            recipe,
+            KIND,
+            "switches off the etcd that frontend.type dynamo needs; Dynamo processes get no"
+            f" {ENV_KEY} unless they set it themselves",
+        )
     return out

@@ -29,6 +29,43 @@ from srt_services.extend import (
 from srt_exporters.common import IfMissing, MetricsServerKind, MetricsServerOptions
 from srt_exporters.images import DCGM_IMAGE, NODE_IMAGE, PROCESS_IMAGE, UpstreamImage
 
+#: how the spec's exporters are implied (srt's switch, not the spec's tachometer)
+IMPLIED_BY = (
+    "`observability.metrics` (srt's switch; the specification's tachometer is not part of srt)"
+)
+#: node and DCGM exporters run per compute node (the spec says per worker node)
+ON_COMPUTE_NODES = IMPLIED_BY + ", on every compute node rather than every worker node."
+#: how node and DCGM exporters depart from the spec's command: its image, with a pinned tag
+SPEC_IMAGE = (
+    "The specification's image and command where the job runs in containers"
+    " (a job container, or one on the frontend, the benchmark or a worker), with a pinned tag"
+    " so that a rerun pulls the same exporter"
+)
+
+
+def image_or_host(image: UpstreamImage, host_binary: str) -> str:
+    """``command_summary`` of an exporter that runs its upstream image where the job runs in
+    containers, else the host's binary."""
+    return (
+        f"`{image.binary}` in `{image.default}` where the job runs in containers,"
+        f" else the host's `{host_binary}`"
+    )
+
+
+class ExporterKind(MetricsServerKind):
+    """An exporter kind of this plugin: one ``/metrics`` endpoint, declared so srt lists it
+    in the scrape targets, and, as the spec has them, no readiness probe (nothing waits
+    for an exporter) and a short stop grace (an exporter holds no state to flush)."""
+
+    readiness_summary: ClassVar[str] = "none"
+    default_stop_grace: ClassVar[float] = 10.0
+    #: the scrape target's name
+    metrics_name: ClassVar[str]
+
+    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
+        return [MetricsSpec(port=options.port, name=self.metrics_name)]
+
+
 # --------------------------------------------------------------------------- node-exporter
 
 NODE = "node-exporter"
@@ -51,36 +88,29 @@ class NodeExporterOptions(MetricsServerOptions):
     )
 
 
-class NodeExporterKind(MetricsServerKind):
+class NodeExporterKind(ExporterKind):
     name: ClassVar[str] = NODE
     implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
-        "command": "The specification's image and command where the job runs in containers"
-        " (a job container, or one on the frontend, the benchmark or a worker), with a pinned tag so that a"
-        " rerun pulls the same exporter (`quay.io/prometheus/node-exporter:v1.8.2`). Without"
+        "command": SPEC_IMAGE + " (`quay.io/prometheus/node-exporter:v1.8.2`). Without"
         " images (and under `srt run`, whose launcher runs none) srt runs the host package's"
         " `prometheus-node-exporter` on the bare node, looked up on each node at launch; the"
         " specification has no bare-host default.",
-        "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
-        " is not part of srt), on every compute node rather than every worker node.",
+        "implied by": ON_COMPUTE_NODES,
     }
     summary: ClassVar[str] = (
         "Prometheus node exporter (cpu, infiniband, meminfo) on every worker node."
     )
-    readiness_summary: ClassVar[str] = "none"
     Options: ClassVar[type[NodeExporterOptions]] = NodeExporterOptions
     upstream: ClassVar[UpstreamImage | None] = NODE_IMAGE
-    command_summary: ClassVar[str] = (
-        f"`{NODE_IMAGE.binary}` in `{NODE_IMAGE.default}` where the job runs in containers,"
-        " else the host's `prometheus-node-exporter`"
-    )
+    command_summary: ClassVar[str] = image_or_host(NODE_IMAGE, "prometheus-node-exporter")
     binary_name: ClassVar[str] = "prometheus-node-exporter"
+    metrics_name: ClassVar[str] = "node_exporter"
     install_hint: ClassVar[str] = (
         "install it (Debian: apt-get install prometheus-node-exporter), or set"
         " options.binary (upstream's node_exporter works too)"
     )
     default_placement: ClassVar[str] = "workers"
-    default_stop_grace: ClassVar[float] = 10.0
 
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, NodeExporterOptions)
@@ -89,9 +119,6 @@ class NodeExporterKind(MetricsServerKind):
             "--collector.disable-defaults",
             *(f"--collector.{c}" for c in options.collectors),
         ]
-
-    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
-        return [MetricsSpec(port=options.port, name="node_exporter")]
 
     def validate(self, spec: ServiceSpec, options: Any, recipe: Recipe) -> Iterable[Problem]:
         assert isinstance(options, NodeExporterOptions)
@@ -184,7 +211,7 @@ def group_config(groups: list[ProcessGroup]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class ProcessExporterKind(MetricsServerKind):
+class ProcessExporterKind(ExporterKind):
     name: ClassVar[str] = PROCESS
     implied_by_summary: ClassVar[str] = "observability.metrics (on every node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
@@ -193,24 +220,22 @@ class ProcessExporterKind(MetricsServerKind):
         " declared `container` runs the image's `/bin/process-exporter`, as the specification"
         " says, with the group file in the job's log directory (mounted at its own path, not"
         " at `/logs`).",
-        "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
-        " is not part of srt).",
+        "implied by": IMPLIED_BY + ".",
     }
     summary: ClassVar[str] = (
         "Per-process-group CPU, memory and threads on every node (host binary; skipped if absent)."
     )
-    readiness_summary: ClassVar[str] = "none"
     Options: ClassVar[type[ProcessExporterOptions]] = ProcessExporterOptions
     upstream: ClassVar[UpstreamImage | None] = PROCESS_IMAGE
     command_summary: ClassVar[str] = (
         f"the host's `prometheus-process-exporter`; in a declared image `{PROCESS_IMAGE.binary}`"
     )
     binary_name: ClassVar[str] = "prometheus-process-exporter"
+    metrics_name: ClassVar[str] = "process_exporter"
     install_hint: ClassVar[str] = (
         "install it (Debian: apt-get install prometheus-process-exporter), or set options.binary"
     )
     default_placement: ClassVar[str] = "all"
-    default_stop_grace: ClassVar[float] = 10.0
 
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         # process-exporter's flags take one dash (Go's flag package)
@@ -228,9 +253,6 @@ class ProcessExporterKind(MetricsServerKind):
         assert isinstance(options, ProcessExporterOptions)
         return {group_file(spec): group_config(options.groups)}
 
-    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
-        return [MetricsSpec(port=options.port, name="process_exporter")]
-
 
 # --------------------------------------------------------------------------- dcgm-exporter
 
@@ -244,35 +266,28 @@ class DcgmExporterOptions(MetricsServerOptions):
     )
 
 
-class DcgmExporterKind(MetricsServerKind):
+class DcgmExporterKind(ExporterKind):
     name: ClassVar[str] = DCGM
     implied_by_summary: ClassVar[str] = "observability.metrics (on every compute node)"
     spec_departures: ClassVar[Mapping[str, str]] = {
-        "command": "The specification's image and command where the job runs in containers"
-        " (a job container, or one on the frontend, the benchmark or a worker), with a pinned tag so that a"
-        " rerun pulls the same exporter"
-        " (`nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04`, the tag of the"
+        "command": SPEC_IMAGE
+        + " (`nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04`, the tag of the"
         " specification's mirror example). Without images (and under `srt run`) srt runs a"
         " host binary `dcgm-exporter` on the bare node, looked up on each node at launch.",
-        "implied by": "`observability.metrics` (srt's switch; the specification's tachometer"
-        " is not part of srt), on every compute node rather than every worker node.",
+        "implied by": ON_COMPUTE_NODES,
     }
     summary: ClassVar[str] = "NVIDIA DCGM exporter: GPU utilisation, memory, power per GPU."
-    readiness_summary: ClassVar[str] = "none"
     Options: ClassVar[type[DcgmExporterOptions]] = DcgmExporterOptions
     upstream: ClassVar[UpstreamImage | None] = DCGM_IMAGE
-    command_summary: ClassVar[str] = (
-        f"`{DCGM_IMAGE.binary}` in `{DCGM_IMAGE.default}` where the job runs in containers,"
-        " else the host's `dcgm-exporter`"
-    )
+    command_summary: ClassVar[str] = image_or_host(DCGM_IMAGE, "dcgm-exporter")
     binary_name: ClassVar[str] = "dcgm-exporter"
+    metrics_name: ClassVar[str] = "dcgm"
     install_hint: ClassVar[str] = (
         "it ships with NVIDIA's container image nvcr.io/nvidia/k8s/dcgm-exporter (srt runs"
         " it where the job has a container; or set container) or NVIDIA's CUDA repository;"
         " it needs a GPU and its driver (NVML)"
     )
     default_placement: ClassVar[str] = "workers"
-    default_stop_grace: ClassVar[float] = 10.0
 
     def server_args(self, spec: ServiceSpec, options: Any, ctx: InstanceContext) -> list[str]:
         assert isinstance(options, DcgmExporterOptions)
@@ -281,6 +296,3 @@ class DcgmExporterKind(MetricsServerKind):
             "--address",
             f"{url_host(ctx.node.ip)}:{options.port}",
         ]
-
-    def metrics(self, spec: ServiceSpec, options: Any) -> list[MetricsSpec]:
-        return [MetricsSpec(port=options.port, name="dcgm")]

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 from srt_services.extend import (
     DefaultProbe,
+    DiscoveryServerKind,
     ImpliedService,
     Port,
     Problem,
-    ServerKind,
     ServerOptions,
     dir_option_problems,
     one_per_job_problems,
+    switched_off_problems,
     url_host,
 )
 
@@ -100,7 +101,7 @@ def config_text(options: NatsOptions, ip: str, monitor: bool = True) -> str:
     return "\n".join(lines)
 
 
-class NatsKind(ServerKind):
+class NatsKind(DiscoveryServerKind):
     name: ClassVar[str] = KIND
     implied_by_summary: ClassVar[str] = (
         "dynamo.request_plane nats, dynamo.event_plane nats, or an entry's"
@@ -124,18 +125,8 @@ class NatsKind(ServerKind):
     binary_name: ClassVar[str] = BINARY
     install_hint: ClassVar[str] = INSTALL_HINT
 
-    default_start: ClassVar[str] = "infra"
-    default_critical: ClassVar[bool] = True
-    default_placement: ClassVar[str] = "infra"
-    allowed_placements: ClassVar[frozenset[str] | None] = frozenset({"head", "infra", "dedicated"})
-    supports_external: ClassVar[bool] = True
+    env_key: ClassVar[str] = ENV_KEY
     external_schemes: ClassVar[tuple[str, ...]] = SCHEMES
-    supports_dedicated: ClassVar[bool] = True
-    shares_infra_node: ClassVar[bool] = True
-    is_discovery_plane: ClassVar[bool] = True
-    default_stop_grace: ClassVar[float] = 30.0
-    #: A cold container on a busy node has been seen to need minutes before NATS listens.
-    default_readiness_timeout: ClassVar[float] = 300.0
 
     def ports(self, options: Any) -> Mapping[str, int | None]:
         assert isinstance(options, NatsOptions)
@@ -196,11 +187,9 @@ class NatsKind(ServerKind):
             )
         return DefaultProbe("tcp", {"port": options.port})
 
-    def consumer_env(self, spec: ServiceSpec, options: Any, host: str | None) -> dict[str, str]:
-        if host is None:
-            return {ENV_KEY: (spec.external or "").strip()}
+    def consumer_url(self, options: Any, host: str) -> str:
         assert isinstance(options, NatsOptions)
-        return {ENV_KEY: f"nats://{host}:{options.port}"}
+        return f"nats://{host}:{options.port}"
 
 
 # --------------------------------------------------------------------------- recipe-level
@@ -244,21 +233,16 @@ def implied(recipe: Recipe) -> list[ImpliedService]:
 def recipe_problems(recipe: Recipe) -> list[Problem]:
     """Rules across entries that only this kind knows."""
     out = one_per_job_problems(recipe, KIND, f"nats ({ENV_KEY} names one server)")
-    declared = any(s.type == KIND and s.enabled for s in recipe.services)
     planes = [
         f"dynamo.{plane}"
         for plane in ("request_plane", "event_plane")
         if getattr(recipe.dynamo, plane) == "nats"
     ]
-    if planes and not declared:
-        for i, s in enumerate(recipe.services):
-            if s.name == "nats" and not s.enabled:
-                out.append(
-                    Problem(
-                        ("services", i, "enabled"),
-                        f"switches off the NATS that {' and '.join(planes)} need; Dynamo processes"
-                        f" get no {ENV_KEY} unless they set it themselves",
-                        warning=True,
-                    )
-                )
+    if planes:
+        out += switched_off_problems(
+            recipe,
+            KIND,
+            f"switches off the NATS that {' and '.join(planes)} need; Dynamo processes get no"
+            f" {ENV_KEY} unless they set it themselves",
+        )
     return out

@@ -13,9 +13,10 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from srt_services.extend import config_value
+
 from srt_srtctl.cluster import ClusterConfig
 from srt_srtctl.errors import KeyPath
-from srt_srtctl.flags import lookup
 from srt_srtctl.schema import (
     MockerBackend,
     MooncakeKVStore,
@@ -128,7 +129,7 @@ def served_model_name(config: SrtConfig) -> str:
     vllm), else the model's last path part."""
     if config.backend_type in ("sglang", "vllm"):
         for mode in ("prefill", "aggregated", "decode"):
-            name = lookup(_mode_config(config, mode), "served-model-name")
+            name = config_value(_mode_config(config, mode), "served-model-name")
             if name:
                 return str(name)
     path = config.model.path

@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from srt_services.extend import backend_flags
+from srt_services.extend import (
+    SGLANG_SERVER_FLAGS,
+    backend_flags,
+    sglang_kv_events_config,
+    sglang_server_flags,
+)
 
 from srt_dynamo.backends.base import Backend, dropped
 from srt_dynamo.build import WorkerBuild
@@ -13,53 +18,18 @@ from srt_dynamo.environment import nsys_prefix
 
 MODULE = "dynamo.sglang"
 #: srtctl always drops these from the recipe's config; the others it duplicates (srt drops
-#: them too, with a warning)
-OWNED = frozenset(
-    {
-        "model-path",
-        "served-model-name",
-        "nccl-port",
-        "disaggregation-mode",
-        "disaggregation-bootstrap-port",
-        "host",
-        "port",
-        "dist-init-addr",
-        "nnodes",
-        "node-rank",
-        "dump-config-to",
-        "kv-events-config",
-        "request-plane",
-    }
-)
+#: them too, with a warning): the sglang server's own, and Dynamo's wrapper's
+OWNED = SGLANG_SERVER_FLAGS | {"dump-config-to", "request-plane"}
 
 
 def kv_events_config(b: WorkerBuild) -> dict[str, Any] | None:
-    setting = b.kv_events_setting()
-    if not setting:
-        return None
-    value: dict[str, Any] = {
-        "publisher": "zmq",
-        "topic": "kv-events",
-        "endpoint": f"tcp://*:{b.slots.kv_events_port}",
-    }
-    if isinstance(setting, dict):
-        value.update(setting)
-    return value
+    return sglang_kv_events_config(b.kv_events_setting(), b.slots.kv_events_port)
 
 
 def server_flags(b: WorkerBuild) -> list[str]:
-    """What sglang's server is told about its place in the job, whoever runs it (Dynamo's
-    wrapper, or ``sglang.launch_server`` behind the SGLang router)."""
-    out = ["--model-path", b.model, "--served-model-name", b.served]
-    out += ["--host", "0.0.0.0", "--port", str(b.slots.http_port or 0)]  # noqa: S104
-    out += ["--nccl-port", str(b.slots.nccl_port)]
-    out += b.disaggregation()
-    if b.role == "prefill" and b.slots.bootstrap_port is not None:
-        out += ["--disaggregation-bootstrap-port", str(b.slots.bootstrap_port)]
-    if b.nnodes > 1:
-        out += ["--dist-init-addr", f"{b.leader_ip}:{b.options.ports.dist_init}"]
-        out += ["--nnodes", str(b.nnodes), "--node-rank", str(b.proc.rank)]
-    return out
+    """What sglang's server is told about its place in the job (core's rule, shared with
+    srt-direct's ``sglang.launch_server`` workers)."""
+    return sglang_server_flags(b.proc, b.slots, b.model, b.served, b.options.ports.dist_init)
 
 
 def argv(b: WorkerBuild) -> list[str]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from srt_services.extend import backend_flags
+from srt_services.extend import backend_flags, config_value
 
 from srt_dynamo.backends.base import Backend, dropped
 from srt_dynamo.build import WorkerBuild
 from srt_dynamo.environment import nsys_prefix
-from srt_dynamo.slots import lookup
 
 MODULE = "dynamo.vllm"
 KVBM_CONNECTOR_MODULE = "kvbm.vllm_integration.connector"
@@ -136,7 +135,7 @@ def forced_env(b: WorkerBuild) -> dict[str, str]:
 
 
 def uses_data_parallel_hybrid_lb(config: dict[str, Any]) -> bool:
-    return lookup(config, "data-parallel-hybrid-lb") is not None
+    return config_value(config, "data-parallel-hybrid-lb") is not None
 
 
 BACKEND = Backend(
