@@ -204,8 +204,64 @@ def test_the_agents_entry_imports_neither_ssl_psutil_nor_orjson() -> None:
         "import runpy, sys; sys.argv = ['agent', '--help'];\n"
         "try:\n    runpy.run_module('srt_services.launch.agent', run_name='not_main')\n"
         "except SystemExit:\n    pass\n"
-        "import srt_services.launch.agent.node\n"
+        "import srt_services.launch.agent.node, srt_services.launch.agent.serve\n"
         "print(sorted(m for m in ('ssl', 'psutil', 'orjson') if sys.modules.get(m)))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_agents_first_part_launches_without_asyncio_or_the_local_launcher() -> None:
+    """The agent's first part (hello, setup, cgroup, launches) runs as the agents' step
+    starts it (``python -S``, no ``site``) on the standard library's cheapest modules:
+    asyncio, the local launcher, the plan's dataclasses, typing, argparse, hashlib's
+    OpenSSL and the idna codec are each milliseconds of CPU on every node before its
+    instances can start; they are loaded once the launches are done."""
+    import subprocess
+    import sys
+
+    from srt_services.launch.slurm.agents_step import agent_command
+
+    command = agent_command(sys.executable)
+    assert command[1:3] == ["-S", "-c"], command
+    boot = command[3].replace("import run; run()", "import Start, parse, _connect")
+    used = (
+        "import ctypes, select, subprocess, srt_services.launch.cgroup, srt_services.procfs\n"
+        "from srt_services.launch.agent import job_vars\n"
+    )
+    unwanted = (
+        "asyncio",
+        "typing",
+        "dataclasses",
+        "argparse",
+        "_hashlib",
+        "hashlib",
+        "secrets",
+        "encodings.idna",
+        "site",
+        "srt_services.launch.local",
+        "srt_services.launch.process",
+        "srt_services.contracts.plan",
+        "srt_services.launch.agent.node",
+    )
+    probe = f"{boot}\n{used}print(sorted(m for m in {unwanted!r} if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=100), st.binary(max_size=300))
+def test_the_channels_hmac_is_the_standard_one(key: bytes, message: bytes) -> None:
+    """The agent computes HMAC-SHA256 itself (without loading libcrypto): the digests
+    are the standard library's, for keys shorter and longer than a block."""
+    import hashlib
+    import hmac
+
+    assert wire.Hmac(key).digest(message) == hmac.new(key, message, hashlib.sha256).digest()
+    orch, _ = _sessions()
+    sealed = orch.seal({"op": "beat"})
+    mac, _, body = sealed.rstrip(b"\n").partition(b" ")
+    want = hmac.new(orch.key, b"o" + (0).to_bytes(8, "big") + body, hashlib.sha256).hexdigest()
+    assert mac == want[:32].encode()

@@ -181,6 +181,24 @@ def node_address(interface: str | None) -> str:
     return done.stdout
 
 
+def _connect(host: str, port: int) -> socket.socket:
+    """``socket.create_connection`` with the host looked up as bytes: a str goes through
+    the idna codec, whose imports cost every node's agent ~2 ms."""
+    name = host.encode() if host.isascii() else host.encode("idna")
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in socket.getaddrinfo(name, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(CONNECT_FOR)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        return sock
+    raise error
+
+
 def connect(
     host: str, port: int, key: bytes, node: str, address: str | None = None
 ) -> tuple[wire.Lines, wire.Session]:
@@ -188,7 +206,7 @@ def connect(
     delay = 0.05
     while True:
         try:
-            sock = socket.create_connection((host, port), timeout=CONNECT_FOR)
+            sock = _connect(host, port)
             break
         except OSError as exc:
             if time.monotonic() >= deadline:
@@ -410,6 +428,12 @@ class Start:
     def _load(self) -> None:
         def load() -> None:
             try:
+                if sys.flags.no_site:
+                    # started without ``site`` (agents_step.agent_command): the rest may
+                    # need the environment's packages (inotify_simple, psutil)
+                    import site
+
+                    site.main()
                 import srt_services.launch.agent.node
                 import srt_services.launch.agent.serve  # noqa: F401
             finally:
@@ -536,5 +560,10 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The agents' step's entry (``python -S -c``: see ``agents_step.agent_command``)."""
     exit_now(main())
+
+
+if __name__ == "__main__":
+    run()

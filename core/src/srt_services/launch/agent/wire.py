@@ -22,17 +22,24 @@ reads).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import time
+from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # asyncio is imported where it is used: neither the batch script's first
     import asyncio  # moments (launch/slurm/first.py) nor an agent's start need it
     import socket
     from typing import Any
+
+if TYPE_CHECKING:
+    from hashlib import sha256
+else:
+    try:  # the interpreter's own SHA-256: hashlib's loads OpenSSL's libcrypto (~3 ms a node)
+        from _sha256 import sha256
+    except ImportError:  # pragma: no cover - a build without it
+        from hashlib import sha256
 
 #: The protocol's version, sent in the agent's first line.
 PROTOCOL = 1
@@ -99,17 +106,45 @@ def read_key(path: str) -> bytes:
     return key
 
 
+_BLOCK = 64
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+class Hmac:
+    """HMAC-SHA256 (RFC 2104) with one key: the pads are hashed once, each message
+    copies them. The same digests as ``hmac.new(key, msg, hashlib.sha256)`` (a test
+    checks), without loading libcrypto in every node agent."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = sha256(key.translate(_IPAD))
+        self._outer = sha256(key.translate(_OPAD))
+
+    def digest(self, msg: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(msg)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
 def _mac(key: bytes, *parts: str) -> bytes:
-    return hmac.new(key, "|".join(parts).encode(), hashlib.sha256).digest()
+    return Hmac(key).digest("|".join(parts).encode())
 
 
 class Session:
     """One authenticated connection's state: the session key and both sequence counters."""
 
-    __slots__ = ("key", "mine", "received", "sent", "theirs")
+    __slots__ = ("_hmac", "key", "mine", "received", "sent", "theirs")
 
     def __init__(self, key: bytes, mine: bytes, theirs: bytes) -> None:
         self.key = key
+        self._hmac = Hmac(key)
         #: b"o" for what the orchestrator sends, b"a" for what an agent sends
         self.mine = mine
         self.theirs = theirs
@@ -118,19 +153,15 @@ class Session:
 
     def seal(self, message: dict[str, Any]) -> bytes:
         body = _dumps(message)
-        mac = hmac.new(
-            self.key, self.mine + self.sent.to_bytes(8, "big") + body, hashlib.sha256
-        ).hexdigest()[:_MAC_HEX]
+        mac = self._hmac.digest(self.mine + self.sent.to_bytes(8, "big") + body).hex()[:_MAC_HEX]
         self.sent += 1
         return mac.encode() + b" " + body + b"\n"
 
     def open(self, line: bytes) -> dict[str, Any]:
         """The message a sealed ``line`` carries; ChannelError if it is not authentic."""
         mac, _, body = line.rstrip(b"\n").partition(b" ")
-        want = hmac.new(
-            self.key, self.theirs + self.received.to_bytes(8, "big") + body, hashlib.sha256
-        ).hexdigest()[:_MAC_HEX]
-        if not hmac.compare_digest(mac, want.encode()):
+        want = self._hmac.digest(self.theirs + self.received.to_bytes(8, "big") + body)
+        if not compare_digest(mac, want.hex()[:_MAC_HEX].encode()):
             raise ChannelError(f"frame {self.received} failed its MAC check")
         self.received += 1
         try:
@@ -245,7 +276,7 @@ def agent_handshake(
         answer = _doc(lines.readline(timeout, MAX_HELLO))
         b = _text(answer, "nonce")
         proof = bytes.fromhex(_text(answer, "proof")) if _hex(answer.get("proof")) else b""
-        if not hmac.compare_digest(proof, _mac(key, "orchestrator", a, b, node)):
+        if not compare_digest(proof, _mac(key, "orchestrator", a, b, node)):
             raise ChannelError("the orchestrator did not prove it holds the job's agent key")
         lines.sock.sendall(_dumps({"proof": _mac(key, "agent", a, b, node).hex()}) + b"\n")
     except OSError as exc:
@@ -284,7 +315,7 @@ async def orchestrator_handshake(
     await writer.drain()
     answer = await _line(reader, timeout, MAX_HELLO)
     proof = bytes.fromhex(answer["proof"]) if _hex(answer.get("proof")) else b""
-    if not hmac.compare_digest(proof, _mac(key, "agent", a, b, node)):
+    if not compare_digest(proof, _mac(key, "agent", a, b, node)):
         raise ChannelError(f"a peer calling itself {node!r} did not prove it holds the key")
     addr = hello.get("addr")
     address = addr[:MAX_ADDR] if isinstance(addr, str) else None
