@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import os
 
+#: How long (seconds) the agent waits after a launch before loading the rest of its
+#: machinery (``__main__.SETTLE`` by default).
+SETTLE_VAR = "SRT_AGENT_SETTLE"
+
 #: Job-level Slurm variables an instance gets from the agent, as a step of its own would
 #: (the agent's step-level ones, SLURM_STEP_ID, SLURM_PROCID..., describe the agent's step).
 JOB_VARS = (

@@ -48,7 +48,7 @@ import time
 # this: ``python -X importtime -m srt_services.launch.agent``).
 sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
-from srt_services.launch.agent import wire  # noqa: E402
+from srt_services.launch.agent import SETTLE_VAR, wire  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,9 +62,10 @@ CONNECT_FOR = 20.0
 #: Defaults until the orchestrator's setup says otherwise.
 HEARTBEAT = 1.0
 LOST_AFTER = 10.0
-#: After a launch, how long the channel must stay quiet before the agent loads the rest of
+#: After a launch, how long no other launch must come before the agent loads the rest of
 #: its machinery: the launches of one wave arrive together, and each node's instances
-#: start before its agent spends ~0.1 CPU-s on imports.
+#: start before its agent spends ~0.1 CPU-s on imports. ``SRT_AGENT_SETTLE`` changes it
+#: (the tests hold an agent in its first part, or not, to check both).
 SETTLE = 0.3
 #: The subreaper flag of ``prctl`` (what ``process.become_subreaper`` sets).
 PR_SET_CHILD_SUBREAPER = 36
@@ -228,11 +229,12 @@ def connect(
 class Launched:
     """An instance this module started, for :mod:`.serve` to supervise."""
 
-    __slots__ = ("follow", "grace", "lid", "popen", "ports", "step", "stop_signal", "ticks")
+    __slots__ = ("follow", "grace", "lid", "log", "popen", "ports", "step", "stop_signal", "ticks")
 
     def __init__(self, lid: int, step: str, popen: subprocess.Popen[bytes], m: dict[str, Any]):
         self.lid = lid
         self.step = step
+        self.log: str = m["log"]
         self.popen = popen
         self.grace = float(m.get("grace", 10.0))
         self.stop_signal: str = m.get("stop_signal", "TERM")
@@ -386,16 +388,18 @@ class Start:
     def _loop(self) -> None:
         every = float(self.setup.get("heartbeat", HEARTBEAT))
         lost_after = float(self.setup.get("lost_after", LOST_AFTER))
+        settle = float(os.environ.get(SETTLE_VAR) or SETTLE)
         next_beat = time.monotonic() + every
         settle_at: float | None = None
         while True:
             now = time.monotonic()
             if not self._blocked and self.lost is None:
+                launched = len(self.launched)
                 self._blocked = self._take_lines()
+                if len(self.launched) != launched:
+                    settle_at = now + settle  # launches came: wait until they stop
                 if now - self.last_heard >= lost_after:
                     self._lose(f"no word from the orchestrator for {lost_after:g}s")
-            if settle_at is None and self.launched:
-                settle_at = now + SETTLE
             if self._loader is None and self._wanted(settle_at, now):
                 self._load()
             if self._loaded.is_set():
@@ -404,8 +408,7 @@ class Start:
             if now >= next_beat and self.lost is None:
                 self.send({"ev": "beat"})
                 next_beat = now + every
-            if self._wait(self._next_wake(next_beat, settle_at, lost_after)):
-                settle_at = None  # the orchestrator spoke: wait for quiet again
+            self._wait(self._next_wake(next_beat, settle_at, lost_after))
 
     def _next_wake(self, next_beat: float, settle_at: float | None, lost_after: float) -> float:
         wake = next_beat
@@ -444,20 +447,17 @@ class Start:
         self._loader = threading.Thread(target=load, name="srt-agent-load", daemon=True)
         self._loader.start()
 
-    def _wait(self, until: float) -> bool:
-        """Wait for the socket or the wake pipe, at most until ``until``; True when the
-        orchestrator sent something."""
+    def _wait(self, until: float) -> None:
+        """Wait for the socket or the wake pipe, at most until ``until``."""
         if self._listening and (self._blocked or self.lost is not None):
             # the rest is the second part's to read (an end included)
             self._poller.unregister(self.lines.sock)
             self._listening = False
-        heard = False
         for fd, _ in self._poller.poll(max(0.0, until - time.monotonic()) * 1000 + 1):
             if fd == self._wake_r:
                 with contextlib.suppress(OSError):
                     os.read(self._wake_r, 512)
                 continue
-            heard = True
             try:
                 if not self.lines.fill(wire.MAX_LINE):
                     self._lose("connection closed")
@@ -465,7 +465,6 @@ class Start:
                 self._lose("a frame longer than the channel allows")
             except OSError as exc:
                 self._lose(f"connection error: {exc}")
-        return heard
 
     def _lose(self, why: str) -> None:
         """The orchestrator is gone: said at once (the batch script's death ends the job's

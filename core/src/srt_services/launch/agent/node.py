@@ -134,7 +134,7 @@ class NodeAgent:
             pid=one.popen.pid,
             pgid=one.popen.pid,
             start_ticks=one.ticks,
-            log_path="",
+            log_path=one.log,
             log_offset=0,
             started_wall=0.0,
             started_mono=0.0,
