@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 #: The agents' step name (``squeue -s`` shows it).
 AGENTS_STEP = "srt-agents"
@@ -25,24 +24,63 @@ SRUN_VAR = "SRT_AGENTS_SRUN"
 AGENT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "TMPDIR", "SRT_CGROUP")
 
 
-@dataclass(frozen=True, slots=True)
 class FleetConfig:
-    job_id: str
-    job_name: str
-    job_dir: str
-    cookie: str
-    nodes: Sequence[str]
-    #: the orchestrator's own address (the agents connect to it) and where to bind
-    advertise: str
-    bind: str
-    local_dir: str | None
-    start_timeout: float
-    lost_after: float
-    srun_extra: Sequence[str] = ()
-    python: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: the site's ``[slurm] network_interface`` (early agents report its address)
-    interface: str | None = None
+    """What the agents' step and the orchestrator's side of the agents need to know.
+
+    A plain class, not a dataclass: the batch script's first program builds one before it
+    starts the agents, and the dataclasses module (with inspect) was ~10 ms of that."""
+
+    __slots__ = (
+        "advertise",
+        "bind",
+        "cookie",
+        "env",
+        "interface",
+        "job_dir",
+        "job_id",
+        "job_name",
+        "local_dir",
+        "lost_after",
+        "nodes",
+        "python",
+        "srun_extra",
+        "start_timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        job_name: str,
+        job_dir: str,
+        cookie: str,
+        nodes: Sequence[str],
+        advertise: str,
+        bind: str,
+        local_dir: str | None,
+        start_timeout: float,
+        lost_after: float,
+        srun_extra: Sequence[str] = (),
+        python: str = "",
+        env: Mapping[str, str] | None = None,
+        interface: str | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.job_name = job_name
+        self.job_dir = job_dir
+        self.cookie = cookie
+        self.nodes = nodes
+        #: the orchestrator's own address (the agents connect to it) and where to bind
+        self.advertise = advertise
+        self.bind = bind
+        self.local_dir = local_dir
+        self.start_timeout = start_timeout
+        self.lost_after = lost_after
+        self.srun_extra = srun_extra
+        self.python = python
+        self.env: Mapping[str, str] = {} if env is None else env
+        #: the site's ``[slurm] network_interface`` (early agents report its address)
+        self.interface = interface
 
 
 def agents_argv(
