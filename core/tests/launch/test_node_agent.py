@@ -233,6 +233,39 @@ def test_launch_exit_stop_escaped_daemons_and_the_last_sweep(tmp_path: Path, set
     run(body())
 
 
+def _loaded_asyncio(pid: int) -> bool:
+    """Whether the process has asyncio's C part mapped (what importing asyncio loads)."""
+    return "_asyncio" in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.skipif("_asyncio" in sys.builtin_module_names, reason="_asyncio is built in")
+def test_the_agent_launches_before_it_loads_asyncio_and_loads_when_told(tmp_path: Path) -> None:
+    """The first part launches without asyncio; the orchestrator's ``load`` (its launches
+    are done for now) makes the agent load the rest, and it then serves as before."""
+
+    async def body() -> None:
+        o = Orchestrator(tmp_path, settle=60.0)
+        try:
+            await o.start()
+            assert o.agent is not None
+            o.launch(1, "service_a", "exec sleep 300")
+            await o.expect("started", lid=1)
+            assert not _loaded_asyncio(o.agent.pid), "launched by the first part"
+            o.send({"op": "load"})
+            deadline = time.monotonic() + 20
+            while not _loaded_asyncio(o.agent.pid):
+                assert time.monotonic() < deadline, "the agent did not load the rest"
+                await asyncio.sleep(0.02)
+            o.send({"op": "signal", "sig": "KILL", "lids": [1], "steps": ["service_a"]})
+            assert (await o.expect("exited", lid=1))["code"] == 137
+            o.send({"op": "bye"})
+            assert await o.agent_exit() == 0
+        finally:
+            o.close()
+
+    run(body())
+
+
 def test_requests_oneshot_ports_and_files(tmp_path: Path) -> None:
     async def body() -> None:
         o = Orchestrator(tmp_path)

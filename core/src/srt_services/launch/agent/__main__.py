@@ -63,10 +63,11 @@ CONNECT_FOR = 20.0
 HEARTBEAT = 1.0
 LOST_AFTER = 10.0
 #: After a launch, how long no other launch must come before the agent loads the rest of
-#: its machinery: the launches of one wave arrive together, and each node's instances
-#: start before its agent spends ~0.1 CPU-s on imports. ``SRT_AGENT_SETTLE`` changes it
-#: (the tests hold an agent in its first part, or not, to check both).
-SETTLE = 0.3
+#: its machinery, if the orchestrator has not said to (``load``: it says so once no launch
+#: has gone out anywhere for a moment, so that each node's instances start before its
+#: agent spends ~0.1 CPU-s on imports). ``SRT_AGENT_SETTLE`` changes it (the tests hold
+#: an agent in its first part, or not, to check both).
+SETTLE = 2.0
 #: The subreaper flag of ``prctl`` (what ``process.become_subreaper`` sets).
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -264,6 +265,8 @@ class Start:
         self.left = LOST_AFTER
         #: a line this part does not handle came: the rest stays unread for the second part
         self._blocked = False
+        #: the orchestrator said its launches are done for now
+        self._load_now = False
         self._exits: list[int] = []
         self._loader: threading.Thread | None = None
         self._loaded = threading.Event()
@@ -422,6 +425,7 @@ class Start:
         """Whether the second part is needed now."""
         return (
             self._blocked
+            or self._load_now
             or self.lost is not None
             or bool(self._exits)
             or (settle_at is not None and now >= settle_at)
@@ -487,6 +491,9 @@ class Start:
             self.last_heard = time.monotonic()
             op = m.get("op")
             if op == "beat":
+                continue
+            if op == "load":
+                self._load_now = True
                 continue
             if op != "launch":
                 self.pending = m

@@ -166,6 +166,7 @@ async def _do(channel: Channel, agent: NodeAgent, m: dict[str, Any], note: Note)
             agent.cancel(m)
         elif op == "bye":
             return ""
+        # "load" (the launches are done for now) matters only to the first part
     except (KeyError, TypeError, ValueError) as exc:
         # an authentic request this agent cannot read: a bug, said out loud
         note(f"cannot do {op!r}: {type(exc).__name__}: {exc}")
