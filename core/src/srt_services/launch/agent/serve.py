@@ -105,6 +105,7 @@ async def _run(channel: Channel, start: Start, watcher: ChildWatcher, note: Note
         for one in start.launched:
             agent.adopt(one)
         watcher.reap()  # an instance that exited before the watcher was there
+        note(f"loaded; supervising {len(start.launched)} instance(s) it started")
         beats = asyncio.ensure_future(_beat(channel, float(setup.get("heartbeat", 1.0))))
         try:
             why = start.lost
