@@ -414,8 +414,10 @@ class Start:
             self._wait(self._next_wake(next_beat, settle_at, lost_after))
 
     def _next_wake(self, next_beat: float, settle_at: float | None, lost_after: float) -> float:
+        if self.lost is not None:
+            return time.monotonic() + 1.0  # no more beats: only the loading wakes it
         wake = next_beat
-        if not self._blocked and self.lost is None:
+        if not self._blocked:
             wake = min(wake, self.last_heard + lost_after)
         if settle_at is not None and self._loader is None:
             wake = min(wake, settle_at)
