@@ -255,7 +255,7 @@ class Start:
         self.setup: dict[str, Any] = {}
         self.cgroup: JobCgroup | None = None
         self.launched: list[Launched] = []
-        #: an opened message this part does not handle: the first :mod:`.serve` does
+        #: an opened message this part does not handle: the second part does it first
         self.pending: dict[str, Any] | None = None
         self.last_heard = time.monotonic()
         self.job_env: dict[str, str] = {}
@@ -280,8 +280,8 @@ class Start:
             self.lines.sock.sendall(self.session.seal(message))
 
     def receive_setup(self, timeout: float) -> dict[str, Any]:
-        """The orchestrator's first message, which must be the setup; Lost-style
-        ChannelError (``lost`` set) when it does not come."""
+        """The orchestrator's first message, which must be the setup: Lost when it does
+        not come (or fails its check), ChannelError when it is something else."""
         try:
             line = self.lines.readline(timeout, wire.MAX_LINE)
         except wire.ChannelError as exc:

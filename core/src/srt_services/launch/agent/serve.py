@@ -16,6 +16,7 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from srt_services.launch import process
 from srt_services.launch.agent import wire
 from srt_services.launch.children import ChildWatcher
 
@@ -75,6 +76,9 @@ def serve(start: Start, note: Note) -> int:
 
 async def _serve_all(start: Start, note: Note) -> int:
     loop = asyncio.get_running_loop()
+    # the first part set it before its first launch; an agent that launched nothing yet
+    # still keeps below it what its one-shot commands daemonize
+    process.become_subreaper()
     watcher = ChildWatcher(loop)
 
     def on_signal(sig: signal.Signals) -> None:
@@ -109,7 +113,7 @@ async def _run(channel: Channel, start: Start, watcher: ChildWatcher, note: Note
         beats = asyncio.ensure_future(_beat(channel, float(setup.get("heartbeat", 1.0))))
         try:
             why = start.lost
-            if start.pending is not None:
+            if why is None and start.pending is not None:
                 why = await _do(channel, agent, start.pending, note)
             if why is None:
                 lost_after = float(setup.get("lost_after", 10.0))
