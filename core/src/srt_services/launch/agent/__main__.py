@@ -68,6 +68,8 @@ LOST_AFTER = 10.0
 #: agent spends ~0.1 CPU-s on imports). ``SRT_AGENT_SETTLE`` changes it (the tests hold
 #: an agent in its first part, or not, to check both).
 SETTLE = 2.0
+#: The interpreter's own thread switch interval (restored once the rest is loaded).
+SWITCH_INTERVAL = sys.getswitchinterval()
 #: The subreaper flag of ``prctl`` (what ``process.become_subreaper`` sets).
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -383,6 +385,7 @@ class Start:
         try:
             self._loop()
         finally:
+            sys.setswitchinterval(SWITCH_INTERVAL)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.set_wakeup_fd(old_wakeup)
             os.close(self._wake_r)
@@ -450,6 +453,10 @@ class Start:
                 with contextlib.suppress(OSError):
                     os.write(self._wake_w, b"\0")
 
+        # while the thread imports, this loop takes the interpreter back within 1 ms (not
+        # 5) when the socket wakes it: a lost orchestrator is noted before Slurm, which
+        # ends the job's steps once the batch script (the orchestrator) died, ends it
+        sys.setswitchinterval(0.001)
         self._loader = threading.Thread(target=load, name="srt-agent-load", daemon=True)
         self._loader.start()
 
