@@ -9,7 +9,9 @@ own start time first (the moment the allocation runs it). For every job:
 
 * launch: allocation (batch script start) -> the last instance running;
 * batch-host memory while serving: the orchestrator and everything it started (the srun
-  clients), plus, for the agents, the batch node's own agent; RSS and PSS summed;
+  clients), plus, for the agents, the batch node's own agent; RSS and PSS summed (agents:
+  once every agent has loaded its supervising half, which it does after the launches;
+  when that was is printed, and the teardown is measured from then too);
 * slurmctld's steps: how many steps the job has live while serving, and how many it had
   created by then (the highest step id + 1);
 * teardown: ``srt stop`` -> ``job_finished`` (the orchestrator's events) and -> Slurm no
@@ -94,6 +96,9 @@ class Run:
     created_steps: int = 0
     teardown_s: float = 0.0
     gone_s: float = 0.0
+    #: agents: allocation -> the last agent said it loaded its supervising half (the
+    #: last write of its log, from its note)
+    loaded_s: float = 0.0
     survivors: int = 0
     exit_code: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -242,6 +247,7 @@ def run_job(base: Path, env: dict[str, str], conf: str, run: Run, kill_wait: flo
             return run
         seen_steps.update(_steps(env, run.job_id))
         time.sleep(0.5)
+    t_serving = time.monotonic()
     starts = job_dir / "start"
     while len(os.listdir(starts)) < run.instances and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -249,6 +255,20 @@ def run_job(base: Path, env: dict[str, str], conf: str, run: Run, kill_wait: flo
     last = max(float(p.read_text()) for p in starts.iterdir())
     run.launch_s = last - allocated
     time.sleep(2.0)  # let the start-up's transient processes (srun helpers) end
+    if run.launcher == "agents":
+        # an agent launches before it loads its supervising half (asyncio, the local
+        # launcher), which it does once the launches are done: memory and teardown are
+        # measured once every agent says it has (at most 30 s more)
+        logs = job_dir / "logs"
+        while time.monotonic() < deadline:
+            said = [p.read_text() for p in logs.glob("srt-agent-n*.out")]
+            if len(said) >= run.nodes and all("loaded; supervising" in t for t in said):
+                run.loaded_s = max(p.stat().st_mtime for p in logs.glob("srt-agent-n*.out"))
+                break
+            if time.monotonic() - t_serving > 30:
+                run.notes.append("not every agent said it loaded within 30 s")
+                break
+            time.sleep(0.1)
     live = _steps(env, run.job_id)
     seen_steps.update(live)
     run.live_steps = len(live)
@@ -274,6 +294,8 @@ def run_job(base: Path, env: dict[str, str], conf: str, run: Run, kill_wait: flo
             run.agent_cpu_s = _cpu(int(found.group(1)))
             rss, pss = rss + r, pss + p
     run.rss_mib, run.pss_mib = rss / 1024, pss / 1024
+    if run.loaded_s:
+        run.loaded_s -= allocated
     t0 = time.monotonic()
     subprocess.run(
         [sys.executable, "-m", "srt_services", "stop", str(job_dir)],
@@ -349,6 +371,7 @@ def main() -> int:
                     + f"  batch-host CPU {run.cpu_s:.2f}s"
                     + (
                         f"  agent on a node {run.agent_rss_mib:.1f} MiB, CPU {run.agent_cpu_s:.2f}s"
+                        f" (every agent loaded {run.loaded_s:.2f}s after allocation)"
                         if run.agent_rss_mib
                         else ""
                     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,11 @@ def test_the_key_file_is_private_and_read_back(tmp_path: Path) -> None:
 
 
 Side = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[Any]]
+#: the agent's side runs on a blocking socket, as the agent's first part does
+AgentSide = Callable[[socket.socket], Any]
 
 
-async def _pair(orchestrator: Side, agent: Side) -> tuple[Any, Any]:
+async def _pair(orchestrator: Side, agent: AgentSide) -> tuple[Any, Any]:
     """Run both sides over a real loopback connection; each side's result or exception."""
     done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
@@ -50,14 +53,17 @@ async def _pair(orchestrator: Side, agent: Side) -> tuple[Any, Any]:
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
+
+    def agent_side() -> Any:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.settimeout(None)
+            try:
+                return agent(sock)
+            except Exception as exc:
+                return exc
+
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            mine = await agent(reader, writer)
-        except Exception as exc:
-            mine = exc
-        finally:
-            writer.close()
+        mine = await asyncio.to_thread(agent_side)
         return await asyncio.wait_for(done, 10), mine
     finally:
         server.close()
@@ -67,8 +73,8 @@ def _orch(key: bytes) -> Side:
     return lambda r, w: wire.orchestrator_handshake(r, w, key, 5.0)
 
 
-def _agent(key: bytes, node: str = "n1") -> Side:
-    return lambda r, w: wire.agent_handshake(r, w, key, node, 5.0)
+def _agent(key: bytes, node: str = "n1") -> AgentSide:
+    return lambda sock: wire.agent_handshake(wire.Lines(sock), key, node, 5.0)
 
 
 def test_both_ends_that_hold_the_key_agree_on_a_session() -> None:
@@ -103,9 +109,8 @@ def test_a_peer_that_replays_an_old_proof_is_refused() -> None:
     key = os.urandom(wire.KEY_BYTES)
     recorded: list[bytes] = []
 
-    async def recorder(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
-        session = await wire.agent_handshake(reader, writer, key, "n1", 5.0)
-        return session
+    def recorder(sock: socket.socket) -> Any:
+        return wire.agent_handshake(wire.Lines(sock), key, "n1", 5.0)
 
     async def orch_recording(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> Any:
         hello_line = await r.readline()
@@ -123,12 +128,14 @@ def test_a_peer_that_replays_an_old_proof_is_refused() -> None:
 
     asyncio.run(_pair(orch_recording, recorder))
 
-    async def replay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any:
-        writer.write(recorded[0])
-        await reader.readline()  # a fresh nonce and proof: cannot be answered without the key
-        writer.write(recorded[1])
-        await writer.drain()
-        return await reader.read()
+    def replay(sock: socket.socket) -> Any:
+        sock.sendall(recorded[0])
+        lines = wire.Lines(sock)
+        lines.readline(
+            5.0, wire.MAX_HELLO
+        )  # a fresh nonce and proof: not answerable without the key
+        sock.sendall(recorded[1])
+        return sock.recv(1 << 16)
 
     orch, _ = asyncio.run(_pair(_orch(key), replay))
     assert isinstance(orch, wire.ChannelError)
@@ -197,8 +204,64 @@ def test_the_agents_entry_imports_neither_ssl_psutil_nor_orjson() -> None:
         "import runpy, sys; sys.argv = ['agent', '--help'];\n"
         "try:\n    runpy.run_module('srt_services.launch.agent', run_name='not_main')\n"
         "except SystemExit:\n    pass\n"
-        "import srt_services.launch.agent.node\n"
+        "import srt_services.launch.agent.node, srt_services.launch.agent.serve\n"
         "print(sorted(m for m in ('ssl', 'psutil', 'orjson') if sys.modules.get(m)))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_agents_first_part_launches_without_asyncio_or_the_local_launcher() -> None:
+    """The agent's first part (hello, setup, cgroup, launches) runs as the agents' step
+    starts it (``python -S``, no ``site``) on the standard library's cheapest modules:
+    asyncio, the local launcher, the plan's dataclasses, typing, argparse, hashlib's
+    OpenSSL and the idna codec are each milliseconds of CPU on every node before its
+    instances can start; they are loaded once the launches are done."""
+    import subprocess
+    import sys
+
+    from srt_services.launch.slurm.agents_step import agent_command
+
+    command = agent_command(sys.executable)
+    assert command[1:3] == ["-S", "-c"], command
+    boot = command[3].replace("import run; run()", "import Start, parse, _connect")
+    used = (
+        "import ctypes, select, subprocess, srt_services.launch.cgroup, srt_services.procfs\n"
+        "from srt_services.launch.agent import job_vars\n"
+    )
+    unwanted = (
+        "asyncio",
+        "typing",
+        "dataclasses",
+        "argparse",
+        "_hashlib",
+        "hashlib",
+        "secrets",
+        "encodings.idna",
+        "site",
+        "srt_services.launch.local",
+        "srt_services.launch.process",
+        "srt_services.contracts.plan",
+        "srt_services.launch.agent.node",
+    )
+    probe = f"{boot}\n{used}print(sorted(m for m in {unwanted!r} if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=100), st.binary(max_size=300))
+def test_the_channels_hmac_is_the_standard_one(key: bytes, message: bytes) -> None:
+    """The agent computes HMAC-SHA256 itself (without loading libcrypto): the digests
+    are the standard library's, for keys shorter and longer than a block."""
+    import hashlib
+    import hmac
+
+    assert wire.Hmac(key).digest(message) == hmac.new(key, message, hashlib.sha256).digest()
+    orch, _ = _sessions()
+    sealed = orch.seal({"op": "beat"})
+    mac, _, body = sealed.rstrip(b"\n").partition(b" ")
+    want = hmac.new(orch.key, b"o" + (0).to_bytes(8, "big") + body, hashlib.sha256).hexdigest()
+    assert mac == want[:32].encode()

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from srt_services import procfs
 from srt_services.jobdir.identity import COOKIE_VAR, INSTANCE_VAR
-from srt_services.launch.agent import wire
+from srt_services.launch.agent import SETTLE_VAR, wire
 from srt_services.launch.agent.node import KILL_WAIT, LOST_GRACE_MAX
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process model")
@@ -46,8 +46,11 @@ def _holders(cookie: str) -> list[int]:
 class Orchestrator:
     """The orchestrator's end of one agent's channel, run by the test."""
 
-    def __init__(self, tmp: Path, lost_after: float = 10.0) -> None:
+    def __init__(self, tmp: Path, lost_after: float = 10.0, settle: float | None = None) -> None:
         self.tmp = tmp
+        #: how long the agent's first part waits after a launch before loading the rest
+        #: (``SRT_AGENT_SETTLE``: 0 loads at once, 60 keeps it in its first part)
+        self.settle = settle
         self.cookie = secrets.token_hex(16)
         self.key_file = str(tmp / "agents.key")
         self.key = wire.write_key(self.key_file)
@@ -65,6 +68,8 @@ class Orchestrator:
         port = self.server.sockets[0].getsockname()[1]
         self.beats = beats
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+        if self.settle is not None:
+            env[SETTLE_VAR] = str(self.settle)
         with open(self.log, "ab") as out:
             self.agent = subprocess.Popen(
                 [
@@ -174,9 +179,15 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def test_launch_exit_stop_escaped_daemons_and_the_last_sweep(tmp_path: Path) -> None:
+#: the agent loads its second part at once after a launch, or stays in its first part
+#: (which launches) until something needs the second: an exit, a request, a lost orchestrator
+PARTS = pytest.mark.parametrize("settle", [0.0, 60.0], ids=["loaded", "first-part"])
+
+
+@PARTS
+def test_launch_exit_stop_escaped_daemons_and_the_last_sweep(tmp_path: Path, settle: float) -> None:
     async def body() -> None:
-        o = Orchestrator(tmp_path)
+        o = Orchestrator(tmp_path, settle=settle)
         try:
             await o.start()
             os.makedirs(o.local_dir)
@@ -214,6 +225,39 @@ def test_launch_exit_stop_escaped_daemons_and_the_last_sweep(tmp_path: Path) -> 
             assert final["ok"] and final["value"] == {"survivors": [], "local_dir_left": False}
             assert not _holders(o.cookie)
             assert not os.path.exists(o.local_dir), "the node-local tree is removed"
+            o.send({"op": "bye"})
+            assert await o.agent_exit() == 0
+        finally:
+            o.close()
+
+    run(body())
+
+
+def _loaded_asyncio(pid: int) -> bool:
+    """Whether the process has asyncio's C part mapped (what importing asyncio loads)."""
+    return "_asyncio" in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.skipif("_asyncio" in sys.builtin_module_names, reason="_asyncio is built in")
+def test_the_agent_launches_before_it_loads_asyncio_and_loads_when_told(tmp_path: Path) -> None:
+    """The first part launches without asyncio; the orchestrator's ``load`` (its launches
+    are done for now) makes the agent load the rest, and it then serves as before."""
+
+    async def body() -> None:
+        o = Orchestrator(tmp_path, settle=60.0)
+        try:
+            await o.start()
+            assert o.agent is not None
+            o.launch(1, "service_a", "exec sleep 300")
+            await o.expect("started", lid=1)
+            assert not _loaded_asyncio(o.agent.pid), "launched by the first part"
+            o.send({"op": "load"})
+            deadline = time.monotonic() + 20
+            while not _loaded_asyncio(o.agent.pid):
+                assert time.monotonic() < deadline, "the agent did not load the rest"
+                await asyncio.sleep(0.02)
+            o.send({"op": "signal", "sig": "KILL", "lids": [1], "steps": ["service_a"]})
+            assert (await o.expect("exited", lid=1))["code"] == 137
             o.send({"op": "bye"})
             assert await o.agent_exit() == 0
         finally:
@@ -265,14 +309,18 @@ def _stopping_job(o: Orchestrator, marker: Path) -> None:
     )
 
 
+@PARTS
 @pytest.mark.parametrize("how", ["closed", "forged", "silent"])
-def test_a_lost_orchestrator_makes_the_agent_stop_everything(tmp_path: Path, how: str) -> None:
+def test_a_lost_orchestrator_makes_the_agent_stop_everything(
+    tmp_path: Path, how: str, settle: float
+) -> None:
     """The orchestrator is killed (its connection closes), someone forges a frame, or the
     orchestrator falls silent (a frozen batch node): the agent stops the instance with its
-    stop signal, kills what escaped, and exits, all within a bound."""
+    stop signal, kills what escaped, and exits, all within a bound; whether the loss comes
+    while the agent is still in its first part or after it loaded the rest."""
 
     async def body() -> None:
-        o = Orchestrator(tmp_path, lost_after=1.5)
+        o = Orchestrator(tmp_path, lost_after=1.5, settle=settle)
         try:
             await o.start(beats=how != "silent")
             marker = tmp_path / "term"
@@ -291,7 +339,7 @@ def test_a_lost_orchestrator_makes_the_agent_stop_everything(tmp_path: Path, how
             assert marker.read_text() == "term\n", "the stop signal came first"
             assert not _holders(o.cookie)
             said = o.log.read_text()
-            assert "orchestrator lost" in said
+            assert said.count("orchestrator lost") == 1, said
             if how == "silent":
                 assert "no word from the orchestrator" in said
             if how == "forged":

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from srt_services.launch.slurm.allocation import pick_ipv4
+from srt_services.launch.slurm.batchhost import pick_ipv4
 from srt_services.launch.slurm.sbatch import ScriptInputs, render_script
 from srt_services.recipe.models import SlurmSpec
 from srt_services.site_config import SlurmDefaults

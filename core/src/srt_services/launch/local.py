@@ -96,6 +96,11 @@ class LocalLauncher(Launcher):
         if len(self._sessions) > MAX_SESSIONS:
             del self._sessions[next(iter(self._sessions))]
 
+    def adopt_started(self, pid: int, step: str) -> None:
+        """A process of ``step`` that a node agent started before it had this launcher
+        (its first part, which does not load it): from now on it is this launcher's."""
+        self._started(pid, step)
+
     def launch(self, instance: PlannedInstance, env: dict[str, str], log_path: str) -> Handle:
         argv = process.wrap_preamble(instance.argv, instance.preamble, f"srt:{instance.step}")
         if self.network is not None:

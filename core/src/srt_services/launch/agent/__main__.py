@@ -4,7 +4,8 @@ One ``srun`` step across the allocation starts one agent per node. Each connects
 orchestrator (the address is on its command line), proves it holds the job's agent key
 and is told the job's cookie; from then on it launches, signals and sweeps its node's
 instances as it is asked, and reports their exits, their PIDs and what its node sees of
-their readiness (:mod:`.wire` is the channel, :mod:`.node` the work).
+their readiness (:mod:`.wire` is the channel, :mod:`.serve` the serving, :mod:`.node` the
+work).
 
 Its own life is bounded by the orchestrator's. When the connection ends (the orchestrator
 died: the kernel closed its socket), breaks (a frame fails its check) or falls silent for
@@ -13,39 +14,84 @@ died: the kernel closed its socket), breaks (a frame fails its check) or falls s
 first and SIGKILL after the grace, removes the node-local tree, and exits. SIGTERM from
 Slurm (the job is cancelled) reaches the orchestrator too, which stops the job in order
 through the agents: an agent only notes it.
+
+**Its start is in two parts.** Every node starts an agent, and where the nodes share a few
+cores (a test cluster of network namespaces) or a node starts many, the agents' start-up
+CPU is the launch's critical path. Nearly all of it was imports: asyncio and the local
+launcher's machinery (~0.1 CPU-s), which the agent needs to supervise its instances, not to
+start them. So this module does the first part on a blocking socket with the standard
+library's cheapest modules: it connects, proves the key, says hello, takes its setup,
+makes the job's cgroup, says it is ready, heartbeats, and launches what it is asked to
+(the same way the local launcher does: a session of its own, the log appended, the cgroup
+leaf). Only once the launches have stopped coming (:data:`SETTLE` of quiet), or at once
+when anything else is asked of it, an instance exits, a launch has ports or files to
+watch, or the orchestrator falls silent, does it load :mod:`.serve` (asyncio, the local
+launcher) and hand over the connection, its unread bytes and the instances it started.
+Nothing is lost meanwhile: a child that exits stays a zombie until it is reaped there, and
+a followed file is reported once when its watch begins.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
 import sys
+import threading
+import time
 
-# Every node starts one agent, and on a node that starts many (or on a test cluster whose
-# "nodes" share a few cores) its start-up CPU is the launch's critical path. asyncio
-# imports ``ssl`` only to offer TLS transports, which the agent never opens; refusing it
-# here (asyncio takes the ImportError as "no TLS") saves each agent about a tenth of its
-# import time. Nothing else of the agent's path imports what it does not use (psutil and
-# orjson were kept off it too: ``python -X importtime -m srt_services.launch.agent``).
+# asyncio (loaded once the launches are done) imports ``ssl`` only to offer TLS
+# transports, which the agent never opens; refusing it here (asyncio takes the ImportError
+# as "no TLS") saves each agent about a tenth of that import. Nothing else of the agent's
+# path imports what it does not use (psutil and orjson were kept off it too; a test guards
+# this: ``python -X importtime -m srt_services.launch.agent``).
 sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import contextlib  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import time  # noqa: E402
-from typing import Any  # noqa: E402
+from srt_services.launch.agent import SETTLE_VAR, wire  # noqa: E402
 
-from srt_services.launch import process  # noqa: E402
-from srt_services.launch.agent import wire  # noqa: E402
-from srt_services.launch.children import ChildWatcher  # noqa: E402
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+    from typing import Any
+
+    from srt_services.launch.cgroup import JobCgroup
 
 #: How long the agent tries to reach the orchestrator before it gives up.
 CONNECT_FOR = 20.0
 #: Defaults until the orchestrator's setup says otherwise.
 HEARTBEAT = 1.0
 LOST_AFTER = 10.0
+#: After a launch, how long no other launch must come before the agent loads the rest of
+#: its machinery, if the orchestrator has not said to (``load``: it says so once no launch
+#: has gone out anywhere for a moment, so that each node's instances start before its
+#: agent spends ~0.1 CPU-s on imports). ``SRT_AGENT_SETTLE`` changes it (the tests hold
+#: an agent in its first part, or not, to check both).
+SETTLE = 2.0
+#: The interpreter's own thread switch interval (restored once the rest is loaded).
+SWITCH_INTERVAL = sys.getswitchinterval()
+#: The subreaper flag of ``prctl`` (what ``process.become_subreaper`` sets).
+PR_SET_CHILD_SUBREAPER = 36
 
+USAGE = """\
+usage: python -m srt_services.launch.agent --connect HOST:PORT --key-file FILE --job-dir DIR
+       [--node NODE] [--report-address] [--interface IFACE] [--log-dir DIR]
+       [--setup-within SECONDS]
+
+The srt node agent of one Slurm node (started by srt, one per node, in the job's
+srt-agents step).
+
+  --connect HOST:PORT      the orchestrator
+  --key-file FILE          the job's agent key
+  --job-dir DIR            the job directory
+  --node NODE              this node's name (default: $SLURMD_NODENAME)
+  --report-address         say this node's address in the hello (the allocation asks it
+                           of the agents)
+  --interface IFACE        with --report-address: this interface's address
+  --log-dir DIR            append the agent's notes to srt-agent-NODE.out here
+  --setup-within SECONDS   how long the orchestrator may take to send the setup after the
+                           hello (default 10)
+"""
 
 #: Where :func:`note` writes (``--log-dir``: the agent's own file), else standard output.
 _log_fd: int | None = None
@@ -75,46 +121,54 @@ def _open_log(log_dir: str, node: str) -> None:
         _log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
 
-class Lost(Exception):
-    """The orchestrator is gone, or can no longer be trusted: stop everything."""
+class Usage(Exception):
+    """The command line is wrong (exit 2, as argparse would)."""
 
 
-class Channel:
-    """The agent's end of an authenticated connection."""
+class Stopped(Exception):
+    """SIGTERM, SIGINT or SIGHUP before the agent serves: nothing to stop, it just ends."""
 
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: wire.Session
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.session = session
-        self.closed = False
 
-    def send(self, message: dict[str, Any]) -> None:
-        if not self.closed and not self.writer.is_closing():
-            self.writer.write(self.session.seal(message))
-
-    async def receive(self, timeout: float) -> dict[str, Any]:
-        try:
-            async with asyncio.timeout(timeout):
-                line = await self.reader.readline()
-        except TimeoutError:
-            raise Lost(f"no word from the orchestrator for {timeout:g}s") from None
-        except (ValueError, asyncio.LimitOverrunError):
-            raise Lost("a frame longer than the channel allows") from None
-        except OSError as exc:
-            raise Lost(f"connection error: {exc}") from None
-        if not line:
-            raise Lost("connection closed")
-        try:
-            return self.session.open(line)
-        except wire.ChannelError as exc:
-            raise Lost(str(exc)) from None
-
-    def close(self) -> None:
-        self.closed = True
-        with contextlib.suppress(Exception):
-            self.writer.close()
+def parse(argv: list[str]) -> dict[str, Any]:
+    """The options (by hand: argparse and the regular expressions it loads cost every
+    node's agent ~10 ms of CPU, for eight options srt itself writes)."""
+    opts: dict[str, Any] = {"report_address": False, "setup_within": LOST_AFTER}
+    valued = {
+        "--connect": "connect",
+        "--key-file": "key_file",
+        "--job-dir": "job_dir",
+        "--node": "node",
+        "--interface": "interface",
+        "--log-dir": "log_dir",
+        "--setup-within": "setup_within",
+    }
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if arg in ("-h", "--help"):
+            sys.stdout.write(USAGE)
+            raise SystemExit(0)
+        if arg == "--report-address":
+            opts["report_address"] = True
+        elif name in valued:
+            if not eq:
+                if not args:
+                    raise Usage(f"{name} needs a value")
+                value = args.pop(0)
+            opts[valued[name]] = value
+        else:
+            raise Usage(f"unknown argument {arg!r}")
+    for need in ("--connect", "--key-file", "--job-dir"):
+        if valued[need] not in opts:
+            raise Usage(f"{need} is required")
+    try:
+        opts["setup_within"] = float(opts["setup_within"])
+        host, _, port = opts["connect"].rpartition(":")
+        opts["host"], opts["port"] = host.strip("[]"), int(port)
+    except ValueError as exc:
+        raise Usage(str(exc)) from None
+    return opts
 
 
 def node_address(interface: str | None) -> str:
@@ -131,171 +185,384 @@ def node_address(interface: str | None) -> str:
     return done.stdout
 
 
-async def connect(
+def _connect(host: str, port: int) -> socket.socket:
+    """``socket.create_connection`` with the host looked up as bytes: a str goes through
+    the idna codec, whose imports cost every node's agent ~2 ms."""
+    name = host.encode() if host.isascii() else host.encode("idna")
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in socket.getaddrinfo(name, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(CONNECT_FOR)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        return sock
+    raise error
+
+
+def connect(
     host: str, port: int, key: bytes, node: str, address: str | None = None
-) -> Channel:
+) -> tuple[wire.Lines, wire.Session]:
     deadline = time.monotonic() + CONNECT_FOR
     delay = 0.05
     while True:
         try:
-            reader, writer = await asyncio.open_connection(host, port, limit=wire.MAX_LINE)
+            sock = _connect(host, port)
             break
         except OSError as exc:
             if time.monotonic() >= deadline:
                 why = f"cannot reach the orchestrator at {host}:{port}: {exc}"
                 raise wire.ChannelError(why) from None
-            await asyncio.sleep(delay)
+            time.sleep(delay)
             delay = min(delay * 2, 1.0)
+    sock.settimeout(None)
     with contextlib.suppress(OSError):
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    session = await wire.agent_handshake(reader, writer, key, node, address=address)
-    return Channel(reader, writer, session)
-
-
-async def serve(
-    host: str,
-    port: int,
-    key_file: str,
-    node: str,
-    job_dir: str,
-    address: str | None = None,
-    setup_within: float = LOST_AFTER,
-) -> int:
-    """Connect, serve the orchestrator until it says goodbye or is lost; the exit code.
-
-    An agent started with the allocation (``address``: its node's address, reported in
-    its hello) connects before the orchestrator has planned the job: its setup may come
-    ``setup_within`` seconds later."""
-    loop = asyncio.get_running_loop()
-    process.become_subreaper()
-    watcher = ChildWatcher(loop)
-    main = asyncio.current_task()
-    serving = False
-
-    def on_signal(sig: signal.Signals) -> None:
-        if serving:
-            note(f"{sig.name}: the orchestrator stops the job's instances in order")
-        elif main is not None:
-            main.cancel()
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, on_signal, sig)
-    channel: Channel | None = None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    lines = wire.Lines(sock)
     try:
-        channel = await connect(host, port, wire.read_key(key_file), node, address)
-        setup = await channel.receive(setup_within)
+        return lines, wire.agent_handshake(lines, key, node, address=address)
+    except BaseException:
+        sock.close()
+        raise
+
+
+class Launched:
+    """An instance this module started, for :mod:`.serve` to supervise."""
+
+    __slots__ = ("follow", "grace", "lid", "log", "popen", "ports", "step", "stop_signal", "ticks")
+
+    def __init__(self, lid: int, step: str, popen: subprocess.Popen[bytes], m: dict[str, Any]):
+        self.lid = lid
+        self.step = step
+        self.log: str = m["log"]
+        self.popen = popen
+        self.grace = float(m.get("grace", 10.0))
+        self.stop_signal: str = m.get("stop_signal", "TERM")
+        self.follow: list[Any] = list(m.get("follow", []))
+        self.ports = [int(p) for p in m.get("ports", [])]
+        self.ticks: int | None = None
+
+
+class Start:
+    """The agent's first part: everything up to the hand-over to :mod:`.serve`."""
+
+    def __init__(self, lines: wire.Lines, session: wire.Session, node: str, job_dir: str):
+        self.lines = lines
+        self.session = session
+        self.node = node
+        self.job_dir = job_dir
+        self.setup: dict[str, Any] = {}
+        self.cgroup: JobCgroup | None = None
+        self.launched: list[Launched] = []
+        #: an opened message this part does not handle: the second part does it first
+        self.pending: dict[str, Any] | None = None
+        self.last_heard = time.monotonic()
+        self.job_env: dict[str, str] = {}
+        #: why the orchestrator counts as lost (``None`` while it does not)
+        self.lost: str | None = None
+        #: once handed over: how long the orchestrator may stay silent from now
+        self.left = LOST_AFTER
+        #: a line this part does not handle came: the rest stays unread for the second part
+        self._blocked = False
+        #: the orchestrator said its launches are done for now
+        self._load_now = False
+        self._exits: list[int] = []
+        self._loader: threading.Thread | None = None
+        self._loaded = threading.Event()
+        self._wake_r = self._wake_w = -1
+        self._poller: Any = None
+        self._listening = True
+        self._subreaper = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            self.lines.sock.sendall(self.session.seal(message))
+
+    def receive_setup(self, timeout: float) -> dict[str, Any]:
+        """The orchestrator's first message, which must be the setup: Lost when it does
+        not come (or fails its check), ChannelError when it is something else."""
+        try:
+            line = self.lines.readline(timeout, wire.MAX_LINE)
+        except wire.ChannelError as exc:
+            text = str(exc)
+            if text.startswith("no answer within"):
+                text = f"no word from the orchestrator for {timeout:g}s"
+            elif text.startswith("connection closed"):
+                text = "connection closed"
+            raise Lost(text) from None
+        try:
+            setup = self.session.open(line)
+        except wire.ChannelError as exc:
+            raise Lost(str(exc)) from None
         if setup.get("op") != "setup" or not isinstance(setup.get("cookie"), str):
             raise wire.ChannelError("the orchestrator's first message is not the setup")
+        self.setup = setup
+        self.last_heard = time.monotonic()
+        return setup
+
+    def prepare(self) -> dict[str, Any]:
+        """What the local launcher's ``prepare`` does for a node: the job's cgroup (named
+        after the node too: agents of nodes that share a kernel never share one)."""
+        from srt_services.launch.agent import job_vars
+        from srt_services.launch.cgroup import JobCgroup
+
+        self.cgroup = JobCgroup.create(self.setup["cookie"], self.node)
+        self.job_env = job_vars()
+        return {"pid": os.getpid(), "cgroup": self.cgroup.path if self.cgroup else None}
+
+    # ------------------------------------------------------------------ launches
+
+    def launch(self, m: dict[str, Any]) -> None:
+        """Start one instance as the local launcher does (``LocalLauncher.launch``): its
+        own session and process group, output appended to its log, its cgroup leaf."""
+        import subprocess
+
+        from srt_services import procfs
+
+        if not self._subreaper:
+            # before anything is started: whatever an instance daemonizes stays below us
+            import ctypes
+
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            self._subreaper = True
+        lid, step = int(m["lid"]), str(m["step"])
+        argv = list(m["argv"])
+        if m.get("preamble"):
+            from srt_services.launch.process import wrap_preamble
+
+            argv = wrap_preamble(argv, m["preamble"], f"srt:{step}")
+        env = {**self.job_env, **m["env"]}
+        log = m["log"]
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            try:
+                popen = subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=fd,
+                    stderr=subprocess.STDOUT,
+                    cwd=m.get("cwd"),
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            finally:
+                os.close(fd)
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
+            with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as fh:
+                fh.write(f"srt: cannot execute {argv[0] if argv else '?'}: {why}\n")
+            self.send({"ev": "exited", "lid": lid, "code": 127, "error": why})
+            return
+        if self.cgroup is not None:
+            self.cgroup.adopt(popen.pid, step)
+        one = Launched(lid, step, popen, m)
+        one.ticks = procfs.start_ticks(popen.pid)
+        self.launched.append(one)
+        self.send({"ev": "started", "lid": lid, "pid": popen.pid, "ticks": one.ticks})
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        """Heartbeat and launch until the agent needs the rest of its machinery, load it
+        (in a thread: meanwhile this loop goes on heartbeating, launching, and noticing a
+        lost orchestrator at once), and return once it is loaded. :attr:`lost` says why
+        the orchestrator counts as lost by then, if it does; :attr:`left` how long it may
+        stay silent from now."""
+        import select
+
+        # an instance's exit (SIGCHLD) and the end of the loading wake the loop (this pipe)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        old_wakeup = signal.set_wakeup_fd(self._wake_w)
+        signal.signal(signal.SIGCHLD, lambda signum, _: self._exits.append(signum))
+        self._poller = select.poll()
+        self._poller.register(self.lines.sock, select.POLLIN)
+        self._poller.register(self._wake_r, select.POLLIN)
+        try:
+            self._loop()
+        finally:
+            sys.setswitchinterval(SWITCH_INTERVAL)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.set_wakeup_fd(old_wakeup)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _loop(self) -> None:
+        every = float(self.setup.get("heartbeat", HEARTBEAT))
+        lost_after = float(self.setup.get("lost_after", LOST_AFTER))
+        settle = float(os.environ.get(SETTLE_VAR) or SETTLE)
+        next_beat = time.monotonic() + every
+        settle_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if not self._blocked and self.lost is None:
+                launched = len(self.launched)
+                self._blocked = self._take_lines()
+                if len(self.launched) != launched:
+                    settle_at = now + settle  # launches came: wait until they stop
+                if now - self.last_heard >= lost_after:
+                    self._lose(f"no word from the orchestrator for {lost_after:g}s")
+            if self._loader is None and self._wanted(settle_at, now):
+                self._load()
+            if self._loaded.is_set():
+                self.left = 0.0 if self.lost else self.last_heard + lost_after - now
+                return
+            if now >= next_beat and self.lost is None:
+                self.send({"ev": "beat"})
+                next_beat = now + every
+            self._wait(self._next_wake(next_beat, settle_at, lost_after))
+
+    def _next_wake(self, next_beat: float, settle_at: float | None, lost_after: float) -> float:
+        if self.lost is not None:
+            return time.monotonic() + 1.0  # no more beats: only the loading wakes it
+        wake = next_beat
+        if not self._blocked:
+            wake = min(wake, self.last_heard + lost_after)
+        if settle_at is not None and self._loader is None:
+            wake = min(wake, settle_at)
+        return wake
+
+    def _wanted(self, settle_at: float | None, now: float) -> bool:
+        """Whether the second part is needed now."""
+        return (
+            self._blocked
+            or self._load_now
+            or self.lost is not None
+            or bool(self._exits)
+            or (settle_at is not None and now >= settle_at)
+            or any(x.follow or x.ports for x in self.launched)
+        )
+
+    def _load(self) -> None:
+        def load() -> None:
+            try:
+                if sys.flags.no_site:
+                    # started without ``site`` (agents_step.agent_command): the rest may
+                    # need the environment's packages (inotify_simple, psutil)
+                    import site
+
+                    site.main()
+                import srt_services.launch.agent.node
+                import srt_services.launch.agent.serve  # noqa: F401
+            finally:
+                self._loaded.set()
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"\0")
+
+        # while the thread imports, this loop takes the interpreter back within 1 ms (not
+        # 5) when the socket wakes it: a lost orchestrator is noted before Slurm, which
+        # ends the job's steps once the batch script (the orchestrator) died, ends it
+        sys.setswitchinterval(0.001)
+        self._loader = threading.Thread(target=load, name="srt-agent-load", daemon=True)
+        self._loader.start()
+
+    def _wait(self, until: float) -> None:
+        """Wait for the socket or the wake pipe, at most until ``until``."""
+        if self._listening and (self._blocked or self.lost is not None):
+            # the rest is the second part's to read (an end included)
+            self._poller.unregister(self.lines.sock)
+            self._listening = False
+        for fd, _ in self._poller.poll(max(0.0, until - time.monotonic()) * 1000 + 1):
+            if fd == self._wake_r:
+                with contextlib.suppress(OSError):
+                    os.read(self._wake_r, 512)
+                continue
+            try:
+                if not self.lines.fill(wire.MAX_LINE):
+                    self._lose("connection closed")
+            except wire.ChannelError:
+                self._lose("a frame longer than the channel allows")
+            except OSError as exc:
+                self._lose(f"connection error: {exc}")
+
+    def _lose(self, why: str) -> None:
+        """The orchestrator is gone: said at once (the batch script's death ends the job's
+        steps within the second), stopped by the second part as soon as it is loaded."""
+        if self.lost is not None:
+            return
+        self.lost = why
+        note(f"orchestrator lost ({why}); stopping {len(self.launched)} instance(s) on {self.node}")
+
+    def _take_lines(self) -> bool:
+        """Handle every whole line read; True when one needs :mod:`.serve` (anything but
+        a beat or a launch is handed over opened). A frame that fails its check means the
+        orchestrator can no longer be trusted."""
+        while (line := self.lines.take()) is not None:
+            try:
+                m = self.session.open(line)
+            except wire.ChannelError as exc:
+                self._lose(str(exc))
+                return False
+            self.last_heard = time.monotonic()
+            op = m.get("op")
+            if op == "beat":
+                continue
+            if op == "load":
+                self._load_now = True
+                continue
+            if op != "launch":
+                self.pending = m
+                return True
+            try:
+                self.launch(m)
+            except (KeyError, TypeError, ValueError):
+                self.pending = m  # serve() says what it cannot read, as for any request
+                return True
+        return False
+
+
+class Lost(Exception):
+    """The orchestrator went away (or failed its check) before the setup."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        opts = parse(sys.argv[1:] if argv is None else argv)
+    except Usage as exc:
+        sys.stderr.write(USAGE + f"python -m srt_services.launch.agent: error: {exc}\n")
+        return 2
+    node = opts.get("node") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    node = node.split(".")[0] if not opts.get("node") else node
+    if opts.get("log_dir"):
+        _open_log(opts["log_dir"], node)
+    serving = False
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if serving:
+            note(
+                f"{signal.Signals(signum).name}: the orchestrator stops the job's instances in order"
+            )
+        else:
+            raise Stopped
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        address = node_address(opts.get("interface")) if opts["report_address"] else None
+        key = wire.read_key(opts["key_file"])
+        lines, session = connect(opts["host"], opts["port"], key, node, address)
+        start = Start(lines, session, node, opts["job_dir"])
+        setup = start.receive_setup(opts["setup_within"])
         serving = True
-        return await _run(channel, setup, node, job_dir, watcher)
     except wire.ChannelError as exc:
         note(f"cannot serve: {exc}")
         return 2
     except Lost as exc:
         note(f"orchestrator lost before the job started ({exc})")
         return 3
-    finally:
-        if channel is not None:
-            channel.close()
-        watcher.close()
-
-
-async def _run(
-    channel: Channel, setup: dict[str, Any], node: str, job_dir: str, watcher: ChildWatcher
-) -> int:
-    from srt_services.launch.agent.node import NodeAgent
-
-    agent = NodeAgent(node, job_dir, setup, watcher, channel.send, note)
-    try:
-        channel.send({"ev": "ready", **(await agent.prepare())})
-        note(f"serving {node} for job {setup.get('job_id', '?')}")
-        beats = asyncio.ensure_future(_beat(channel, float(setup.get("heartbeat", HEARTBEAT))))
-        try:
-            why = await _serve(channel, agent, float(setup.get("lost_after", LOST_AFTER)))
-        finally:
-            beats.cancel()
-        if why is None:
-            note("the orchestrator is done; exiting")
-            return 0
-        await agent.stop_all(why)
-        return 3
-    finally:
-        agent.close()
-
-
-async def _beat(channel: Channel, every: float) -> None:
-    while True:
-        await asyncio.sleep(every)
-        channel.send({"ev": "beat"})
-
-
-async def _serve(channel: Channel, agent: Any, lost_after: float) -> str | None:
-    """Do what the orchestrator asks until it says goodbye (``None``) or is lost (why)."""
-    while True:
-        try:
-            m = await channel.receive(lost_after)
-        except Lost as exc:
-            return str(exc)
-        op = m.get("op")
-        try:
-            if op == "launch":
-                agent.launch(m)
-            elif op == "signal":
-                await agent.signal(m)
-            elif op == "sweep":
-                agent.sweep(m)
-            elif op == "call":
-                agent.call(m)
-            elif op == "cancel":
-                agent.cancel(m)
-            elif op == "bye":
-                return None
-        except (KeyError, TypeError, ValueError) as exc:
-            # an authentic request this agent cannot read: a bug, said out loud
-            note(f"cannot do {op!r}: {type(exc).__name__}: {exc}")
-            channel.send({"ev": "error", "op": op, "error": f"{type(exc).__name__}: {exc}"})
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m srt_services.launch.agent")
-    parser.add_argument("--connect", required=True, help="HOST:PORT of the orchestrator")
-    parser.add_argument("--key-file", required=True, help="the job's agent key")
-    parser.add_argument("--job-dir", required=True)
-    parser.add_argument("--node", help="this node's name (default: $SLURMD_NODENAME)")
-    parser.add_argument(
-        "--report-address",
-        action="store_true",
-        help="say this node's address in the hello (the allocation asks it of the agents)",
-    )
-    parser.add_argument("--interface", help="with --report-address: this interface's address")
-    parser.add_argument("--log-dir", help="append the agent's notes to srt-agent-NODE.out here")
-    parser.add_argument(
-        "--setup-within",
-        type=float,
-        default=LOST_AFTER,
-        help="how long the orchestrator may take to send the setup after the hello",
-    )
-    args = parser.parse_args(argv)
-    host, _, port = args.connect.rpartition(":")
-    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    if args.log_dir:
-        _open_log(args.log_dir, node)
-    address = node_address(args.interface) if args.report_address else None
-    try:
-        return asyncio.run(
-            serve(
-                host.strip("[]"),
-                int(port),
-                args.key_file,
-                node,
-                args.job_dir,
-                address,
-                args.setup_within,
-            )
-        )
-    except asyncio.CancelledError:
+    except Stopped:
         note("stopped before it could serve")
         return 2
+    start.send({"ev": "ready", **start.prepare()})
+    note(f"serving {node} for job {setup.get('job_id', '?')}")
+    start.run()
+    from srt_services.launch.agent.serve import serve
+
+    return serve(start, note)
 
 
 def exit_now(code: int) -> None:
@@ -308,5 +575,10 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The agents' step's entry (``python -S -c``: see ``agents_step.agent_command``)."""
     exit_now(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -22,18 +22,23 @@ import os
 import shutil
 import signal
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from srt_services import procfs
 from srt_services.contracts.handle import Handle
 from srt_services.contracts.launcher import LaunchSettings
 from srt_services.contracts.plan import Plan, PlannedInstance
 from srt_services.launch import portcheck, process
+from srt_services.launch.agent import job_vars
 from srt_services.launch.agent.watch import FileWatch, watch_ports
 from srt_services.launch.children import ChildWatcher
 from srt_services.launch.local import LocalLauncher
 from srt_services.launch.pidwatch import ExitWatch
 from srt_services.launch.slurm.nodelocal import own_tree
+
+if TYPE_CHECKING:
+    from srt_services.launch.agent.__main__ import Launched
+    from srt_services.launch.cgroup import JobCgroup
 
 Send = Callable[[dict[str, Any]], None]
 Note = Callable[[str], None]
@@ -45,31 +50,6 @@ KILL_WAIT = 5.0
 LOST_GRACE_MAX = 10.0
 #: How long the agent watches for an instance's ports to be listened on.
 PORT_WATCH = 600.0
-#: Job-level Slurm variables an instance gets from the agent, as a step of its own would
-#: (the agent's step-level ones, SLURM_STEP_ID, SLURM_PROCID..., describe the agent's step).
-JOB_VARS = (
-    "SLURM_JOB_ID",
-    "SLURM_JOBID",
-    "SLURM_JOB_NAME",
-    "SLURM_JOB_NODELIST",
-    "SLURM_NODELIST",
-    "SLURM_JOB_NUM_NODES",
-    "SLURM_NNODES",
-    "SLURM_JOB_PARTITION",
-    "SLURM_JOB_ACCOUNT",
-    "SLURM_JOB_UID",
-    "SLURM_JOB_USER",
-    "SLURM_CLUSTER_NAME",
-    "SLURMD_NODENAME",
-    "SLURM_TOPOLOGY_ADDR",
-    "SLURM_CONF",
-    "SLURM_TMPDIR",
-)
-
-
-def job_vars(source: dict[str, str] | None = None) -> dict[str, str]:
-    src = dict(os.environ) if source is None else source
-    return {k: src[k] for k in JOB_VARS if k in src}
 
 
 def signal_groups(pids: Iterable[int], *sigs: int) -> None:
@@ -100,6 +80,7 @@ class NodeAgent:
         watcher: ChildWatcher,
         send: Send,
         note: Note,
+        cgroup: JobCgroup | None = None,
     ) -> None:
         self.node = node
         self.job_dir = job_dir
@@ -128,6 +109,8 @@ class NodeAgent:
         )
         self.launcher = LocalLauncher(plan, job_dir, LaunchSettings(cookie=self.cookie))
         self.launcher.cgroup_tag = node
+        # the job's cgroup on this node, made by the agent's first part (its ``prepare``)
+        self.launcher.cgroup = cgroup
         self.launcher.attach(watcher)
         self.job_env = job_vars()
         #: launch id -> the running attempt
@@ -138,9 +121,29 @@ class NodeAgent:
         self.calls: dict[int, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    async def prepare(self) -> dict[str, Any]:
-        await self.launcher.prepare()
-        return {"pid": os.getpid(), "cgroup": self.launcher.cgroup_path()}
+    def adopt(self, one: Launched) -> None:
+        """An instance the agent's first part started: watched, stopped and swept as if
+        this launcher had started it (its session remembered, its exit heard), its probes'
+        files and ports watched from now on (each followed file reported once: what was
+        written before its watch began is not missed)."""
+        self.launcher.adopt_started(one.popen.pid, one.step)
+        h = Handle(
+            step=one.step,
+            unit="",
+            node=self.node,
+            pid=one.popen.pid,
+            pgid=one.popen.pid,
+            start_ticks=one.ticks,
+            log_path=one.log,
+            log_offset=0,
+            started_wall=0.0,
+            started_mono=0.0,
+            popen=one.popen,
+            extra={"stop_signal": one.stop_signal},
+        )
+        self._supervise(one.lid, h, one.grace, one.follow, one.ports)
+        for path, _ in one.follow:
+            self._file_changed(path)
 
     # ------------------------------------------------------------------ instances
 
@@ -169,15 +172,19 @@ class NodeAgent:
                 fh.write(f"srt: cannot execute {inst.argv[0] if inst.argv else '?'}: {why}\n")
             self.send({"ev": "exited", "lid": lid, "code": 127, "error": why})
             return
-        self.running[lid] = h
-        self.graces[lid] = float(m.get("grace", 10.0))
-        self.watcher.watch(h.pid, lambda code: self._exited(lid, code), h.popen)
-        ticks = procfs.start_ticks(h.pid)
-        h.start_ticks = ticks
-        self.send({"ev": "started", "lid": lid, "pid": h.pid, "ticks": ticks})
-        for path, seconds in m.get("follow", []):
-            self.files.follow(path, seconds)
+        h.start_ticks = procfs.start_ticks(h.pid)
+        self.send({"ev": "started", "lid": lid, "pid": h.pid, "ticks": h.start_ticks})
         ports = [int(p) for p in m.get("ports", [])]
+        self._supervise(lid, h, float(m.get("grace", 10.0)), m.get("follow", []), ports)
+
+    def _supervise(
+        self, lid: int, h: Handle, grace: float, follow: list[Any], ports: list[int]
+    ) -> None:
+        self.running[lid] = h
+        self.graces[lid] = grace
+        self.watcher.watch(h.pid, lambda code: self._exited(lid, code), h.popen)
+        for path, seconds in follow:
+            self.files.follow(path, seconds)
         if ports:
             self._spawn(
                 watch_ports(
@@ -308,12 +315,15 @@ class NodeAgent:
         self.launcher.close()
         return {"survivors": left, "local_dir_left": removed}
 
-    async def stop_all(self, why: str) -> None:
+    async def stop_all(self, why: str, noted: bool = False) -> None:
         """The orchestrator is gone: stop every instance as it would have (the stop
         signal, the grace, bounded by ``LOST_GRACE_MAX``, then SIGKILL), then leave
-        nothing of the job on this node."""
+        nothing of the job on this node. ``noted``: the loss is in the log already."""
         handles = list(self.running.values())
-        self.note(f"orchestrator lost ({why}); stopping {len(handles)} instance(s) on {self.node}")
+        if not noted:
+            self.note(
+                f"orchestrator lost ({why}); stopping {len(handles)} instance(s) on {self.node}"
+            )
         if handles:
             await self.launcher.terminate(handles)
         signal_groups(self._strays(None), signal.SIGTERM, signal.SIGCONT)

@@ -12,20 +12,34 @@ sent back to its sender fails the check, and the connection is dropped. Nothing 
 job's orchestrator can drive an agent, and nothing but the job's agents can report to it.
 
 A frame is ``<32 hex digits of MAC> <JSON>\\n``; the handshake's three lines are plain JSON.
+
+Every node agent imports this module before it has launched anything, so it stays on the
+standard library's cheapest parts: no asyncio (the agent's side of the handshake runs on a
+blocking socket, :func:`agent_handshake`), no dataclasses or typing (building a dataclass
+costs about 0.7 ms, and typing ~10 ms of import), no ``secrets`` (``os.urandom`` is what it
+reads).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import secrets
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import time
+from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 
-if TYPE_CHECKING:  # asyncio is imported where it is used: the batch script's first
-    import asyncio  # moments (launch/slurm/first.py) write the key without it
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # asyncio is imported where it is used: neither the batch script's first
+    import asyncio  # moments (launch/slurm/first.py) nor an agent's start need it
+    import socket
+    from typing import Any
+
+if TYPE_CHECKING:
+    from hashlib import sha256
+else:
+    try:  # the interpreter's own SHA-256: hashlib's loads OpenSSL's libcrypto (~3 ms a node)
+        from _sha256 import sha256
+    except ImportError:  # pragma: no cover - a build without it
+        from hashlib import sha256
 
 #: The protocol's version, sent in the agent's first line.
 PROTOCOL = 1
@@ -59,9 +73,13 @@ class ChannelError(Exception):
     """The peer is not who it must be, or broke the protocol: the connection is dropped."""
 
 
+def _nonce() -> str:
+    return os.urandom(16).hex()
+
+
 def write_key(path: str) -> bytes:
     """A fresh agent key in ``path`` (mode 0600, replacing an older one)."""
-    key = secrets.token_bytes(KEY_BYTES)
+    key = os.urandom(KEY_BYTES)
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
@@ -88,36 +106,62 @@ def read_key(path: str) -> bytes:
     return key
 
 
+_BLOCK = 64
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+class Hmac:
+    """HMAC-SHA256 (RFC 2104) with one key: the pads are hashed once, each message
+    copies them. The same digests as ``hmac.new(key, msg, hashlib.sha256)`` (a test
+    checks), without loading libcrypto in every node agent."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = sha256(key.translate(_IPAD))
+        self._outer = sha256(key.translate(_OPAD))
+
+    def digest(self, msg: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(msg)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
 def _mac(key: bytes, *parts: str) -> bytes:
-    return hmac.new(key, "|".join(parts).encode(), hashlib.sha256).digest()
+    return Hmac(key).digest("|".join(parts).encode())
 
 
-@dataclass(slots=True)
 class Session:
     """One authenticated connection's state: the session key and both sequence counters."""
 
-    key: bytes
-    #: b"o" for what the orchestrator sends, b"a" for what an agent sends
-    mine: bytes
-    theirs: bytes
-    sent: int = 0
-    received: int = 0
+    __slots__ = ("_hmac", "key", "mine", "received", "sent", "theirs")
+
+    def __init__(self, key: bytes, mine: bytes, theirs: bytes) -> None:
+        self.key = key
+        self._hmac = Hmac(key)
+        #: b"o" for what the orchestrator sends, b"a" for what an agent sends
+        self.mine = mine
+        self.theirs = theirs
+        self.sent = 0
+        self.received = 0
 
     def seal(self, message: dict[str, Any]) -> bytes:
         body = _dumps(message)
-        mac = hmac.new(
-            self.key, self.mine + self.sent.to_bytes(8, "big") + body, hashlib.sha256
-        ).hexdigest()[:_MAC_HEX]
+        mac = self._hmac.digest(self.mine + self.sent.to_bytes(8, "big") + body).hex()[:_MAC_HEX]
         self.sent += 1
         return mac.encode() + b" " + body + b"\n"
 
     def open(self, line: bytes) -> dict[str, Any]:
         """The message a sealed ``line`` carries; ChannelError if it is not authentic."""
         mac, _, body = line.rstrip(b"\n").partition(b" ")
-        want = hmac.new(
-            self.key, self.theirs + self.received.to_bytes(8, "big") + body, hashlib.sha256
-        ).hexdigest()[:_MAC_HEX]
-        if not hmac.compare_digest(mac, want.encode()):
+        want = self._hmac.digest(self.theirs + self.received.to_bytes(8, "big") + body)
+        if not compare_digest(mac, want.hex()[:_MAC_HEX].encode()):
             raise ChannelError(f"frame {self.received} failed its MAC check")
         self.received += 1
         try:
@@ -147,13 +191,7 @@ async def _line(reader: asyncio.StreamReader, timeout: float, limit: int) -> dic
         raise ChannelError("connection closed during the handshake")
     if len(line) > limit:
         raise ChannelError("handshake line too long")
-    try:
-        doc = _loads(line)
-    except ValueError:
-        raise ChannelError("handshake line is not JSON") from None
-    if not isinstance(doc, dict):
-        raise ChannelError("handshake line is not an object")
-    return doc
+    return _doc(line)
 
 
 def _text(doc: dict[str, Any], field: str) -> str:
@@ -163,41 +201,101 @@ def _text(doc: dict[str, Any], field: str) -> str:
     return value
 
 
-async def agent_handshake(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    key: bytes,
-    node: str,
-    timeout: float = 30.0,
-    address: str | None = None,
+class Lines:
+    """Lines from a blocking socket, each by a deadline: the agent's side of the channel
+    before it has an event loop (its handshake, its setup, its first launches). What was
+    read past the last line stays in :attr:`buffer` for whoever reads on."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def take(self) -> bytes | None:
+        """The next whole line already read, or ``None``."""
+        at = self.buffer.find(b"\n")
+        if at < 0:
+            return None
+        line, self.buffer = self.buffer[: at + 1], self.buffer[at + 1 :]
+        return line
+
+    def fill(self, limit: int) -> bool:
+        """Read what the socket has (it is readable); False when the peer closed it.
+        ChannelError when a line grows past ``limit``."""
+        data = self.sock.recv(1 << 16)
+        if not data:
+            return False
+        self.buffer += data
+        if b"\n" not in self.buffer and len(self.buffer) > limit:
+            raise ChannelError("a line longer than the channel allows")
+        return True
+
+    def readline(self, timeout: float, limit: int) -> bytes:
+        """The next line within ``timeout`` seconds; ChannelError otherwise."""
+        deadline = time.monotonic() + timeout
+        while (line := self.take()) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelError(f"no answer within {timeout:g}s")
+            self.sock.settimeout(left)
+            try:
+                if not self.fill(limit):
+                    raise ChannelError("connection closed during the handshake")
+            except TimeoutError:
+                raise ChannelError(f"no answer within {timeout:g}s") from None
+            except OSError as exc:
+                raise ChannelError(f"connection error: {exc}") from None
+            finally:
+                self.sock.settimeout(None)
+        if len(line) > limit:
+            raise ChannelError("handshake line too long")
+        return line
+
+
+def _doc(line: bytes) -> dict[str, Any]:
+    try:
+        doc = _loads(line)
+    except ValueError:
+        raise ChannelError("handshake line is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ChannelError("handshake line is not an object")
+    return doc
+
+
+def agent_handshake(
+    lines: Lines, key: bytes, node: str, timeout: float = 30.0, address: str | None = None
 ) -> Session:
-    """The agent's side: say who it is (and, when asked, what its node says its address
-    is: the raw text the orchestrator picks the address from), check the orchestrator's
-    proof, give its own."""
-    a = secrets.token_hex(16)
+    """The agent's side, on a blocking socket: say who it is (and, when asked, what its
+    node says its address is: the raw text the orchestrator picks the address from), check
+    the orchestrator's proof, give its own."""
+    a = _nonce()
     hello: dict[str, Any] = {"srt_agent": PROTOCOL, "node": node, "pid": os.getpid(), "nonce": a}
     if address is not None:
         hello["addr"] = address[:MAX_ADDR]
-    writer.write(_dumps(hello) + b"\n")
-    await writer.drain()
-    answer = await _line(reader, timeout, MAX_HELLO)
-    b = _text(answer, "nonce")
-    proof = bytes.fromhex(_text(answer, "proof")) if _hex(answer.get("proof")) else b""
-    if not hmac.compare_digest(proof, _mac(key, "orchestrator", a, b, node)):
-        raise ChannelError("the orchestrator did not prove it holds the job's agent key")
-    writer.write(_dumps({"proof": _mac(key, "agent", a, b, node).hex()}) + b"\n")
-    await writer.drain()
+    try:
+        lines.sock.sendall(_dumps(hello) + b"\n")
+        answer = _doc(lines.readline(timeout, MAX_HELLO))
+        b = _text(answer, "nonce")
+        proof = bytes.fromhex(_text(answer, "proof")) if _hex(answer.get("proof")) else b""
+        if not compare_digest(proof, _mac(key, "orchestrator", a, b, node)):
+            raise ChannelError("the orchestrator did not prove it holds the job's agent key")
+        lines.sock.sendall(_dumps({"proof": _mac(key, "agent", a, b, node).hex()}) + b"\n")
+    except OSError as exc:
+        raise ChannelError(f"connection error: {exc}") from None
     return _session(key, a, b, node, b"a", b"o")
 
 
-@dataclass(frozen=True, slots=True)
 class Hello:
-    node: str
-    pid: int
-    session: Session
-    #: what the node said its address is (``hostname -I``, or the site's interface), when
-    #: the agent was asked to say it (agents started with the allocation)
-    address: str | None = None
+    """Who connected: its node, its PID, its session."""
+
+    __slots__ = ("address", "node", "pid", "session")
+
+    def __init__(self, node: str, pid: int, session: Session, address: str | None = None) -> None:
+        self.node = node
+        self.pid = pid
+        self.session = session
+        #: what the node said its address is (``hostname -I``, or the site's interface),
+        #: when the agent was asked to say it (agents started with the allocation)
+        self.address = address
 
 
 async def orchestrator_handshake(
@@ -212,12 +310,12 @@ async def orchestrator_handshake(
     pid = hello.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         raise ChannelError("handshake: no valid 'pid'")
-    b = secrets.token_hex(16)
+    b = _nonce()
     writer.write(_dumps({"nonce": b, "proof": _mac(key, "orchestrator", a, b, node).hex()}) + b"\n")
     await writer.drain()
     answer = await _line(reader, timeout, MAX_HELLO)
     proof = bytes.fromhex(answer["proof"]) if _hex(answer.get("proof")) else b""
-    if not hmac.compare_digest(proof, _mac(key, "agent", a, b, node)):
+    if not compare_digest(proof, _mac(key, "agent", a, b, node)):
         raise ChannelError(f"a peer calling itself {node!r} did not prove it holds the key")
     addr = hello.get("addr")
     address = addr[:MAX_ADDR] if isinstance(addr, str) else None

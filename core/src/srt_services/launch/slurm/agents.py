@@ -55,6 +55,12 @@ BYE_WAIT = 5.0
 HANDSHAKE_TIMEOUT = 10.0
 #: How often the start looks at what srun said about the agents' tasks.
 START_POLL = 0.25
+#: Once no launch has gone out for this long, the agents that launched something are told
+#: to load the rest of their machinery (an agent starts on the little it needs to launch:
+#: see the agent's ``__main__``). One quiet period for the whole job, not one per node: a
+#: phase's units launch one after the other, and a node's launches are as far apart as
+#: the other units' launches take.
+LOAD_AFTER = 0.3
 #: srun's line for a task that ended (``srun: error: n3: task 2: Exited with exit code 1``).
 _TASK_ENDED = re.compile(r"error: (\S+): tasks? [\d,-]+: (?:Exited|Killed|Terminated)")
 
@@ -311,6 +317,9 @@ class AgentFleet:
         self._connected: asyncio.Event | None = None
         self._accepting = True
         self._tasks: set[asyncio.Task[None]] = set()
+        #: nodes that launched something since the agents were last told to load
+        self._to_load: set[str] = set()
+        self._load_timer: asyncio.TimerHandle | None = None
         self.survivors: list[str] = []
         #: attempts launched on a node that was already lost: reported at once
         self._gone: dict[int, Handle] = {}
@@ -641,6 +650,7 @@ class AgentFleet:
             self._gone[lid] = h
             return h
         link.attempts[lid] = Attempt(h)
+        self._launched(instance.node)
         link.send(
             {
                 "op": "launch",
@@ -659,6 +669,21 @@ class AgentFleet:
             }
         )
         return h
+
+    def _launched(self, node: str) -> None:
+        """(Re)start the quiet period after which the agents that launched load the rest."""
+        self._to_load.add(node)
+        if self._load_timer is not None:
+            self._load_timer.cancel()
+        self._load_timer = asyncio.get_running_loop().call_later(LOAD_AFTER, self._say_load)
+
+    def _say_load(self) -> None:
+        self._load_timer = None
+        for node in sorted(self._to_load):
+            link = self.links.get(node)
+            if link is not None:
+                link.send({"op": "load"})
+        self._to_load.clear()
 
     def watch_exit(self, handle: Handle, callback: Callable[[int], None]) -> None:
         lid = handle.extra["lid"]
@@ -807,6 +832,8 @@ class AgentFleet:
         self._accepting = False
         if self._beats is not None:
             self._beats.cancel()
+        if self._load_timer is not None:
+            self._load_timer.cancel()
         for task in list(self._tasks):
             task.cancel()
         if self._server is not None:

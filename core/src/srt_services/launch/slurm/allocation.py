@@ -8,7 +8,6 @@ address), and cached in the job directory so a job resolves them exactly once.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -19,21 +18,13 @@ from collections.abc import Callable, Mapping
 from srt_services.contracts.allocation import Allocation
 from srt_services.contracts.context import Node
 from srt_services.errors import SrtError
+from srt_services.launch.slurm.batchhost import pick_ipv4, slurm_env
 
 RESOLVE_TIMEOUT = 30.0
-_IPV4 = re.compile(r"\b(\d{1,3}(?:\.\d{1,3}){3})\b")
 
 
 class SlurmError(SrtError):
     pass
-
-
-def slurm_env(source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What a Slurm client command needs from our environment (and nothing else)."""
-    src = os.environ if source is None else source
-    env = {k: src[k] for k in ("PATH", "HOME", "LANG", "SLURM_CONF") if k in src}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    return env
 
 
 def run(argv: list[str], timeout: float = 30.0) -> str:
@@ -57,18 +48,6 @@ def hostnames(nodelist: str) -> list[str]:
     if not names:
         raise SlurmError(f"SLURM_JOB_NODELIST {nodelist!r} names no nodes")
     return names
-
-
-def pick_ipv4(text: str) -> str | None:
-    """First non-loopback IPv4 address in ``text``."""
-    for token in _IPV4.findall(text):
-        try:
-            addr = ipaddress.IPv4Address(token)
-        except ValueError:
-            continue
-        if not addr.is_loopback and not addr.is_unspecified:
-            return str(addr)
-    return None
 
 
 def resolve_ips(job_id: str, nodes: list[str], interface: str | None = None) -> dict[str, str]:
@@ -183,17 +162,6 @@ def _write_cache(path: str, job_id: str, ips: Mapping[str, str]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump({"job_id": job_id, "ips": dict(ips)}, fh, indent=2)
-
-
-def local_address(interface: str | None = None) -> str | None:
-    """This host's address as the lookup step would find it on a node (``hostname -I``,
-    or the interface's): where the batch host's agents connect to."""
-    argv = ["ip", "-4", "-o", "addr", "show", "dev", interface] if interface else ["hostname", "-I"]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return pick_ipv4(out.stdout)
 
 
 def kill_wait() -> float:

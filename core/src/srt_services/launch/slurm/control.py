@@ -6,7 +6,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from srt_services.launch.slurm.allocation import slurm_env
+from srt_services.launch.slurm.batchhost import slurm_env
 
 ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 

@@ -18,7 +18,6 @@ program never keeps the job from starting.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import subprocess
@@ -33,7 +32,11 @@ from srt_services.launch.slurm.agents_step import (
     FleetConfig,
     agents_argv,
 )
-from srt_services.launch.slurm.allocation import local_address, slurm_env
+from srt_services.launch.slurm.batchhost import local_address, slurm_env
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _nodes(nodelist: str) -> list[str]:
@@ -98,6 +101,31 @@ def start(job_dir: str, interface: str | None, start_timeout: float, extra: list
     os.environ[SRUN_VAR] = f"{srun.pid}:{offset}"
 
 
+def _options(args: list[str]) -> dict[str, Any]:
+    """The options srt's batch script writes (by hand: argparse, with the regular
+    expressions and gettext it loads, was ~20 ms before the agents could start)."""
+    opts: dict[str, Any] = {"interface": None, "start_timeout": "60", "srun_extra": []}
+    names = {"--job-dir", "--interface", "--start-timeout", "--srun-extra"}
+    rest = list(args)
+    while rest:
+        name, eq, value = rest.pop(0).partition("=")
+        if name not in names:
+            raise ValueError(f"unknown option {name}")
+        if not eq:
+            if not rest:
+                raise ValueError(f"{name} needs a value")
+            value = rest.pop(0)
+        key = name[2:].replace("-", "_")
+        if key == "srun_extra":
+            opts[key].append(value)
+        else:
+            opts[key] = value
+    if "job_dir" not in opts:
+        raise ValueError("--job-dir is required")
+    float(opts["start_timeout"])
+    return opts
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--" not in args:
@@ -105,14 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     at = args.index("--")
     mine, orchestrator = args[:at], args[at + 1 :]
-    parser = argparse.ArgumentParser(prog="python -m srt_services.launch.slurm.first")
-    parser.add_argument("--job-dir", required=True)
-    parser.add_argument("--interface")
-    parser.add_argument("--start-timeout", type=float, default=60.0)
-    parser.add_argument("--srun-extra", action="append", default=[])
-    opts = parser.parse_args(mine)
     try:
-        start(opts.job_dir, opts.interface, opts.start_timeout, opts.srun_extra)
+        opts = _options(mine)
+    except ValueError as exc:
+        print(f"usage: first --job-dir DIR [options] -- ORCHESTRATOR... ({exc})", file=sys.stderr)
+        return 2
+    try:
+        start(opts["job_dir"], opts["interface"], float(opts["start_timeout"]), opts["srun_extra"])
     except Exception as exc:  # the orchestrator starts them itself: say why, go on
         print(f"srt: the agents start with the orchestrator instead ({exc})", file=sys.stderr)
         os.environ.pop(LISTEN_FD_VAR, None)

@@ -40,14 +40,8 @@ from srt_services.launch.leftovers import is_stale_local, settle_ports
 from srt_services.launch.slurm import commands
 from srt_services.launch.slurm.agents import AgentError, AgentFleet, EarlyAgents, start_early
 from srt_services.launch.slurm.agents_step import AGENT_ENV, EARLY_VAR, FleetConfig
-from srt_services.launch.slurm.allocation import (
-    SlurmError,
-    current_allocation,
-    kill_wait,
-    local_address,
-    pick_ipv4,
-    slurm_env,
-)
+from srt_services.launch.slurm.allocation import SlurmError, current_allocation, kill_wait
+from srt_services.launch.slurm.batchhost import local_address, pick_ipv4, slurm_env
 from srt_services.launch.slurm.nodelocal import own_tree
 
 #: Seconds kept free below KillWait for the final sweep and writing the result.
