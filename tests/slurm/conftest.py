@@ -272,9 +272,14 @@ class SlurmJob:
         assert state is not None, f"no state.json yet:\n{self.sbatch_log()}"
         return state
 
-    def instance_pid(self, step: str) -> int:
-        pid = self.srt_state().instances[step].pid
-        assert pid is not None
+    def instance_pid(self, step: str, within: float = 10.0) -> int:
+        """The instance's PID as ``state.json`` records it. Under the agents launcher it
+        comes with the agent's "started" message, which may be handled just after the
+        orchestrator saw the instance's log line on the shared file system: wait for it."""
+        deadline = time.monotonic() + within
+        while (pid := self.srt_state().instances[step].pid) is None:
+            assert time.monotonic() < deadline, f"no PID of {step} in state.json after {within} s"
+            time.sleep(0.05)
         return pid
 
     def node_local(self, root: str = "/tmp") -> str:
