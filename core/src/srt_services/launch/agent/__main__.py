@@ -49,10 +49,10 @@ import time
 sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
 from srt_services.launch.agent import SETTLE_VAR, wire  # noqa: E402
+from srt_services.launch.agent.handover import Launched  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import subprocess
     from typing import Any
 
     from srt_services.launch.cgroup import JobCgroup
@@ -227,23 +227,6 @@ def connect(
     except BaseException:
         sock.close()
         raise
-
-
-class Launched:
-    """An instance this module started, for :mod:`.serve` to supervise."""
-
-    __slots__ = ("follow", "grace", "lid", "log", "popen", "ports", "step", "stop_signal", "ticks")
-
-    def __init__(self, lid: int, step: str, popen: subprocess.Popen[bytes], m: dict[str, Any]):
-        self.lid = lid
-        self.step = step
-        self.log: str = m["log"]
-        self.popen = popen
-        self.grace = float(m.get("grace", 10.0))
-        self.stop_signal: str = m.get("stop_signal", "TERM")
-        self.follow: list[Any] = list(m.get("follow", []))
-        self.ports = [int(p) for p in m.get("ports", [])]
-        self.ticks: int | None = None
 
 
 class Start:

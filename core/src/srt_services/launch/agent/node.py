@@ -37,7 +37,7 @@ from srt_services.launch.pidwatch import ExitWatch
 from srt_services.launch.slurm.nodelocal import own_tree
 
 if TYPE_CHECKING:
-    from srt_services.launch.agent.__main__ import Launched
+    from srt_services.launch.agent.handover import Launched
     from srt_services.launch.cgroup import JobCgroup
 
 Send = Callable[[dict[str, Any]], None]

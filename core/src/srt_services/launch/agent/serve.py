@@ -14,17 +14,34 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from srt_services.launch import process
 from srt_services.launch.agent import wire
 from srt_services.launch.children import ChildWatcher
 
 if TYPE_CHECKING:
-    from srt_services.launch.agent.__main__ import Start
+    from srt_services.launch.agent.handover import Launched
     from srt_services.launch.agent.node import NodeAgent
+    from srt_services.launch.cgroup import JobCgroup
 
 Note = Callable[[str], None]
+
+
+class Start(Protocol):
+    """What this part takes over from the first part (``__main__.Start``), named here
+    so that this module need not import the first part back."""
+
+    lines: wire.Lines
+    session: wire.Session
+    node: str
+    job_dir: str
+    setup: dict[str, Any]
+    cgroup: JobCgroup | None
+    launched: list[Launched]
+    pending: dict[str, Any] | None
+    lost: str | None
+    left: float
 
 
 class Lost(Exception):
