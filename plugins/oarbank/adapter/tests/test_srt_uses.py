@@ -117,7 +117,10 @@ def test_uses_admits_refuses_with_the_reason_and_idles_out(
     run = start_srt(["run", str(recipe(tmp_path, fake, go))], str(job_dir))
     try:
         admitted = job_dir / "work" / "service_first" / "admitted"
-        assert wait_until(admitted.exists, 60), run.events()
+        # written by a shell redirection: there (empty) a moment before it says anything
+        assert wait_until(lambda: admitted.exists() and admitted.read_text().strip(), 60), (
+            run.events()
+        )
         attempt = admitted.read_text().strip()
         assert attempt == "srt.job.service_first"
         # the on_demand service was started by that admission, not when its agent came up
@@ -320,7 +323,9 @@ def test_a_killed_user_s_admission_is_released_by_its_next_launch(
     run = start_srt(["run", str(path)], str(job_dir))
     try:
         admitted = job_dir / "work" / "service_first" / "admitted"
-        assert wait_until(admitted.exists, 60), run.events()
+        # ready, not merely the file there: the probe wants it non-empty, and a kill before
+        # srt saw that is an exit before ready, which fails the job instead of restarting it
+        run.wait_event("ready", 60, step="service_first", attempt=1)
         launched = run.wait_event("launched", step="service_first", attempt=1)
         admitted.unlink()
         os.kill(launched["pid"], signal.SIGKILL)
