@@ -233,12 +233,14 @@ def test_a_killed_orchestrator_makes_every_agent_stop_its_instances(
     os.kill(job.srt_state().orchestrator.pid, signal.SIGKILL)
     job.wait_done()
     job.assert_nothing_left()
-    # each agent notices the loss at once (its connection ends); its closing note may be cut:
-    # the orchestrator was the batch script's process, so Slurm ends the job and its steps in
-    # the same second. The stop by the agents alone, with the job still running, is what the
-    # frozen-orchestrator test below proves.
-    for node in ("n1", "n2", "n3"):
-        assert "orchestrator lost" in _agent_log(job, node), node
+    # the agents notice the loss at once (their connections end), but the orchestrator was
+    # the batch script's process, so Slurm ends the job and kills its steps in the same
+    # moment: on a loaded machine an agent may be killed before it writes its note (seen in
+    # a CI run). What this test proves is that nothing survives a kill -9 and that the loss
+    # reached the agents; the stop by the agents alone, with the job still running, is what
+    # the frozen-orchestrator test below proves.
+    logs = {node: _agent_log(job, node) for node in ("n1", "n2", "n3")}
+    assert any("orchestrator lost" in text for text in logs.values()), logs
 
 
 def test_a_frozen_orchestrator_is_noticed_by_the_heartbeat(
