@@ -209,6 +209,48 @@ def test_result_round_trips(job: JobDir) -> None:
     ]
 
 
+def test_a_reader_never_pairs_a_result_with_an_earlier_state(
+    job: JobDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orchestrator's last two writes (final state, then result) can land between a
+    reader's reads of the two files; whatever the reader gets must be one moment of the job:
+    never "succeeded" next to an instance still waiting to restart (seen in ``status --watch``
+    on a loaded machine)."""
+    import srt_services.jobdir.view as view_module
+
+    waiting = dataclasses.replace(_state().instances["service_etcd"], state="backoff")
+    write_state(job, _state(instances={"service_etcd": waiting}))
+    final = _state(
+        status="finished",
+        instances={"service_etcd": dataclasses.replace(waiting, state="stopped")},
+    )
+    result = JobResult("demo", "job-1", 0, "succeeded", None, 1.0, 2.0, [])
+
+    def finish() -> None:  # the orchestrator's JobLog.finish: state, then result
+        write_state(job, final)
+        write_result(job, result)
+
+    for module, name in ((view_module, "read_state"), (view_module, "read_result")):
+        real = getattr(module, name)
+        calls = {"n": 0}
+
+        def landing_after(j: JobDir, real: Any = real, calls: dict[str, int] = calls) -> Any:
+            got = real(j)
+            calls["n"] += 1
+            if calls["n"] == 1:
+                finish()  # the writer lands right after the reader's first read
+            return got
+
+        with monkeypatch.context() as m:
+            m.setattr(module, name, landing_after)
+            write_state(job, _state(instances={"service_etcd": waiting}))
+            Path(job.result_file).unlink(missing_ok=True)
+            view = JobView.read(job.path)
+        assert view.state is not None
+        if view.result is not None:
+            assert view.state.instances["service_etcd"].state == "stopped", name
+
+
 def test_result_carries_the_benchmark_summary_or_says_why_not(job: JobDir) -> None:
     """``SRT_BENCHMARK_RESULT``'s file, copied into result.json: absent is ``None``; one
     that is not JSON (a benchmark killed mid-write) is named, never a lost result."""

@@ -34,12 +34,16 @@ class JobView:
         job = JobDir(os.path.abspath(path))
         if not os.path.isdir(job.path):
             raise JobDirError(f"{path} is not a directory")
+        # The result first: the orchestrator writes its final state before its result, so a
+        # result read here guarantees the state read next is the final one. The other order
+        # could pair a finished job with an instance still "backoff" from the state before.
+        result = read_result(job)
         state = read_state(job)
         plan = reading.read(Plan, job.plan_file, "a valid plan")
         submitted = read_submitted(job)
         if state is None and plan is None and submitted is None:
             raise JobDirError(f"{path} is not an srt job directory (no state.json or plan.json)")
-        return cls(job, state, plan, read_result(job), submitted)
+        return cls(job, state, plan, result, submitted)
 
     @property
     def cookie(self) -> str | None:
