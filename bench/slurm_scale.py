@@ -220,6 +220,8 @@ def _job_state(env: dict[str, str], job_id: str) -> str:
 
 def run_job(base: Path, env: dict[str, str], conf: str, run: Run, kill_wait: float) -> Run:
     name = f"scale-{run.launcher}-{run.nodes}x{run.per_node}"
+    if (base / name).exists():  # --per-node 1: the dense shape repeats the full one
+        name += "-again"
     recipe = base / f"{name}.yaml"
     recipe.write_text(recipe_text(name, run.launcher, run.nodes, run.per_node))
     job_dir = base / name
