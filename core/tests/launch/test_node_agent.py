@@ -311,9 +311,7 @@ def test_the_first_part_starts_an_instance_as_the_local_launcher_does(
     log.write_text("before\n")
 
     async def body() -> None:
-        o = Orchestrator(
-            tmp_path, settle=60.0, pass_fds=(inherited_w,), env={"AGENTS_OWN": "1"}
-        )
+        o = Orchestrator(tmp_path, settle=60.0, pass_fds=(inherited_w,), env={"AGENTS_OWN": "1"})
         try:
             await o.start()
             os.close(inherited_w)

@@ -130,6 +130,16 @@ def _populated(cgroup: str) -> bool:
     return b"populated 0" not in data
 
 
+def _rmdir_below(cgroup: str) -> None:
+    """Remove the cgroups a service made below its leaf (those that are empty)."""
+    for root, dirs, _ in os.walk(cgroup, topdown=False):
+        for d in dirs:
+            try:
+                os.rmdir(os.path.join(root, d))
+            except OSError:
+                pass
+
+
 def cgroup_name(cookie: str, tag: str = "") -> str:
     """The name of the job's cgroup: ``srt-<cookie>``, ``srt-<cookie>-<tag>`` with a tag."""
     safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in tag)
@@ -241,12 +251,7 @@ class JobCgroup:
                 continue
             except OSError:
                 pass
-            for root, dirs, _ in os.walk(leaf, topdown=False):
-                for d in dirs:
-                    try:
-                        os.rmdir(os.path.join(root, d))
-                    except OSError:
-                        pass
+            _rmdir_below(leaf)
             try:
                 os.rmdir(leaf)
             except FileNotFoundError:

@@ -84,7 +84,11 @@ PR_SET_CHILD_SUBREAPER = 36
 #: defaults (what subprocess's ``restore_signals`` does).
 RESTORED_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
 #: The names of the signals the agent notes.
-SIGNAL_NAMES = {_signal.SIGTERM: "SIGTERM", _signal.SIGINT: "SIGINT", _signal.SIGHUP: "SIGHUP"}
+SIGNAL_NAMES: dict[int, str] = {
+    _signal.SIGTERM: "SIGTERM",
+    _signal.SIGINT: "SIGINT",
+    _signal.SIGHUP: "SIGHUP",
+}
 
 USAGE = """\
 usage: python -m srt_services.launch.agent --connect HOST:PORT --key-file FILE --job-dir DIR
@@ -278,7 +282,7 @@ def become_subreaper() -> bool:
     try:
         import _ctypes
 
-        class Int(_ctypes._SimpleCData):
+        class Int(_ctypes._SimpleCData):  # type: ignore[type-arg]
             _type_ = "i"
 
         class Prctl(_ctypes.CFuncPtr):
@@ -286,9 +290,9 @@ def become_subreaper() -> bool:
             _restype_ = Int
 
         class Libc:  # what a function pointer is looked up in (ctypes.CDLL(None))
-            _handle = _ctypes.dlopen(None, 0)
+            _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]
 
-        prctl = Prctl(("prctl", Libc()))
+        prctl = Prctl(("prctl", Libc()))  # type: ignore[arg-type]
         return bool(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (ImportError, OSError, AttributeError):  # pragma: no cover - non-Linux
         return False

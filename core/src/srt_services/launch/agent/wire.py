@@ -61,11 +61,9 @@ _MAC_HEX = 32
 # pulls in) cost each agent 10-17 ms there; the frames are small, its speed buys nothing.
 # The bytes are json.dumps's and what is read is json.loads's (a test compares both).
 try:
-    from _json import encode_basestring_ascii as _c_ascii
-    from _json import make_encoder as _c_make_encoder
-    from _json import make_scanner as _c_make_scanner
+    import _json
 except ImportError:  # pragma: no cover - a build without the accelerator
-    _c_make_encoder = _c_make_scanner = None
+    _json = None  # type: ignore[assignment]
 
 
 def _unencodable(o: Any) -> Any:
@@ -80,21 +78,28 @@ class _Decoding:
     object_pairs_hook = None
     parse_float = float
     parse_int = int
-    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+    parse_constant = {
+        "-Infinity": float("-inf"),
+        "Infinity": float("inf"),
+        "NaN": float("nan"),
+    }.__getitem__
 
 
-_scan = _c_make_scanner(_Decoding()) if _c_make_scanner is not None else None
+# (typeshed types the scanner's context as a scanner: it is anything with these attributes)
+_scan = _json.make_scanner(_Decoding()) if _json is not None else None  # type: ignore[arg-type]
 
 
 def _dumps(doc: dict[str, Any]) -> bytes:
     """``json.dumps(doc, separators=(",", ":"))``, encoded (ASCII: non-ASCII is escaped)."""
-    if _c_make_encoder is None:  # pragma: no cover - a build without the accelerator
+    if _json is None:  # pragma: no cover - a build without the accelerator
         import json
 
         return json.dumps(doc, separators=(",", ":")).encode()
     # what json.dumps runs for these arguments: circular references checked (``{}``), no
     # indent, no key sorting, no skipped keys, NaN and the infinities allowed
-    encode = _c_make_encoder({}, _unencodable, _c_ascii, None, ":", ",", False, False, True)
+    encode = _json.make_encoder(
+        {}, _unencodable, _json.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
     return "".join(encode(doc, 0)).encode()
 
 
