@@ -194,6 +194,55 @@ def test_what_is_sealed_opens_unchanged(message: dict[str, Any]) -> None:
     assert agent.open(orch.seal(message)) == message
 
 
+#: what a frame may carry: JSON's values, nested (NaN aside: it is not equal to itself)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=6))
+def test_the_channels_json_is_the_standard_librarys(doc: dict[str, Any]) -> None:
+    """The channel encodes and decodes with ``_json`` itself (json's Python layer loads
+    ``re``, milliseconds of every agent's start): the bytes are json.dumps's, what is read
+    is json.loads's, so either side may be of either kind."""
+    import json
+
+    data = wire._dumps(doc)
+    assert data == json.dumps(doc, separators=(",", ":")).encode()
+    assert wire._loads(data) == json.loads(data) == doc
+    spaced = json.dumps(doc, indent=1, ensure_ascii=False).encode()
+    assert wire._loads(b" \n" + spaced + b"\r\n") == doc
+
+
+def test_the_channels_json_reads_what_json_reads_and_refuses_what_it_refuses() -> None:
+    import json
+    import math
+
+    assert math.isnan(wire._loads(b'{"x":NaN}')["x"])
+    assert wire._loads(b"[Infinity,-Infinity,1e400]") == [math.inf, -math.inf, math.inf]
+    assert wire._dumps({"x": math.inf}) == json.dumps({"x": math.inf}).replace(" ", "").encode()
+    assert wire._loads('{"é":"\\ud83d\\ude00"}'.encode()) == {"é": "\U0001f600"}
+    assert wire._loads("{}".encode("utf-16")) == {}  # json.loads detects UTF-16
+    for bad in (b"", b"{", b'{"a" 1}', b"[1,]", b"nul", b'"\x01"', b"{} {}", b"\xff", b"01"):
+        with pytest.raises(ValueError):
+            wire._loads(bad)
+        with pytest.raises(ValueError):
+            json.loads(bad)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        wire._loads(b"[" * 100_000)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        wire._dumps({"x": object()})
+    looped: dict[str, Any] = {}
+    looped["me"] = looped
+    with pytest.raises(ValueError, match="Circular"):
+        wire._dumps(looped)
+
+
 def test_the_agents_entry_imports_neither_ssl_psutil_nor_orjson() -> None:
     """Every node runs one agent and its start-up CPU is on the launch's critical path:
     what it does not use stays unimported (a regression here costs every node)."""
@@ -211,12 +260,18 @@ def test_the_agents_entry_imports_neither_ssl_psutil_nor_orjson() -> None:
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-def test_the_agents_first_part_launches_without_asyncio_or_the_local_launcher() -> None:
+def test_the_agents_first_part_launches_without_asyncio_or_the_local_launcher(
+    tmp_path: Path,
+) -> None:
     """The agent's first part (hello, setup, cgroup, launches) runs as the agents' step
-    starts it (``python -S``, no ``site``) on the standard library's cheapest modules:
-    asyncio, the local launcher, the plan's dataclasses, typing, argparse, hashlib's
-    OpenSSL and the idna codec are each milliseconds of CPU on every node before its
-    instances can start; they are loaded once the launches are done."""
+    starts it (``python -S``, no ``site``) on what the interpreter loads by itself and C
+    modules: asyncio, the local launcher, the plan's dataclasses, typing, argparse,
+    hashlib's OpenSSL, the idna codec, and signal, socket, json, subprocess, ctypes,
+    contextlib and threading with what they load (enum, re, collections, functools,
+    selectors, locale, struct, warnings) are each milliseconds of CPU on every node before its
+    instances can start; they are loaded once the launches are done. The probe does what
+    the first part does (the subreaper, the node's address, a frame each way, the cgroup
+    module, an instance started) and lists what got loaded."""
     import subprocess
     import sys
 
@@ -224,10 +279,24 @@ def test_the_agents_first_part_launches_without_asyncio_or_the_local_launcher() 
 
     command = agent_command(sys.executable)
     assert command[1:3] == ["-S", "-c"], command
-    boot = command[3].replace("import run; run()", "import Start, parse, _connect")
+    boot = command[3].replace(
+        "import run; run()", "import Start, parse, _connect, become_subreaper, node_address, spawn"
+    )
+    log = tmp_path / "instance.out"
     used = (
-        "import ctypes, select, subprocess, srt_services.launch.cgroup, srt_services.procfs\n"
-        "from srt_services.launch.agent import job_vars\n"
+        "import os, srt_services.launch.cgroup, srt_services.procfs\n"
+        "from srt_services.launch.agent import job_vars, wire\n"
+        "assert become_subreaper()\n"
+        "assert node_address(None)\n"
+        "key = os.urandom(wire.KEY_BYTES)\n"
+        "o = wire._session(key, 'a', 'b', 'n', b'o', b'a')\n"
+        "a = wire._session(key, 'a', 'b', 'n', b'a', b'o')\n"
+        "assert a.open(o.seal({'op': 'launch', 'env': job_vars()})) is not None\n"
+        "assert o.open(a.seal({'ev': 'beat'})) == {'ev': 'beat'}\n"
+        f"fd = os.open({str(log)!r}, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)\n"
+        "pid = spawn(['echo', 'ran'], os.environ, [(os.POSIX_SPAWN_DUP2, fd, 1)])\n"
+        "srt_services.procfs.start_ticks(pid)\n"
+        "assert os.waitpid(pid, 0)[1] == 0\n"
     )
     unwanted = (
         "asyncio",
@@ -239,6 +308,21 @@ def test_the_agents_first_part_launches_without_asyncio_or_the_local_launcher() 
         "secrets",
         "encodings.idna",
         "site",
+        "signal",
+        "socket",
+        "json",
+        "re",
+        "enum",
+        "subprocess",
+        "ctypes",
+        "struct",
+        "contextlib",
+        "threading",
+        "collections",
+        "functools",
+        "selectors",
+        "locale",
+        "warnings",
         "srt_services.launch.local",
         "srt_services.launch.process",
         "srt_services.contracts.plan",
@@ -249,6 +333,7 @@ def test_the_agents_first_part_launches_without_asyncio_or_the_local_launcher() 
         [sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert log.read_text() == "ran\n"
 
 
 @settings(max_examples=200, deadline=None)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -46,8 +48,18 @@ def _holders(cookie: str) -> list[int]:
 class Orchestrator:
     """The orchestrator's end of one agent's channel, run by the test."""
 
-    def __init__(self, tmp: Path, lost_after: float = 10.0, settle: float | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        lost_after: float = 10.0,
+        settle: float | None = None,
+        pass_fds: tuple[int, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.tmp = tmp
+        #: descriptors the agent inherits, and variables it gets, besides the usual
+        self.pass_fds = pass_fds
+        self.env = env or {}
         #: how long the agent's first part waits after a launch before loading the rest
         #: (``SRT_AGENT_SETTLE``: 0 loads at once, 60 keeps it in its first part)
         self.settle = settle
@@ -68,6 +80,7 @@ class Orchestrator:
         port = self.server.sockets[0].getsockname()[1]
         self.beats = beats
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+        env.update(self.env)
         if self.settle is not None:
             env[SETTLE_VAR] = str(self.settle)
         with open(self.log, "ab") as out:
@@ -89,6 +102,7 @@ class Orchestrator:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                pass_fds=self.pass_fds,
             )
         await asyncio.wait_for(self.connected.wait(), 30)
         ready = await self.expect("ready")
@@ -264,6 +278,103 @@ def test_the_agent_launches_before_it_loads_asyncio_and_loads_when_told(tmp_path
             o.close()
 
     run(body())
+
+
+#: what an instance says of itself: its IDs, ignored signals, descriptors, stdin, cwd, env
+SELF_REPORT = (
+    'read -r st < /proc/$$/stat; set -- ${st#*) }; echo "pid=$$ pgrp=$3 sid=$4";'
+    " grep SigIgn /proc/$$/status; echo fds:; ls /proc/$$/fd; echo :fds;"
+    ' echo "stdin=$(readlink /proc/$$/fd/0)"; echo "cwd=$PWD";'
+    ' echo "mine=$MINE agents=${AGENTS_OWN-unset}"; echo to-stderr >&2; exec sleep 300'
+)
+
+
+@pytest.mark.parametrize("cwd", [False, True], ids=["spawned", "with-cwd"])
+def test_the_first_part_starts_an_instance_as_the_local_launcher_does(
+    tmp_path: Path, cwd: bool
+) -> None:
+    """The first part starts an instance with ``os.posix_spawn`` (subprocess is not loaded
+    yet; one with a working directory, a checkout's, goes through subprocess): either way
+    it gets a session and process group of its own, stdin from /dev/null, stdout and
+    stderr appended to its log, the signals the interpreter ignores back at their
+    defaults, none of the agent's descriptors (one the agent inherited included), its own
+    environment, and its program looked up on its own PATH. One that cannot start is
+    reported as exited 127, with the reason in its log."""
+    inherited_r, inherited_w = os.pipe()
+    os.set_inheritable(inherited_w, True)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "probe-shell").symlink_to(shutil.which("bash") or "/bin/bash")
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "service_me.out"
+    log.write_text("before\n")
+
+    async def body() -> None:
+        o = Orchestrator(tmp_path, settle=60.0, pass_fds=(inherited_w,), env={"AGENTS_OWN": "1"})
+        try:
+            await o.start()
+            os.close(inherited_w)
+            assert o.agent is not None
+            env = {
+                "PATH": f"{bindir}:{os.environ['PATH']}",
+                COOKIE_VAR: o.cookie,
+                "MINE": "yes",
+            }
+            o.send(
+                {
+                    "op": "launch",
+                    "lid": 1,
+                    "step": "service_me",
+                    "argv": ["probe-shell", "-c", SELF_REPORT],
+                    "env": env,
+                    "log": str(log),
+                    "grace": 5.0,
+                    **({"cwd": str(work)} if cwd else {}),
+                }
+            )
+            started = await o.expect("started", lid=1)
+            deadline = time.monotonic() + 20
+            while not log.read_text().endswith("to-stderr\n"):
+                assert time.monotonic() < deadline, log.read_text()
+                await asyncio.sleep(0.02)
+            assert not _loaded_asyncio(o.agent.pid), "started by the first part"
+            text = log.read_text()
+            pid = started["pid"]
+            assert text.startswith("before\n"), "appended to"
+            assert f"pid={pid} pgrp={pid} sid={pid}\n" in text
+            ignored = int(text.split("SigIgn:")[1].split()[0], 16)
+            assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1))
+            assert text.split("fds:\n")[1].split(":fds")[0].split() == ["0", "1", "2"]
+            assert "stdin=/dev/null\n" in text
+            assert f"cwd={work if cwd else os.getcwd()}\n" in text
+            assert "mine=yes agents=unset\n" in text
+            o.send({**_launch_of(o, 2, "service_none"), "argv": ["no-such-program-srt"]})
+            gone = await o.expect("exited", lid=2)
+            assert gone["code"] == 127 and gone["error"] == "No such file or directory"
+            assert (tmp_path / "service_none.out").read_text() == (
+                "srt: cannot execute no-such-program-srt: No such file or directory\n"
+            )
+            o.send({"op": "signal", "sig": "KILL", "lids": [1], "steps": ["service_me"]})
+            assert (await o.expect("exited", lid=1))["code"] == 137
+            o.send({"op": "bye"})
+            assert await o.agent_exit() == 0
+        finally:
+            os.close(inherited_r)
+            o.close()
+
+    run(body())
+
+
+def _launch_of(o: Orchestrator, lid: int, step: str) -> dict[str, Any]:
+    return {
+        "op": "launch",
+        "lid": lid,
+        "step": step,
+        "env": {"PATH": os.environ["PATH"], COOKIE_VAR: o.cookie},
+        "log": str(o.tmp / f"{step}.out"),
+        "grace": 5.0,
+    }
 
 
 def test_requests_oneshot_ports_and_files(tmp_path: Path) -> None:

@@ -33,29 +33,39 @@ a followed file is reported once when its watch begins.
 
 from __future__ import annotations
 
-import contextlib
+# The first part imports only what the interpreter has loaded by itself and C modules:
+# ``_signal`` not ``signal``, ``_socket`` not ``socket``, no contextlib, threading or
+# subprocess until the launches are done (instances start with ``os.posix_spawn``). Those
+# modules and what they load (enum, collections, functools, selectors, locale...), with
+# json's re and ctypes, made this part's work up to its first launch cost 82 ms of CPU
+# against 37 ms now and 20 ms for the bare interpreter (side by side, a loaded machine),
+# on nodes that may share a few cores.
+# A test keeps them out (core/tests/launch/test_agent_wire.py, the first part's imports).
+import _socket
 import os
-import signal
-import socket
+import select
 import sys
-import threading
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal  # the same functions, on ints (typeshed has no stub of _signal)
+    import subprocess
+    from collections.abc import Mapping
+    from typing import Any
+
+    from srt_services.launch.cgroup import JobCgroup
+else:
+    import _signal
 
 # asyncio (loaded once the launches are done) imports ``ssl`` only to offer TLS
 # transports, which the agent never opens; refusing it here (asyncio takes the ImportError
 # as "no TLS") saves each agent about a tenth of that import. Nothing else of the agent's
-# path imports what it does not use (psutil and orjson were kept off it too; a test guards
-# this: ``python -X importtime -m srt_services.launch.agent``).
+# path imports what it does not use (psutil and orjson were kept off it too).
 sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
 from srt_services.launch.agent import SETTLE_VAR, wire  # noqa: E402
 from srt_services.launch.agent.handover import Launched  # noqa: E402
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
-    from srt_services.launch.cgroup import JobCgroup
 
 #: How long the agent tries to reach the orchestrator before it gives up.
 CONNECT_FOR = 20.0
@@ -72,6 +82,15 @@ SETTLE = 2.0
 SWITCH_INTERVAL = sys.getswitchinterval()
 #: The subreaper flag of ``prctl`` (what ``process.become_subreaper`` sets).
 PR_SET_CHILD_SUBREAPER = 36
+#: The signals the interpreter ignores, which a started program gets back at their
+#: defaults (what subprocess's ``restore_signals`` does).
+RESTORED_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
+#: The names of the signals the agent notes.
+SIGNAL_NAMES: dict[int, str] = {
+    _signal.SIGTERM: "SIGTERM",
+    _signal.SIGINT: "SIGINT",
+    _signal.SIGHUP: "SIGHUP",
+}
 
 USAGE = """\
 usage: python -m srt_services.launch.agent --connect HOST:PORT --key-file FILE --job-dir DIR
@@ -107,18 +126,22 @@ def note(text: str) -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     line = f"{stamp} srt-agent[{os.getpid()}]: {text}\n"
     if _log_fd is not None:
-        with contextlib.suppress(OSError):
+        try:
             os.write(_log_fd, line.encode())
             return
+        except OSError:
+            pass
     sys.stdout.write(line)
     sys.stdout.flush()
 
 
 def _open_log(log_dir: str, node: str) -> None:
     global _log_fd
-    with contextlib.suppress(OSError):
-        path = os.path.join(log_dir, f"srt-agent-{node}.out")
+    path = os.path.join(log_dir, f"srt-agent-{node}.out")
+    try:
         _log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    except OSError:
+        pass
 
 
 class Usage(Exception):
@@ -171,27 +194,176 @@ def parse(argv: list[str]) -> dict[str, Any]:
     return opts
 
 
-def node_address(interface: str | None) -> str:
+# ------------------------------------------------------------------ starting programs
+
+_fds_closed_on_exec = False
+
+
+def _close_inherited_on_exec() -> None:
+    """Mark what the agent inherited (from srun) close-on-exec: what subprocess's
+    ``close_fds`` did for every program it started. Whatever the interpreter opens is
+    close-on-exec already (PEP 446), so once, before the first program, is enough."""
+    global _fds_closed_on_exec
+    if _fds_closed_on_exec:
+        return
+    _fds_closed_on_exec = True
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:  # pragma: no cover - no /proc: close them in every program instead
+        return
+    for name in names:
+        fd = int(name)
+        if fd > 2:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass  # the listing's own descriptor, closed by now
+
+
+def _executable(name: str, env: Mapping[str, str]) -> str:
+    """``name`` as subprocess finds it: itself when it has a directory, else the first
+    executable file of that name on the program's own PATH (``env``'s, not the agent's)."""
+    if os.path.dirname(name):
+        return name
+    # os.get_exec_path(env), without the warnings module it loads
+    path = env.get("PATH")
+    for folder in (os.defpath if path is None else path).split(os.pathsep):
+        path = os.path.join(folder, name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    raise FileNotFoundError(2, os.strerror(2), name)
+
+
+def spawn(
+    argv: list[str],
+    env: Mapping[str, str],
+    actions: list[tuple[Any, ...]],
+    new_session: bool = True,
+) -> int:
+    """Start ``argv`` (a vfork and an exec: ``os.posix_spawn``), its standard streams set
+    by ``actions``, in a session of its own unless told not to; its PID. OSError when it
+    cannot start (the exec's own error), ValueError for an empty command.
+
+    What ``subprocess.Popen(..., start_new_session=True, close_fds=True)`` does, without
+    loading subprocess and all it imports before the agent's first launch: the program
+    found as Popen finds it, the ignored signals restored, nothing inherited but its
+    streams."""
+    if not argv:
+        raise ValueError("an empty command")
+    _close_inherited_on_exec()
+    return os.posix_spawn(
+        _executable(argv[0], env),
+        argv,
+        env,
+        file_actions=actions,
+        setsid=new_session,
+        setsigdef=RESTORED_SIGNALS,
+    )
+
+
+def _popen(argv: list[str], env: Mapping[str, str], fd: int, cwd: str) -> subprocess.Popen[bytes]:
+    """An instance with a working directory, started as the local launcher does."""
+    import subprocess
+
+    return subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=fd,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def become_subreaper() -> bool:
+    """``prctl(PR_SET_CHILD_SUBREAPER, 1)`` (``process.become_subreaper``) through
+    ``_ctypes`` itself: the ctypes module (its dozens of C types, struct) was ~6 ms of the
+    agent's CPU before its first launch, for this one call."""
+    try:
+        import _ctypes
+
+        class Int(_ctypes._SimpleCData):  # type: ignore[type-arg]
+            _type_ = "i"
+
+        class Prctl(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = Int
+
+        class Libc:  # what a function pointer is looked up in (ctypes.CDLL(None))
+            _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]
+
+        prctl = Prctl(("prctl", Libc()))  # type: ignore[arg-type]
+        return bool(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (ImportError, OSError, AttributeError):  # pragma: no cover - non-Linux
+        return False
+
+
+def _wait(pid: int) -> None:
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            return
+        except ChildProcessError:
+            return
+        except InterruptedError:  # pragma: no cover - retried by the interpreter (PEP 475)
+            continue
+
+
+def node_address(interface: str | None, timeout: float = 10.0) -> str:
     """What this node says its address is, as text the orchestrator picks an IPv4 address
     from: the same probe the allocation's own lookup step runs on every node
     (``hostname -I``, or the site's interface), so both ways give the same address."""
-    import subprocess
-
     argv = ["ip", "-4", "-o", "addr", "show", "dev", interface] if interface else ["hostname", "-I"]
+    read, write = os.pipe2(os.O_CLOEXEC)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"({argv[0]} failed: {exc})"
-    return done.stdout
+        try:
+            streams = [
+                (os.POSIX_SPAWN_DUP2, write, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ]
+            pid = spawn(argv, os.environ, streams, new_session=False)
+        except OSError as exc:
+            return f"({argv[0]} failed: {exc})"
+        finally:
+            os.close(write)
+        out = b""
+        deadline = time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(read, select.POLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                try:
+                    os.kill(pid, _signal.SIGKILL)
+                except OSError:
+                    pass
+                _wait(pid)
+                return f"({argv[0]} failed: no answer within {timeout:g}s)"
+            if not poller.poll(left * 1000 + 1):
+                continue
+            data = os.read(read, 1 << 16)
+            if not data:
+                break
+            out += data
+        _wait(pid)
+        return out.decode(errors="replace")
+    finally:
+        os.close(read)
 
 
-def _connect(host: str, port: int) -> socket.socket:
-    """``socket.create_connection`` with the host looked up as bytes: a str goes through
-    the idna codec, whose imports cost every node's agent ~2 ms."""
+# ------------------------------------------------------------------ the connection
+
+
+def _connect(host: str, port: int) -> _socket.socket:
+    """``socket.create_connection`` with the host looked up as bytes (a str goes through
+    the idna codec, whose imports cost every node's agent ~2 ms), on the bare ``_socket``
+    type (the second part wraps it in ``socket.socket``)."""
     name = host.encode() if host.isascii() else host.encode("idna")
     error: OSError = OSError(f"no address for {host}")
-    for family, kind, proto, _, address in socket.getaddrinfo(name, port, 0, socket.SOCK_STREAM):
-        sock = socket.socket(family, kind, proto)
+    for family, kind, proto, _, address in _socket.getaddrinfo(name, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
         try:
             sock.settimeout(CONNECT_FOR)
             sock.connect(address)
@@ -219,8 +391,10 @@ def connect(
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
     sock.settimeout(None)
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
     lines = wire.Lines(sock)
     try:
         return lines, wire.agent_handshake(lines, key, node, address=address)
@@ -253,16 +427,19 @@ class Start:
         #: the orchestrator said its launches are done for now
         self._load_now = False
         self._exits: list[int] = []
-        self._loader: threading.Thread | None = None
-        self._loaded = threading.Event()
+        self._loader: Any = None
+        #: set by the loading thread when it is done (loaded or failed)
+        self._loaded = False
         self._wake_r = self._wake_w = -1
         self._poller: Any = None
         self._listening = True
         self._subreaper = False
 
     def send(self, message: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError):
+        try:
             self.lines.sock.sendall(self.session.seal(message))
+        except OSError:
+            pass
 
     def receive_setup(self, timeout: float) -> dict[str, Any]:
         """The orchestrator's first message, which must be the setup: Lost when it does
@@ -300,17 +477,13 @@ class Start:
 
     def launch(self, m: dict[str, Any]) -> None:
         """Start one instance as the local launcher does (``LocalLauncher.launch``): its
-        own session and process group, output appended to its log, its cgroup leaf."""
-        import subprocess
-
+        own session and process group, stdin from /dev/null, output appended to its log,
+        its cgroup leaf."""
         from srt_services import procfs
 
         if not self._subreaper:
             # before anything is started: whatever an instance daemonizes stays below us
-            import ctypes
-
-            with contextlib.suppress(OSError, AttributeError):
-                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            become_subreaper()
             self._subreaper = True
         lid, step = int(m["lid"]), str(m["step"])
         argv = list(m["argv"])
@@ -320,33 +493,39 @@ class Start:
             argv = wrap_preamble(argv, m["preamble"], f"srt:{step}")
         env = {**self.job_env, **m["env"]}
         log = m["log"]
+        popen: subprocess.Popen[bytes] | None = None
         try:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
             try:
-                popen = subprocess.Popen(
-                    argv,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=fd,
-                    stderr=subprocess.STDOUT,
-                    cwd=m.get("cwd"),
-                    start_new_session=True,
-                    close_fds=True,
-                )
+                if m.get("cwd") is None:
+                    streams = [
+                        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+                        (os.POSIX_SPAWN_DUP2, fd, 1),
+                        (os.POSIX_SPAWN_DUP2, fd, 2),
+                    ]
+                    pid = spawn(argv, env, streams)
+                else:
+                    # posix_spawn cannot change directory: an instance with one (a
+                    # checkout's) is started by subprocess, as the local launcher does
+                    popen = _popen(argv, env, fd, m["cwd"])
+                    pid = popen.pid
             finally:
                 os.close(fd)
         except (OSError, ValueError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else str(exc)
-            with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as fh:
-                fh.write(f"srt: cannot execute {argv[0] if argv else '?'}: {why}\n")
+            try:
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write(f"srt: cannot execute {argv[0] if argv else '?'}: {why}\n")
+            except OSError:
+                pass
             self.send({"ev": "exited", "lid": lid, "code": 127, "error": why})
             return
         if self.cgroup is not None:
-            self.cgroup.adopt(popen.pid, step)
-        one = Launched(lid, step, popen, m)
-        one.ticks = procfs.start_ticks(popen.pid)
+            self.cgroup.adopt(pid, step)
+        one = Launched(lid, step, pid, popen, m)
+        one.ticks = procfs.start_ticks(pid)
         self.launched.append(one)
-        self.send({"ev": "started", "lid": lid, "pid": popen.pid, "ticks": one.ticks})
+        self.send({"ev": "started", "lid": lid, "pid": pid, "ticks": one.ticks})
 
     # ------------------------------------------------------------------ the loop
 
@@ -356,12 +535,10 @@ class Start:
         lost orchestrator at once), and return once it is loaded. :attr:`lost` says why
         the orchestrator counts as lost by then, if it does; :attr:`left` how long it may
         stay silent from now."""
-        import select
-
         # an instance's exit (SIGCHLD) and the end of the loading wake the loop (this pipe)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        old_wakeup = signal.set_wakeup_fd(self._wake_w)
-        signal.signal(signal.SIGCHLD, lambda signum, _: self._exits.append(signum))
+        old_wakeup = _signal.set_wakeup_fd(self._wake_w)
+        _signal.signal(_signal.SIGCHLD, lambda signum, _: self._exits.append(signum))
         self._poller = select.poll()
         self._poller.register(self.lines.sock, select.POLLIN)
         self._poller.register(self._wake_r, select.POLLIN)
@@ -369,8 +546,8 @@ class Start:
             self._loop()
         finally:
             sys.setswitchinterval(SWITCH_INTERVAL)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.set_wakeup_fd(old_wakeup)
+            _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+            _signal.set_wakeup_fd(old_wakeup)
             os.close(self._wake_r)
             os.close(self._wake_w)
 
@@ -391,7 +568,7 @@ class Start:
                     self._lose(f"no word from the orchestrator for {lost_after:g}s")
             if self._loader is None and self._wanted(settle_at, now):
                 self._load()
-            if self._loaded.is_set():
+            if self._loaded:
                 self.left = 0.0 if self.lost else self.last_heard + lost_after - now
                 return
             if now >= next_beat and self.lost is None:
@@ -432,9 +609,14 @@ class Start:
                 import srt_services.launch.agent.node
                 import srt_services.launch.agent.serve  # noqa: F401
             finally:
-                self._loaded.set()
-                with contextlib.suppress(OSError):
+                self._loaded = True
+                try:
                     os.write(self._wake_w, b"\0")
+                except OSError:
+                    pass
+
+        # the first of the rest's imports: the loading's thread is one of threading's
+        import threading
 
         # while the thread imports, this loop takes the interpreter back within 1 ms (not
         # 5) when the socket wakes it: a lost orchestrator is noted before Slurm, which
@@ -451,8 +633,10 @@ class Start:
             self._listening = False
         for fd, _ in self._poller.poll(max(0.0, until - time.monotonic()) * 1000 + 1):
             if fd == self._wake_r:
-                with contextlib.suppress(OSError):
+                try:
                     os.read(self._wake_r, 512)
+                except OSError:
+                    pass
                 continue
             try:
                 if not self.lines.fill(wire.MAX_LINE):
@@ -508,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     except Usage as exc:
         sys.stderr.write(USAGE + f"python -m srt_services.launch.agent: error: {exc}\n")
         return 2
-    node = opts.get("node") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    node = opts.get("node") or os.environ.get("SLURMD_NODENAME") or _socket.gethostname()
     node = node.split(".")[0] if not opts.get("node") else node
     if opts.get("log_dir"):
         _open_log(opts["log_dir"], node)
@@ -516,14 +700,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_signal(signum: int, _frame: Any) -> None:
         if serving:
-            note(
-                f"{signal.Signals(signum).name}: the orchestrator stops the job's instances in order"
-            )
+            note(f"{SIGNAL_NAMES[signum]}: the orchestrator stops the job's instances in order")
         else:
             raise Stopped
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    for sig in SIGNAL_NAMES:
+        _signal.signal(sig, on_signal)
     try:
         address = node_address(opts.get("interface")) if opts["report_address"] else None
         key = wire.read_key(opts["key_file"])
@@ -553,8 +735,10 @@ def exit_now(code: int) -> None:
     node is gone and every message is sent, and 64 agents tearing down their interpreters
     at once (tens of ms of CPU each) were most of the wait for the agents' step to end."""
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
+        try:
             stream.flush()
+        except Exception:
+            pass
     os._exit(code)
 
 

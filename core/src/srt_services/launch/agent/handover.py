@@ -16,12 +16,32 @@ if TYPE_CHECKING:
 class Launched:
     """An instance the first part started, for :mod:`.serve` to supervise."""
 
-    __slots__ = ("follow", "grace", "lid", "log", "popen", "ports", "step", "stop_signal", "ticks")
+    __slots__ = (
+        "follow",
+        "grace",
+        "lid",
+        "log",
+        "pid",
+        "popen",
+        "ports",
+        "step",
+        "stop_signal",
+        "ticks",
+    )
 
-    def __init__(self, lid: int, step: str, popen: subprocess.Popen[bytes], m: dict[str, Any]):
+    def __init__(
+        self,
+        lid: int,
+        step: str,
+        pid: int,
+        popen: subprocess.Popen[bytes] | None,
+        m: dict[str, Any],
+    ):
         self.lid = lid
         self.step = step
         self.log: str = m["log"]
+        self.pid = pid
+        #: ``None`` when it was spawned without subprocess (all but an instance with a cwd)
         self.popen = popen
         self.grace = float(m.get("grace", 10.0))
         self.stop_signal: str = m.get("stop_signal", "TERM")

@@ -126,13 +126,13 @@ class NodeAgent:
         this launcher had started it (its session remembered, its exit heard), its probes'
         files and ports watched from now on (each followed file reported once: what was
         written before its watch began is not missed)."""
-        self.launcher.adopt_started(one.popen.pid, one.step)
+        self.launcher.adopt_started(one.pid, one.step)
         h = Handle(
             step=one.step,
             unit="",
             node=self.node,
-            pid=one.popen.pid,
-            pgid=one.popen.pid,
+            pid=one.pid,
+            pgid=one.pid,
             start_ticks=one.ticks,
             log_path=one.log,
             log_offset=0,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -107,7 +108,13 @@ async def _serve_all(start: Start, note: Note) -> int:
     reader = asyncio.StreamReader(limit=wire.MAX_LINE)
     reader.feed_data(start.lines.buffer)
     protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=start.lines.sock)
+    sock = start.lines.sock
+    if not isinstance(sock, socket.socket):
+        # the first part connects with the bare ``_socket`` type (the socket module, with
+        # the enum and selectors modules it loads, cost every agent ~5-8 ms before its first
+        # launch): the same connection, in the type asyncio expects
+        sock = socket.socket(fileno=sock.detach())
+    transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=sock)
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
     channel = Channel(reader, writer, start.session)
     try:

@@ -22,15 +22,16 @@ reads).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # asyncio is imported where it is used: neither the batch script's first
-    import asyncio  # moments (launch/slurm/first.py) nor an agent's start need it
-    import socket
+if TYPE_CHECKING:
+    # asyncio is imported where it is used: neither the batch script's first moments
+    # (launch/slurm/first.py) nor an agent's start need it
+    import _socket
+    import asyncio
     from typing import Any
 
 if TYPE_CHECKING:
@@ -53,17 +54,74 @@ KEY_BYTES = 32
 _MAC_HEX = 32
 
 
-# The standard library's json, not orjson: every node agent imports this module at its
-# start, and orjson (with the uuid and platform modules it pulls in) cost each agent
-# 10-17 ms of CPU there; the frames are small, so its speed buys nothing here.
+# JSON through the standard library's C accelerator (``_json``), which is what ``json``
+# itself runs, without ``json``: its Python layer imports ``re`` (the decoder's and the
+# encoder's regular expressions, compiled at import), ~6 ms of CPU in every node agent
+# before its first launch. Not orjson either: it (with the uuid and platform modules it
+# pulls in) cost each agent 10-17 ms there; the frames are small, its speed buys nothing.
+# The bytes are json.dumps's and what is read is json.loads's (a test compares both).
+try:
+    import _json
+except ImportError:  # pragma: no cover - a build without the accelerator
+    _json = None  # type: ignore[assignment]
+
+
+def _unencodable(o: Any) -> Any:
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+
+class _Decoding:
+    """What ``_json``'s scanner reads off a decoder: json.loads's defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {
+        "-Infinity": float("-inf"),
+        "Infinity": float("inf"),
+        "NaN": float("nan"),
+    }.__getitem__
+
+
+# (typeshed types the scanner's context as a scanner: it is anything with these attributes)
+_scan = _json.make_scanner(_Decoding()) if _json is not None else None  # type: ignore[arg-type]
+
+
 def _dumps(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()
+    """``json.dumps(doc, separators=(",", ":"))``, encoded (ASCII: non-ASCII is escaped)."""
+    if _json is None:  # pragma: no cover - a build without the accelerator
+        import json
+
+        return json.dumps(doc, separators=(",", ":")).encode()
+    # what json.dumps runs for these arguments: circular references checked (``{}``), no
+    # indent, no key sorting, no skipped keys, NaN and the infinities allowed
+    encode = _json.make_encoder(
+        {}, _unencodable, _json.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    return "".join(encode(doc, 0)).encode()
 
 
 def _loads(data: bytes) -> Any:
     """The document in ``data``; ValueError for anything that is not JSON (bad UTF-8
-    and nesting deeper than the parser's recursion limit included)."""
+    and nesting deeper than the parser's recursion limit included).
+
+    The scanner reads a frame as it comes (UTF-8, no leading space); anything it does not
+    take goes to json.loads, which reads what else JSON allows or says what is wrong (the
+    scanner's own errors need ``json.decoder`` loaded: without it they surface as
+    StopIteration or a SystemError)."""
     try:
+        if _scan is not None:
+            try:
+                text = data.decode()
+                doc, end = _scan(text, 0)
+                if not text[end:].strip(" \t\n\r"):
+                    return doc
+            except (StopIteration, SystemError, ValueError):
+                pass
+        import json
+
         return json.loads(data)
     except RecursionError:
         raise ValueError("nested too deeply") from None
@@ -206,7 +264,7 @@ class Lines:
     before it has an event loop (its handshake, its setup, its first launches). What was
     read past the last line stays in :attr:`buffer` for whoever reads on."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: _socket.socket) -> None:
         self.sock = sock
         self.buffer = b""
 
