@@ -4,13 +4,9 @@ leaves no descriptor behind (the teardown arms one per wait)."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 from srt_services.launch import deadline
-
-
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+from srt_services.testing.fds import open_fds, opened_since
 
 
 def test_it_fires_at_the_deadline_not_before() -> None:
@@ -36,24 +32,24 @@ def test_it_uses_a_timerfd_on_linux() -> None:
     """The point of the module: where a timerfd exists, the wait is on one (an fd is open
     while it is armed), not on the loop's rounded timer."""
 
-    async def main() -> tuple[int, int]:
+    async def main() -> tuple[list[str], list[str]]:
         loop = asyncio.get_running_loop()
-        before = _fds()
+        before = open_fds()
         fired = deadline.at(loop.time() + 60)
-        armed = _fds()
+        armed = opened_since(before)
         fired.cancel()
         await asyncio.sleep(0)
-        return armed - before, _fds() - before
+        return armed, opened_since(before)
 
     armed, after = asyncio.run(main())
-    assert armed == 1
-    assert after == 0
+    assert armed == ["anon_inode:[timerfd]"]
+    assert after == []
 
 
 def test_cancelled_ones_never_fire_and_nothing_leaks() -> None:
-    async def main() -> tuple[int, list[asyncio.Future[None]]]:
+    async def main() -> tuple[list[str], list[asyncio.Future[None]]]:
         loop = asyncio.get_running_loop()
-        before = _fds()
+        before = open_fds()
         cancelled = [deadline.at(loop.time() + 0.02) for _ in range(50)]
         for fut in cancelled:
             fut.cancel()
@@ -61,21 +57,21 @@ def test_cancelled_ones_never_fire_and_nothing_leaks() -> None:
         await asyncio.gather(*fired)
         await deadline.at(loop.time() + 0.05)  # past every cancelled deadline
         await asyncio.sleep(0)  # the done callbacks that release the descriptors
-        return _fds() - before, cancelled
+        return opened_since(before), cancelled
 
     leaked, cancelled = asyncio.run(main())
-    assert leaked == 0
+    assert leaked == []
     assert all(f.cancelled() for f in cancelled)
 
 
 def test_a_deadline_cancelled_midway_releases_its_timer() -> None:
-    async def main() -> int:
+    async def main() -> list[str]:
         loop = asyncio.get_running_loop()
-        before = _fds()
+        before = open_fds()
         fired = deadline.at(loop.time() + 60)
         await asyncio.sleep(0.01)
         fired.cancel()
         await asyncio.sleep(0)
-        return _fds() - before
+        return opened_since(before)
 
-    assert asyncio.run(main()) == 0
+    assert asyncio.run(main()) == []

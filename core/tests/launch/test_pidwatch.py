@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from srt_services.launch import pidwatch
+from srt_services.testing.fds import open_fds, opened_since
 
 #: Far enough that a wait ending before it can only have been woken by the exit.
 FAR = 60.0
@@ -33,17 +34,13 @@ def _sleeper(started: list[subprocess.Popen[bytes]]) -> int:
     return proc.pid
 
 
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def test_an_exit_wakes_the_wait(sleepers: list[subprocess.Popen[bytes]]) -> None:
     """The process is left a zombie (not reaped): it has exited, and the wait says so."""
     pids = [_sleeper(sleepers) for _ in range(3)]
 
-    async def main() -> tuple[list[int], bool, int]:
+    async def main() -> tuple[list[int], bool, list[str]]:
         loop = asyncio.get_running_loop()
-        before = _fds()
+        before = open_fds()
         watch = pidwatch.ExitWatch()
         watch.add(pids)
         loop.call_later(0.05, lambda: [os.kill(p, signal.SIGKILL) for p in pids])
@@ -52,12 +49,12 @@ def test_an_exit_wakes_the_wait(sleepers: list[subprocess.Popen[bytes]]) -> None
         woke_early = loop.time() < end
         watch.close()
         await asyncio.sleep(0)  # a cancelled deadline releases its timerfd on the next turn
-        return left, woke_early, _fds() - before
+        return left, woke_early, opened_since(before)
 
     left, woke_early, leaked = asyncio.run(main())
     assert left == []
     assert woke_early, "the wait ran to its deadline instead of waking on the exits"
-    assert leaked == 0
+    assert leaked == []
 
 
 def test_a_process_without_a_pidfd_is_polled(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from srt_services.launch import process
+from srt_services.testing.fds import open_fds, opened_since
 from srt_services.testing.jobs import Jobs, events_of, wait_for
 from srt_services.testing.survivors import assert_no_survivors
 
@@ -139,13 +140,13 @@ def test_F18_200_services_no_fd_or_thread_leak(tmp_path) -> None:
     job_dir = str(tmp_path / "job")
     plan = kit.plan(plugins, recipe, 4, job_dir=job_dir, runs_here=True)
     assert sum(len(u.instances) for u in plan.units) == 201
-    fds_before = len(os.listdir("/proc/self/fd"))
+    fds_before = open_fds()
     threads_before = threading.active_count()
     t0 = time.monotonic()
     code = kit.supervise(plugins, plan, job_dir).code
     assert code == 0
     assert time.monotonic() - t0 < 60
-    assert len(os.listdir("/proc/self/fd")) == fds_before
+    assert opened_since(fds_before) == []
     assert threading.active_count() == threads_before
     assert_no_survivors(job_dir)
 
