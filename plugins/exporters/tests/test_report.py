@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree
@@ -58,6 +59,27 @@ def test_labels_from_the_job_are_escaped() -> None:
 BINARIES = ("prometheus", "prometheus-node-exporter", "prometheus-process-exporter")
 
 
+#: The job's main service: it ends once Prometheus holds enough scrapes of a node's idle
+#: CPU for the chart's rate (a 4 s window) to have several points. A fixed sleep was not
+#: enough on a loaded machine, where scrapes time out (their timeout is the 1 s interval).
+UNTIL_SCRAPED = """
+import json, sys, time, urllib.parse, urllib.request
+query = 'max(count_over_time(node_cpu_seconds_total{mode="idle"}[2m]))'
+url = f"http://127.0.0.1:{sys.argv[1]}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            result = json.load(answer)["data"]["result"]
+        if result and float(result[0]["value"][1]) >= 8:
+            sys.exit(0)
+    except OSError:  # a loaded Prometheus that did not answer in time: ask again
+        pass
+    time.sleep(0.5)
+sys.exit("fewer than 8 scrapes of node-exporter in 60 s")
+"""
+
+
 @pytest.mark.component
 @pytest.mark.skipif(
     any(shutil.which(b) is None for b in BINARIES),
@@ -66,6 +88,9 @@ BINARIES = ("prometheus", "prometheus-node-exporter", "prometheus-process-export
 def test_the_report_of_a_recorded_job_has_its_charts(
     srt_jobs: Jobs, srt_free_port: Callable[[], int], tmp_path: Path
 ) -> None:
+    script = tmp_path / "until_scraped.py"
+    script.write_text(UNTIL_SCRAPED)
+    prometheus = srt_free_port()
     run = srt_jobs.run(
         f"""
         schema: 2
@@ -73,16 +98,16 @@ def test_the_report_of_a_recorded_job_has_its_charts(
         services:
           - name: prometheus
             type: prometheus
-            options: {{port: {srt_free_port()}, scrape_interval_seconds: 1}}
+            options: {{port: {prometheus}, scrape_interval_seconds: 1}}
           - name: node-exporter
             type: node-exporter
             placement: {{node: head}}
             options: {{port: {srt_free_port()}}}
           - name: main
             terminal: true
-            command: [bash, -c, "sleep 8; exit 0"]
+            command: [{sys.executable}, {script}, "{prometheus}"]
         """,
-        timeout=90,
+        timeout=120,
     )
     assert run.code == 0, run.stderr
     out = tmp_path / "page.html"
